@@ -1,0 +1,37 @@
+"""Dispatch ``python -m bench <benchmark> [options]`` to one benchmark module.
+
+Each benchmark module exposes ``add_arguments(parser)`` and ``run(args) -> int``, so adding
+one (registry, gateway, ...) is one entry in ``BENCHMARKS`` and this file stays small.
+"""
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, one-line help)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "ussd": ("bench.ussd", "USSD gateway: whole sessions through wrk, in-memory and Redis store"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the subcommand and hand over, so each benchmark owns its own options."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    runners = {}
+    for name, (module_name, help_text) in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        sub_parser = sub.add_parser(
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub_parser)
+        runners[name] = module.run
+    args = parser.parse_args(argv)
+    return runners[args.benchmark](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

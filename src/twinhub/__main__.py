@@ -1,0 +1,3 @@
+from twinhub.cli import main
+
+main()

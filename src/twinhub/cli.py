@@ -1,0 +1,155 @@
+"""The `twinhub` command: serve the interfaces, migrate the database, operator tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from twinhub import __version__
+from twinhub.logging import configure_logging
+from twinhub.settings import Settings
+
+app = typer.Typer(
+    help="twinhub: digital-twin domains, a USSD gateway and a chain REST gateway.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+serve_app = typer.Typer(help="Run the platform's interfaces (all of them by default).")
+ussd_app = typer.Typer(help="USSD gateway operator tasks.", no_args_is_help=True)
+app.add_typer(serve_app, name="serve")
+app.add_typer(ussd_app, name="ussd")
+console = Console(stderr=True)
+
+HostOption = Annotated[
+    str | None, typer.Option("--host", help="Interface to bind (default HOST, 127.0.0.1).")
+]
+PortOption = Annotated[
+    int | None, typer.Option("--port", help="USSD gateway port (default PORT, 3000).")
+]
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment; a clear message and exit code 2 when they are wrong."""
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as error:
+        for problem in error.errors():
+            name = "_".join(str(part) for part in problem["loc"]).upper()
+            console.print(f"[red]configuration error[/red] {name}: {problem['msg']}")
+        raise typer.Exit(2) from None
+    problems = settings.problems_for_production()
+    for problem in problems:
+        console.print(f"[red]refusing to start[/red]: {problem}")
+    if problems:
+        raise typer.Exit(2)
+    configure_logging(settings.log_level, settings.log_format)
+    return settings
+
+
+def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(coroutine)
+
+
+def _serve(settings: Settings, interfaces: list[str]) -> None:
+    from twinhub.platform import Platform
+    from twinhub.server import Listener, run, serve
+    from twinhub.ussd.app import create_ussd_app
+
+    builders = {
+        "ussd": Listener("ussd", lambda p: create_ussd_app(p), settings.host, settings.port),
+    }
+    listeners = [builders[name] for name in interfaces]
+
+    async def main() -> None:
+        try:
+            platform = Platform(settings)
+        except RuntimeError as error:
+            console.print(f"[red]refusing to start[/red]: {error}")
+            raise SystemExit(2) from None
+        await serve(platform, listeners)
+
+    run(main)
+
+
+@serve_app.callback(invoke_without_command=True)
+def serve_all(ctx: typer.Context, host: HostOption = None, port: PortOption = None) -> None:
+    """Every interface that exists: today the USSD gateway (PORT, default 3000)."""
+    if ctx.invoked_subcommand is None:
+        _serve(load_settings(host=host, port=port), ["ussd"])
+
+
+@serve_app.command("ussd")
+def serve_ussd(host: HostOption = None, port: PortOption = None) -> None:
+    """Only the USSD gateway."""
+    _serve(load_settings(host=host, port=port), ["ussd"])
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database schema to the newest revision (also done on every start)."""
+    from twinhub.db.engine import create_engine
+    from twinhub.db.migrate import schema_revisions, upgrade_database
+
+    settings = load_settings()
+
+    async def main() -> None:
+        engine = create_engine(settings)
+        try:
+            before, head = await schema_revisions(engine)
+            console.print(f"database at revision {before or '(empty)'}; newest is {head}")
+            await upgrade_database(engine)
+            after, _ = await schema_revisions(engine)
+            console.print(f"[green]database at revision {after}[/green]")
+        finally:
+            await engine.dispose()
+
+    _run(main())
+
+
+@ussd_app.command("unlock")
+def ussd_unlock(customer_id: str) -> None:
+    """Unlock a customer locked out by wrong PINs (after checking who is asking)."""
+    from twinhub.platform import Platform
+
+    settings = load_settings()
+
+    async def main() -> bool:
+        platform = Platform(settings)
+        try:
+            await platform.start()
+            return await platform.customers.unlock(customer_id)
+        finally:
+            await platform.stop()
+
+    if not _run(main()):
+        console.print(f"[red]no customer with ID {customer_id}[/red]")
+        raise typer.Exit(1)
+    console.print(f"[green]customer {customer_id} unlocked[/green]")
+
+
+@app.command()
+def config() -> None:
+    """Print the effective settings, secrets masked."""
+    settings = load_settings()
+    for name, value in settings.model_dump().items():
+        shown = "********" if "Secret" in type(value).__name__ else value
+        typer.echo(f"{name.upper()}={shown if shown is not None else ''}")
+
+
+@app.command()
+def version() -> None:
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app(prog_name="twinhub")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

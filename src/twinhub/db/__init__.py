@@ -1,0 +1,1 @@
+"""Storage: one SQLAlchemy engine (SQLite by default, PostgreSQL in production)."""

@@ -1,0 +1,57 @@
+"""Creating the async engine with the per-database settings that production needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from twinhub.settings import Settings
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def create_engine(settings: Settings) -> AsyncEngine:
+    """An engine that survives database restarts (pre-ping) and never hangs on connect."""
+    url = settings.resolved_database_url
+    timeout = settings.database_connect_timeout_seconds
+    if is_sqlite(url):
+        database = make_url(url).database
+        if database and database != ":memory:":
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, connect_args={"timeout": timeout}, hide_parameters=True)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": max(timeout * 5, 15)}
+    return create_async_engine(
+        url,
+        connect_args=connect_args,
+        hide_parameters=True,  # SQL errors must not carry PIN ciphertexts or phone numbers
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=10,
+        pool_timeout=timeout,
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """WAL lets readers run beside the writer; busy_timeout queues writers instead of failing."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)

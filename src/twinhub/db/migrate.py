@@ -1,0 +1,48 @@
+"""Applying Alembic migrations from inside the program (on start and by `twinhub migrate`).
+
+Several replicas may start at once against one PostgreSQL database; an advisory lock makes
+them take turns, so each migration runs exactly once.
+"""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+_PG_MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", "twinhub.db:migrations")
+    return config
+
+
+def _upgrade(connection: Connection, config: Config) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+async def upgrade_database(engine: AsyncEngine) -> None:
+    """Bring the schema to the newest revision; a no-op when it already is."""
+    config = alembic_config()
+    async with engine.begin() as connection:
+        await connection.run_sync(_upgrade, config)
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def schema_revisions(engine: AsyncEngine) -> tuple[str | None, str | None]:
+    """(revision the database is at, newest revision this program knows)."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    async with engine.connect() as connection:
+        current = await connection.run_sync(_current)
+    return current, head

@@ -1,0 +1,73 @@
+"""The resources every interface shares, opened once per process: database, Redis, PIN key,
+core services. Interfaces receive a Platform; none builds its own connections."""
+
+from __future__ import annotations
+
+import time
+
+from redis.asyncio import Redis
+
+from twinhub.db.engine import create_engine, create_sessionmaker
+from twinhub.db.health import DatabaseMonitor
+from twinhub.db.migrate import upgrade_database
+from twinhub.logging import get_logger
+from twinhub.security.pins import PinCipher, load_pin_key
+from twinhub.services.customers import CustomerService
+from twinhub.settings import Settings
+
+log = get_logger(__name__)
+
+
+class Platform:
+    def __init__(self, settings: Settings) -> None:
+        problems = settings.problems_for_production()
+        if problems:
+            raise RuntimeError("; ".join(problems))
+        self.settings = settings
+        self.engine = create_engine(settings)
+        self.sessionmaker = create_sessionmaker(self.engine)
+        self.database = DatabaseMonitor(
+            self.engine,
+            interval=settings.database_health_interval_seconds,
+            timeout=settings.database_connect_timeout_seconds,
+        )
+        self.pin_cipher = PinCipher(load_pin_key(settings))
+        self.redis: Redis | None = (
+            Redis.from_url(
+                settings.redis_url.get_secret_value(),
+                socket_timeout=settings.database_connect_timeout_seconds,
+                socket_connect_timeout=settings.database_connect_timeout_seconds,
+                health_check_interval=30,
+            )
+            if settings.redis_url
+            else None
+        )
+        self.customers = CustomerService(
+            self.sessionmaker, self.pin_cipher, settings.ussd_max_pin_attempts
+        )
+        self.started_at = time.monotonic()
+        self._started = False
+
+    async def start(self) -> None:
+        """Migrate the schema and begin watching the database; safe to call twice."""
+        if self._started:
+            return
+        await upgrade_database(self.engine)
+        self.database.start()
+        self._started = True
+        log.info(
+            "platform started",
+            environment=self.settings.environment.value,
+            database=self.engine.url.get_backend_name(),
+            session_store="redis" if self.redis else "memory",
+        )
+
+    async def stop(self) -> None:
+        await self.database.stop()
+        if self.redis is not None:
+            await self.redis.aclose()
+        await self.engine.dispose()
+        self._started = False
+
+    def uptime(self) -> float:
+        return round(time.monotonic() - self.started_at, 3)

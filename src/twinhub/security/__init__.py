@@ -1,0 +1,1 @@
+"""Secrets and the rules around them: PIN encryption, PIN strength, bearer tokens."""

@@ -1,0 +1,93 @@
+"""PINs encrypted at rest with AES-256-GCM, compared in constant time.
+
+The seed asks for encryption (not hashing) under `PIN_ENCRYPTION_KEY`. Each ciphertext is
+`version byte | 12-byte random nonce | ciphertext+tag`, and is bound to its owner through the
+associated data, so a ciphertext copied onto another account does not decrypt.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from twinhub.logging import get_logger
+from twinhub.settings import Environment, Settings
+
+log = get_logger(__name__)
+
+PIN_LENGTH = 5
+_FORMAT_V1 = b"\x01"
+_NONCE_BYTES = 12
+DEV_KEY_FILE = "pin-encryption.key"
+
+
+class PinCipher:
+    """Encrypts PINs for one purpose (`context`), e.g. an account or a session's pending PIN."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) != 32:
+            raise ValueError("the PIN key must be 32 bytes (AES-256)")
+        self._aead = AESGCM(key)
+
+    def encrypt(self, pin: str, context: str) -> bytes:
+        nonce = os.urandom(_NONCE_BYTES)
+        return _FORMAT_V1 + nonce + self._aead.encrypt(nonce, pin.encode(), context.encode())
+
+    def matches(self, ciphertext: bytes, candidate: str, context: str) -> bool:
+        """True when `candidate` is the PIN; a damaged or foreign ciphertext never matches."""
+        if ciphertext[:1] != _FORMAT_V1:
+            return False
+        nonce, body = ciphertext[1 : 1 + _NONCE_BYTES], ciphertext[1 + _NONCE_BYTES :]
+        try:
+            stored = self._aead.decrypt(nonce, body, context.encode())
+        except InvalidTag:
+            return False
+        return hmac.compare_digest(stored, candidate.encode())
+
+
+def load_pin_key(settings: Settings) -> bytes:
+    """The configured key; in development and test, one generated once under DATA_DIR."""
+    if settings.pin_encryption_key is not None:
+        return bytes.fromhex(settings.pin_encryption_key.get_secret_value())
+    if settings.environment is Environment.production:
+        raise RuntimeError("PIN_ENCRYPTION_KEY is required in production")
+    path = settings.data_dir / DEV_KEY_FILE
+    if not path.exists():
+        _write_new_key(path)
+        log.warning(
+            "generated a development PIN key; set PIN_ENCRYPTION_KEY in production",
+            path=str(path),
+        )
+    else:
+        log.warning("using the development PIN key from the data folder", path=str(path))
+    key_hex = path.read_text().strip()
+    if len(key_hex) != 64:
+        raise RuntimeError(f"{path} does not hold a 64-hex-character key")
+    return bytes.fromhex(key_hex)
+
+
+def _write_new_key(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
+
+
+def pin_problem(pin: str, phone_number: str | None = None) -> str | None:
+    """Why a new PIN is refused, in words that fit a USSD screen; None when it is acceptable."""
+    if len(pin) != PIN_LENGTH or not pin.isascii() or not pin.isdigit():
+        return f"PIN must be {PIN_LENGTH} digits."
+    digits = [int(c) for c in pin]
+    steps = {b - a for a, b in itertools.pairwise(digits)}
+    too_easy = (
+        len(set(pin)) < 3  # 11111, 12121, 11222
+        or steps in ({1}, {-1})  # 12345, 98765
+        or (phone_number is not None and phone_number.endswith(pin))
+    )
+    return "PIN too easy to guess. Avoid repeats and sequences." if too_easy else None

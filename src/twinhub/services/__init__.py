@@ -1,0 +1,2 @@
+"""Core services: the rules of the platform, called by every interface, free of HTTP and SQL
+details of the caller."""

@@ -1,0 +1,144 @@
+"""Every environment variable twinhub reads, in one place, with defaults that run anywhere.
+
+The defaults let `twinhub serve` start on a fresh machine: an SQLite file and a generated
+development PIN key under `DATA_DIR`, sessions in process memory. Production
+(`ENVIRONMENT=production`) refuses to start without the secrets it needs; see
+`Settings.problems_for_production`.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+
+from limits import RateLimitItem, parse
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_HEX_KEY = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+class Environment(StrEnum):
+    development = "development"
+    production = "production"
+    test = "test"
+
+
+class Settings(BaseSettings):
+    """Read once at start; passed down explicitly, never imported as a global."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
+
+    environment: Environment = Field(
+        Environment.development, description="Reported by the health records."
+    )
+    data_dir: Path = Field(
+        Path("data"), description="Folder for the SQLite file and the development PIN key."
+    )
+    database_url: str | None = Field(
+        None,
+        description="postgresql://... or sqlite:///...; default: an SQLite file in DATA_DIR.",
+    )
+    database_connect_timeout_seconds: float = Field(3.0, gt=0)
+    database_health_interval_seconds: float = Field(
+        2.0, gt=0, description="How often the database is probed between requests."
+    )
+    redis_url: SecretStr | None = Field(
+        None, description="When set, USSD sessions and rate-limit counters live in Redis."
+    )
+    redis_key_prefix: str = Field(
+        "twinhub:", description="Prefix of every Redis key twinhub writes."
+    )
+
+    host: str = Field("127.0.0.1", description="Interface the servers bind to.")
+    port: int = Field(3000, ge=1, le=65535, description="USSD gateway port (the seed's PORT).")
+
+    log_level: str = Field("info")
+    log_format: str = Field("auto", pattern="^(auto|json|console)$")
+
+    pin_encryption_key: SecretStr | None = Field(
+        None, description="64 hex characters (AES-256); generated under DATA_DIR in development."
+    )
+
+    ussd_service_name: str = Field("twinhub", max_length=20)
+    ussd_session_ttl_seconds: float = Field(
+        120.0, gt=0, description="Inactivity after which a USSD session expires."
+    )
+    ussd_session_retention_seconds: float = Field(
+        600.0,
+        ge=0,
+        description="How long an expired or ended session is remembered, to answer 'dial again'.",
+    )
+    ussd_max_sessions: int = Field(
+        100_000, ge=10, description="Memory store cap; least recently used sessions go first."
+    )
+    ussd_lock_timeout_seconds: float = Field(
+        5.0, gt=0, description="How long a request waits for another request of its session."
+    )
+    ussd_max_pin_attempts: int = Field(3, ge=1, le=10)
+    ussd_max_body_bytes: int = Field(4096, ge=512)
+    ussd_rate_limit: str = Field(
+        "100/minute", description="Per client IP, in 'N/period' form; a bare N means per minute."
+    )
+    ussd_operator_token: SecretStr | None = Field(
+        None, description="Bearer token for the debug and session-list endpoints."
+    )
+    trust_proxy_enabled: bool = Field(
+        False, description="Take the client IP from X-Forwarded-For (behind a reverse proxy)."
+    )
+    trust_proxy_hops: int = Field(
+        1, ge=1, description="Number of trusted proxies that appended to X-Forwarded-For."
+    )
+    metrics_enabled: bool = True
+
+    support_contact: str = Field(
+        "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
+    )
+
+    @field_validator("ussd_rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        value = value.strip()
+        if value.isdigit():
+            value = f"{value}/minute"
+        parse(value)  # raises ValueError with a clear message when malformed
+        return value
+
+    @field_validator("pin_encryption_key")
+    @classmethod
+    def _key_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not _HEX_KEY.match(value.get_secret_value()):
+            raise ValueError("PIN_ENCRYPTION_KEY must be 64 hexadecimal characters (256 bits)")
+        return value
+
+    @cached_property
+    def rate_limit(self) -> RateLimitItem:
+        return parse(self.ussd_rate_limit)
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The async SQLAlchemy URL, whatever spelling the operator used."""
+        url = self.database_url or f"sqlite:///{(self.data_dir / 'twinhub.db').as_posix()}"
+        return normalise_database_url(url)
+
+    def problems_for_production(self) -> list[str]:
+        """What stops this configuration from running in production (empty when fine)."""
+        problems = []
+        if self.environment is Environment.production and self.pin_encryption_key is None:
+            problems.append("PIN_ENCRYPTION_KEY is required in production (64 hex characters)")
+        return problems
+
+
+def normalise_database_url(url: str) -> str:
+    """Map the plain driver names operators write to the async drivers twinhub uses."""
+    for plain, driver in (
+        ("postgresql://", "postgresql+asyncpg://"),
+        ("postgres://", "postgresql+asyncpg://"),
+        ("postgresql+psycopg://", "postgresql+asyncpg://"),
+        ("sqlite://", "sqlite+aiosqlite://"),
+    ):
+        if url.startswith(plain):
+            return driver + url[len(plain) :]
+    return url

@@ -1,0 +1,238 @@
+"""The USSD gateway's HTTP surface (seed part B): routes, rate limiting, failure handling.
+
+Routes are thin: parse, authorise, call the engine, render. Every failure of a dependency
+(database, Redis, a stuck session lock) becomes the seed's plain-text
+`END Service temporarily unavailable. Please try again later.`, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from twinhub.logging import get_logger, scrub
+from twinhub.platform import Platform
+from twinhub.settings import Settings
+from twinhub.ussd.engine import UssdEngine
+from twinhub.ussd.menu import Menu, Reply
+from twinhub.ussd.metrics import UssdMetrics
+from twinhub.ussd.request import InvalidRequest, read_ussd_request
+from twinhub.ussd.screens import Content
+from twinhub.ussd.sessions import MemorySessionStore, SessionBusy, SessionStore
+from twinhub.ussd.sessions_redis import RedisSessionStore
+from twinhub.web.client_ip import client_ip
+from twinhub.web.errors import error_response
+from twinhub.web.health import health, metrics_endpoint, root
+from twinhub.web.operator import operator_denial
+from twinhub.web.ratelimit import RateLimiter
+
+log = get_logger(__name__)
+USSD_PREFIX = "/api/ussd"
+
+
+def create_session_store(platform: Platform) -> SessionStore:
+    settings = platform.settings
+    if platform.redis is not None:
+        return RedisSessionStore(
+            platform.redis,
+            settings.redis_key_prefix,
+            ttl=settings.ussd_session_ttl_seconds,
+            retention=settings.ussd_session_retention_seconds,
+            lock_timeout=settings.ussd_lock_timeout_seconds,
+        )
+    return MemorySessionStore(
+        ttl=settings.ussd_session_ttl_seconds,
+        retention=settings.ussd_session_retention_seconds,
+        max_sessions=settings.ussd_max_sessions,
+        lock_timeout=settings.ussd_lock_timeout_seconds,
+    )
+
+
+class RateLimitMiddleware:
+    """429 with Retry-After once a client IP exceeds USSD_RATE_LIMIT on /api/ussd routes."""
+
+    def __init__(self, app: ASGIApp, limiter: RateLimiter, settings: Settings) -> None:
+        self._app = app
+        self._limiter = limiter
+        self._trust_proxy = settings.trust_proxy_enabled
+        self._hops = settings.trust_proxy_hops
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(USSD_PREFIX):
+            await self._app(scope, receive, send)
+            return
+        retry_after = await self._limiter.hit(client_ip(scope, self._trust_proxy, self._hops))
+        if retry_after is None:
+            await self._app(scope, receive, send)
+            return
+        headers = {"Retry-After": str(retry_after)}
+        response: Response
+        if scope["path"] == USSD_PREFIX:
+            scope["app"].state.metrics.replies.labels("rate_limited").inc()
+            text = "END Too many requests. Please try again later."
+            response = PlainTextResponse(text, status_code=429, headers=headers)
+        else:
+            response = error_response(429, "rate_limited", "Too many requests.", headers=headers)
+        await response(scope, receive, send)
+
+
+def create_ussd_app(
+    platform: Platform | None = None, settings: Settings | None = None
+) -> Starlette:
+    """The gateway; it opens and closes the platform itself unless one is handed in."""
+    owns_platform = platform is None
+    platform = platform or Platform(settings or Settings())
+    settings = platform.settings
+    content = Content(
+        service_name=settings.ussd_service_name, support_contact=settings.support_contact
+    )
+    metrics = UssdMetrics()
+    engine = UssdEngine(
+        create_session_store(platform),
+        Menu(platform.customers, platform.pin_cipher, content),
+        content,
+        on_session_started=metrics.sessions_started.inc,
+    )
+    unavailable = Reply(True, content.unavailable).render()
+    invalid = Reply(True, content.invalid_request).render()
+
+    async def session_endpoint(request: Request) -> Response:
+        started = time.perf_counter()
+        outcome = "unavailable"
+        rendered = unavailable
+        try:
+            parsed = await read_ussd_request(request, settings.ussd_max_body_bytes)
+        except InvalidRequest as error:
+            log.info("ussd request rejected", reason=str(error))
+            outcome, rendered = "invalid", invalid
+        else:
+            if platform.database.healthy:
+                try:
+                    reply, outcome = await engine.handle(parsed)
+                    rendered = reply.render()
+                except Exception as error:
+                    outcome = "unavailable"
+                    await _report_failure(platform, parsed.sessionId, error)
+        metrics.replies.labels(outcome).inc()
+        metrics.latency.observe(time.perf_counter() - started)
+        return PlainTextResponse(rendered)
+
+    async def debug_endpoint(request: Request) -> Response:
+        denial = operator_denial(request, settings.ussd_operator_token)
+        if denial is not None:
+            return denial
+        session_id = request.path_params["session_id"]
+        try:
+            view = await engine.debug_view(session_id)
+        except (RedisError, OSError) as error:
+            return _store_unavailable(error)
+        if view is None:
+            return error_response(
+                404,
+                "session_not_found",
+                "No active session with this id: it expired, ended or never started. "
+                "The user must dial again.",
+            )
+        return JSONResponse(view)
+
+    async def sessions_endpoint(request: Request) -> Response:
+        denial = operator_denial(request, settings.ussd_operator_token)
+        if denial is not None:
+            return denial
+        try:
+            active = await engine.store.active_ids()
+        except (RedisError, OSError) as error:
+            return _store_unavailable(error)
+        return JSONResponse({"activeSessions": active, "count": len(active)})
+
+    async def health_endpoint(_: Request) -> Response:
+        extra = {}
+        if platform.redis is not None:
+            extra["redis"] = await _redis_answers(engine.store)
+        return await health(platform, extra)
+
+    async def root_endpoint(_: Request) -> Response:
+        return root(platform, f"{settings.ussd_service_name} USSD gateway is running")
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if owns_platform:
+            await platform.start()
+        try:
+            yield
+        finally:
+            await engine.store.close()
+            if owns_platform:
+                await platform.stop()
+
+    routes = [
+        Route(USSD_PREFIX, session_endpoint, methods=["POST"]),
+        Route(f"{USSD_PREFIX}/debug/{{session_id:path}}", debug_endpoint, methods=["GET"]),
+        Route(f"{USSD_PREFIX}/sessions", sessions_endpoint, methods=["GET"]),
+        Route("/health", health_endpoint, methods=["GET"]),
+        Route("/", root_endpoint, methods=["GET"]),
+    ]
+    if settings.metrics_enabled:
+        routes.append(Route("/metrics", metrics_endpoint, methods=["GET"]))
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
+    )
+    app.state.platform = platform
+    app.state.engine = engine
+    app.state.metrics = metrics
+    limiter = RateLimiter.create(
+        settings.rate_limit,
+        settings.redis_url.get_secret_value() if settings.redis_url else None,
+        settings.redis_key_prefix,
+        namespace="ussd",
+    )
+    app.state.rate_limiter = limiter
+    app.add_middleware(RateLimitMiddleware, limiter=limiter, settings=settings)
+    return app
+
+
+async def _report_failure(platform: Platform, session_id: str, error: Exception) -> None:
+    """Log a failed request without its input; re-probe the database if it may be the cause."""
+    if isinstance(error, SessionBusy):
+        log.warning("ussd session busy", session_id=session_id)
+        return
+    if isinstance(error, RedisError):
+        log.error("session store unavailable", session_id=session_id, error=scrub(str(error)))
+        return
+    if isinstance(error, SQLAlchemyError | OSError | TimeoutError):
+        log.error("database error", session_id=session_id, error=type(error).__name__)
+        await platform.database.check()
+        return
+    log.exception("ussd request failed", session_id=session_id)
+
+
+async def _redis_answers(store: SessionStore) -> bool:
+    try:
+        async with asyncio.timeout(2):
+            return await store.ping()
+    except Exception:
+        return False
+
+
+def _store_unavailable(error: Exception) -> Response:
+    log.error("session store unavailable", error=scrub(str(error)))
+    return error_response(503, "unavailable", "The session store is unavailable.")
+
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)

@@ -1,0 +1,118 @@
+"""One USSD request, start to finish: lock the session, load it, apply the new answers, save.
+
+The rules of seed part B that concern sessions live here:
+- requests of one session are serialised (per-session lock, shared through Redis);
+- a gateway retry (same session, same `text`) gets the stored reply and changes nothing;
+- a new session whose first text already carries answers (shortcut dial) is walked from
+  the welcome menu through them;
+- an expired session answers "dial again", an ended one likewise (except to a retry);
+- nothing is saved unless the whole request succeeded, so a failure changes no state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from twinhub.logging import get_logger, mask_phone
+from twinhub.ussd.inputs import new_inputs
+from twinhub.ussd.menu import Menu, Reply, State
+from twinhub.ussd.request import UssdRequest
+from twinhub.ussd.screens import Content
+from twinhub.ussd.sessions import ENDED, Session, SessionStore
+
+log = get_logger(__name__)
+
+
+class UssdEngine:
+    def __init__(
+        self,
+        store: SessionStore,
+        menu: Menu,
+        content: Content,
+        clock: Callable[[], float] = time.time,
+        on_session_started: Callable[[], object] = lambda: None,
+    ) -> None:
+        self.store = store
+        self._on_session_started = on_session_started
+        self._menu = menu
+        self._content = content
+        self._clock = clock
+
+    async def handle(self, request: UssdRequest) -> tuple[Reply, str]:
+        """The reply, and an outcome label for metrics (con, end, retry, invalid)."""
+        async with self.store.lock(request.sessionId):
+            session = await self.store.load(request.sessionId)
+            now = self._clock()
+            if session is None:
+                session = Session(
+                    session_id=request.sessionId,
+                    phone_number=request.phoneNumber,
+                    service_code=request.serviceCode,
+                    state=State.pre_menu.value,
+                    created_at=now,
+                    updated_at=now,
+                )
+                self._on_session_started()
+                log.info(
+                    "ussd session started",
+                    session_id=session.session_id,
+                    phone=mask_phone(session.phone_number),
+                )
+                reply = await self._apply(session, None, request.text)
+            elif session.phone_number != request.phoneNumber:
+                log.warning("ussd session reused by another phone", session_id=session.session_id)
+                return Reply(True, self._content.invalid_request), "invalid"
+            elif request.text == session.last_text:
+                return _parse(session.last_reply), "retry"
+            elif session.status == ENDED:
+                return Reply(True, self._content.ended), "end"
+            elif session.is_expired(now, self.store.ttl):
+                return Reply(True, self._content.expired), "end"
+            else:
+                reply = await self._apply(session, session.last_text, request.text)
+            session.last_text = request.text
+            session.last_reply = reply.render()
+            session.updated_at = now
+            await self.store.save(session)
+        if reply.end:
+            log.info("ussd session ended", session_id=session.session_id, state=session.state)
+        return reply, "end" if reply.end else "con"
+
+    async def _apply(self, session: Session, previous: str | None, text: str) -> Reply:
+        reply = await self._menu.start(session) if previous is None else None
+        for answer in new_inputs(previous, text):
+            reply = await self._menu.answer(session, answer)
+            if reply.end:
+                break
+        return reply or Reply(False, session.message)
+
+    async def debug_view(self, session_id: str) -> dict[str, object] | None:
+        """The seed's session record, or None for a session unknown, ended or expired."""
+        session = await self.store.load(session_id)
+        if (
+            session is None
+            or session.status == ENDED
+            or session.is_expired(self._clock(), self.store.ttl)
+        ):
+            return None
+        return {
+            "sessionId": session.session_id,
+            "debugInfo": {
+                "state": session.state,
+                "context": {
+                    "sessionId": session.session_id,
+                    "phoneNumber": session.phone_number,
+                    "serviceCode": session.service_code,
+                    "message": session.message,
+                    "isAuthenticated": session.is_authenticated,
+                    "customerId": session.customer_id,
+                },
+                "status": session.status,
+            },
+            "activeSessions": await self.store.active_ids(),
+        }
+
+
+def _parse(rendered: str) -> Reply:
+    return Reply(end=rendered.startswith("END "), text=rendered[4:])

@@ -1,0 +1,2 @@
+"""HTTP concerns shared by every interface: client addresses, operator access, rate limits,
+JSON errors, health records and metrics."""

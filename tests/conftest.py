@@ -1,0 +1,200 @@
+"""Fixtures shared by every test: real databases, real Redis, the real app over HTTP.
+
+PostgreSQL and Redis are the servers named by TWINHUB_TEST_POSTGRES_URL and
+TWINHUB_TEST_REDIS_URL (defaults: the local ones). Each test run creates its own PostgreSQL
+database and its own Redis key prefix, and removes them at the end. Without those servers
+their tests skip with the reason; with CI=true a missing server fails the run instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from redis.asyncio import Redis
+
+from twinhub.settings import Settings
+from twinhub.ussd.app import create_ussd_app
+
+# Tests set every setting explicitly: nothing from the developer's shell may leak in.
+for _name in Settings.model_fields:
+    os.environ.pop(_name.upper(), None)
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+POSTGRES_URL = os.environ.get("TWINHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TWINHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RUN_ID = secrets.token_hex(4)
+
+
+def unavailable(what: str, error: BaseException) -> None:
+    """Skip, or fail under CI, when a real server the test needs is missing."""
+    message = f"{what} is not reachable ({type(error).__name__}: {error})"
+    if IN_CI:
+        pytest.fail(f"{message}; CI must test it for real", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+async def postgres_url() -> AsyncIterator[str]:
+    """A database of this test run's own on the PostgreSQL server."""
+    name = f"twinhub_test_{RUN_ID}"
+    try:
+        admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
+    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as error:
+        unavailable("PostgreSQL", error)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base = POSTGRES_URL.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def redis_prefix() -> AsyncIterator[str]:
+    """A key prefix of this test run's own on the Redis server; its keys are deleted after."""
+    prefix = f"twinhub-test-{RUN_ID}:"
+    client = Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        await client.ping()
+    except Exception as error:
+        await client.aclose()
+        unavailable("Redis", error)
+    yield prefix
+    keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Which database and session store a parametrised test runs against."""
+
+    database: str  # sqlite | postgresql
+    sessions: str  # memory | redis
+
+    def __str__(self) -> str:
+        return f"{self.database}+{self.sessions}"
+
+
+BACKENDS = [Backend("sqlite", "memory"), Backend("postgresql", "redis")]
+
+
+@pytest.fixture(params=BACKENDS, ids=str)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return request.param
+
+
+@pytest.fixture
+def settings_for(
+    backend: Backend, tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[..., Settings]:
+    """Build Settings for the test's backend; keyword arguments override any field."""
+    database_url = f"sqlite:///{tmp_path / 'twinhub.db'}"
+    redis_url = None
+    prefix = "twinhub:"
+    if backend.database == "postgresql":
+        database_url = request.getfixturevalue("postgres_url")
+    if backend.sessions == "redis":
+        # Each test gets a prefix of its own under the run's, so rate-limit counters and
+        # sessions of one test never meet another's.
+        prefix = f"{request.getfixturevalue('redis_prefix')}{secrets.token_hex(3)}:"
+        redis_url = REDIS_URL
+
+    def build(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "environment": "test",
+            "data_dir": tmp_path,
+            "database_url": database_url,
+            "redis_url": redis_url,
+            "redis_key_prefix": prefix,
+            "pin_encryption_key": secrets.token_hex(32),
+            "log_level": "warning",
+            "database_health_interval_seconds": 0.2,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    return build
+
+
+@dataclass
+class Gateway:
+    """A running USSD app and an HTTP client speaking to it through the real ASGI stack."""
+
+    app: Any
+    client: httpx.AsyncClient
+    settings: Settings
+
+    async def dial(
+        self, session_id: str, phone: str, text: str = "", service_code: str = "*384*1#"
+    ) -> httpx.Response:
+        return await self.client.post(
+            "/api/ussd",
+            json={
+                "sessionId": session_id,
+                "serviceCode": service_code,
+                "phoneNumber": phone,
+                "text": text,
+            },
+        )
+
+    async def say(self, session_id: str, phone: str, text: str) -> str:
+        """The reply text of one request, asserting the gateway answered 200 text/plain."""
+        response = await self.dial(session_id, phone, text)
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("text/plain")
+        return response.text
+
+
+GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+@pytest.fixture
+async def make_gateway(settings_for: Callable[..., Settings]) -> AsyncIterator[GatewayFactory]:
+    """Start gateways (with settings overrides and a client address); all stop at the end."""
+    stack: list[tuple[LifespanManager, httpx.AsyncClient]] = []
+
+    async def start(client_ip: str = "127.0.0.1", **overrides: Any) -> Gateway:
+        settings = settings_for(**overrides)
+        app = create_ussd_app(settings=settings)
+        manager = LifespanManager(app, startup_timeout=30)
+        await manager.__aenter__()
+        transport = httpx.ASGITransport(app=manager.app, client=(client_ip, 40000))
+        client = httpx.AsyncClient(transport=transport, base_url="http://ussd.test")
+        stack.append((manager, client))
+        return Gateway(app=app, client=client, settings=settings)
+
+    yield start
+    for manager, client in reversed(stack):
+        await client.aclose()
+        await manager.__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def gateway(make_gateway: GatewayFactory) -> Gateway:
+    return await make_gateway()
+
+
+def new_phone() -> str:
+    """A phone number no other test uses (tests share one PostgreSQL database per run)."""
+    return "+2547" + "".join(str(secrets.randbelow(10)) for _ in range(8))
+
+
+def new_session_id() -> str:
+    return "ATUid_" + secrets.token_hex(8)

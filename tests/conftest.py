@@ -8,7 +8,6 @@ their tests skip with the reason; with CI=true a missing server fails the run in
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,7 +29,9 @@ for _name in Settings.model_fields:
     os.environ.pop(_name.upper(), None)
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-POSTGRES_URL = os.environ.get("TWINHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "TWINHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 REDIS_URL = os.environ.get("TWINHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 RUN_ID = secrets.token_hex(4)
 
@@ -49,7 +50,7 @@ async def postgres_url() -> AsyncIterator[str]:
     name = f"twinhub_test_{RUN_ID}"
     try:
         admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as error:
+    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
         unavailable("PostgreSQL", error)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')

@@ -90,4 +90,4 @@ def pin_problem(pin: str, phone_number: str | None = None) -> str | None:
         or steps in ({1}, {-1})  # 12345, 98765
         or (phone_number is not None and phone_number.endswith(pin))
     )
-    return "PIN too easy to guess. Avoid repeats and sequences." if too_easy else None
+    return "PIN too easy. Avoid repeats and sequences." if too_easy else None

@@ -42,18 +42,15 @@ class Content:
     know_more: str = f"Know More\n1. About\n2. Pricing\n3. Delivery\n{FOOTER}"
     about: str = (
         "About\nWe link clean cooking stoves to verified carbon credits. "
-        "Using your stove cuts smoke and earns credits for your programme."
-        f"\n{FOOTER}"
+        f"Cooking on your stove cuts smoke and earns credits.\n{FOOTER}"
     )
     pricing: str = (
-        "Pricing\nStove prices are set by your programme. Pay-as-you-go plans are offered "
-        "by local agents. Using this service is free."
-        f"\n{FOOTER}"
+        "Pricing\nStove prices are set by your programme. Agents offer pay-as-you-go plans. "
+        f"This service is free.\n{FOOTER}"
     )
     delivery: str = (
-        "Delivery\nA programme agent brings the stove to you and shows how to use it. "
-        "Ask your agent for dates in your area."
-        f"\n{FOOTER}"
+        "Delivery\nAn agent brings your stove and shows you how to use it. "
+        f"Ask your agent for dates in your area.\n{FOOTER}"
     )
     account_menu: str = f"Account Menu\n1. Log In\n2. Create Account\n{FOOTER}"
     create_name: str = f"Create Account\nEnter your full name\n{FOOTER}"

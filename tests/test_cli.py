@@ -1,0 +1,231 @@
+"""The `twinhub` command as operators run it: real processes, real ports, real databases."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import POSTGRES_URL
+from twinhub.db.engine import create_engine
+from twinhub.db.migrate import schema_revisions
+from twinhub.platform import Platform
+from twinhub.security.pins import DEV_KEY_FILE
+from twinhub.settings import Settings
+
+TWINHUB = [sys.executable, "-m", "twinhub"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_cli(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TWINHUB, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    return {"DATA_DIR": str(tmp_path / "data"), "ENVIRONMENT": "development", "LOG_FORMAT": "json"}
+
+
+def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 30) -> httpx.Response:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"server exited early: {process.stderr.read() if process.stderr else ''}"
+            )
+        try:
+            return httpx.get(url, timeout=1)
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("server did not come up")
+
+
+@pytest.mark.parametrize("command", [["serve"], ["serve", "ussd"]])
+def test_serve_runs_the_gateway_and_stops_on_sigterm(tmp_path: Path, command: list[str]) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [*TWINHUB, *command, "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, **base_env(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        health = wait_healthy(f"http://127.0.0.1:{port}/health", process)
+        assert health.status_code == 200
+        assert health.json()["database"] == "connected"
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/api/ussd",
+            data={
+                "sessionId": "s",
+                "serviceCode": "*384#",
+                "phoneNumber": "+254712345678",
+                "text": "",
+            },
+        )
+        assert reply.text.startswith("CON Welcome to twinhub")
+        assert (tmp_path / "data" / "twinhub.db").exists()
+        key_file = tmp_path / "data" / DEV_KEY_FILE
+        assert key_file.stat().st_mode & 0o777 == 0o600
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "generated a development PIN key" in stderr
+    assert key_file.read_text().strip() not in stderr  # the key itself is never logged
+
+
+def test_port_environment_variable_sets_the_ussd_port(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [*TWINHUB, "serve", "ussd"],
+        env={**os.environ, **base_env(tmp_path), "PORT": str(port)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_healthy(f"http://127.0.0.1:{port}/", process).json()["status"] == "ok"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=20)
+    assert process.returncode == 0
+
+
+def test_production_refuses_to_start_without_pin_key(tmp_path: Path) -> None:
+    result = run_cli("serve", env={**base_env(tmp_path), "ENVIRONMENT": "production"})
+    assert result.returncode == 2
+    assert "PIN_ENCRYPTION_KEY is required in production" in result.stderr
+    assert not (tmp_path / "data" / DEV_KEY_FILE).exists()
+
+
+def test_malformed_pin_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    result = run_cli("serve", env={**base_env(tmp_path), "PIN_ENCRYPTION_KEY": "zz" * 32})
+    assert result.returncode == 2
+    assert "PIN_ENCRYPTION_KEY" in result.stderr and "64 hexadecimal" in result.stderr
+    assert "zz" * 32 not in result.stderr
+
+
+def test_bad_setting_is_reported_by_name(tmp_path: Path) -> None:
+    result = run_cli("serve", env={**base_env(tmp_path), "USSD_RATE_LIMIT": "lots"})
+    assert result.returncode == 2
+    assert "USSD_RATE_LIMIT" in result.stderr
+
+
+def test_config_masks_secrets(tmp_path: Path) -> None:
+    key = secrets.token_hex(32)
+    result = run_cli(
+        "config",
+        env={**base_env(tmp_path), "PIN_ENCRYPTION_KEY": key, "USSD_OPERATOR_TOKEN": "tok-123"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "PIN_ENCRYPTION_KEY=********" in result.stdout
+    assert key not in result.stdout and "tok-123" not in result.stdout
+    assert "USSD_RATE_LIMIT=100/minute" in result.stdout
+
+
+async def test_development_key_is_reused_across_restarts(tmp_path: Path) -> None:
+    settings = Settings(environment="test", data_dir=tmp_path)
+    first = Platform(settings)
+    second = Platform(settings)
+    try:
+        ciphertext = first.pin_cipher.encrypt("58213", "ctx")
+        assert second.pin_cipher.matches(ciphertext, "58213", "ctx")
+    finally:
+        await first.engine.dispose()
+        await second.engine.dispose()
+
+
+def test_migrate_on_sqlite(tmp_path: Path) -> None:
+    result = run_cli("migrate", env=base_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "database at revision 0001" in result.stderr
+    again = run_cli("migrate", env=base_env(tmp_path))
+    assert "database at revision 0001; newest is 0001" in again.stderr
+
+
+async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
+    name = f"twinhub_migrate_{secrets.token_hex(4)}"
+    try:
+        admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
+        from tests.conftest import unavailable
+
+        unavailable("PostgreSQL", error)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = f"{POSTGRES_URL.rsplit('/', 1)[0]}/{name}"
+    try:
+        env = {**base_env(tmp_path), "DATABASE_URL": url}
+        # Two migrators at once: the advisory lock makes them take turns.
+        results = await asyncio.gather(
+            asyncio.to_thread(run_cli, "migrate", env=env),
+            asyncio.to_thread(run_cli, "migrate", env=env),
+        )
+        assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+        engine = create_engine(Settings(database_url=url, data_dir=tmp_path))
+        try:
+            assert await schema_revisions(engine) == ("0001", "0001")
+        finally:
+            await engine.dispose()
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+def test_unlock_a_locked_customer(tmp_path: Path) -> None:
+    env = {**base_env(tmp_path), "PIN_ENCRYPTION_KEY": secrets.token_hex(32)}
+
+    async def locked_customer() -> str:
+        platform = Platform(
+            Settings(data_dir=tmp_path / "data", pin_encryption_key=env["PIN_ENCRYPTION_KEY"])
+        )
+        await platform.start()
+        try:
+            customer = await platform.customers.create("+254700000001", "Amina Otieno", "58213")
+            for _ in range(3):
+                await platform.customers.login(customer.customer_id, "60719")
+            assert (await platform.customers.by_customer_id(customer.customer_id)).locked
+            return customer.customer_id
+        finally:
+            await platform.stop()
+
+    customer_id = asyncio.run(locked_customer())
+    result = run_cli("ussd", "unlock", customer_id, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"customer {customer_id} unlocked" in result.stderr
+
+    async def login_works() -> bool:
+        platform = Platform(
+            Settings(data_dir=tmp_path / "data", pin_encryption_key=env["PIN_ENCRYPTION_KEY"])
+        )
+        await platform.start()
+        try:
+            return (await platform.customers.login(customer_id, "58213")).outcome.value == "ok"
+        finally:
+            await platform.stop()
+
+    assert asyncio.run(login_works())
+    missing = run_cli("ussd", "unlock", "10000009", env=env)
+    assert missing.returncode == 1

@@ -79,7 +79,11 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | N
     for noisy in ("uvicorn.access", "sqlalchemy.engine", "aiosqlite", "asyncio", "alembic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[
+            structlog.stdlib.filter_by_level,  # below the level: no processing cost at all
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,

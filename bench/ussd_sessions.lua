@@ -16,6 +16,9 @@
 --   BENCH_SERVICE_CODE url-encoded serviceCode
 --   BENCH_PHONE_PREFIX url-encoded phone prefix (8 digits get appended)
 --   BENCH_RESULT_FILE  where done() writes its JSON
+--   BENCH_RATE_PER_CONN if > 0: pace each connection to this many requests/s (the "paced"
+--                      phase: latency at a given load instead of at saturation, where a
+--                      closed loop's latency is just connections / throughput)
 
 local ffi = require("ffi")
 
@@ -100,6 +103,7 @@ end
 
 function init(args)
    tid = bench_tid
+   math.randomseed(tid)
    counters = ffi.cast("double *", bench_addr)
    prefix = string.format("sessionId=bench-%s-r%s-t%d-", env("BENCH_RUN", "x"),
                           env("BENCH_ROUND", "0"), tid)
@@ -107,6 +111,31 @@ function init(args)
    phone_prefix = "&phoneNumber=" .. env("BENCH_PHONE_PREFIX", "%2B2547")
    wrk.method = "POST"
    wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+end
+
+-- Pacing: wrk calls delay() before every request when the function exists. The schedule
+-- is absolute (next += interval), so the whole-millisecond timers of wrk do not bias the
+-- average rate; a connection that fell behind restarts its schedule instead of bursting.
+local rate_per_conn = tonumber(env("BENCH_RATE_PER_CONN", "0")) or 0
+if rate_per_conn > 0 then
+   local interval_ms = 1000 / rate_per_conn
+   local next_ms = nil
+   function delay()
+      local now = now_us() / 1000
+      if next_ms == nil then
+         next_ms = now + math.random() * interval_ms -- spread the connections' phases
+      else
+         next_ms = next_ms + interval_ms
+         if next_ms < now - interval_ms then
+            next_ms = now
+         end
+      end
+      local d = next_ms - now
+      if d <= 0 then
+         return 0
+      end
+      return math.floor(d)
+   end
 end
 
 -- Called when the connection can send; the session state only advances in response(), so

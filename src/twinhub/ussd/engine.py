@@ -63,12 +63,12 @@ class UssdEngine:
             elif session.phone_number != request.phoneNumber:
                 log.warning("ussd session reused by another phone", session_id=session.session_id)
                 return Reply(True, self._content.invalid_request), "invalid"
+            elif session.is_expired(now, self.store.ttl):  # before replay: a stale menu misleads
+                return Reply(True, self._content.expired), "end"
             elif request.text == session.last_text:
                 return _parse(session.last_reply), "retry"
             elif session.status == ENDED:
                 return Reply(True, self._content.ended), "end"
-            elif session.is_expired(now, self.store.ttl):
-                return Reply(True, self._content.expired), "end"
             else:
                 reply = await self._apply(session, session.last_text, request.text)
             session.last_text = request.text

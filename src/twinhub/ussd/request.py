@@ -14,7 +14,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
 from starlette.requests import Request
 
-NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]*$"  # C0, DEL and C1 control characters
 E164 = r"^\+[1-9][0-9]{6,14}$"
 SERVICE_CODE = r"^\*[0-9]+(\*[0-9]+)*#$"
 MAX_TEXT, MAX_SESSION_ID = 182, 100
@@ -53,7 +53,9 @@ async def read_ussd_request(request: Request, max_bytes: int) -> UssdRequest:
 
 async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+    if declared is not None and (
+        not (declared.isascii() and declared.isdigit()) or int(declared) > max_bytes
+    ):
         raise InvalidRequest("body too large")
     chunks: list[bytes] = []
     size = 0

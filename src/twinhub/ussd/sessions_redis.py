@@ -65,12 +65,16 @@ class RedisSessionStore:
         return Session.loads(blob) if blob is not None else None
 
     async def save(self, session: Session) -> None:
+        now = self._clock()
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.set(self._key(session.session_id), session.dumps(), px=self._keep_ms)
             if session.status == ACTIVE:
-                pipe.zadd(self._index, {session.session_id: self._clock() + self.ttl})
+                pipe.zadd(self._index, {session.session_id: now + self.ttl})
             else:
                 pipe.zrem(self._index, session.session_id)
+            # Sessions abandoned without END leave the index here, not only when an operator
+            # lists them, so the index stays as small as the set of live sessions.
+            pipe.zremrangebyscore(self._index, "-inf", now)
             await pipe.execute()
 
     async def active_ids(self) -> list[str]:

@@ -16,7 +16,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the subcommand and hand over, so each benchmark owns its own options."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="twinhub benchmarks (see bench/README.md)."
+    )
     sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     runners = {}
     for name, (module_name, help_text) in BENCHMARKS.items():

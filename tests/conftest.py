@@ -199,3 +199,72 @@ def new_phone() -> str:
 
 def new_session_id() -> str:
     return "ATUid_" + secrets.token_hex(8)
+
+
+BOOTSTRAP_KEY = "bootstrap-" + secrets.token_hex(16)
+
+
+@dataclass
+class Registry:
+    """A running registry API, an admin client, and a way to make clients with other keys."""
+
+    app: Any
+    client: httpx.AsyncClient
+    settings: Settings
+    asgi: Any  # the app as the lifespan manager serves it
+
+    @property
+    def platform(self) -> Any:
+        return self.app.state.platform
+
+    def as_key(self, token: str | None) -> httpx.AsyncClient:
+        """A client that sends `token` (or no Authorization header at all)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.asgi),
+            base_url="http://registry.test",
+            headers=headers,
+        )
+
+    async def key(self, principal: str, *roles: str) -> str:
+        token, _ = await self.platform.api_keys.create(principal, list(roles))
+        return token
+
+
+RegistryFactory = Callable[..., Awaitable[Registry]]
+
+
+@pytest.fixture
+async def make_registry(settings_for: Callable[..., Settings]) -> AsyncIterator[RegistryFactory]:
+    """Start registry apps (settings overrides allowed); all stop at the end."""
+    from twinhub.registry.app import create_registry_app
+
+    stack: list[tuple[LifespanManager, httpx.AsyncClient]] = []
+
+    async def start(**overrides: Any) -> Registry:
+        settings = settings_for(twinhub_bootstrap_api_key=BOOTSTRAP_KEY, **overrides)
+        app = create_registry_app(settings=settings)
+        manager = LifespanManager(app, startup_timeout=30)
+        await manager.__aenter__()
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app),
+            base_url="http://registry.test",
+            headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"},
+        )
+        stack.append((manager, client))
+        return Registry(app=app, client=client, settings=settings, asgi=manager.app)
+
+    yield start
+    for manager, client in reversed(stack):
+        await client.aclose()
+        await manager.__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def registry(make_registry: RegistryFactory) -> Registry:
+    return await make_registry()
+
+
+def unique(prefix: str) -> str:
+    """A slug no other test uses (tests share one PostgreSQL database per run)."""
+    return f"{prefix}-{secrets.token_hex(4)}"

@@ -15,15 +15,17 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+from alembic.script import ScriptDirectory
 
 from tests.conftest import POSTGRES_URL
 from twinhub.db.engine import create_engine
-from twinhub.db.migrate import schema_revisions
+from twinhub.db.migrate import alembic_config, schema_revisions
 from twinhub.platform import Platform
 from twinhub.security.pins import DEV_KEY_FILE
 from twinhub.settings import Settings
 
 TWINHUB = [sys.executable, "-m", "twinhub"]
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def free_port() -> int:
@@ -161,9 +163,9 @@ async def test_development_key_is_reused_across_restarts(tmp_path: Path) -> None
 def test_migrate_on_sqlite(tmp_path: Path) -> None:
     result = run_cli("migrate", env=base_env(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "database at revision 0001" in result.stderr
+    assert f"database at revision {HEAD}" in result.stderr
     again = run_cli("migrate", env=base_env(tmp_path))
-    assert "database at revision 0001; newest is 0001" in again.stderr
+    assert f"database at revision {HEAD}; newest is {HEAD}" in again.stderr
 
 
 async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
@@ -186,7 +188,7 @@ async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
         assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
         engine = create_engine(Settings(database_url=url, data_dir=tmp_path))
         try:
-            assert await schema_revisions(engine) == ("0001", "0001")
+            assert await schema_revisions(engine) == (HEAD, HEAD)
         finally:
             await engine.dispose()
     finally:

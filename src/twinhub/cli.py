@@ -22,8 +22,14 @@ app = typer.Typer(
 )
 serve_app = typer.Typer(help="Run the platform's interfaces (all of them by default).")
 ussd_app = typer.Typer(help="USSD gateway operator tasks.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys of the registry API.", no_args_is_help=True)
+ledger_app = typer.Typer(
+    help="The ledger: the registry's append-only history.", no_args_is_help=True
+)
 app.add_typer(serve_app, name="serve")
 app.add_typer(ussd_app, name="ussd")
+app.add_typer(keys_app, name="keys")
+app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 HostOption = Annotated[
@@ -58,11 +64,15 @@ def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
 def _serve(settings: Settings, interfaces: list[str]) -> None:
     from twinhub.platform import Platform
+    from twinhub.registry.app import create_registry_app
     from twinhub.server import Listener, run, serve
     from twinhub.ussd.app import create_ussd_app
 
     builders = {
         "ussd": Listener("ussd", lambda p: create_ussd_app(p), settings.host, settings.port),
+        "registry": Listener(
+            "registry", lambda p: create_registry_app(p), settings.host, settings.registry_port
+        ),
     }
     listeners = [builders[name] for name in interfaces]
 
@@ -77,11 +87,33 @@ def _serve(settings: Settings, interfaces: list[str]) -> None:
     run(main)
 
 
+RegistryPortOption = Annotated[
+    int | None, typer.Option("--registry-port", help="Registry API port (default 8000).")
+]
+
+
 @serve_app.callback(invoke_without_command=True)
-def serve_all(ctx: typer.Context, host: HostOption = None, port: PortOption = None) -> None:
-    """Every interface that exists: today the USSD gateway (PORT, default 3000)."""
+def serve_all(
+    ctx: typer.Context,
+    host: HostOption = None,
+    port: PortOption = None,
+    registry_port: RegistryPortOption = None,
+) -> None:
+    """Every interface: the USSD gateway (PORT, 3000) and the registry API (8000)."""
     if ctx.invoked_subcommand is None:
-        _serve(load_settings(host=host, port=port), ["ussd"])
+        settings = load_settings(host=host, port=port, registry_port=registry_port)
+        _serve(settings, ["ussd", "registry"])
+
+
+@serve_app.command("registry")
+def serve_registry(
+    host: HostOption = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Registry API port (default REGISTRY_PORT, 8000).")
+    ] = None,
+) -> None:
+    """Only the registry API (interface A, with GraphQL)."""
+    _serve(load_settings(host=host, registry_port=port), ["registry"])
 
 
 @serve_app.command("ussd")
@@ -131,6 +163,92 @@ def ussd_unlock(customer_id: str) -> None:
         console.print(f"[red]no customer with ID {customer_id}[/red]")
         raise typer.Exit(1)
     console.print(f"[green]customer {customer_id} unlocked[/green]")
+
+
+def _with_platform(work: Any) -> Any:
+    """Run `work(platform)` against a started platform (migrated database), then stop it."""
+    from twinhub.platform import Platform
+
+    settings = load_settings()
+
+    async def main() -> Any:
+        platform = Platform(settings)
+        try:
+            await platform.start()
+            return await work(platform)
+        finally:
+            await platform.stop()
+
+    return _run(main())
+
+
+@keys_app.command("create")
+def keys_create(
+    principal: Annotated[str, typer.Argument(help="The key owner's DID, e.g. did:ixo:org/acme")],
+    role: Annotated[
+        list[str], typer.Option("--role", "-r", help="admin, writer or reader (repeatable)")
+    ],
+    label: Annotated[str, typer.Option(help="A note to recognise the key by")] = "",
+) -> None:
+    """Make an API key; the key is printed once, on standard output, and never again."""
+    from twinhub.services.errors import Invalid
+
+    try:
+        token, view = _with_platform(lambda p: p.api_keys.create(principal, role, label))
+    except Invalid as error:
+        for detail in error.details:
+            console.print(f"[red]{detail.field}[/red]: {detail.error}")
+        raise typer.Exit(2) from None
+    console.print(f"key {view.key_id} for {view.principal} ({', '.join(view.roles)})")
+    typer.echo(token)
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """Every API key (never the secret): id, owner, roles, state."""
+    from rich.table import Table
+
+    table = Table("key id", "principal", "roles", "label", "created", "state")
+    for key in _with_platform(lambda p: p.api_keys.list()):
+        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
+        table.add_row(
+            key.key_id,
+            key.principal,
+            ",".join(key.roles),
+            key.label,
+            f"{key.created_at:%Y-%m-%d}",
+            state,
+        )
+    Console().print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key; it stops working within seconds on every process."""
+    if not _with_platform(lambda p: p.api_keys.revoke(key_id)):
+        console.print(f"[red]no active key {key_id}[/red]")
+        raise typer.Exit(1)
+    console.print(f"[green]key {key_id} revoked[/green]")
+
+
+@ledger_app.command("verify")
+def ledger_verify() -> None:
+    """Recompute the hash chain of every transaction; exit 1 at the first that does not fit."""
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("verifying the ledger", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        report = _with_platform(lambda p: p.ledger.verify(progress=advance))
+    if not report.ok:
+        console.print(f"[red]ledger damaged[/red] at height {report.bad_height}: {report.problem}")
+        raise typer.Exit(1)
+    console.print(
+        f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}"
+    )
 
 
 @app.command()

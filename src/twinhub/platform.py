@@ -12,7 +12,13 @@ from twinhub.db.health import DatabaseMonitor
 from twinhub.db.migrate import upgrade_database
 from twinhub.logging import get_logger
 from twinhub.security.pins import PinCipher, load_pin_key
+from twinhub.services.api_keys import ApiKeyService
+from twinhub.services.builtin_protocols import ensure_builtin_protocols
 from twinhub.services.customers import CustomerService
+from twinhub.services.domains import DomainService
+from twinhub.services.idempotency import IdempotencyService
+from twinhub.services.ledger import Ledger
+from twinhub.services.protocols import ProtocolService
 from twinhub.settings import Settings
 
 log = get_logger(__name__)
@@ -45,6 +51,14 @@ class Platform:
         self.customers = CustomerService(
             self.sessionmaker, self.pin_cipher, settings.ussd_max_pin_attempts
         )
+        self.ledger = Ledger(self.sessionmaker)
+        self.protocols = ProtocolService(self.sessionmaker, self.ledger)
+        self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
+        self.idempotency = IdempotencyService(self.sessionmaker)
+        bootstrap = settings.twinhub_bootstrap_api_key
+        self.api_keys = ApiKeyService(
+            self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
+        )
         self.started_at = time.monotonic()
         self._started = False
 
@@ -53,6 +67,9 @@ class Platform:
         if self._started:
             return
         await upgrade_database(self.engine)
+        created = await ensure_builtin_protocols(self.protocols)
+        if created:
+            log.info("built-in protocols created", count=created)
         self.database.start()
         self._started = True
         log.info(

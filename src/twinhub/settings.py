@@ -93,6 +93,18 @@ class Settings(BaseSettings):
     )
     metrics_enabled: bool = True
 
+    registry_port: int = Field(8000, ge=1, le=65535, description="Registry API port.")
+    twinhub_bootstrap_api_key: SecretStr | None = Field(
+        None, description="An admin API key that exists from start (first use, tests)."
+    )
+    registry_max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Larger registry request bodies are refused (413)."
+    )
+    registry_page_size: int = Field(50, ge=1, le=1000, description="Default page size of lists.")
+    registry_max_page_size: int = Field(
+        500, ge=1, le=10_000, description="Largest page a client may ask for."
+    )
+
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
@@ -128,6 +140,9 @@ class Settings(BaseSettings):
         problems = []
         if self.environment is Environment.production and self.pin_encryption_key is None:
             problems.append("PIN_ENCRYPTION_KEY is required in production (64 hex characters)")
+        bootstrap = self.twinhub_bootstrap_api_key
+        if bootstrap is not None and len(bootstrap.get_secret_value()) < 32:
+            problems.append("TWINHUB_BOOTSTRAP_API_KEY must be at least 32 characters")
         return problems
 
 

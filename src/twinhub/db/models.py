@@ -4,7 +4,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, Integer, LargeBinary, MetaData, String, TypeDecorator
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -59,3 +74,138 @@ class Customer(Base):
     last_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+
+
+class ApiKey(Base):
+    """A bearer credential of the registry API; only a hash of its secret is kept."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key_id: Mapped[str] = mapped_column(String(16), unique=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str] = mapped_column(String(200))
+    roles: Mapped[list[str]] = mapped_column(JsonDocument)
+    label: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class LedgerHead(Base):
+    """One row: the newest height and hash. Locking it serialises appends across processes."""
+
+    __tablename__ = "ledger_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    height: Mapped[int] = mapped_column(BigInteger, default=0)
+    tx_hash: Mapped[str] = mapped_column(String(64), default="")
+
+
+class LedgerTransaction(Base):
+    """Append-only: every write of the registry, chained by hash to the one before."""
+
+    __tablename__ = "ledger_transactions"
+
+    height: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    tx_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(200), index=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[str] = mapped_column(Text)  # canonical JSON, exactly what was hashed
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Protocol(Base):
+    """A template: property types, relationship roles, services a domain inherits."""
+
+    __tablename__ = "protocols"
+
+    did: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    entity_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    twin_class: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    parent_did: Mapped[str | None] = mapped_column(
+        String(200), ForeignKey("protocols.did"), nullable=True
+    )
+    properties: Mapped[dict[str, str]] = mapped_column(JsonDocument)
+    required: Mapped[list[str]] = mapped_column(JsonDocument)
+    relationships: Mapped[dict[str, str]] = mapped_column(JsonDocument)
+    services: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Domain(Base):
+    """A digital twin: organisation, project, device, oracle, ... (an ixo entity)."""
+
+    __tablename__ = "domains"
+    __table_args__ = (
+        Index("ix_domains_type_seq", "type", "seq"),
+        Index("ix_domains_class_seq", "class_did", "seq"),
+        Index("ix_domains_status_seq", "status", "seq"),
+        Index("ix_domains_verified_seq", "verified", "seq"),
+    )
+
+    did: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)  # creation order, for cursors
+    type: Mapped[str] = mapped_column(String(64))
+    class_did: Mapped[str] = mapped_column(String(200), ForeignKey("protocols.did"))
+    twin_class: Mapped[str] = mapped_column(String(16))
+    parent_did: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    controller: Mapped[list[str]] = mapped_column(JsonDocument)
+    services: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
+    credentials: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
+    meta: Mapped[dict[str, object]] = mapped_column("metadata", JsonDocument)
+    properties: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    valid_from: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    valid_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class DomainController(Base):
+    """Who controls which domain, one row each, so that filtering by controller is indexed."""
+
+    __tablename__ = "domain_controllers"
+
+    domain_did: Mapped[str] = mapped_column(
+        String(200), ForeignKey("domains.did"), primary_key=True
+    )
+    controller: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
+
+
+class Relationship(Base):
+    """A typed edge of the domain graph: source --type--> target."""
+
+    __tablename__ = "relationships"
+    __table_args__ = (UniqueConstraint("source_did", "type", "target_did"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    type: Mapped[str] = mapped_column(String(64))
+    target_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class IdempotencyRecord(Base):
+    """The first answer to a POST carrying an Idempotency-Key, replayed for repeats."""
+
+    __tablename__ = "idempotency_records"
+    __table_args__ = (UniqueConstraint("principal", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    principal: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(String(200))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    response: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

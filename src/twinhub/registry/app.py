@@ -1,0 +1,143 @@
+"""The registry API application (interface A): FastAPI, OpenAPI at /docs, GraphQL at /graphql."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from twinhub import __version__
+from twinhub.platform import Platform
+from twinhub.registry.errors import install_error_handlers
+from twinhub.registry.routes import router
+from twinhub.settings import Settings
+from twinhub.web.errors import error_response
+from twinhub.web.health import health, metrics_endpoint, root
+
+DESCRIPTION = """
+Register real-world things as digital-twin domains: protocols (templates), domains and
+entities, their relationships, versions and ledger history.
+
+Every `/v1` request carries `Authorization: Bearer <API_KEY>` (keys: `twinhub keys create`).
+Errors share one shape: `{"error": {"code", "message", "details": [{"field", "error"}]}}`.
+POST requests accept an `Idempotency-Key` header; PATCH and DELETE accept `If-Match`.
+"""
+
+
+class BodyLimit:
+    """413 for bodies over the limit, whether announced by Content-Length or streamed."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self._app = app
+        self._limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self._limit):
+            await self._too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self._limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self._app(scope, counted, send)
+        except _TooLarge:
+            await self._too_large(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(
+            413, "too_large", f"Request bodies are limited to {self._limit} bytes."
+        )
+        await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class RegistryMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "twinhub_registry_requests",
+            "Registry API requests by route and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "twinhub_registry_request_seconds",
+            "Registry API latency by route.",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
+        )
+
+
+def create_registry_app(
+    platform: Platform | None = None, settings: Settings | None = None
+) -> FastAPI:
+    owns_platform = platform is None
+    platform = platform or Platform(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if owns_platform:
+            await platform.start()
+        try:
+            yield
+        finally:
+            if owns_platform:
+                await platform.stop()
+
+    app = FastAPI(
+        title="twinhub registry",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.platform = platform
+    metrics = RegistryMetrics()
+    app.state.metrics = metrics
+    install_error_handlers(app)
+    app.include_router(router)
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+        started = time.perf_counter()
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.requests.labels(request.method, path, str(response.status_code)).inc()
+        metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/health", tags=["health"], include_in_schema=True)
+    async def health_endpoint() -> Response:
+        return await health(platform)
+
+    @app.get("/", tags=["health"])
+    async def root_endpoint() -> Response:
+        return root(platform, "twinhub registry API is running")
+
+    if platform.settings.metrics_enabled:
+        app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
+
+    app.add_middleware(BodyLimit, limit=platform.settings.registry_max_body_bytes)
+    return app

@@ -1,0 +1,40 @@
+"""Who is calling: the principal behind `Authorization: Bearer <API_KEY>`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from twinhub.registry.errors import Unauthenticated
+from twinhub.services.api_keys import require_role
+from twinhub.services.domains import Principal
+
+bearer = HTTPBearer(auto_error=False, description="An API key made by `twinhub keys create`.")
+
+
+async def principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthenticated("Send an API key as 'Authorization: Bearer <API_KEY>'.")
+    found = await request.app.state.platform.api_keys.authenticate(credentials.credentials)
+    if found is None:
+        raise Unauthenticated("The API key is unknown or revoked.")
+    return found
+
+
+async def reader(caller: Annotated[Principal, Depends(principal)]) -> Principal:
+    require_role(caller, "reader", "writer")
+    return caller
+
+
+async def writer(caller: Annotated[Principal, Depends(principal)]) -> Principal:
+    require_role(caller, "writer")
+    return caller
+
+
+Reader = Annotated[Principal, Depends(reader)]
+Writer = Annotated[Principal, Depends(writer)]

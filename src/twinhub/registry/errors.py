@@ -1,0 +1,92 @@
+"""Every registry error in one JSON shape: `{"error": {"code", "message", "details"}}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from twinhub.services.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    ServiceError,
+    StaleVersion,
+)
+from twinhub.web.errors import error_response
+
+STATUS: dict[type[ServiceError], int] = {
+    NotFound: 404,
+    Invalid: 422,
+    Conflict: 409,
+    Forbidden: 403,
+    StaleVersion: 412,
+}
+
+
+class Unauthenticated(Exception):
+    """No API key, or one the registry does not know."""
+
+
+def _service_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
+    details = [{"field": d.field, "error": d.error} for d in exc.details]
+    headers = {"Retry-After": "1"} if exc.__class__.__name__ == "InProgress" else None
+    return error_response(status, exc.code, exc.message, details, headers=headers)
+
+
+def _field(location: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in location if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def _validation_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return error_response(400, "malformed_json", "The request body is not valid JSON.")
+    details = [{"field": _field(tuple(e.get("loc", ()))), "error": e["msg"]} for e in errors]
+    return error_response(422, "validation_failed", "The request is not valid.", details)
+
+
+def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 400: "bad_request"}
+    return error_response(
+        exc.status_code,
+        codes.get(exc.status_code, "http_error"),
+        str(exc.detail),
+        headers=exc.headers,
+    )
+
+
+def _unauthenticated(_: Request, exc: Exception) -> Response:
+    return error_response(
+        401,
+        "unauthorized",
+        str(exc) or "Send an API key as 'Authorization: Bearer <API_KEY>'.",
+        headers={"WWW-Authenticate": 'Bearer realm="twinhub"'},
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Unauthenticated, _unauthenticated)
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Malformed JSON"},
+    401: {"description": "Missing or unknown API key"},
+    403: {"description": "The API key lacks the role, or the caller is not a controller"},
+    404: {"description": "Unknown DID"},
+    409: {"description": "Conflict: exists already, deactivated, or key in use"},
+    413: {"description": "Body larger than REGISTRY_MAX_BODY_BYTES"},
+    422: {"description": "Validation failed: one detail per field"},
+}

@@ -1,0 +1,339 @@
+"""The `/v1` routes: thin adapters from HTTP to the registry services."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Body, Header, Query, Request
+from starlette.responses import JSONResponse, Response
+
+from twinhub.registry.auth import Reader, Writer
+from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.idempotent import Created, idempotent
+from twinhub.registry.schemas import (
+    DomainIn,
+    DomainOut,
+    DomainPage,
+    DomainPatchIn,
+    EntityIn,
+    GraphOut,
+    HistoryEntry,
+    ProtocolIn,
+    ProtocolOut,
+    ProtocolPage,
+    RelationshipIn,
+)
+from twinhub.services.domains import (
+    MAX_GRAPH_DEPTH,
+    DomainFilter,
+    DomainPatch,
+    DomainService,
+    DomainSpec,
+)
+from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.services.protocols import ProtocolService, ProtocolSpec, ProtocolView
+
+router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
+DID_PATH = "{did:path}"
+
+
+def _domains(request: Request) -> DomainService:
+    return request.app.state.platform.domains
+
+
+def _protocols(request: Request) -> ProtocolService:
+    return request.app.state.platform.protocols
+
+
+def _page_size(request: Request, limit: int | None) -> int:
+    settings = request.app.state.platform.settings
+    return min(limit or settings.registry_page_size, settings.registry_max_page_size)
+
+
+def _location(kind: str, did: str) -> str:
+    return f"/v1/{kind}/{quote(did, safe=':/')}"
+
+
+def protocol_record(view: ProtocolView) -> dict[str, Any]:
+    record = view.as_record()
+    record["effective"] = {
+        "properties": view.effective_properties,
+        "required": view.effective_required,
+        "relationships": view.effective_relationships,
+        "services": view.effective_services,
+        "twinClass": view.effective_twin_class,
+        "entityType": view.effective_entity_type,
+    }
+    return record
+
+
+def _if_match(value: str | None) -> int | None:
+    """The version an `If-Match` header names: `3`, `"3"` or `W/"3"`; `*` means any."""
+    if value is None or value.strip() == "*":
+        return None
+    text = value.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise Invalid(
+            "If-Match must name a version, as in the ETag header.",
+            [FieldProblem("If-Match", 'expected a version number such as "3"')],
+        )
+    return int(text)
+
+
+def _record_response(record: dict[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse(record, status, headers={"ETag": f'"{record["version"]}"'})
+
+
+# -- protocols -----------------------------------------------------------------------------
+@router.post(
+    "/protocols",
+    status_code=201,
+    response_model=ProtocolOut,
+    tags=["protocols"],
+    summary="Register a protocol (a template of properties and relationship roles)",
+)
+async def create_protocol(request: Request, body: ProtocolIn, caller: Writer) -> Response:
+    async def run() -> Created:
+        spec = ProtocolSpec(
+            name=body.name or body.id or "",
+            slug=body.id,
+            entity_type=body.entityType,
+            twin_class=body.twinClass,
+            properties=body.properties,
+            required=body.required,
+            relationships=body.relationships,
+            services=[s.model_dump() for s in body.services],
+            extends=body.extends,
+        )
+        view = await _protocols(request).create(spec, caller.did)
+        return 201, protocol_record(view), _location("protocols", view.did)
+
+    return await idempotent(request, caller, run)
+
+
+@router.get("/protocols", response_model=ProtocolPage, tags=["protocols"])
+async def list_protocols(
+    request: Request,
+    caller: Reader,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    page = await _protocols(request).list(cursor, _page_size(request, limit))
+    return {
+        "items": [protocol_record(view) for view in page.items],
+        "nextCursor": page.next_cursor,
+        "total": page.total,
+    }
+
+
+@router.get(f"/protocols/{DID_PATH}", response_model=ProtocolOut, tags=["protocols"])
+async def get_protocol(request: Request, did: str, caller: Reader) -> dict[str, Any]:
+    return protocol_record(await _protocols(request).get(did))
+
+
+# -- domains and entities ------------------------------------------------------------------
+def _spec(body: DomainIn, protocol: str) -> DomainSpec:
+    controller = [body.controller] if isinstance(body.controller, str) else body.controller
+    return DomainSpec(
+        type=body.type,
+        protocol=protocol,
+        metadata=body.metadata,
+        properties=body.properties,
+        controller=controller or [],
+        services=[s.model_dump() for s in body.services],
+        credentials=[c.model_dump() for c in body.verifiableCredential],
+        relationships={
+            role: [dids] if isinstance(dids, str) else dids
+            for role, dids in body.relationships.items()
+        },
+        valid_from=body.validFrom,
+        valid_until=body.validUntil,
+        local_id=body.id,
+    )
+
+
+def _protocol_of(body: DomainIn) -> str:
+    if body.class_ and body.protocol and body.class_ != body.protocol:
+        raise Invalid(
+            "`class` and `protocol` name the same thing and must agree.",
+            [FieldProblem("class", f"differs from protocol {body.protocol}")],
+        )
+    chosen = body.class_ or body.protocol
+    if not chosen:
+        raise Invalid(
+            "Name the domain's protocol DID in `class` (or `protocol`).",
+            [FieldProblem("class", "required")],
+        )
+    return chosen
+
+
+@router.post(
+    "/domains",
+    status_code=201,
+    response_model=DomainOut,
+    tags=["domains"],
+    summary="Register a digital-twin domain",
+)
+async def create_domain(request: Request, body: DomainIn, caller: Writer) -> Response:
+    async def run() -> Created:
+        record = await _domains(request).create(_spec(body, _protocol_of(body)), caller)
+        return 201, record, _location("domains", record["did"])
+
+    return await idempotent(request, caller, run)
+
+
+@router.post(
+    "/entities",
+    status_code=201,
+    response_model=DomainOut,
+    tags=["domains"],
+    summary="Create an entity from a protocol; its properties are checked against it",
+)
+async def create_entity(request: Request, body: EntityIn, caller: Writer) -> Response:
+    async def run() -> Created:
+        record = await _domains(request).create(_spec(body, body.protocol), caller)
+        return 201, record, _location("domains", record["did"])
+
+    return await idempotent(request, caller, run)
+
+
+@router.get("/domains", response_model=DomainPage, tags=["domains"])
+async def list_domains(
+    request: Request,
+    caller: Reader,
+    type: str | None = None,
+    class_: Annotated[str | None, Query(alias="class")] = None,
+    protocol: str | None = None,
+    verified: bool | None = None,
+    controller: str | None = None,
+    status: str | None = None,
+    twinClass: str | None = None,
+    parent: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+    count: bool = False,
+) -> dict[str, Any]:
+    where = DomainFilter(
+        type=type,
+        protocol=class_ or protocol,
+        verified=verified,
+        controller=controller,
+        status=status,
+        twin_class=twinClass,
+        parent=parent,
+    )
+    page = await _domains(request).list(where, cursor, _page_size(request, limit), count)
+    return {"items": page.items, "nextCursor": page.next_cursor, "total": page.total}
+
+
+@router.get(
+    f"/domains/{DID_PATH}/history",
+    response_model=list[HistoryEntry],
+    tags=["domains"],
+    summary="Every version of the domain, from the ledger",
+)
+async def domain_history(request: Request, did: str, caller: Reader) -> list[dict[str, Any]]:
+    return [
+        {
+            "height": tx.height,
+            "txHash": tx.tx_hash,
+            "kind": tx.kind,
+            "actor": tx.actor,
+            "timestamp": tx.created_at.isoformat(),
+            "version": tx.payload.get("record", {}).get("version"),
+            "record": tx.payload.get("record", {}),
+        }
+        for tx in await _domains(request).history(did)
+    ]
+
+
+@router.get(f"/domains/{DID_PATH}/graph", response_model=GraphOut, tags=["domains"])
+async def domain_graph(
+    request: Request,
+    did: str,
+    caller: Reader,
+    depth: Annotated[int, Query(ge=0, le=MAX_GRAPH_DEPTH)] = 1,
+) -> dict[str, Any]:
+    return await _domains(request).graph(did, depth)
+
+
+@router.post(
+    f"/domains/{DID_PATH}/relationships",
+    response_model=DomainOut,
+    tags=["domains"],
+    summary="Relate the domain to another (checked against its protocol's roles)",
+)
+async def add_relationship(
+    request: Request,
+    did: str,
+    body: RelationshipIn,
+    caller: Writer,
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    async def run() -> Created:
+        record = await _domains(request).relate(
+            did, body.type, body.target, caller, _if_match(if_match)
+        )
+        return 200, record, None
+
+    return await idempotent(request, caller, run)
+
+
+@router.get(f"/domains/{DID_PATH}", response_model=DomainOut, tags=["domains"])
+async def get_domain(
+    request: Request,
+    did: str,
+    caller: Reader,
+    version: Annotated[int | None, Query(ge=1, description="An earlier version")] = None,
+) -> Response:
+    return _record_response(await _domains(request).get(did, version))
+
+
+@router.patch(
+    f"/domains/{DID_PATH}",
+    response_model=DomainOut,
+    tags=["domains"],
+    summary="Change a domain (controllers or admins); If-Match guards against lost updates",
+    responses={412: {"description": "If-Match names a version that is no longer current"}},
+)
+async def patch_domain(
+    request: Request,
+    did: str,
+    caller: Writer,
+    body: Annotated[DomainPatchIn, Body()],
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    fields = body.model_fields_set
+    patch = DomainPatch(
+        metadata=body.metadata,
+        properties=body.properties,
+        controller=body.controller,
+        services=[s.model_dump() for s in body.services] if body.services is not None else None,
+        credentials=(
+            [c.model_dump() for c in body.verifiableCredential]
+            if body.verifiableCredential is not None
+            else None
+        ),
+        valid_from=body.validFrom,
+        valid_until=body.validUntil,
+        clear_valid_from="validFrom" in fields and body.validFrom is None,
+        clear_valid_until="validUntil" in fields and body.validUntil is None,
+    )
+    record = await _domains(request).update(did, patch, caller, _if_match(if_match))
+    return _record_response(record)
+
+
+@router.delete(
+    f"/domains/{DID_PATH}",
+    response_model=DomainOut,
+    tags=["domains"],
+    summary="Deactivate a domain (records are never deleted)",
+)
+async def deactivate_domain(
+    request: Request,
+    did: str,
+    caller: Writer,
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    return _record_response(await _domains(request).deactivate(did, caller, _if_match(if_match)))

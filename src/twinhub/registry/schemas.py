@@ -1,0 +1,204 @@
+"""Request and response bodies of the registry API, as OpenAPI shows them.
+
+Bodies are checked here for shape and type only; the registry's rules (protocol templates,
+relationship kinds, DIDs) are checked by the services, which report every problem at once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """ISO timestamps without a zone are read as UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+class ServiceIn(Body):
+    id: str = Field(examples=["#ingest"], description="Fragment identifier, '#<name>'.")
+    type: str = Field(examples=["DataIngestion"])
+    endpoint: str = Field(examples=["https://ingest.example.org/v1"])
+
+
+class CredentialIn(Body):
+    type: str = Field(examples=["Certification"])
+    issuer: str = Field(examples=["did:ixo:org/certifier"])
+
+
+class ProtocolIn(Body):
+    type: Literal["Protocol"] = Field(description='Fixed kind marker "Protocol".')
+    id: str | None = Field(
+        None, description="Slug of the new DID did:ixo:protocol/<id>; from the name if absent."
+    )
+    name: str | None = Field(None, examples=["Clean cooking stove"])
+    entityType: str | None = Field(None, description="Entity type it governs, e.g. Device.")
+    twinClass: Literal["physical", "cognitive", "system", "oracle"] | None = None
+    properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Property name to type: string, number, integer, boolean, object, "
+        "array or date-time.",
+        examples=[{"serialNumber": "string", "efficiency": "number"}],
+    )
+    required: list[str] = Field(default_factory=list, description="Properties that must be set.")
+    relationships: dict[str, str] = Field(
+        default_factory=dict,
+        description="Relationship role to the kind of domain that fills it.",
+        examples=[{"verifier": "Oracle", "operator": "Organisation"}],
+    )
+    services: list[ServiceIn] = Field(
+        default_factory=list, description="Services every domain of the protocol inherits."
+    )
+    extends: str | None = Field(None, description="DID of a parent protocol to extend.")
+
+
+class DomainIn(Body):
+    type: str = Field(examples=["Organisation"], description="Entity type.")
+    class_: str | None = Field(
+        None, alias="class", description="DID of the protocol that defines the entity class."
+    )
+    protocol: str | None = Field(None, description="The same as `class`; either may be sent.")
+    id: str | None = Field(None, description="Slug of the new DID did:ixo:entity/<id>.")
+    metadata: dict[str, Any] = Field(default_factory=dict, examples=[{"name": "Jiko Co-op"}])
+    properties: dict[str, Any] = Field(default_factory=dict)
+    controller: list[str] | str | None = Field(
+        None, description="Controller DIDs; the caller's DID when absent."
+    )
+    services: list[ServiceIn] = Field(default_factory=list)
+    verifiableCredential: list[CredentialIn] = Field(default_factory=list)
+    relationships: dict[str, str | list[str]] = Field(
+        default_factory=dict,
+        description="Relationship role to a domain DID (or several).",
+        examples=[{"implementedBy": "did:ixo:entity/abc"}],
+    )
+    validFrom: datetime | None = None
+    validUntil: datetime | None = None
+
+    _utc = field_validator("validFrom", "validUntil")(lambda _cls, v: as_utc(v))
+
+
+class EntityIn(DomainIn):
+    protocol: str = Field(description="DID of the protocol used as template.")  # type: ignore[assignment]
+
+
+class DomainPatchIn(Body):
+    """JSON merge patch: absent fields stay; in metadata and properties, null removes a key."""
+
+    metadata: dict[str, Any] | None = None
+    properties: dict[str, Any] | None = None
+    controller: list[str] | None = None
+    services: list[ServiceIn] | None = None
+    verifiableCredential: list[CredentialIn] | None = None
+    validFrom: datetime | None = None
+    validUntil: datetime | None = None
+
+    _utc = field_validator("validFrom", "validUntil")(lambda _cls, v: as_utc(v))
+
+
+class RelationshipIn(Body):
+    type: str = Field(examples=["implements"], description="Relationship role.")
+    target: str = Field(description="DID of the related domain.")
+
+
+class ServiceOut(BaseModel):
+    id: str
+    type: str
+    endpoint: str
+
+
+class RelationshipOut(BaseModel):
+    type: str
+    target: str
+
+
+class DomainOut(BaseModel):
+    did: str
+    type: str
+    class_: str = Field(alias="class")
+    protocol: str
+    twinClass: Literal["physical", "cognitive", "system", "oracle"]
+    controller: list[str]
+    services: list[ServiceOut]
+    inheritedServices: list[str]
+    verifiableCredential: list[CredentialIn]
+    metadata: dict[str, Any]
+    properties: dict[str, Any]
+    relationships: list[RelationshipOut]
+    membershipGroup: str | None
+    parent: str | None
+    validFrom: str | None
+    validUntil: str | None
+    status: Literal["active", "deactivated"]
+    verified: bool
+    version: int
+    createdAt: str
+    updatedAt: str
+
+
+class DomainPage(BaseModel):
+    items: list[DomainOut]
+    nextCursor: str | None
+    total: int | None = None
+
+
+class ProtocolOut(BaseModel):
+    did: str
+    type: Literal["Protocol"]
+    name: str
+    entityType: str | None
+    twinClass: str | None
+    extends: str | None
+    properties: dict[str, str]
+    required: list[str]
+    relationships: dict[str, str]
+    services: list[ServiceOut]
+    effective: dict[str, Any] = Field(description="The template with everything inherited.")
+    version: int
+    createdAt: str
+    updatedAt: str
+
+
+class ProtocolPage(BaseModel):
+    items: list[ProtocolOut]
+    nextCursor: str | None
+    total: int | None = None
+
+
+class HistoryEntry(BaseModel):
+    height: int
+    txHash: str
+    kind: str
+    actor: str
+    timestamp: str
+    version: int | None
+    record: dict[str, Any]
+
+
+class GraphOut(BaseModel):
+    root: str
+    depth: int
+    nodes: list[dict[str, Any]]
+    edges: list[dict[str, str]]
+
+
+class ErrorDetail(BaseModel):
+    field: str
+    error: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: list[ErrorDetail]
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody

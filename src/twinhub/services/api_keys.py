@@ -1,0 +1,139 @@
+"""API keys of the registry: each belongs to a principal (a DID) with roles.
+
+A key reads `thk_<key id>_<secret>`. Only the SHA-256 of the secret is stored: a key is
+high-entropy random, so a fast hash is enough and lets every request be checked cheaply.
+`TWINHUB_BOOTSTRAP_API_KEY`, when set, is an admin key that exists from start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import ApiKey, utcnow
+from twinhub.identifiers import is_did
+from twinhub.services.domains import Principal
+from twinhub.services.errors import Invalid, Problems
+
+ROLES = ("admin", "writer", "reader")
+BOOTSTRAP_PRINCIPAL = "did:ixo:org/twinhub-admin"
+_PREFIX = "thk"
+_CACHE_SECONDS = 5.0  # a revoked key stops working within this time on every process
+
+
+@dataclass(frozen=True)
+class ApiKeyView:
+    key_id: str
+    principal: str
+    roles: list[str]
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _view(row: ApiKey) -> ApiKeyView:
+    return ApiKeyView(
+        row.key_id, row.principal, row.roles, row.label, row.created_at, row.revoked_at
+    )
+
+
+class ApiKeyService:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], bootstrap_key: str | None
+    ) -> None:
+        self._sessions = sessions
+        self._bootstrap = bootstrap_key.encode() if bootstrap_key else None
+        self._cache: dict[str, tuple[float, Principal | None]] = {}
+
+    async def create(
+        self, principal: str, roles: list[str], label: str = ""
+    ) -> tuple[str, ApiKeyView]:
+        """A new key; the token is returned once and never stored."""
+        problems = Problems()
+        if not is_did(principal):
+            problems.add("principal", "expected a DID such as did:ixo:org/operator")
+        unknown = sorted(set(roles) - set(ROLES))
+        if not roles or unknown:
+            problems.add("roles", f"choose from {', '.join(ROLES)}")
+        if len(label) > 100:
+            problems.add("label", "at most 100 characters")
+        problems.raise_if_any("The API key request is invalid.")
+        key_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        row = ApiKey(
+            key_id=key_id,
+            secret_sha256=_digest(secret),
+            principal=principal,
+            roles=sorted(set(roles)),
+            label=label,
+            created_at=utcnow(),
+        )
+        async with self._sessions.begin() as session:
+            session.add(row)
+        return f"{_PREFIX}_{key_id}_{secret}", _view(row)
+
+    async def list(self) -> list[ApiKeyView]:
+        async with self._sessions() as session:
+            return [_view(row) for row in await session.scalars(select(ApiKey).order_by(ApiKey.id))]
+
+    async def revoke(self, key_id: str) -> bool:
+        async with self._sessions.begin() as session:
+            result = await session.execute(
+                update(ApiKey)
+                .where(ApiKey.key_id == key_id, ApiKey.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+                .returning(ApiKey.id)
+            )
+            changed = result.first() is not None
+        self._cache.clear()
+        return changed
+
+    async def authenticate(self, token: str) -> Principal | None:
+        """The principal of a valid, unrevoked key; None otherwise."""
+        if self._bootstrap is not None and hmac.compare_digest(token.encode(), self._bootstrap):
+            return Principal(BOOTSTRAP_PRINCIPAL, frozenset({"admin"}))
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        principal = await self._lookup(token)
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[token] = (now + _CACHE_SECONDS, principal)
+        return principal
+
+    async def _lookup(self, token: str) -> Principal | None:
+        prefix, _, rest = token.partition("_")
+        key_id, _, secret = rest.partition("_")
+        if prefix != _PREFIX or not key_id or not secret:
+            return None
+        async with self._sessions() as session:
+            row = await session.scalar(select(ApiKey).where(ApiKey.key_id == key_id))
+        if row is None or row.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(row.secret_sha256, _digest(secret)):
+            return None
+        return Principal(row.principal, frozenset(row.roles))
+
+
+def require_role(principal: Principal, *allowed: str) -> None:
+    """Raise Forbidden unless the principal holds one of `allowed` (admin holds all)."""
+    from twinhub.services.errors import Forbidden
+
+    if principal.is_admin or principal.roles & set(allowed):
+        return
+    raise Forbidden(f"This needs the {' or '.join(allowed)} role.")
+
+
+__all__ = ["ROLES", "ApiKeyService", "ApiKeyView", "Invalid", "require_role"]

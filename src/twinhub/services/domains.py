@@ -1,0 +1,612 @@
+"""The domain registry: digital twins, their graph, their versions and their history.
+
+Rules that live here:
+- a domain names its protocol (its class); its properties are checked against the
+  protocol's effective template, and the relationship roles the protocol declares must
+  point at active domains of the declared kind;
+- an Organisation always gets a membership-group sub-domain, created with it;
+- every write bumps the version and appends the whole new record to the ledger, so
+  history and any earlier state come from the ledger alone;
+- a domain is deactivated, never deleted; `verified` is set only by governance.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import Domain, DomainController, Relationship, utcnow
+from twinhub.identifiers import SLUG_PATTERN, is_did, mint
+from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, Problems, StaleVersion
+from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
+from twinhub.services.protocols import (
+    KIND_PATTERN,
+    NAME_PATTERN,
+    NAME_RULE,
+    Page,
+    ProtocolService,
+    ProtocolView,
+    check_services,
+    decode_cursor,
+    encode_cursor,
+    value_problem,
+)
+from twinhub.services.twin_classes import same_kind, twin_class
+
+ACTIVE, DEACTIVATED = "active", "deactivated"
+MEMBERSHIP_GROUP_PROTOCOL = "did:ixo:protocol/membership-group"
+MEMBERSHIP_EDGE = "membershipGroup"
+ORGANISATION_TYPES = {"organisation", "organization"}
+MAX_GRAPH_DEPTH = 5
+MAX_RELATED = 100
+_ROLE = re.compile(NAME_PATTERN.pattern)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking: a DID, and the roles its API key grants."""
+
+    did: str
+    roles: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
+
+@dataclass
+class DomainSpec:
+    type: str
+    protocol: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    properties: dict[str, Any] = field(default_factory=dict)
+    controller: list[str] = field(default_factory=list)
+    services: list[dict[str, str]] = field(default_factory=list)
+    credentials: list[dict[str, str]] = field(default_factory=list)
+    relationships: dict[str, list[str]] = field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    local_id: str | None = None
+
+
+@dataclass
+class DomainPatch:
+    """Fields a PATCH may change; None means 'leave as it is'."""
+
+    metadata: dict[str, Any] | None = None
+    properties: dict[str, Any] | None = None
+    controller: list[str] | None = None
+    services: list[dict[str, str]] | None = None
+    credentials: list[dict[str, str]] | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    clear_valid_from: bool = False
+    clear_valid_until: bool = False
+
+
+@dataclass(frozen=True)
+class DomainFilter:
+    type: str | None = None
+    protocol: str | None = None
+    verified: bool | None = None
+    controller: str | None = None
+    status: str | None = None
+    twin_class: str | None = None
+    parent: str | None = None
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def stored_record(row: Domain, edges: Iterable[Relationship]) -> dict[str, Any]:
+    """The record as the domain itself holds it (what the ledger keeps per version)."""
+    outgoing = sorted(((edge.type, edge.target_did) for edge in edges), key=lambda e: e)
+    return {
+        "did": row.did,
+        "type": row.type,
+        "class": row.class_did,
+        "twinClass": row.twin_class,
+        "controller": row.controller,
+        "services": row.services,
+        "verifiableCredential": row.credentials,
+        "metadata": row.meta,
+        "properties": row.properties,
+        "relationships": [{"type": kind, "target": target} for kind, target in outgoing],
+        "parent": row.parent_did,
+        "validFrom": _iso(row.valid_from),
+        "validUntil": _iso(row.valid_until),
+        "status": row.status,
+        "verified": row.verified,
+        "version": row.version,
+        "createdAt": _iso(row.created_at),
+        "updatedAt": _iso(row.updated_at),
+    }
+
+
+def resolve_inheritance(record: dict[str, Any], protocol: ProtocolView) -> dict[str, Any]:
+    """The record with what it inherits from its protocol; its own entries win."""
+    own_ids = {service["id"] for service in record["services"]}
+    inherited = [s for s in protocol.effective_services if s["id"] not in own_ids]
+    resolved = dict(record)
+    resolved["protocol"] = record["class"]
+    resolved["services"] = [*record["services"], *inherited]
+    resolved["inheritedServices"] = [service["id"] for service in inherited]
+    membership = [r["target"] for r in record["relationships"] if r["type"] == MEMBERSHIP_EDGE]
+    resolved["membershipGroup"] = membership[0] if membership else None
+    return resolved
+
+
+class DomainService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        protocols: ProtocolService,
+    ) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+        self._protocols = protocols
+
+    # -- create ----------------------------------------------------------------------------
+    async def create(self, spec: DomainSpec, actor: Principal) -> dict[str, Any]:
+        problems = Problems()
+        protocol = await self._protocol_or_problem(spec.protocol, "class", problems)
+        controller = spec.controller or [actor.did]
+        self._check_common(spec, controller, problems)
+        if protocol is not None:
+            self._check_properties(spec.properties, protocol, problems, partial=False)
+            expected = protocol.effective_entity_type
+            if expected and not same_kind(spec.type, expected):
+                problems.add("type", f"protocol {protocol.did} is for {expected} domains")
+        targets = await self._check_relationships(spec.relationships, protocol, problems)
+        problems.raise_if_any("The domain breaks the registry's rules.")
+        assert protocol is not None
+        did = mint("entity", spec.local_id)
+        try:
+            async with self._ledger.write() as write:
+                row = await self._insert(
+                    write, did, spec.type, protocol, spec, controller, parent=None
+                )
+                edges = [await self._add_edge(write, did, kind, t) for kind, t in targets]
+                if spec.type.strip().lower() in ORGANISATION_TYPES:
+                    edges.append(await self._membership_group(write, row, actor))
+                await write.session.flush()
+                record = stored_record(row, edges)
+                await write.append("domain.create", did, actor.did, {"record": record})
+        except IntegrityError:
+            raise Conflict(f"A domain {did} exists already.") from None
+        return resolve_inheritance(record, protocol)
+
+    async def _insert(
+        self,
+        write: LedgerWrite,
+        did: str,
+        entity_type: str,
+        protocol: ProtocolView,
+        spec: DomainSpec,
+        controller: list[str],
+        parent: str | None,
+    ) -> Domain:
+        seq = (await write.session.scalar(select(func.max(Domain.seq)))) or 0
+        now = utcnow()
+        row = Domain(
+            did=did,
+            seq=seq + 1,
+            type=entity_type,
+            class_did=protocol.did,
+            twin_class=twin_class(entity_type, protocol.effective_twin_class),
+            parent_did=parent,
+            controller=controller,
+            services=spec.services,
+            credentials=spec.credentials,
+            meta=spec.metadata,
+            properties=spec.properties,
+            valid_from=spec.valid_from,
+            valid_until=spec.valid_until,
+            status=ACTIVE,
+            verified=False,
+            version=1,
+            created_at=now,
+            updated_at=now,
+        )
+        write.session.add(row)
+        write.session.add_all(DomainController(domain_did=did, controller=c) for c in controller)
+        await write.session.flush()
+        return row
+
+    async def _membership_group(
+        self, write: LedgerWrite, organisation: Domain, actor: Principal
+    ) -> Relationship:
+        """Every organisation is a DAO whose members form a group sub-domain."""
+        group_protocol = await self._protocols.get(MEMBERSHIP_GROUP_PROTOCOL)
+        name = organisation.meta.get("name") or organisation.did
+        spec = DomainSpec(
+            type="Group", protocol=group_protocol.did, metadata={"name": f"{name} members"}
+        )
+        group_did = mint("entity")
+        group = await self._insert(
+            write,
+            group_did,
+            "Group",
+            group_protocol,
+            spec,
+            organisation.controller,
+            parent=organisation.did,
+        )
+        edge = await self._add_edge(write, organisation.did, MEMBERSHIP_EDGE, group_did)
+        await write.session.flush()
+        await write.append(
+            "domain.create", group_did, actor.did, {"record": stored_record(group, [])}
+        )
+        return edge
+
+    async def _add_edge(
+        self, write: LedgerWrite, source: str, kind: str, target: str
+    ) -> Relationship:
+        edge = Relationship(source_did=source, type=kind, target_did=target, created_at=utcnow())
+        write.session.add(edge)
+        return edge
+
+    # -- checks ----------------------------------------------------------------------------
+    async def _protocol_or_problem(
+        self, did: str, where: str, problems: Problems
+    ) -> ProtocolView | None:
+        if not is_did(did):
+            problems.add(where, "expected a protocol DID such as did:ixo:protocol/clean-cooking")
+            return None
+        try:
+            return await self._protocols.get(did)
+        except NotFound:
+            problems.add(where, f"no protocol {did}")
+            return None
+
+    def _check_common(self, spec: DomainSpec, controller: list[str], problems: Problems) -> None:
+        if not KIND_PATTERN.match(spec.type):
+            problems.add("type", "expected an entity type such as Organisation, Project, Device")
+        if spec.local_id is not None and not SLUG_PATTERN.match(spec.local_id):
+            problems.add("id", "expected lower-case letters, digits and hyphens (1-64)")
+        self._check_controller(controller, problems)
+        check_services(spec.services, "services", problems)
+        self._check_credentials(spec.credentials, problems)
+        self._check_validity(spec.valid_from, spec.valid_until, problems)
+        name = spec.metadata.get("name")
+        if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 200):
+            problems.add("metadata.name", "expected a name of 1 to 200 characters")
+
+    @staticmethod
+    def _check_controller(controller: list[str], problems: Problems) -> None:
+        if not controller:
+            problems.add("controller", "at least one controller DID is needed")
+        for index, did in enumerate(controller):
+            if not is_did(did):
+                problems.add(f"controller[{index}]", "expected a DID such as did:ixo:org/operator")
+        if len(set(controller)) != len(controller):
+            problems.add("controller", "a controller appears twice")
+
+    @staticmethod
+    def _check_credentials(credentials: list[dict[str, str]], problems: Problems) -> None:
+        for index, credential in enumerate(credentials):
+            where = f"verifiableCredential[{index}]"
+            if not isinstance(credential, dict):
+                problems.add(where, "expected an object with type and issuer")
+                continue
+            kind = credential.get("type")
+            if not isinstance(kind, str) or not 1 <= len(kind) <= 100:
+                problems.add(f"{where}.type", "expected a credential type")
+            if not is_did(credential.get("issuer")):
+                problems.add(f"{where}.issuer", "expected the issuer's DID")
+
+    @staticmethod
+    def _check_validity(
+        valid_from: datetime | None, valid_until: datetime | None, problems: Problems
+    ) -> None:
+        if valid_from and valid_until and valid_until <= valid_from:
+            problems.add("validUntil", "must be after validFrom")
+
+    @staticmethod
+    def _check_properties(
+        values: dict[str, Any], protocol: ProtocolView, problems: Problems, partial: bool
+    ) -> None:
+        declared = protocol.effective_properties
+        for name, value in values.items():
+            if name not in declared:
+                problems.add(f"properties.{name}", f"not a property of {protocol.did}")
+                continue
+            problem = value_problem(declared[name], value)
+            if problem:
+                problems.add(f"properties.{name}", problem)
+        if not partial:
+            for name in protocol.effective_required:
+                if name not in values:
+                    problems.add(f"properties.{name}", "required by the protocol")
+
+    async def _check_relationships(
+        self,
+        relationships: dict[str, list[str]],
+        protocol: ProtocolView | None,
+        problems: Problems,
+    ) -> list[tuple[str, str]]:
+        targets: list[tuple[str, str]] = []
+        declared = protocol.effective_relationships if protocol else {}
+        for role, dids in relationships.items():
+            if not _ROLE.match(role):
+                problems.add(f"relationships.{role}", NAME_RULE)
+                continue
+            for index, did in enumerate(dids):
+                where = f"relationships.{role}[{index}]"
+                found = await self._domain_row(did) if is_did(did) else None
+                if found is None:
+                    problems.add(where, f"no domain {did}")
+                elif found.status != ACTIVE:
+                    problems.add(where, f"{did} is deactivated")
+                elif role in declared and not same_kind(found.type, declared[role]):
+                    problems.add(where, f"the {role} must be a {declared[role]}, not {found.type}")
+                else:
+                    targets.append((role, did))
+        if len(targets) > MAX_RELATED:
+            problems.add("relationships", f"at most {MAX_RELATED} relationships at once")
+        return targets
+
+    # -- reads -----------------------------------------------------------------------------
+    async def _domain_row(self, did: str) -> Domain | None:
+        async with self._sessions() as session:
+            return await session.get(Domain, did)
+
+    async def get(self, did: str, version: int | None = None) -> dict[str, Any]:
+        """The current record, or the record as it was at `version` (from the ledger)."""
+        if version is None:
+            async with self._sessions() as session:
+                row = await session.get(Domain, did)
+                if row is None:
+                    raise NotFound(f"No domain {did}.")
+                edges = await session.scalars(
+                    select(Relationship).where(Relationship.source_did == did)
+                )
+                record = stored_record(row, edges)
+        else:
+            record = await self._record_at(did, version)
+        return resolve_inheritance(record, await self._protocols.get(record["class"]))
+
+    async def _record_at(self, did: str, version: int) -> dict[str, Any]:
+        for transaction in await self._ledger.history(did):
+            record = transaction.payload.get("record")
+            if record and record.get("version") == version:
+                return record
+        if await self._domain_row(did) is None:
+            raise NotFound(f"No domain {did}.")
+        raise NotFound(f"Domain {did} has no version {version}.")
+
+    async def history(self, did: str) -> list[Transaction]:
+        transactions = await self._ledger.history(did)
+        if not transactions:
+            raise NotFound(f"No domain {did}.")
+        return transactions
+
+    async def list(
+        self, where: DomainFilter, cursor: str | None, limit: int, count: bool = False
+    ) -> Page[dict[str, Any]]:
+        after = decode_cursor(cursor)
+        conditions = [Domain.seq > after]
+        conditions += _filter_conditions(where)
+        query = select(Domain).where(and_(*conditions)).order_by(Domain.seq).limit(limit + 1)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query))
+            more = len(rows) > limit
+            rows = rows[:limit]
+            edges = await self._edges_of(session, [row.did for row in rows])
+            total = None
+            if count:
+                total = await session.scalar(
+                    select(func.count()).select_from(Domain).where(and_(*_filter_conditions(where)))
+                )
+        protocols: dict[str, ProtocolView] = {}
+        records = []
+        for row in rows:
+            if row.class_did not in protocols:
+                protocols[row.class_did] = await self._protocols.get(row.class_did)
+            record = stored_record(row, edges.get(row.did, []))
+            records.append(resolve_inheritance(record, protocols[row.class_did]))
+        return Page(records, encode_cursor(rows[-1].seq) if more else None, total)
+
+    @staticmethod
+    async def _edges_of(session: AsyncSession, dids: list[str]) -> dict[str, list[Relationship]]:
+        result: dict[str, list[Relationship]] = {}
+        if dids:
+            for edge in await session.scalars(
+                select(Relationship).where(Relationship.source_did.in_(dids))
+            ):
+                result.setdefault(edge.source_did, []).append(edge)
+        return result
+
+    async def graph(self, did: str, depth: int) -> dict[str, Any]:
+        """Nodes and edges within `depth` hops of `did`, following edges both ways."""
+        if not 0 <= depth <= MAX_GRAPH_DEPTH:
+            raise Invalid(
+                f"depth must be between 0 and {MAX_GRAPH_DEPTH}.",
+                [],
+            )
+        async with self._sessions() as session:
+            if await session.get(Domain, did) is None:
+                raise NotFound(f"No domain {did}.")
+            seen, frontier = {did}, {did}
+            edges: dict[int, Relationship] = {}
+            for _ in range(depth):
+                found = await session.scalars(
+                    select(Relationship).where(
+                        or_(
+                            Relationship.source_did.in_(frontier),
+                            Relationship.target_did.in_(frontier),
+                        )
+                    )
+                )
+                frontier = set()
+                for edge in found:
+                    edges[edge.id] = edge
+                    for end in (edge.source_did, edge.target_did):
+                        if end not in seen:
+                            seen.add(end)
+                            frontier.add(end)
+                if not frontier:
+                    break
+            rows = await session.scalars(select(Domain).where(Domain.did.in_(seen)))
+            nodes = [
+                {
+                    "did": row.did,
+                    "type": row.type,
+                    "twinClass": row.twin_class,
+                    "name": row.meta.get("name"),
+                    "status": row.status,
+                    "verified": row.verified,
+                }
+                for row in sorted(rows, key=lambda r: r.seq)
+            ]
+        return {
+            "root": did,
+            "depth": depth,
+            "nodes": nodes,
+            "edges": [
+                {"source": e.source_did, "type": e.type, "target": e.target_did}
+                for e in sorted(edges.values(), key=lambda e: e.id)
+            ],
+        }
+
+    # -- changes ---------------------------------------------------------------------------
+    async def update(
+        self, did: str, patch: DomainPatch, actor: Principal, expected_version: int | None
+    ) -> dict[str, Any]:
+        async with self._ledger.write() as write:
+            row = await self._changeable(write, did, actor, expected_version)
+            protocol = await self._protocols.get(row.class_did)
+            problems = Problems()
+            if patch.properties is not None:
+                merged = {**row.properties, **patch.properties}
+                merged = {k: v for k, v in merged.items() if v is not None}  # null removes
+                self._check_properties(merged, protocol, problems, partial=False)
+                row.properties = merged
+            if patch.controller is not None:
+                self._check_controller(patch.controller, problems)
+                if not problems.items:
+                    await write.session.execute(
+                        delete(DomainController).where(DomainController.domain_did == did)
+                    )
+                    write.session.add_all(
+                        DomainController(domain_did=did, controller=c) for c in patch.controller
+                    )
+                    row.controller = patch.controller
+            if patch.services is not None:
+                check_services(patch.services, "services", problems)
+                row.services = patch.services
+            if patch.credentials is not None:
+                self._check_credentials(patch.credentials, problems)
+                row.credentials = patch.credentials
+            if patch.metadata is not None:
+                merged_meta = {**row.meta, **patch.metadata}
+                row.meta = {k: v for k, v in merged_meta.items() if v is not None}
+            if patch.valid_from is not None or patch.clear_valid_from:
+                row.valid_from = patch.valid_from
+            if patch.valid_until is not None or patch.clear_valid_until:
+                row.valid_until = patch.valid_until
+            self._check_validity(row.valid_from, row.valid_until, problems)
+            problems.raise_if_any("The change breaks the registry's rules.")
+            return await self._commit_change(write, row, actor, "domain.update", protocol)
+
+    async def deactivate(
+        self, did: str, actor: Principal, expected_version: int | None
+    ) -> dict[str, Any]:
+        async with self._ledger.write() as write:
+            row = await self._changeable(write, did, actor, expected_version)
+            row.status = DEACTIVATED
+            protocol = await self._protocols.get(row.class_did)
+            return await self._commit_change(write, row, actor, "domain.deactivate", protocol)
+
+    async def relate(
+        self, did: str, kind: str, target: str, actor: Principal, expected_version: int | None
+    ) -> dict[str, Any]:
+        """Add an edge did --kind--> target after creation (checked like at creation)."""
+        protocol_did = (await self.get(did))["class"]
+        protocol = await self._protocols.get(protocol_did)
+        problems = Problems()
+        targets = await self._check_relationships({kind: [target]}, protocol, problems)
+        problems.raise_if_any("The relationship breaks the registry's rules.")
+        async with self._ledger.write() as write:
+            row = await self._changeable(write, did, actor, expected_version)
+            exists = await write.session.scalar(
+                select(Relationship.id).where(
+                    Relationship.source_did == did,
+                    Relationship.type == kind,
+                    Relationship.target_did == target,
+                )
+            )
+            if exists is not None:
+                raise Conflict(f"{did} already has a {kind} relationship to {target}.")
+            for role, target_did in targets:
+                await self._add_edge(write, did, role, target_did)
+            return await self._commit_change(write, row, actor, "domain.relate", protocol)
+
+    async def _changeable(
+        self, write: LedgerWrite, did: str, actor: Principal, expected_version: int | None
+    ) -> Domain:
+        row = await write.session.get(Domain, did, with_for_update=True)
+        if row is None:
+            raise NotFound(f"No domain {did}.")
+        if not (actor.is_admin or actor.did in row.controller):
+            raise Forbidden(f"Only a controller of {did} or an admin may change it.")
+        if expected_version is not None and expected_version != row.version:
+            raise StaleVersion(
+                f"{did} is at version {row.version}, not {expected_version}; "
+                "read it again and re-apply the change."
+            )
+        if row.status != ACTIVE:
+            raise Conflict(f"{did} is deactivated; its record can no longer change.")
+        return row
+
+    async def _commit_change(
+        self,
+        write: LedgerWrite,
+        row: Domain,
+        actor: Principal,
+        kind: str,
+        protocol: ProtocolView,
+    ) -> dict[str, Any]:
+        row.version += 1
+        row.updated_at = utcnow()
+        await write.session.flush()
+        edges = await write.session.scalars(
+            select(Relationship).where(Relationship.source_did == row.did)
+        )
+        record = stored_record(row, edges)
+        await write.append(kind, row.did, actor.did, {"record": record})
+        return resolve_inheritance(record, protocol)
+
+
+def _filter_conditions(where: DomainFilter) -> list[Any]:
+    conditions: list[Any] = []
+    if where.type:
+        conditions.append(Domain.type == where.type)
+    if where.protocol:
+        conditions.append(Domain.class_did == where.protocol)
+    if where.verified is not None:
+        conditions.append(Domain.verified.is_(where.verified))
+    if where.status:
+        conditions.append(Domain.status == where.status)
+    if where.twin_class:
+        conditions.append(Domain.twin_class == where.twin_class)
+    if where.parent:
+        conditions.append(Domain.parent_did == where.parent)
+    if where.controller:
+        conditions.append(
+            Domain.did.in_(
+                select(DomainController.domain_did).where(
+                    DomainController.controller == where.controller
+                )
+            )
+        )
+    return conditions

@@ -1,0 +1,60 @@
+"""Failures of the core services, named by what went wrong rather than by HTTP status.
+
+Each interface maps them to its own convention: JSON errors for the registry API, gRPC
+status codes for the chain node, a notice on a USSD screen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    field: str
+    error: str
+
+
+class ServiceError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, details: list[FieldProblem] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class NotFound(ServiceError):
+    code = "not_found"
+
+
+class Invalid(ServiceError):
+    """The request is well formed but breaks a rule (a property of the wrong type, ...)."""
+
+    code = "validation_failed"
+
+
+class Conflict(ServiceError):
+    code = "conflict"
+
+
+class Forbidden(ServiceError):
+    code = "forbidden"
+
+
+class StaleVersion(ServiceError):
+    code = "precondition_failed"
+
+
+@dataclass
+class Problems:
+    """Collects every field problem before failing, so a caller learns them all at once."""
+
+    items: list[FieldProblem] = field(default_factory=list)
+
+    def add(self, name: str, error: str) -> None:
+        self.items.append(FieldProblem(name, error))
+
+    def raise_if_any(self, message: str = "The request breaks the registry's rules.") -> None:
+        if self.items:
+            raise Invalid(message, self.items)

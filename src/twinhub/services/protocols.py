@@ -1,0 +1,319 @@
+"""Protocols: templates that say which properties, relationship roles and services a kind
+of domain has. A protocol may extend a parent; the child wins where names collide.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import Protocol, utcnow
+from twinhub.identifiers import SLUG_PATTERN, mint, slugify
+from twinhub.services.errors import Conflict, Invalid, NotFound, Problems
+from twinhub.services.ledger import Ledger
+from twinhub.services.twin_classes import TWIN_CLASSES
+
+PROPERTY_TYPES = ("string", "number", "integer", "boolean", "object", "array", "date-time")
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+NAME_RULE = "names start with a letter, then letters, digits or _ (at most 64)"
+KIND_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9 _\-]{0,63}$")
+SERVICE_ID = re.compile(r"^#[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
+URL_PATTERN = re.compile(r"^(https?|wss?|ipfs|grpcs?)://[^\s]{1,2000}$")
+
+
+def value_problem(type_name: str, value: Any) -> str | None:
+    """Why `value` is not of the protocol type `type_name`, or None when it is."""
+    match type_name:
+        case "string":
+            ok = isinstance(value, str)
+        case "number":
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        case "integer":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        case "boolean":
+            ok = isinstance(value, bool)
+        case "object":
+            ok = isinstance(value, dict)
+        case "array":
+            ok = isinstance(value, list)
+        case "date-time":
+            return None if _is_timestamp(value) else "expected an ISO 8601 date-time string"
+        case _:
+            return f"unknown type {type_name!r}"
+    return None if ok else f"expected {type_name}, got {_json_type(value)}"
+
+
+def _is_timestamp(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}.get(
+        type(value), "object"
+    )
+
+
+def check_services(services: list[Any], where: str, problems: Problems) -> None:
+    seen: set[str] = set()
+    for index, service in enumerate(services):
+        name = f"{where}[{index}]"
+        if not isinstance(service, dict):
+            problems.add(name, "expected an object with id, type and endpoint")
+            continue
+        service_id, kind, endpoint = service.get("id"), service.get("type"), service.get("endpoint")
+        if not isinstance(service_id, str) or not SERVICE_ID.match(service_id):
+            problems.add(f"{name}.id", "expected a fragment such as '#ingest'")
+        elif service_id in seen:
+            problems.add(f"{name}.id", f"{service_id} appears twice")
+        else:
+            seen.add(service_id)
+        if not isinstance(kind, str) or not 1 <= len(kind) <= 100:
+            problems.add(f"{name}.type", "expected a service type of 1 to 100 characters")
+        if not isinstance(endpoint, str) or not URL_PATTERN.match(endpoint):
+            problems.add(f"{name}.endpoint", "expected an absolute URL")
+        extra = set(service) - {"id", "type", "endpoint"}
+        if extra:
+            problems.add(name, f"unknown fields: {', '.join(sorted(extra))}")
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    name: str
+    slug: str | None = None
+    entity_type: str | None = None
+    twin_class: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    required: list[str] = field(default_factory=list)
+    relationships: dict[str, str] = field(default_factory=dict)
+    services: list[dict[str, str]] = field(default_factory=list)
+    extends: str | None = None
+
+
+@dataclass(frozen=True)
+class ProtocolView:
+    """A protocol as stored, plus what it inherits (`effective_*`)."""
+
+    did: str
+    name: str
+    entity_type: str | None
+    twin_class: str | None
+    extends: str | None
+    properties: dict[str, str]
+    required: list[str]
+    relationships: dict[str, str]
+    services: list[dict[str, str]]
+    effective_properties: dict[str, str]
+    effective_required: list[str]
+    effective_relationships: dict[str, str]
+    effective_services: list[dict[str, str]]
+    effective_twin_class: str | None
+    effective_entity_type: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "did": self.did,
+            "type": "Protocol",
+            "name": self.name,
+            "entityType": self.entity_type,
+            "twinClass": self.twin_class,
+            "extends": self.extends,
+            "properties": self.properties,
+            "required": self.required,
+            "relationships": self.relationships,
+            "services": self.services,
+            "version": self.version,
+            "createdAt": self.created_at.isoformat(),
+            "updatedAt": self.updated_at.isoformat(),
+        }
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+    total: int | None = None
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(str(seq).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int:
+    """The sequence number after which a page starts; 0 for the first page."""
+    if not cursor:
+        return 0
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = int(base64.urlsafe_b64decode(padded.encode()).decode())
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("The cursor is not one this API gave out.", []) from None
+    if value < 0:
+        raise Invalid("The cursor is not one this API gave out.", [])
+    return value
+
+
+class ProtocolService:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+
+    async def create(self, spec: ProtocolSpec, actor: str) -> ProtocolView:
+        slug = spec.slug or slugify(spec.name)
+        problems = Problems()
+        if not spec.name or len(spec.name) > 200:
+            problems.add("name", "expected a name of 1 to 200 characters")
+        if not SLUG_PATTERN.match(slug):
+            problems.add("id", "expected lower-case letters, digits and hyphens (1-64)")
+        parent = await self._chain(spec.extends) if spec.extends else []
+        if spec.extends and not parent:
+            problems.add("extends", f"no protocol {spec.extends}")
+        self._check_spec(spec, parent, problems)
+        problems.raise_if_any("The protocol breaks the template rules.")
+        did = mint("protocol", slug)
+        now = utcnow()
+        try:
+            async with self._ledger.write() as write:
+                seq = (await write.session.scalar(select(func.max(Protocol.seq)))) or 0
+                row = Protocol(
+                    did=did,
+                    name=spec.name,
+                    entity_type=spec.entity_type,
+                    twin_class=spec.twin_class,
+                    parent_did=spec.extends,
+                    properties=spec.properties,
+                    required=spec.required,
+                    relationships=spec.relationships,
+                    services=spec.services,
+                    seq=seq + 1,
+                    version=1,
+                    created_at=now,
+                    updated_at=now,
+                )
+                write.session.add(row)
+                await write.session.flush()
+                view = _view(row, parent)
+                await write.append("protocol.create", did, actor, {"record": view.as_record()})
+        except IntegrityError:
+            raise Conflict(f"A protocol {did} exists already.") from None
+        return view
+
+    def _check_spec(self, spec: ProtocolSpec, parent: list[Protocol], problems: Problems) -> None:
+        for name, type_name in spec.properties.items():
+            if not NAME_PATTERN.match(name):
+                problems.add(f"properties.{name}", NAME_RULE)
+            if type_name not in PROPERTY_TYPES:
+                problems.add(
+                    f"properties.{name}", f"type must be one of {', '.join(PROPERTY_TYPES)}"
+                )
+        known = set(spec.properties)
+        for ancestor in parent:
+            known |= set(ancestor.properties)
+        for index, name in enumerate(spec.required):
+            if name not in known:
+                problems.add(f"required[{index}]", f"{name!r} is not a property of this protocol")
+        for role, kind in spec.relationships.items():
+            if not NAME_PATTERN.match(role):
+                problems.add(f"relationships.{role}", NAME_RULE)
+            if not isinstance(kind, str) or not KIND_PATTERN.match(kind):
+                problems.add(f"relationships.{role}", "expected an entity kind such as 'Oracle'")
+        if spec.twin_class is not None and spec.twin_class not in TWIN_CLASSES:
+            problems.add("twinClass", f"expected one of {', '.join(TWIN_CLASSES)}")
+        if spec.entity_type is not None and not KIND_PATTERN.match(spec.entity_type):
+            problems.add("entityType", "expected an entity type such as 'Device'")
+        check_services(spec.services, "services", problems)
+
+    async def get(self, did: str) -> ProtocolView:
+        chain = await self._chain(did)
+        if not chain:
+            raise NotFound(f"No protocol {did}.")
+        return _view(chain[0], chain[1:])
+
+    async def exists(self, did: str) -> bool:
+        async with self._sessions() as session:
+            return await session.get(Protocol, did) is not None
+
+    async def list(self, cursor: str | None, limit: int) -> Page[ProtocolView]:
+        after = decode_cursor(cursor)
+        async with self._sessions() as session:
+            rows = list(
+                await session.scalars(
+                    select(Protocol)
+                    .where(Protocol.seq > after)
+                    .order_by(Protocol.seq)
+                    .limit(limit + 1)
+                )
+            )
+            total = await session.scalar(select(func.count()).select_from(Protocol))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        views = [await self.get(row.did) for row in rows]
+        return Page(views, encode_cursor(rows[-1].seq) if more else None, total)
+
+    async def _chain(self, did: str | None) -> list[Protocol]:
+        """The protocol and its ancestors, nearest first."""
+        chain: list[Protocol] = []
+        async with self._sessions() as session:
+            while did and len(chain) < 16:
+                row = await session.get(Protocol, did)
+                if row is None:
+                    break
+                chain.append(row)
+                did = row.parent_did
+        return chain
+
+
+def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
+    lineage = [*reversed(ancestors), row]  # oldest first, so later entries win
+    properties: dict[str, str] = {}
+    relationships: dict[str, str] = {}
+    services: dict[str, dict[str, str]] = {}
+    required: list[str] = []
+    twin_class = entity_type = None
+    for protocol in lineage:
+        properties.update(protocol.properties)
+        relationships.update(protocol.relationships)
+        services.update({service["id"]: service for service in protocol.services})
+        required += [name for name in protocol.required if name not in required]
+        twin_class = protocol.twin_class or twin_class
+        entity_type = protocol.entity_type or entity_type
+    return ProtocolView(
+        did=row.did,
+        name=row.name,
+        entity_type=row.entity_type,
+        twin_class=row.twin_class,
+        extends=row.parent_did,
+        properties=row.properties,
+        required=row.required,
+        relationships=row.relationships,
+        services=row.services,
+        effective_properties=properties,
+        effective_required=required,
+        effective_relationships=relationships,
+        effective_services=list(services.values()),
+        effective_twin_class=twin_class,
+        effective_entity_type=entity_type,
+        version=row.version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )

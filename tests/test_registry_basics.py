@@ -1,0 +1,239 @@
+"""The registry API's core journeys over HTTP: protocols, domains, entities, reads, changes."""
+
+from __future__ import annotations
+
+from tests.conftest import Registry, unique
+
+
+async def make_protocol(registry: Registry, **fields: object) -> dict:
+    body = {"type": "Protocol", "id": unique("stove"), "entityType": "Device", **fields}
+    response = await registry.client.post("/v1/protocols", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def make_domain(registry: Registry, **fields: object) -> dict:
+    body = {"type": "Organisation", "class": "did:ixo:protocol/organisation", **fields}
+    body.setdefault("metadata", {"name": "Jiko Co-op"})
+    response = await registry.client.post("/v1/domains", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def test_builtin_protocols_exist_on_a_fresh_platform(registry: Registry) -> None:
+    for slug in ("organisation", "project", "device", "clean-cooking", "oracle", "asset"):
+        response = await registry.client.get(f"/v1/protocols/did:ixo:protocol/{slug}")
+        assert response.status_code == 200, slug
+        assert response.json()["did"] == f"did:ixo:protocol/{slug}"
+
+
+async def test_register_a_protocol_and_read_it_back(registry: Registry) -> None:
+    slug = unique("stove")
+    created = await make_protocol(
+        registry,
+        id=slug,
+        name="Improved cookstove",
+        properties={"serialNumber": "string", "efficiency": "number"},
+        required=["serialNumber"],
+        relationships={"verifier": "Oracle"},
+    )
+    assert created["did"] == f"did:ixo:protocol/{slug}"
+    fetched = (await registry.client.get(f"/v1/protocols/{created['did']}")).json()
+    assert fetched["properties"] == {"serialNumber": "string", "efficiency": "number"}
+    assert fetched["relationships"] == {"verifier": "Oracle"}
+    again = await registry.client.post(
+        "/v1/protocols", json={"type": "Protocol", "id": slug, "name": "x"}
+    )
+    assert again.status_code == 409
+
+
+async def test_the_seed_quick_start_body_creates_a_domain(registry: Registry) -> None:
+    body = {
+        "type": "Organisation",
+        "protocol": "did:ixo:protocol/organisation",
+        "metadata": {"name": "Clean Cooking Co-op"},
+    }
+    response = await registry.client.post("/v1/domains", json=body)
+    assert response.status_code == 201, response.text
+    record = response.json()
+    assert record["did"].startswith("did:ixo:entity/")
+    assert record["class"] == record["protocol"] == "did:ixo:protocol/organisation"
+    assert record["verified"] is False
+    assert record["version"] == 1
+    assert record["status"] == "active"
+    assert record["twinClass"] == "cognitive"
+    assert response.headers["location"] == f"/v1/domains/{record['did']}"
+
+
+async def test_organisation_gets_a_membership_group(registry: Registry) -> None:
+    org = await make_domain(registry)
+    group_did = org["membershipGroup"]
+    assert group_did
+    group = (await registry.client.get(f"/v1/domains/{group_did}")).json()
+    assert group["type"] == "Group"
+    assert group["parent"] == org["did"]
+    assert group["metadata"]["name"] == "Jiko Co-op members"
+
+
+async def test_class_and_protocol_must_agree(registry: Registry) -> None:
+    response = await registry.client.post(
+        "/v1/domains",
+        json={
+            "type": "Project",
+            "class": "did:ixo:protocol/project",
+            "protocol": "did:ixo:protocol/organisation",
+        },
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["details"][0]["field"] == "class"
+
+
+async def test_entity_properties_are_checked_against_the_protocol(registry: Registry) -> None:
+    protocol = await make_protocol(
+        registry,
+        properties={"serialNumber": "string", "efficiency": "number", "installedAt": "date-time"},
+        required=["serialNumber"],
+    )
+    bad = await registry.client.post(
+        "/v1/entities",
+        json={
+            "type": "Device",
+            "protocol": protocol["did"],
+            "properties": {"efficiency": "high", "colour": "red", "installedAt": "yesterday"},
+        },
+    )
+    assert bad.status_code == 422
+    details = {d["field"]: d["error"] for d in bad.json()["error"]["details"]}
+    assert set(details) == {
+        "properties.efficiency",
+        "properties.colour",
+        "properties.installedAt",
+        "properties.serialNumber",
+    }
+    good = await registry.client.post(
+        "/v1/entities",
+        json={
+            "type": "Device",
+            "protocol": protocol["did"],
+            "properties": {"serialNumber": "JK-1", "efficiency": 0.42},
+        },
+    )
+    assert good.status_code == 201, good.text
+    assert good.json()["twinClass"] == "physical"
+
+
+async def test_protocol_roles_must_point_at_the_declared_kind(registry: Registry) -> None:
+    protocol = await make_protocol(registry, relationships={"verifier": "Oracle"})
+    org = await make_domain(registry)
+    wrong = await registry.client.post(
+        "/v1/entities",
+        json={
+            "type": "Device",
+            "protocol": protocol["did"],
+            "relationships": {"verifier": org["did"]},
+        },
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["error"]["details"][0]["field"] == "relationships.verifier[0]"
+    oracle = await make_domain(
+        registry, type="Oracle", **{"class": "did:ixo:protocol/oracle"}, metadata={"name": "Eval"}
+    )
+    right = await registry.client.post(
+        "/v1/entities",
+        json={
+            "type": "Device",
+            "protocol": protocol["did"],
+            "relationships": {"verifier": oracle["did"]},
+        },
+    )
+    assert right.status_code == 201, right.text
+    assert {"type": "verifier", "target": oracle["did"]} in right.json()["relationships"]
+
+
+async def test_patch_with_if_match_and_history(registry: Registry) -> None:
+    org = await make_domain(registry)
+    url = f"/v1/domains/{org['did']}"
+    changed = await registry.client.patch(
+        url, json={"metadata": {"website": "https://jiko.example"}}, headers={"If-Match": '"1"'}
+    )
+    assert changed.status_code == 200, changed.text
+    assert changed.headers["etag"] == '"2"'
+    assert changed.json()["metadata"] == {"name": "Jiko Co-op", "website": "https://jiko.example"}
+    stale = await registry.client.patch(
+        url, json={"metadata": {"name": "Other"}}, headers={"If-Match": '"1"'}
+    )
+    assert stale.status_code == 412
+    history = (await registry.client.get(f"{url}/history")).json()
+    assert [entry["version"] for entry in history] == [1, 2]
+    assert history[0]["record"]["metadata"] == {"name": "Jiko Co-op"}
+    earlier = (await registry.client.get(url, params={"version": 1})).json()
+    assert earlier["metadata"] == {"name": "Jiko Co-op"}
+
+
+async def test_deactivate_instead_of_delete(registry: Registry) -> None:
+    org = await make_domain(registry)
+    url = f"/v1/domains/{org['did']}"
+    gone = await registry.client.delete(url)
+    assert gone.status_code == 200
+    assert gone.json()["status"] == "deactivated"
+    assert (await registry.client.get(url)).json()["status"] == "deactivated"
+    assert (await registry.client.patch(url, json={"metadata": {"a": 1}})).status_code == 409
+
+
+async def test_errors_share_one_shape(registry: Registry) -> None:
+    malformed = await registry.client.post(
+        "/v1/domains", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert malformed.status_code == 400
+    assert malformed.json()["error"]["code"] == "malformed_json"
+    unknown = await registry.client.get("/v1/domains/did:ixo:entity/nobody")
+    assert unknown.status_code == 404
+    assert set(unknown.json()["error"]) == {"code", "message", "details"}
+    anonymous = registry.as_key(None)
+    response = await anonymous.get("/v1/domains")
+    assert response.status_code == 401
+    await anonymous.aclose()
+
+
+async def test_reader_cannot_write(registry: Registry) -> None:
+    token = await registry.key("did:ixo:org/auditor", "reader")
+    reader = registry.as_key(token)
+    assert (await reader.get("/v1/protocols")).status_code == 200
+    response = await reader.post(
+        "/v1/domains", json={"type": "Organisation", "class": "did:ixo:protocol/organisation"}
+    )
+    assert response.status_code == 403
+    await reader.aclose()
+
+
+async def test_idempotency_key_creates_once(registry: Registry) -> None:
+    body = {"type": "Organisation", "class": "did:ixo:protocol/organisation"}
+    headers = {"Idempotency-Key": unique("key")}
+    first = await registry.client.post("/v1/domains", json=body, headers=headers)
+    second = await registry.client.post("/v1/domains", json=body, headers=headers)
+    assert first.status_code == second.status_code == 201
+    assert first.json() == second.json()
+    assert second.headers["idempotent-replayed"] == "true"
+    different = await registry.client.post(
+        "/v1/domains", json={**body, "metadata": {"name": "x"}}, headers=headers
+    )
+    assert different.status_code == 422
+
+
+async def test_graph(registry: Registry) -> None:
+    org = await make_domain(registry)
+    project = await make_domain(
+        registry,
+        type="Project",
+        **{"class": "did:ixo:protocol/project"},
+        metadata={"name": "Stoves for Kisumu"},
+        relationships={"implementedBy": org["did"]},
+    )
+    graph = (
+        await registry.client.get(f"/v1/domains/{project['did']}/graph", params={"depth": 2})
+    ).json()
+    dids = {node["did"] for node in graph["nodes"]}
+    assert {project["did"], org["did"], org["membershipGroup"]} <= dids
+    assert {"source": project["did"], "type": "implementedBy", "target": org["did"]} in graph[
+        "edges"
+    ]

@@ -64,7 +64,50 @@ def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 30)
     raise AssertionError("server did not come up")
 
 
-@pytest.mark.parametrize("command", [["serve"], ["serve", "ussd"]])
+def test_serve_runs_every_interface(tmp_path: Path) -> None:
+    ussd_port, registry_port = free_port(), free_port()
+    key = secrets.token_hex(24)
+    process = subprocess.Popen(
+        [*TWINHUB, "serve", "--port", str(ussd_port), "--registry-port", str(registry_port)],
+        env={**os.environ, **base_env(tmp_path), "TWINHUB_BOOTSTRAP_API_KEY": key},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_healthy(f"http://127.0.0.1:{ussd_port}/health", process).status_code == 200
+        registry = f"http://127.0.0.1:{registry_port}"
+        assert wait_healthy(f"{registry}/health", process).status_code == 200
+        listed = httpx.get(f"{registry}/v1/protocols", headers={"Authorization": f"Bearer {key}"})
+        assert listed.status_code == 200
+        assert listed.json()["total"] >= 1  # the built-in protocols
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert key not in stderr
+
+
+def test_serve_registry_alone(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [*TWINHUB, "serve", "registry", "--port", str(port)],
+        env={**os.environ, **base_env(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        root = wait_healthy(f"http://127.0.0.1:{port}/", process).json()
+        assert "registry" in root["message"]
+        assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20)
+    assert process.returncode == 0
+
+
+@pytest.mark.parametrize("command", [["serve", "ussd"]])
 def test_serve_runs_the_gateway_and_stops_on_sigterm(tmp_path: Path, command: list[str]) -> None:
     port = free_port()
     process = subprocess.Popen(

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from twinhub import __version__
 from twinhub.platform import Platform
 from twinhub.registry.errors import install_error_handlers
+from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
@@ -117,6 +118,7 @@ def create_registry_app(
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(create_graphql_router())
 
     @app.middleware("http")
     async def observe(request: Request, call_next):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202

@@ -82,7 +82,10 @@ class DomainIn(Body):
     validFrom: datetime | None = None
     validUntil: datetime | None = None
 
-    _utc = field_validator("validFrom", "validUntil")(lambda _cls, v: as_utc(v))
+    @field_validator("validFrom", "validUntil")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return as_utc(value)
 
 
 class EntityIn(DomainIn):
@@ -100,7 +103,10 @@ class DomainPatchIn(Body):
     validFrom: datetime | None = None
     validUntil: datetime | None = None
 
-    _utc = field_validator("validFrom", "validUntil")(lambda _cls, v: as_utc(v))
+    @field_validator("validFrom", "validUntil")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return as_utc(value)
 
 
 class RelationshipIn(Body):

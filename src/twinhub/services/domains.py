@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -394,9 +394,10 @@ class DomainService:
         self, where: DomainFilter, cursor: str | None, limit: int, count: bool = False
     ) -> Page[dict[str, Any]]:
         after = decode_cursor(cursor)
-        conditions = [Domain.seq > after]
-        conditions += _filter_conditions(where)
-        query = select(Domain).where(and_(*conditions)).order_by(Domain.seq).limit(limit + 1)
+        filters = _filter_conditions(where)
+        query = (
+            select(Domain).where(Domain.seq > after, *filters).order_by(Domain.seq).limit(limit + 1)
+        )
         async with self._sessions() as session:
             rows = list(await session.scalars(query))
             more = len(rows) > limit
@@ -404,9 +405,8 @@ class DomainService:
             edges = await self._edges_of(session, [row.did for row in rows])
             total = None
             if count:
-                total = await session.scalar(
-                    select(func.count()).select_from(Domain).where(and_(*_filter_conditions(where)))
-                )
+                counting = select(func.count()).select_from(Domain).where(*filters)
+                total = await session.scalar(counting)
         protocols: dict[str, ProtocolView] = {}
         records = []
         for row in rows:
@@ -414,7 +414,7 @@ class DomainService:
                 protocols[row.class_did] = await self._protocols.get(row.class_did)
             record = stored_record(row, edges.get(row.did, []))
             records.append(resolve_inheritance(record, protocols[row.class_did]))
-        return Page(records, encode_cursor(rows[-1].seq) if more else None, total)
+        return Page(records, encode_cursor(rows[-1].seq) if more and rows else None, total)
 
     @staticmethod
     async def _edges_of(session: AsyncSession, dids: list[str]) -> dict[str, list[Relationship]]:

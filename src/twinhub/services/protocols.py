@@ -168,7 +168,7 @@ def decode_cursor(cursor: str | None) -> int:
         value = int(base64.urlsafe_b64decode(padded.encode()).decode())
     except (ValueError, UnicodeDecodeError):
         raise Invalid("The cursor is not one this API gave out.", []) from None
-    if value < 0:
+    if not 0 <= value < 2**63:  # sequence numbers are signed 64-bit in every database
         raise Invalid("The cursor is not one this API gave out.", [])
     return value
 
@@ -268,7 +268,7 @@ class ProtocolService:
         more = len(rows) > limit
         rows = rows[:limit]
         views = [await self.get(row.did) for row in rows]
-        return Page(views, encode_cursor(rows[-1].seq) if more else None, total)
+        return Page(views, encode_cursor(rows[-1].seq) if more and rows else None, total)
 
     async def _chain(self, did: str | None) -> list[Protocol]:
         """The protocol and its ancestors, nearest first."""

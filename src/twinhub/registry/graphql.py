@@ -1,0 +1,386 @@
+"""GraphQL status queries at `/graphql`, shaped like the ixo indexer's (PostGraphile) schema.
+
+Why this shape: programme dashboards and ixo tooling already ask the ixo indexer
+`entity(id) { id type status entityVerified context service linkedEntity metadata }` and page
+through `entities { nodes pageInfo { hasNextPage endCursor } totalCount }`. Answering the same
+query text lets them check a twinhub domain's status unchanged. As in the indexer,
+`context`, `service`, `linkedEntity` and `metadata` are JSON values, not typed objects, so
+such queries need no sub-selection.
+
+Read-only on purpose: every change goes through `/v1`, where If-Match, idempotency keys and
+controller checks live. Authentication is the `/v1` one (`Authorization: Bearer <API_KEY>`,
+reader or writer role), failing before any GraphQL runs with the registry's JSON error shape.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import strawberry
+from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's views raise
+from fastapi import Depends, Request
+from fastapi.routing import APIWebSocketRoute
+from fastapi.security import HTTPAuthorizationCredentials
+from graphql import GraphQLError
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+from strawberry.extensions import MaskErrors, MaxAliasesLimiter
+from strawberry.fastapi import BaseContext, GraphQLRouter
+from strawberry.scalars import JSON
+from strawberry.types import ExecutionContext, Info
+from strawberry.types.unset import UNSET
+
+from twinhub.platform import Platform
+from twinhub.registry.auth import bearer, principal, reader
+from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter, Principal
+from twinhub.services.errors import NotFound, ServiceError
+from twinhub.services.protocols import decode_cursor
+from twinhub.web.errors import error_response
+
+# ixo's entity status (int32): 0 created, 1 closed, 2 transferred. A twinhub domain is
+# created active and can only be deactivated, which is ixo's "closed"; nothing transfers.
+IXO_STATUS = {ACTIVE: 0, DEACTIVATED: 1}
+TRANSFERRED = "transferred"  # matches no twinhub domain; kept so `status: 2` is valid
+REGISTRY_STATUS = {0: ACTIVE, 1: DEACTIVATED, 2: TRANSFERRED}
+UNKNOWN_TYPE = "domain"  # linkedEntity type of a target the registry cannot find
+MAX_ALIASES = 20  # one request cannot fan out into many page reads through aliases
+MAX_SEQ = 2**63 - 1  # cursors wrap a BIGINT sequence number; beyond it the database fails
+
+
+class RegistryContext(BaseContext):
+    """What resolvers need: the platform, the caller, and a per-request cache of types."""
+
+    def __init__(self, platform: Platform, caller: Principal | None) -> None:
+        super().__init__()
+        self.platform = platform
+        self.caller = caller
+        self._types: dict[str, str] = {}
+
+    def remember(self, record: dict[str, Any]) -> None:
+        self._types[record["did"]] = record["type"]
+
+    async def entity_type(self, did: str) -> str:
+        """The target's entity type, read once per request however many entities link it."""
+        if did not in self._types:
+            try:
+                self.remember(await self.platform.domains.get(did))
+            except NotFound:
+                self._types[did] = UNKNOWN_TYPE
+        return self._types[did]
+
+
+GraphQLInfo = Info[RegistryContext, None]
+
+
+def _graphql_error(error: ServiceError) -> GraphQLError:
+    """A service failure as a GraphQL error, with the `/v1` error code and field details."""
+    details = [{"field": d.field, "error": d.error} for d in error.details]
+    return GraphQLError(error.message, extensions={"code": error.code, "details": details})
+
+
+def _invalid(message: str, field: str) -> GraphQLError:
+    return GraphQLError(
+        message,
+        extensions={"code": "validation_failed", "details": [{"field": field, "error": message}]},
+    )
+
+
+def _datetime(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+# -- types -----------------------------------------------------------------------------------
+@strawberry.type(
+    description="A twinhub domain (digital twin) as the ixo indexer shows an entity. "
+    "ixo field names come first; `registryStatus`, `protocol`, `twinClass`, `properties`, "
+    "`version` and the rest are twinhub's own."
+)
+class Entity:
+    id: str = strawberry.field(description="The domain's DID.")
+    type: str = strawberry.field(description="Entity type, e.g. Organisation, Device.")
+    status: int = strawberry.field(
+        description="ixo entity status: 0 created (twinhub `active`), 1 closed "
+        "(twinhub `deactivated`); 2 transferred never occurs in twinhub."
+    )
+    registry_status: str = strawberry.field(
+        description="twinhub's own status word: `active` or `deactivated`."
+    )
+    entity_verified: bool = strawberry.field(
+        description="Set by governance once a verification proposal has executed."
+    )
+    start_date: datetime | None = strawberry.field(description="validFrom, if set.")
+    end_date: datetime | None = strawberry.field(description="validUntil, if set.")
+    controller: list[str] = strawberry.field(description="DIDs that may change the domain.")
+    context: JSON = strawberry.field(
+        description='[{key, val}]; `{key: "class", val: <protocol DID>}` names the protocol, '
+        "as ixo does."
+    )
+    service: JSON = strawberry.field(
+        description="[{id, type, serviceEndpoint}]: the domain's own services, then those it "
+        "inherits from its protocol chain (its own entry wins on an id clash)."
+    )
+    metadata: JSON = strawberry.field(
+        description="The domain's metadata (name, ...) plus ixo's versionId (the version as "
+        "a string), created, updated (RFC 3339) and deactivated; these four win over "
+        "same-named keys of the domain's own, which `registryMetadata` keeps unchanged."
+    )
+    registry_metadata: JSON = strawberry.field(description="The domain's own metadata alone.")
+    protocol: str = strawberry.field(description="The protocol (ixo `class`) DID.")
+    twin_class: str = strawberry.field(description="physical, cognitive, system or oracle.")
+    properties: JSON = strawberry.field(description="Property values, checked by the protocol.")
+    version: int = strawberry.field(description="Bumped by every change; 1 when created.")
+    created_at: datetime = strawberry.field(description="When version 1 was written.")
+    updated_at: datetime = strawberry.field(description="When the current version was written.")
+    parent: str | None = strawberry.field(
+        description="The domain this one belongs to (a membership group's organisation)."
+    )
+    membership_group: str | None = strawberry.field(
+        description="An organisation's membership-group domain."
+    )
+    inherited_services: list[str] = strawberry.field(
+        description="Ids of the `service` entries inherited from the protocol."
+    )
+    relationships: strawberry.Private[list[dict[str, str]]]
+
+    @strawberry.field(
+        description="[{type, id, relationship, service}], one per outgoing relationship: "
+        "`id` the target DID, `relationship` the role (e.g. implementedBy, membershipGroup), "
+        "`type` the target's entity type (e.g. Group), `service` always empty since every "
+        "target lives in this registry. Costs one read per distinct target per request."
+    )
+    async def linked_entity(self, info: GraphQLInfo) -> JSON:
+        return [
+            {
+                "type": await info.context.entity_type(edge["target"]),
+                "id": edge["target"],
+                "relationship": edge["type"],
+                "service": "",
+            }
+            for edge in self.relationships
+        ]
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Entity:
+        """Map a registry record (as `/v1/domains` returns it) to the ixo entity shape."""
+        services = [
+            {"id": s["id"], "type": s["type"], "serviceEndpoint": s["endpoint"]}
+            for s in record["services"]
+        ]
+        metadata = {
+            **record["metadata"],
+            "versionId": str(record["version"]),
+            "created": record["createdAt"],
+            "updated": record["updatedAt"],
+            "deactivated": record["status"] == DEACTIVATED,
+        }
+        return cls(
+            id=record["did"],
+            type=record["type"],
+            status=IXO_STATUS[record["status"]],
+            registry_status=record["status"],
+            entity_verified=record["verified"],
+            start_date=_datetime(record["validFrom"]),
+            end_date=_datetime(record["validUntil"]),
+            controller=list(record["controller"]),
+            context=[{"key": "class", "val": record["class"]}],
+            service=services,
+            metadata=metadata,
+            registry_metadata=record["metadata"],
+            protocol=record["class"],
+            twin_class=record["twinClass"],
+            properties=record["properties"],
+            version=record["version"],
+            created_at=datetime.fromisoformat(record["createdAt"]),
+            updated_at=datetime.fromisoformat(record["updatedAt"]),
+            parent=record["parent"],
+            membership_group=record["membershipGroup"],
+            inherited_services=list(record["inheritedServices"]),
+            relationships=list(record["relationships"]),
+        )
+
+
+@strawberry.type(description="Where a page ends and whether another follows.")
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None = strawberry.field(
+        description="Pass as `after` to read the next page; null on the last page."
+    )
+
+
+@strawberry.type(description="One page of entities, oldest first.")
+class EntitiesConnection:
+    nodes: list[Entity]
+    page_info: PageInfo
+    total_count: int = strawberry.field(description="Entities matching the filter, all pages.")
+
+
+@strawberry.input(
+    description="Exact-match conditions; all that are given must hold. (Unlike PostGraphile, "
+    "values are plain, not {equalTo: ...} objects.)"
+)
+class EntityFilter:
+    type: str | None = None
+    protocol: str | None = strawberry.field(default=None, description="Protocol (class) DID.")
+    entity_verified: bool | None = None
+    verified: bool | None = strawberry.field(default=None, description="Same as entityVerified.")
+    controller: str | None = strawberry.field(default=None, description="One controller DID.")
+    status: int | None = strawberry.field(
+        default=None, description="ixo status: 0 active, 1 deactivated, 2 transferred (none)."
+    )
+    twin_class: str | None = None
+    parent: str | None = None
+
+    def to_domain_filter(self) -> DomainFilter:
+        both = self.verified is not None and self.entity_verified is not None
+        if both and self.verified != self.entity_verified:
+            raise _invalid("verified and entityVerified disagree.", "filter.verified")
+        verified = self.entity_verified if self.entity_verified is not None else self.verified
+        status = None
+        if self.status is not None:
+            if self.status not in REGISTRY_STATUS:
+                raise _invalid("status must be 0, 1 or 2.", "filter.status")
+            status = REGISTRY_STATUS[self.status]
+        return DomainFilter(
+            type=self.type,
+            protocol=self.protocol,
+            verified=verified,
+            controller=self.controller,
+            status=status,
+            twin_class=self.twin_class,
+            parent=self.parent,
+        )
+
+
+@strawberry.type(description="Status checks of registry domains (read-only).")
+class Query:
+    @strawberry.field(description="One entity by DID; null when the registry has no such DID.")
+    async def entity(self, info: GraphQLInfo, id: str) -> Entity | None:
+        context = _authorised(info)
+        try:
+            record = await context.platform.domains.get(id)
+        except NotFound:
+            return None
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        context.remember(record)
+        return Entity.from_record(record)
+
+    @strawberry.field(
+        description="Entities in registration order. `first` defaults to REGISTRY_PAGE_SIZE "
+        "(50) and is capped at REGISTRY_MAX_PAGE_SIZE; `after` takes a page's endCursor."
+    )
+    async def entities(
+        self,
+        info: GraphQLInfo,
+        filter: EntityFilter | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> EntitiesConnection:
+        context = _authorised(info)
+        settings = context.platform.settings
+        if first is not None and first < 1:
+            raise _invalid("first must be at least 1.", "first")
+        limit = min(first or settings.registry_page_size, settings.registry_max_page_size)
+        where = (filter or EntityFilter()).to_domain_filter()
+        try:
+            if decode_cursor(after) > MAX_SEQ:  # the service would pass it to the database
+                raise _invalid("The cursor is not one this API gave out.", "after")
+            page = await context.platform.domains.list(where, after, limit, count=True)
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        for record in page.items:
+            context.remember(record)
+        return EntitiesConnection(
+            nodes=[Entity.from_record(record) for record in page.items],
+            page_info=PageInfo(
+                has_next_page=page.next_cursor is not None, end_cursor=page.next_cursor
+            ),
+            total_count=page.total or 0,
+        )
+
+
+def _authorised(info: GraphQLInfo) -> RegistryContext:
+    """The context of an authenticated caller; the context getter lets none other execute."""
+    if info.context.caller is None:
+        raise GraphQLError("Send an API key as 'Authorization: Bearer <API_KEY>'.")
+    return info.context
+
+
+# -- schema and router -----------------------------------------------------------------------
+def _unexpected(error: GraphQLError) -> bool:
+    """A failure of the registry itself, rather than a caller's mistake or a service rule."""
+    return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
+
+
+class _Schema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        """Log only the registry's own failures: a caller's bad query is answered, not logged."""
+        super().process_errors([e for e in errors if _unexpected(e)], execution_context)
+
+
+schema = _Schema(
+    query=Query,
+    extensions=[
+        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
+        # Internal failures (a database error, say) must not leak SQL or hosts to callers.
+        lambda: MaskErrors(should_mask_error=_unexpected, error_message="Internal error; logged."),
+    ],
+)
+
+
+def _answers_nothing(request: Request) -> bool:
+    """A GET without `query` executes nothing (it opens GraphiQL), so it needs no key:
+    a browser cannot send one when opening the page; GraphiQL then sends it with queries."""
+    return request.method == "GET" and "query" not in request.query_params
+
+
+async def registry_context(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> RegistryContext:
+    """Authenticate as `/v1` does: 401 (unknown or missing key) and 403 (no reader or writer
+    role) leave through the registry's exception handlers, before any GraphQL runs."""
+    platform: Platform = request.app.state.platform
+    if _answers_nothing(request):
+        return RegistryContext(platform, None)
+    caller = await reader(await principal(request, credentials))
+    return RegistryContext(platform, caller)
+
+
+_HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+
+
+class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
+    """Strawberry's router, answering its own HTTP errors (a body that is not JSON, no query)
+    in the registry's JSON error shape instead of plain text."""
+
+    async def run(  # type: ignore[override]
+        self,
+        request: Request | WebSocket,
+        context: RegistryContext | None = UNSET,
+        root_value: None = UNSET,
+    ) -> Response | WebSocket:
+        try:
+            return await super().run(request, context, root_value)
+        except StrawberryHTTPError as error:
+            code = _HTTP_CODES.get(error.status_code, "http_error")
+            return error_response(error.status_code, code, error.reason)
+
+
+def create_graphql_router() -> GraphQLRouter[RegistryContext, None]:
+    """The `/graphql` routes (POST and GET queries, GraphiQL) for one registry app."""
+    router = RegistryGraphQLRouter(
+        schema,
+        path="/graphql",
+        context_getter=registry_context,
+        graphql_ide="graphiql",
+        tags=["graphql"],
+        responses={code: ERROR_RESPONSES[code] for code in (400, 401, 403)},
+    )
+    # No subscriptions: drop the websocket route rather than serve an unauthenticated one.
+    router.routes = [route for route in router.routes if not isinstance(route, APIWebSocketRoute)]
+    return router

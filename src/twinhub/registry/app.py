@@ -31,7 +31,11 @@ POST requests accept an `Idempotency-Key` header; PATCH and DELETE accept `If-Ma
 
 
 class BodyLimit:
-    """413 for bodies over the limit, whether announced by Content-Length or streamed."""
+    """413 for bodies over the limit, whether announced by Content-Length or streamed.
+
+    A streamed body is read here, up to the limit, before the app sees it: raising from
+    inside the app's own body reading would surface as a parse error (400) instead.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self._app = app
@@ -42,33 +46,41 @@ class BodyLimit:
             await self._app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self._limit):
-            await self._too_large(scope, receive, send)
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > self._limit:
+                await self._too_large(scope, receive, send)
+            else:
+                await self._app(scope, receive, send)
             return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self._limit:
-                raise _TooLarge
-            return message
+            if message["type"] != "http.request":
+                break  # the client went away; let the app see it as usual
+            size += len(message.get("body", b""))
+            if size > self._limit:
+                await self._too_large(scope, receive, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        replayed = False
 
-        try:
-            await self._app(scope, counted, send)
-        except _TooLarge:
-            await self._too_large(scope, receive, send)
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self._app(scope, replay, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(
             413, "too_large", f"Request bodies are limited to {self._limit} bytes."
         )
         await response(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class RegistryMetrics:

@@ -6,14 +6,52 @@ relationship kinds, DIDs) are checked by the services, which report every proble
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def storable_problem(value: Any, path: str) -> str | None:
+    """Why a JSON value cannot be stored faithfully (in the ledger's canonical JSON and in
+    PostgreSQL), or None: numbers must be finite and integers fit 64 bits; no NUL anywhere."""
+    if isinstance(value, str):
+        return f"{path}: NUL characters cannot be stored" if "\x00" in value else None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if INT64[0] <= value <= INT64[1] else f"{path}: integers must fit 64 bits"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path}: NaN and Infinity are not numbers"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = storable_problem(key, path) or storable_problem(item, f"{path}.{key}")
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = storable_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+    return None
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        for name, value in self.__dict__.items():
+            if isinstance(value, BaseModel):
+                continue  # checked by its own validator
+            field = type(self).model_fields[name]
+            problem = storable_problem(value, field.alias or name)
+            if problem:
+                raise ValueError(problem)
+        return self
 
 
 def as_utc(value: datetime | None) -> datetime | None:

@@ -24,7 +24,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Domain, DomainController, Relationship, utcnow
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint
-from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, Problems, StaleVersion
+from twinhub.services.errors import (
+    Conflict,
+    FieldProblem,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Problems,
+    StaleVersion,
+)
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
 from twinhub.services.protocols import (
     KIND_PATTERN,
@@ -164,7 +172,8 @@ class DomainService:
         if protocol is not None:
             self._check_properties(spec.properties, protocol, problems, partial=False)
             expected = protocol.effective_entity_type
-            if expected and not same_kind(spec.type, expected):
+            type_ok = KIND_PATTERN.match(spec.type) is not None
+            if expected and type_ok and not same_kind(spec.type, expected):
                 problems.add("type", f"protocol {protocol.did} is for {expected} domains")
         targets = await self._check_relationships(spec.relationships, protocol, problems)
         problems.raise_if_any("The domain breaks the registry's rules.")
@@ -277,7 +286,11 @@ class DomainService:
         check_services(spec.services, "services", problems)
         self._check_credentials(spec.credentials, problems)
         self._check_validity(spec.valid_from, spec.valid_until, problems)
-        name = spec.metadata.get("name")
+        self._check_metadata(spec.metadata, problems)
+
+    @staticmethod
+    def _check_metadata(metadata: dict[str, Any], problems: Problems) -> None:
+        name = metadata.get("name")
         if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 200):
             problems.add("metadata.name", "expected a name of 1 to 200 characters")
 
@@ -349,7 +362,7 @@ class DomainService:
                     problems.add(where, f"{did} is deactivated")
                 elif role in declared and not same_kind(found.type, declared[role]):
                     problems.add(where, f"the {role} must be a {declared[role]}, not {found.type}")
-                else:
+                elif (role, did) not in targets:  # naming one target twice means it once
                     targets.append((role, did))
         if len(targets) > MAX_RELATED:
             problems.add("relationships", f"at most {MAX_RELATED} relationships at once")
@@ -357,11 +370,15 @@ class DomainService:
 
     # -- reads -----------------------------------------------------------------------------
     async def _domain_row(self, did: str) -> Domain | None:
+        if not is_did(did):
+            return None
         async with self._sessions() as session:
             return await session.get(Domain, did)
 
     async def get(self, did: str, version: int | None = None) -> dict[str, Any]:
         """The current record, or the record as it was at `version` (from the ledger)."""
+        if not is_did(did):
+            raise NotFound(f"No domain {did!r}.")
         if version is None:
             async with self._sessions() as session:
                 row = await session.get(Domain, did)
@@ -385,7 +402,7 @@ class DomainService:
         raise NotFound(f"Domain {did} has no version {version}.")
 
     async def history(self, did: str) -> list[Transaction]:
-        transactions = await self._ledger.history(did)
+        transactions = await self._ledger.history(did) if is_did(did) else []
         if not transactions:
             raise NotFound(f"No domain {did}.")
         return transactions
@@ -394,6 +411,9 @@ class DomainService:
         self, where: DomainFilter, cursor: str | None, limit: int, count: bool = False
     ) -> Page[dict[str, Any]]:
         after = decode_cursor(cursor)
+        for name, value in vars(where).items():
+            if isinstance(value, str) and "\x00" in value:
+                raise Invalid("Filters cannot contain NUL characters.", [FieldProblem(name, "NUL")])
         filters = _filter_conditions(where)
         query = (
             select(Domain).where(Domain.seq > after, *filters).order_by(Domain.seq).limit(limit + 1)
@@ -433,9 +453,9 @@ class DomainService:
                 f"depth must be between 0 and {MAX_GRAPH_DEPTH}.",
                 [],
             )
+        if await self._domain_row(did) is None:
+            raise NotFound(f"No domain {did!r}.")
         async with self._sessions() as session:
-            if await session.get(Domain, did) is None:
-                raise NotFound(f"No domain {did}.")
             seen, frontier = {did}, {did}
             edges: dict[int, Relationship] = {}
             for _ in range(depth):
@@ -487,8 +507,7 @@ class DomainService:
             protocol = await self._protocols.get(row.class_did)
             problems = Problems()
             if patch.properties is not None:
-                merged = {**row.properties, **patch.properties}
-                merged = {k: v for k, v in merged.items() if v is not None}  # null removes
+                merged = merge_patch(row.properties, patch.properties)
                 self._check_properties(merged, protocol, problems, partial=False)
                 row.properties = merged
             if patch.controller is not None:
@@ -508,8 +527,8 @@ class DomainService:
                 self._check_credentials(patch.credentials, problems)
                 row.credentials = patch.credentials
             if patch.metadata is not None:
-                merged_meta = {**row.meta, **patch.metadata}
-                row.meta = {k: v for k, v in merged_meta.items() if v is not None}
+                row.meta = merge_patch(row.meta, patch.metadata)
+                self._check_metadata(row.meta, problems)
             if patch.valid_from is not None or patch.clear_valid_from:
                 row.valid_from = patch.valid_from
             if patch.valid_until is not None or patch.clear_valid_until:
@@ -585,6 +604,21 @@ class DomainService:
         record = stored_record(row, edges)
         await write.append(kind, row.did, actor.did, {"record": record})
         return resolve_inheritance(record, protocol)
+
+
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7396: objects merge recursively, null removes a key, anything else replaces."""
+    merged = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_patch(merged[key], value)
+        elif isinstance(value, dict):
+            merged[key] = merge_patch({}, value)  # nulls inside a new object mean nothing
+        else:
+            merged[key] = value
+    return merged
 
 
 def _filter_conditions(where: DomainFilter) -> list[Any]:

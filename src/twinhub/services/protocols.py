@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Protocol, utcnow
-from twinhub.identifiers import SLUG_PATTERN, mint, slugify
+from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
 from twinhub.services.errors import Conflict, Invalid, NotFound, Problems
 from twinhub.services.ledger import Ledger
 from twinhub.services.twin_classes import TWIN_CLASSES
@@ -179,7 +179,7 @@ class ProtocolService:
         self._ledger = ledger
 
     async def create(self, spec: ProtocolSpec, actor: str) -> ProtocolView:
-        slug = spec.slug or slugify(spec.name)
+        slug = spec.slug if spec.slug is not None else slugify(spec.name)
         problems = Problems()
         if not spec.name or len(spec.name) > 200:
             problems.add("name", "expected a name of 1 to 200 characters")
@@ -244,7 +244,7 @@ class ProtocolService:
         check_services(spec.services, "services", problems)
 
     async def get(self, did: str) -> ProtocolView:
-        chain = await self._chain(did)
+        chain = await self._chain(did) if is_did(did) else []
         if not chain:
             raise NotFound(f"No protocol {did}.")
         return _view(chain[0], chain[1:])

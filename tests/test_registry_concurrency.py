@@ -270,11 +270,11 @@ async def test_concurrent_posts_with_one_idempotency_key_create_once(registry: R
     assert retry.headers["idempotent-replayed"] == "true"
 
 
+# Two processes on one SQLite file are not a supported deployment: PostgreSQL only.
+@pytest.mark.parametrize("backend", [Backend("postgresql", "redis")], indirect=True, ids=str)
 async def test_two_app_instances_keep_one_chain(
     backend: Backend, make_registry: RegistryFactory
 ) -> None:
-    if backend.database != "postgresql":
-        pytest.skip("two processes on one SQLite file are not a supported deployment")
     first = await make_registry()
     second = await make_registry()
     assert first.settings.database_url == second.settings.database_url

@@ -82,11 +82,14 @@ class KeyedLocks:
             lock = asyncio.Lock()
         self._locks[key] = (lock, users + 1)
         try:
-            try:
-                async with asyncio.timeout(wait):
-                    await lock.acquire()
-            except TimeoutError:
-                raise SessionBusy(key) from None
+            if lock.locked():  # only a contended lock needs a timer (one per request saved)
+                try:
+                    async with asyncio.timeout(wait):
+                        await lock.acquire()
+                except TimeoutError:
+                    raise SessionBusy(key) from None
+            else:
+                await lock.acquire()
             try:
                 yield
             finally:

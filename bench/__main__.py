@@ -11,6 +11,10 @@ import sys
 # subcommand -> (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "ussd": ("bench.ussd", "USSD gateway: whole sessions through wrk, in-memory and Redis store"),
+    "registry": (
+        "bench.registry",
+        "registry API on SQLite: creates/s while growing to 1k/10k/100k, reads through wrk",
+    ),
 }
 
 

@@ -1045,14 +1045,14 @@ def check_alive(server: Server) -> None:
 # ------------------------------------------------------------------------------ report
 
 
-def _fmt(value: float | None, spec: str) -> str:
+def fmt(value: float | None, spec: str) -> str:
     """Format a figure, '-' where there is none, so a missing phase does not crash the table."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return format(value, spec)
 
 
-def _verdict(ok: bool | None) -> str:
+def verdict(ok: bool | None) -> str:
     """PASS/FAIL, or n/a where the run cannot tell (too short, phase skipped)."""
     return {True: "PASS", False: "FAIL", None: "n/a"}[ok]
 
@@ -1075,64 +1075,64 @@ def print_table(
     if not shown:
         return
     rows: list[tuple[str, list[str], str]] = [
-        ("requests/s", [_fmt(r.rps, ",.0f") for r in shown], f">= {TARGET_RPS:,.0f} (memory)"),
-        ("sessions/s", [_fmt(r.sessions_per_s, ",.0f") for r in shown], ""),
-        ("full load: p50 (ms)", [_fmt(r.latency_ms.get("p50"), ".2f") for r in shown], ""),
-        ("full load: p90 (ms)", [_fmt(r.latency_ms.get("p90"), ".2f") for r in shown], ""),
+        ("requests/s", [fmt(r.rps, ",.0f") for r in shown], f">= {TARGET_RPS:,.0f} (memory)"),
+        ("sessions/s", [fmt(r.sessions_per_s, ",.0f") for r in shown], ""),
+        ("full load: p50 (ms)", [fmt(r.latency_ms.get("p50"), ".2f") for r in shown], ""),
+        ("full load: p90 (ms)", [fmt(r.latency_ms.get("p90"), ".2f") for r in shown], ""),
         (
             "full load: p99 (ms)",
-            [_fmt(r.latency_ms.get("p99"), ".2f") for r in shown],
+            [fmt(r.latency_ms.get("p99"), ".2f") for r in shown],
             "queueing: p50 ~ connections / req/s",
         ),
-        ("full load: p99.9 (ms)", [_fmt(r.latency_ms.get("p999"), ".2f") for r in shown], ""),
-        ("full load: max (ms)", [_fmt(r.latency_ms.get("max"), ".1f") for r in shown], ""),
+        ("full load: p99.9 (ms)", [fmt(r.latency_ms.get("p999"), ".2f") for r in shown], ""),
+        ("full load: max (ms)", [fmt(r.latency_ms.get("max"), ".1f") for r in shown], ""),
         (
             f"paced {args.paced_rate:g}/s: got req/s",
-            [_fmt(r.paced_rps, ",.0f") for r in shown],
+            [fmt(r.paced_rps, ",.0f") for r in shown],
             "",
         ),
         (
             f"paced {args.paced_rate:g}/s: p50 (ms)",
-            [_fmt(r.paced_latency_ms.get("p50"), ".2f") for r in shown],
+            [fmt(r.paced_latency_ms.get("p50"), ".2f") for r in shown],
             "",
         ),
         (
             f"paced {args.paced_rate:g}/s: p99 (ms)",
-            [_fmt(r.paced_latency_ms.get("p99"), ".2f") for r in shown],
+            [fmt(r.paced_latency_ms.get("p99"), ".2f") for r in shown],
             f"< {TARGET_P99_MS:g} (memory)",
         ),
         ("errors", [f"{r.errors:,}" for r in shown], "0"),
         (
             "server CPU (% of 1 core)",
-            [_fmt(r.cpu_percent("server_cpu_seconds"), ".0f") for r in shown],
+            [fmt(r.cpu_percent("server_cpu_seconds"), ".0f") for r in shown],
             "~100 = CPU-bound",
         ),
         (
             "wrk CPU (% of 1 core)",
-            [_fmt(r.cpu_percent("wrk_cpu_seconds"), ".0f") for r in shown],
+            [fmt(r.cpu_percent("wrk_cpu_seconds"), ".0f") for r in shown],
             "must stay < 100",
         ),
-        ("RSS before (MiB)", [_fmt(r.rss_before_mib, ".1f") for r in shown], "after warm-up"),
-        ("RSS after (MiB)", [_fmt(r.rss_after_mib, ".1f") for r in shown], ""),
-        ("RSS peak (MiB)", [_fmt(r.rss_peak_mib, ".1f") for r in shown], "VmHWM"),
+        ("RSS before (MiB)", [fmt(r.rss_before_mib, ".1f") for r in shown], "after warm-up"),
+        ("RSS after (MiB)", [fmt(r.rss_after_mib, ".1f") for r in shown], ""),
+        ("RSS peak (MiB)", [fmt(r.rss_peak_mib, ".1f") for r in shown], "VmHWM"),
     ]
     if args.settle > 0:
         rows.append(
             (
                 f"RSS after {args.settle:g} s idle",
-                [_fmt(r.rss_after_settle_mib, ".1f") for r in shown],
+                [fmt(r.rss_after_settle_mib, ".1f") for r in shown],
                 "",
             )
         )
     rows += [
         (
             "memory flat",
-            [_verdict(r.memory_flat(args.max_sessions)) for r in shown],
+            [verdict(r.memory_flat(args.max_sessions)) for r in shown],
             "growth <= max(2 MiB, 5 %) once full",
         ),
         ("sessions (total)", [f"{r.sessions:,}" for r in shown], ""),
         ("requests (total)", [f"{r.responses:,}" for r in shown], ""),
-        ("measured seconds", [_fmt(r.seconds, ".1f") for r in shown], ""),
+        ("measured seconds", [fmt(r.seconds, ".1f") for r in shown], ""),
     ]
     width = max(len(name) for name, _, _ in rows) + 2
     col = 14
@@ -1141,14 +1141,14 @@ def print_table(
         print(name.ljust(width) + "".join(v.rjust(col) for v in values) + f"   {note}".rstrip())
     for r in shown:
         if r.store == "memory":
-            verdicts = ", ".join(f"{k} {_verdict(v)}" for k, v in targets(r, args).items())
+            verdicts = ", ".join(f"{k} {verdict(v)}" for k, v in targets(r, args).items())
             print(f"targets (memory): {verdicts}")
         if r.redis:
             print(
                 f"redis: {r.redis.get('keys_under_prefix_at_end')} keys under "
                 f"{r.redis.get('prefix')} at the end (deleted), used_memory "
-                f"{_fmt(r.redis.get('used_memory_before_mib'), '.1f')} -> "
-                f"{_fmt(r.redis.get('used_memory_at_end_mib'), '.1f')} MiB, dbsize "
+                f"{fmt(r.redis.get('used_memory_before_mib'), '.1f')} -> "
+                f"{fmt(r.redis.get('used_memory_at_end_mib'), '.1f')} MiB, dbsize "
                 f"{r.redis.get('dbsize_before')} before / {r.redis.get('dbsize_after_cleanup')} "
                 "after cleanup"
             )

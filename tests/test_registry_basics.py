@@ -237,3 +237,13 @@ async def test_graph(registry: Registry) -> None:
     assert {"source": project["did"], "type": "implementedBy", "target": org["did"]} in graph[
         "edges"
     ]
+
+
+async def test_metrics_label_routes_by_template_not_by_did(registry: Registry) -> None:
+    org = await make_domain(registry)
+    await registry.client.get(f"/v1/domains/{org['did']}")
+    await registry.client.get("/v1/domains/did:ixo:entity/nobody")
+    text = (await registry.client.get("/metrics")).text
+    assert 'route="/v1/domains/{did:path}",status="200"' in text
+    assert 'route="/v1/domains/{did:path}",status="404"' in text
+    assert org["did"] not in text

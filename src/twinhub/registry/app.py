@@ -6,7 +6,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -101,6 +101,36 @@ class RegistryMetrics:
         )
 
 
+class ObserveRequests:
+    """Count and time requests by route template (never by raw path: DIDs would explode the
+    label set). Plain ASGI: no per-request task or body copy."""
+
+    def __init__(self, app: ASGIApp, metrics: RegistryMetrics) -> None:
+        self._app = app
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, sending)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            method = scope["method"]
+            self._metrics.requests.labels(method, route, str(status)).inc()
+            self._metrics.latency.labels(method, route).observe(time.perf_counter() - started)
+
+
 def create_registry_app(
     platform: Platform | None = None, settings: Settings | None = None
 ) -> FastAPI:
@@ -132,16 +162,6 @@ def create_registry_app(
     app.include_router(router)
     app.include_router(create_graphql_router())
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
-        started = time.perf_counter()
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.requests.labels(request.method, path, str(response.status_code)).inc()
-        metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
-        return response
-
     @app.get("/health", tags=["health"], include_in_schema=True)
     async def health_endpoint() -> Response:
         return await health(platform)
@@ -154,4 +174,5 @@ def create_registry_app(
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
 
     app.add_middleware(BodyLimit, limit=platform.settings.registry_max_body_bytes)
+    app.add_middleware(ObserveRequests, metrics=metrics)
     return app

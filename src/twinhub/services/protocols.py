@@ -177,6 +177,9 @@ class ProtocolService:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
         self._sessions = sessions
         self._ledger = ledger
+        # Protocols never change once registered (a new version is a new protocol), so a
+        # resolved view can be kept for the life of the process, in every process.
+        self._views: dict[str, ProtocolView] = {}
 
     async def create(self, spec: ProtocolSpec, actor: str) -> ProtocolView:
         slug = spec.slug if spec.slug is not None else slugify(spec.name)
@@ -244,10 +247,14 @@ class ProtocolService:
         check_services(spec.services, "services", problems)
 
     async def get(self, did: str) -> ProtocolView:
+        view = self._views.get(did)
+        if view is not None:
+            return view
         chain = await self._chain(did) if is_did(did) else []
         if not chain:
-            raise NotFound(f"No protocol {did}.")
-        return _view(chain[0], chain[1:])
+            raise NotFound(f"No protocol {did!r}.")
+        view = self._views[did] = _view(chain[0], chain[1:])
+        return view
 
     async def exists(self, did: str) -> bool:
         async with self._sessions() as session:

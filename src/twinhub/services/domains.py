@@ -381,13 +381,18 @@ class DomainService:
             raise NotFound(f"No domain {did!r}.")
         if version is None:
             async with self._sessions() as session:
-                row = await session.get(Domain, did)
-                if row is None:
+                # One round trip: the domain joined to its outgoing edges (none: one row).
+                rows = (
+                    await session.execute(
+                        select(Domain, Relationship)
+                        .outerjoin(Relationship, Relationship.source_did == Domain.did)
+                        .where(Domain.did == did)
+                    )
+                ).all()
+                if not rows:
                     raise NotFound(f"No domain {did}.")
-                edges = await session.scalars(
-                    select(Relationship).where(Relationship.source_did == did)
-                )
-                record = stored_record(row, edges)
+                edges = [edge for _, edge in rows if edge is not None]
+                record = stored_record(rows[0][0], edges)
         else:
             record = await self._record_at(did, version)
         return resolve_inheritance(record, await self._protocols.get(record["class"]))

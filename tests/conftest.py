@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +45,10 @@ def unavailable(what: str, error: BaseException) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-async def postgres_url() -> AsyncIterator[str]:
-    """A database of this test run's own on the PostgreSQL server."""
-    name = f"twinhub_test_{RUN_ID}"
+@asynccontextmanager
+async def fresh_postgres_database(label: str) -> AsyncIterator[str]:
+    """A new, empty database on the PostgreSQL server, dropped afterwards; its URL."""
+    name = f"twinhub_{label}_{RUN_ID}_{secrets.token_hex(3)}"
     try:
         admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
     except (TimeoutError, OSError, asyncpg.PostgresError) as error:
@@ -56,13 +57,21 @@ async def postgres_url() -> AsyncIterator[str]:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    base = POSTGRES_URL.rsplit("/", 1)[0]
-    yield f"{base}/{name}"
-    admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
     try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield f"{POSTGRES_URL.rsplit('/', 1)[0]}/{name}"
     finally:
-        await admin.close()
+        admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def postgres_url() -> AsyncIterator[str]:
+    """A database of this test run's own on the PostgreSQL server."""
+    async with fresh_postgres_database("test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -101,35 +110,40 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return request.param
 
 
+def backend_values(
+    backend: Backend, data_dir: Path, request: pytest.FixtureRequest
+) -> dict[str, Any]:
+    """Settings values for a backend; usable from fixtures of any scope."""
+    values: dict[str, Any] = {
+        "environment": "test",
+        "data_dir": data_dir,
+        "database_url": f"sqlite:///{data_dir / 'twinhub.db'}",
+        "redis_url": None,
+        "redis_key_prefix": "twinhub:",
+        "pin_encryption_key": secrets.token_hex(32),
+        "log_level": "warning",
+        "database_health_interval_seconds": 0.2,
+    }
+    if backend.database == "postgresql":
+        values["database_url"] = request.getfixturevalue("postgres_url")
+    if backend.sessions == "redis":
+        # A prefix of its own under the run's, so the rate-limit counters and sessions of
+        # one test (or module) never meet another's.
+        run_prefix = request.getfixturevalue("redis_prefix")
+        values["redis_key_prefix"] = f"{run_prefix}{secrets.token_hex(3)}:"
+        values["redis_url"] = REDIS_URL
+    return values
+
+
 @pytest.fixture
 def settings_for(
     backend: Backend, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Callable[..., Settings]:
     """Build Settings for the test's backend; keyword arguments override any field."""
-    database_url = f"sqlite:///{tmp_path / 'twinhub.db'}"
-    redis_url = None
-    prefix = "twinhub:"
-    if backend.database == "postgresql":
-        database_url = request.getfixturevalue("postgres_url")
-    if backend.sessions == "redis":
-        # Each test gets a prefix of its own under the run's, so rate-limit counters and
-        # sessions of one test never meet another's.
-        prefix = f"{request.getfixturevalue('redis_prefix')}{secrets.token_hex(3)}:"
-        redis_url = REDIS_URL
+    values = backend_values(backend, tmp_path, request)
 
     def build(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {
-            "environment": "test",
-            "data_dir": tmp_path,
-            "database_url": database_url,
-            "redis_url": redis_url,
-            "redis_key_prefix": prefix,
-            "pin_encryption_key": secrets.token_hex(32),
-            "log_level": "warning",
-            "database_health_interval_seconds": 0.2,
-        }
-        values.update(overrides)
-        return Settings(**values)
+        return Settings(**{**values, "pin_encryption_key": secrets.token_hex(32), **overrides})
 
     return build
 
@@ -234,30 +248,35 @@ class Registry:
 RegistryFactory = Callable[..., Awaitable[Registry]]
 
 
+@asynccontextmanager
+async def running_registry(settings: Settings) -> AsyncIterator[Registry]:
+    """A registry app through its real lifespan, with an admin client (the bootstrap key)."""
+    from twinhub.registry.app import create_registry_app
+
+    app = create_registry_app(settings=settings)
+    key = settings.twinhub_bootstrap_api_key
+    headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+    async with (
+        LifespanManager(app, startup_timeout=30) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app),
+            base_url="http://registry.test",
+            headers=headers,
+        ) as client,
+    ):
+        yield Registry(app=app, client=client, settings=settings, asgi=manager.app)
+
+
 @pytest.fixture
 async def make_registry(settings_for: Callable[..., Settings]) -> AsyncIterator[RegistryFactory]:
     """Start registry apps (settings overrides allowed); all stop at the end."""
-    from twinhub.registry.app import create_registry_app
+    async with AsyncExitStack() as stack:
 
-    stack: list[tuple[LifespanManager, httpx.AsyncClient]] = []
+        async def start(**overrides: Any) -> Registry:
+            settings = settings_for(twinhub_bootstrap_api_key=BOOTSTRAP_KEY, **overrides)
+            return await stack.enter_async_context(running_registry(settings))
 
-    async def start(**overrides: Any) -> Registry:
-        settings = settings_for(twinhub_bootstrap_api_key=BOOTSTRAP_KEY, **overrides)
-        app = create_registry_app(settings=settings)
-        manager = LifespanManager(app, startup_timeout=30)
-        await manager.__aenter__()
-        client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app),
-            base_url="http://registry.test",
-            headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"},
-        )
-        stack.append((manager, client))
-        return Registry(app=app, client=client, settings=settings, asgi=manager.app)
-
-    yield start
-    for manager, client in reversed(stack):
-        await client.aclose()
-        await manager.__aexit__(None, None, None)
+        yield start
 
 
 @pytest.fixture

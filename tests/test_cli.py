@@ -12,12 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 from alembic.script import ScriptDirectory
 
-from tests.conftest import POSTGRES_URL
+from tests.conftest import fresh_postgres_database
 from twinhub.db.engine import create_engine
 from twinhub.db.migrate import alembic_config, schema_revisions
 from twinhub.platform import Platform
@@ -212,16 +211,7 @@ def test_migrate_on_sqlite(tmp_path: Path) -> None:
 
 
 async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
-    name = f"twinhub_migrate_{secrets.token_hex(4)}"
-    try:
-        admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
-        from tests.conftest import unavailable
-
-        unavailable("PostgreSQL", error)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = f"{POSTGRES_URL.rsplit('/', 1)[0]}/{name}"
-    try:
+    async with fresh_postgres_database("migrate") as url:
         env = {**base_env(tmp_path), "DATABASE_URL": url}
         # Two migrators at once: the advisory lock makes them take turns.
         results = await asyncio.gather(
@@ -234,9 +224,6 @@ async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
             assert await schema_revisions(engine) == (HEAD, HEAD)
         finally:
             await engine.dispose()
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 def test_unlock_a_locked_customer(tmp_path: Path) -> None:

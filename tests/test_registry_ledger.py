@@ -11,21 +11,25 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import BACKENDS, BOOTSTRAP_KEY, POSTGRES_URL, Backend, Registry, unavailable
+from tests.conftest import (
+    BACKENDS,
+    BOOTSTRAP_KEY,
+    Backend,
+    Registry,
+    fresh_postgres_database,
+    running_registry,
+)
 from tests.test_cli import base_env, run_cli
 from tests.test_registry_basics import make_domain
 from twinhub.db.models import UtcDateTime
 from twinhub.platform import Platform
-from twinhub.registry.app import create_registry_app
-from twinhub.services.domains import DomainSpec, Principal
+from twinhub.services.domains import DomainSpec
 from twinhub.services.ledger import GENESIS_HASH, transaction_hash
+from twinhub.services.principals import Principal
 from twinhub.settings import Settings
 
 PROJECT = "did:ixo:protocol/project"
@@ -45,19 +49,8 @@ async def ledger_database(
     if ledger_backend.database != "postgresql":
         yield f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'twinhub.db'}"
         return
-    name = f"twinhub_ledger_{secrets.token_hex(4)}"
-    try:
-        admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
-    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
-        unavailable("PostgreSQL", error)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    yield f"{POSTGRES_URL.rsplit('/', 1)[0]}/{name}"
-    admin = await asyncpg.connect(POSTGRES_URL, timeout=3)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with fresh_postgres_database("ledger") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +65,8 @@ async def ledger_registry(
         log_level="warning",
         twinhub_bootstrap_api_key=BOOTSTRAP_KEY,
     )
-    app = create_registry_app(settings=settings)
-    async with (
-        LifespanManager(app, startup_timeout=30) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app),
-            base_url="http://registry.test",
-            headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"},
-        ) as client,
-    ):
-        yield Registry(app=app, client=client, settings=settings, asgi=manager.app)
+    async with running_registry(settings) as registry:
+        yield registry
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,10 @@ import twinhub.services.api_keys as api_keys_module
 from tests.conftest import (
     BACKENDS,
     BOOTSTRAP_KEY,
-    REDIS_URL,
-    Backend,
     Registry,
     RegistryFactory,
+    backend_values,
+    running_registry,
     unique,
 )
 from tests.test_cli import base_env, run_cli
@@ -48,47 +48,17 @@ BEYOND_64_BITS = "OTIyMzM3MjAzNjg1NDc3NTgwOA"  # a cursor naming 2**63
 
 # -- one running registry per backend for this module -------------------------------------
 @pytest.fixture(scope="module", params=BACKENDS, ids=str)
-def module_settings(
+async def registry(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    backend: Backend = request.param
-    data_dir = tmp_path_factory.mktemp("registry")
-    database_url = f"sqlite:///{data_dir / 'twinhub.db'}"
-    redis_url, prefix = None, "twinhub:"
-    if backend.database == "postgresql":
-        database_url = request.getfixturevalue("postgres_url")
-    if backend.sessions == "redis":
-        prefix = f"{request.getfixturevalue('redis_prefix')}{secrets.token_hex(3)}:"
-        redis_url = REDIS_URL
-    return Settings(
-        environment="test",
-        data_dir=data_dir,
-        database_url=database_url,
-        redis_url=redis_url,
-        redis_key_prefix=prefix,
-        pin_encryption_key=secrets.token_hex(32),
-        log_level="warning",
-        database_health_interval_seconds=0.2,
-        twinhub_bootstrap_api_key=BOOTSTRAP_KEY,
-    )
-
-
-@pytest.fixture(scope="module")
-async def registry(module_settings: Settings) -> AsyncIterator[Registry]:
+) -> AsyncIterator[Registry]:
     """Overrides conftest's per-test registry: one app per backend serves this whole module,
     so that hundreds of table rows cost requests, not app starts. Tests only rely on data
     they made themselves (unique DIDs, controllers and slugs); tests that need other
     settings use `make_registry`."""
-    app = create_registry_app(settings=module_settings)
-    async with (
-        LifespanManager(app, startup_timeout=30) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app),
-            base_url="http://registry.test",
-            headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"},
-        ) as client,
-    ):
-        yield Registry(app=app, client=client, settings=module_settings, asgi=manager.app)
+    values = backend_values(request.param, tmp_path_factory.mktemp("registry"), request)
+    settings = Settings(**values, twinhub_bootstrap_api_key=BOOTSTRAP_KEY)
+    async with running_registry(settings) as registry:
+        yield registry
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import secrets
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -24,7 +22,7 @@ import uvicorn
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import BACKENDS, REDIS_URL, Backend
+from tests.conftest import BACKENDS, backend_values
 from twinhub.settings import Settings
 from twinhub.ussd.app import create_ussd_app
 
@@ -45,35 +43,13 @@ PROPERTY_SETTINGS = settings(
 # -- the server ----------------------------------------------------------------------------
 
 
-def module_settings(backend: Backend, data_dir: Path, request: pytest.FixtureRequest) -> Settings:
-    """Like conftest's `settings_for`, for a module-wide server, with a limit nobody reaches."""
-    database_url = f"sqlite:///{data_dir / 'twinhub.db'}"
-    redis_url = None
-    prefix = "twinhub:"
-    if backend.database == "postgresql":
-        database_url = request.getfixturevalue("postgres_url")
-    if backend.sessions == "redis":
-        prefix = f"{request.getfixturevalue('redis_prefix')}{secrets.token_hex(3)}:"
-        redis_url = REDIS_URL
-    return Settings(
-        environment="test",
-        data_dir=data_dir,
-        database_url=database_url,
-        redis_url=redis_url,
-        redis_key_prefix=prefix,
-        pin_encryption_key=secrets.token_hex(32),
-        log_level="warning",
-        database_health_interval_seconds=0.2,
-        ussd_rate_limit="1000000/minute",
-    )
-
-
 @pytest.fixture(scope="module", params=BACKENDS, ids=str)
 def client(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
     """A client of the real gateway served by uvicorn on a free loopback port."""
-    app_settings = module_settings(request.param, tmp_path_factory.mktemp("props"), request)
+    values = backend_values(request.param, tmp_path_factory.mktemp("props"), request)
+    app_settings = Settings(**{**values, "ussd_rate_limit": "1000000/minute"})
     app = create_ussd_app(settings=app_settings)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))

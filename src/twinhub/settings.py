@@ -42,6 +42,9 @@ class Settings(BaseSettings):
         description="postgresql://... or sqlite:///...; default: an SQLite file in DATA_DIR.",
     )
     database_connect_timeout_seconds: float = Field(3.0, gt=0)
+    sqlite_cache_mib: int = Field(
+        64, ge=2, le=4096, description="SQLite page cache per connection (memory map: 4x)."
+    )
     database_health_interval_seconds: float = Field(
         2.0, gt=0, description="How often the database is probed between requests."
     )

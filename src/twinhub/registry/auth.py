@@ -8,8 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from twinhub.registry.errors import Unauthenticated
-from twinhub.services.api_keys import require_role
-from twinhub.services.domains import Principal
+from twinhub.services.principals import Principal, require_role
 
 bearer = HTTPBearer(auto_error=False, description="An API key made by `twinhub keys create`.")
 

@@ -34,8 +34,9 @@ from strawberry.types.unset import UNSET
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES
-from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter, Principal
+from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
 from twinhub.services.errors import NotFound, ServiceError
+from twinhub.services.principals import Principal
 from twinhub.services.protocols import decode_cursor
 from twinhub.web.errors import error_response
 

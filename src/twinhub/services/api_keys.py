@@ -19,10 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import ApiKey, utcnow
 from twinhub.identifiers import is_did
-from twinhub.services.domains import Principal
-from twinhub.services.errors import Invalid, Problems
+from twinhub.services.errors import Problems
+from twinhub.services.principals import ROLES, Principal
 
-ROLES = ("admin", "writer", "reader")
 BOOTSTRAP_PRINCIPAL = "did:ixo:org/twinhub-admin"
 _PREFIX = "thk"
 _CACHE_SECONDS = 5.0  # a revoked key stops working within this time on every process
@@ -125,15 +124,3 @@ class ApiKeyService:
         if not hmac.compare_digest(row.secret_sha256, _digest(secret)):
             return None
         return Principal(row.principal, frozenset(row.roles))
-
-
-def require_role(principal: Principal, *allowed: str) -> None:
-    """Raise Forbidden unless the principal holds one of `allowed` (admin holds all)."""
-    from twinhub.services.errors import Forbidden
-
-    if principal.is_admin or principal.roles & set(allowed):
-        return
-    raise Forbidden(f"This needs the {' or '.join(allowed)} role.")
-
-
-__all__ = ["ROLES", "ApiKeyService", "ApiKeyView", "Invalid", "require_role"]

@@ -34,6 +34,7 @@ from twinhub.services.errors import (
     StaleVersion,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
+from twinhub.services.principals import Principal
 from twinhub.services.protocols import (
     KIND_PATTERN,
     NAME_PATTERN,
@@ -55,18 +56,6 @@ ORGANISATION_TYPES = {"organisation", "organization"}
 MAX_GRAPH_DEPTH = 5
 MAX_RELATED = 100
 _ROLE = re.compile(NAME_PATTERN.pattern)
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is asking: a DID, and the roles its API key grants."""
-
-    did: str
-    roles: frozenset[str]
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
 
 
 @dataclass

@@ -675,6 +675,7 @@ def run_wrk(
         BENCH_PATHS_FILE=str(paths_file),
         BENCH_AUTH=f"Bearer {ctx.api_key}",
         BENCH_RESULT_FILE=str(result_file),
+        BENCH_LUA_DIR=str(BENCH_DIR),
         BENCH_RATE_PER_CONN=str(rate / args.connections if rate > 0 else 0),
         BENCH_SEED=str(random.randrange(1, 1_000_000)),
     )

@@ -591,6 +591,7 @@ def run_wrk(
         BENCH_SERVICE_CODE=urllib.parse.quote(args.service_code, safe=""),
         BENCH_PHONE_PREFIX=urllib.parse.quote("+2547", safe=""),
         BENCH_RESULT_FILE=str(result_file),
+        BENCH_LUA_DIR=str(BENCH_DIR),
         BENCH_RATE_PER_CONN=str(rate / args.connections if rate > 0 else 0),
     )
     cmd = [

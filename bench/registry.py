@@ -259,6 +259,8 @@ def server_env(data_dir: Path, api_key: str) -> dict[str, str]:
         ENVIRONMENT="development",
         LOG_LEVEL="warning",
         TWINHUB_BOOTSTRAP_API_KEY=api_key,
+        # One admin key drives the whole load; the default per-principal limit would throttle it.
+        REGISTRY_RATE_LIMIT="100000000/minute",
     )
     return env
 

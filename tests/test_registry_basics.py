@@ -247,3 +247,17 @@ async def test_metrics_label_routes_by_template_not_by_did(registry: Registry) -
     assert 'route="/v1/domains/{did:path}",status="200"' in text
     assert 'route="/v1/domains/{did:path}",status="404"' in text
     assert org["did"] not in text
+
+
+async def test_rate_limit_per_principal(make_registry) -> None:
+    registry = await make_registry(registry_rate_limit="3/minute")
+    for _ in range(3):
+        assert (await registry.client.get("/v1/protocols")).status_code == 200
+    limited = await registry.client.get("/v1/protocols")
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["retry-after"]) <= 60
+    other = registry.as_key(await registry.key("did:ixo:org/other", "reader"))
+    assert (await other.get("/v1/protocols")).status_code == 200  # a budget of its own
+    await other.aclose()
+    assert (await registry.client.get("/health")).status_code == 200  # probes are not limited

@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     registry_max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Larger registry request bodies are refused (413)."
     )
+    registry_rate_limit: str = Field(
+        "1200/minute", description="Per API key principal, in 'N/period' form (bare N: per minute)."
+    )
     registry_page_size: int = Field(50, ge=1, le=1000, description="Default page size of lists.")
     registry_max_page_size: int = Field(
         500, ge=1, le=10_000, description="Largest page a client may ask for."
@@ -112,7 +115,7 @@ class Settings(BaseSettings):
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
 
-    @field_validator("ussd_rate_limit")
+    @field_validator("ussd_rate_limit", "registry_rate_limit")
     @classmethod
     def _rate_limit_parses(cls, value: str) -> str:
         value = value.strip()
@@ -131,6 +134,10 @@ class Settings(BaseSettings):
     @cached_property
     def rate_limit(self) -> RateLimitItem:
         return parse(self.ussd_rate_limit)
+
+    @cached_property
+    def registry_rate_limit_item(self) -> RateLimitItem:
+        return parse(self.registry_rate_limit)
 
     @property
     def resolved_database_url(self) -> str:

@@ -19,6 +19,7 @@ from twinhub.registry.routes import router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
+from twinhub.web.ratelimit import RateLimiter
 
 DESCRIPTION = """
 Register real-world things as digital-twin domains: protocols (templates), domains and
@@ -156,6 +157,11 @@ def create_registry_app(
         redoc_url=None,
     )
     app.state.platform = platform
+    settings = platform.settings
+    redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
+    app.state.rate_limiter = RateLimiter.create(
+        settings.registry_rate_limit_item, redis_url, settings.redis_key_prefix, "registry"
+    )
     metrics = RegistryMetrics()
     app.state.metrics = metrics
     install_error_handlers(app)

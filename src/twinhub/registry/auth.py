@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from twinhub.registry.errors import Unauthenticated
+from twinhub.registry.errors import RateLimited, Unauthenticated
 from twinhub.services.principals import Principal, require_role
 
 bearer = HTTPBearer(auto_error=False, description="An API key made by `twinhub keys create`.")
@@ -22,6 +22,9 @@ async def principal(
     found = await request.app.state.platform.api_keys.authenticate(credentials.credentials)
     if found is None:
         raise Unauthenticated("The API key is unknown or revoked.")
+    retry_after = await request.app.state.rate_limiter.hit(found.did)
+    if retry_after is not None:
+        raise RateLimited(retry_after)
     return found
 
 

@@ -32,6 +32,14 @@ class Unauthenticated(Exception):
     """No API key, or one the registry does not know."""
 
 
+class RateLimited(Exception):
+    """The key's principal sent more than REGISTRY_RATE_LIMIT allows."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many requests; try again in {retry_after} s.")
+        self.retry_after = retry_after
+
+
 def _service_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
@@ -74,11 +82,19 @@ def _unauthenticated(_: Request, exc: Exception) -> Response:
     )
 
 
+def _rate_limited(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RateLimited)
+    return error_response(
+        429, "rate_limited", str(exc), headers={"Retry-After": str(exc.retry_after)}
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Unauthenticated, _unauthenticated)
+    app.add_exception_handler(RateLimited, _rate_limited)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -89,4 +105,5 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"description": "Conflict: exists already, deactivated, or key in use"},
     413: {"description": "Body larger than REGISTRY_MAX_BODY_BYTES"},
     422: {"description": "Validation failed: one detail per field"},
+    429: {"description": "More than REGISTRY_RATE_LIMIT requests from this key's principal"},
 }

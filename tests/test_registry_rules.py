@@ -35,6 +35,7 @@ from tests.test_cli import base_env, run_cli
 from tests.test_registry_basics import make_domain, make_protocol
 from twinhub.registry.app import create_registry_app
 from twinhub.registry.routes import router as v1_router
+from twinhub.registry.routes_governance import router as governance_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
 
@@ -48,16 +49,21 @@ BEYOND_64_BITS = "OTIyMzM3MjAzNjg1NDc3NTgwOA"  # a cursor naming 2**63
 
 # -- one running registry per backend for this module -------------------------------------
 @pytest.fixture(scope="module", params=BACKENDS, ids=str)
-async def registry(
+def module_settings(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Registry]:
+) -> Settings:
+    """Synchronous, so that it may ask for the session's async database fixtures."""
+    values = backend_values(request.param, tmp_path_factory.mktemp("registry"), request)
+    return Settings(**values, twinhub_bootstrap_api_key=BOOTSTRAP_KEY)
+
+
+@pytest.fixture(scope="module")
+async def registry(module_settings: Settings) -> AsyncIterator[Registry]:
     """Overrides conftest's per-test registry: one app per backend serves this whole module,
     so that hundreds of table rows cost requests, not app starts. Tests only rely on data
     they made themselves (unique DIDs, controllers and slugs); tests that need other
     settings use `make_registry`."""
-    values = backend_values(request.param, tmp_path_factory.mktemp("registry"), request)
-    settings = Settings(**values, twinhub_bootstrap_api_key=BOOTSTRAP_KEY)
-    async with running_registry(settings) as registry:
+    async with running_registry(module_settings) as registry:
         yield registry
 
 
@@ -1967,7 +1973,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
     assert len(bearer) == 1
 
     expected: set[tuple[str, str]] = set()
-    for route in v1_router.routes:
+    for route in [*v1_router.routes, *governance_router.routes]:  # every /v1 router
         if getattr(route, "path", "").startswith("/v1/"):
             for method in route.methods - {"HEAD"}:
                 expected.add((method.lower(), route.path.replace(":path", "")))

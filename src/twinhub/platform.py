@@ -16,6 +16,7 @@ from twinhub.services.api_keys import ApiKeyService
 from twinhub.services.builtin_protocols import ensure_builtin_protocols
 from twinhub.services.customers import CustomerService
 from twinhub.services.domains import DomainService
+from twinhub.services.governance import GovernanceService
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
@@ -54,6 +55,7 @@ class Platform:
         self.ledger = Ledger(self.sessionmaker)
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)
         self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
+        self.governance = GovernanceService(self.sessionmaker, self.ledger, self.domains)
         self.idempotency = IdempotencyService(self.sessionmaker)
         bootstrap = settings.twinhub_bootstrap_api_key
         self.api_keys = ApiKeyService(

@@ -9,6 +9,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -208,4 +209,62 @@ class IdempotencyRecord(Base):
     request_sha256: Mapped[str] = mapped_column(String(64))
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class GovernanceGroup(Base):
+    """A DAO group that decides by weighted vote (a compliance group verifies domains)."""
+
+    __tablename__ = "governance_groups"
+
+    did: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    threshold_kind: Mapped[str] = mapped_column(String(32))
+    threshold: Mapped[float] = mapped_column(Float)
+    quorum: Mapped[float | None] = mapped_column(Float, nullable=True)
+    voting_period_seconds: Mapped[int] = mapped_column(Integer)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class GroupMember(Base):
+    __tablename__ = "group_members"
+
+    group_did: Mapped[str] = mapped_column(
+        String(200), ForeignKey("governance_groups.did"), primary_key=True
+    )
+    member: Mapped[str] = mapped_column(String(200), primary_key=True)
+    weight: Mapped[int] = mapped_column(Integer)
+
+
+class Proposal(Base):
+    """A verification (or revocation) proposal for one domain, decided by one group."""
+
+    __tablename__ = "proposals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    group_did: Mapped[str] = mapped_column(
+        String(200), ForeignKey("governance_groups.did"), index=True
+    )
+    domain_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    action: Mapped[str] = mapped_column(String(16))
+    package: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    proposer: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    total_weight: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    executed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class Vote(Base):
+    __tablename__ = "votes"
+    __table_args__ = (UniqueConstraint("proposal_id", "voter"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    proposal_id: Mapped[int] = mapped_column(Integer, ForeignKey("proposals.id"), index=True)
+    voter: Mapped[str] = mapped_column(String(200))
+    option: Mapped[str] = mapped_column(String(8))
+    weight: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -581,6 +581,16 @@ class DomainService:
             raise Conflict(f"{did} is deactivated; its record can no longer change.")
         return row
 
+    async def record_governed_change(
+        self, write: LedgerWrite, row: Domain, actor: Principal, kind: str, proposal_id: int
+    ) -> dict[str, Any]:
+        """A change governance made (the verified flag), recorded as a new version; only
+        GovernanceService calls this, inside its own ledger write."""
+        protocol = await self._protocols.get(row.class_did)
+        return await self._commit_change(
+            write, row, actor, kind, protocol, extra={"proposal": proposal_id}
+        )
+
     async def _commit_change(
         self,
         write: LedgerWrite,
@@ -588,6 +598,7 @@ class DomainService:
         actor: Principal,
         kind: str,
         protocol: ProtocolView,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         row.version += 1
         row.updated_at = utcnow()
@@ -596,7 +607,7 @@ class DomainService:
             select(Relationship).where(Relationship.source_did == row.did)
         )
         record = stored_record(row, edges)
-        await write.append(kind, row.did, actor.did, {"record": record})
+        await write.append(kind, row.did, actor.did, {"record": record, **(extra or {})})
         return resolve_inheritance(record, protocol)
 
 

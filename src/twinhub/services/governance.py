@@ -1,0 +1,432 @@
+"""Domain verification by governance: groups vote on proposals; only execution verifies.
+
+How ixo does it (DESIGN.md): a verification proposal is a DAO proposal of a compliance
+group. Only members propose; members vote yes, no or abstain, once, with their weights.
+A group decides by one of three thresholds:
+- absolute count: passes when the yes weight reaches `threshold`;
+- absolute percentage: passes when the yes weight reaches `threshold` x the total weight;
+- threshold with quorum: once the voting period ends, passes when the weight that voted
+  reaches `quorum` x total and yes reaches `threshold` x (yes + no); before the end it
+  passes only when no remaining votes could change that.
+A proposal is open, then passed as soon as it can no longer fail, or rejected as soon as it
+can no longer pass (or when its period ends unpassed). Executing a passed proposal sets
+(or, for a revocation, clears) the domain's verified flag through the ledger; nothing else
+can. The total weight is fixed when the proposal is made.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import Domain, GovernanceGroup, GroupMember, Proposal, Vote, utcnow
+from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
+from twinhub.services.domains import ACTIVE, DomainService
+from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, Problems
+from twinhub.services.ledger import Ledger
+from twinhub.services.principals import Principal
+
+ABSOLUTE_COUNT, ABSOLUTE_PERCENTAGE, THRESHOLD_QUORUM = (
+    "absolute_count",
+    "absolute_percentage",
+    "threshold_quorum",
+)
+THRESHOLD_KINDS = (ABSOLUTE_COUNT, ABSOLUTE_PERCENTAGE, THRESHOLD_QUORUM)
+OPEN, PASSED, REJECTED, EXECUTED = "open", "passed", "rejected", "executed"
+OPTIONS = ("yes", "no", "abstain")
+VERIFY, REVOKE = "verify", "revoke"
+MAX_MEMBERS = 1000
+
+
+@dataclass(frozen=True)
+class Tally:
+    yes: int
+    no: int
+    abstain: int
+    total: int
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.yes - self.no - self.abstain
+
+
+def decide(kind: str, threshold: float, quorum: float | None, tally: Tally, ended: bool) -> str:
+    """open, passed or rejected: the whole voting rule, free of storage."""
+    if kind == ABSOLUTE_COUNT:
+        needed = threshold
+        if tally.yes >= needed:
+            return PASSED
+        return REJECTED if ended or tally.yes + tally.remaining < needed else OPEN
+    if kind == ABSOLUTE_PERCENTAGE:
+        needed = threshold * tally.total
+        if tally.yes >= needed - 1e-9:
+            return PASSED
+        return REJECTED if ended or tally.yes + tally.remaining < needed - 1e-9 else OPEN
+    assert kind == THRESHOLD_QUORUM and quorum is not None
+    voted = tally.yes + tally.no + tally.abstain
+    if ended:
+        quorum_met = voted >= quorum * tally.total - 1e-9
+        threshold_met = tally.yes > 0 and tally.yes >= threshold * (tally.yes + tally.no) - 1e-9
+        return PASSED if quorum_met and threshold_met else REJECTED
+    # Early: the outcome must hold however the remaining weight votes.
+    worst_yes, worst_no = tally.yes, tally.no + tally.remaining
+    holds = tally.yes > 0 and worst_yes >= threshold * (worst_yes + worst_no) - 1e-9
+    if holds and voted >= quorum * tally.total - 1e-9:
+        return PASSED
+    best_yes = tally.yes + tally.remaining
+    if best_yes == 0 or best_yes < threshold * (best_yes + tally.no) - 1e-9:
+        return REJECTED
+    return OPEN
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    name: str
+    members: dict[str, int]
+    threshold_kind: str
+    threshold: float
+    quorum: float | None
+    voting_period_seconds: int
+    slug: str | None = None
+    is_default: bool = False
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+class GovernanceService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        domains: DomainService,
+        clock: Any = utcnow,
+    ) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+        self._domains = domains
+        self._now = clock
+
+    # -- groups ----------------------------------------------------------------------------
+    async def create_group(self, spec: GroupSpec, actor: Principal) -> dict[str, Any]:
+        if not actor.is_admin:
+            raise Forbidden("Only an admin may create governance groups.")
+        slug = spec.slug if spec.slug is not None else slugify(spec.name)
+        problems = Problems()
+        if not spec.name or len(spec.name) > 200:
+            problems.add("name", "expected a name of 1 to 200 characters")
+        if not SLUG_PATTERN.match(slug):
+            problems.add("id", "expected lower-case letters, digits and hyphens (1-64)")
+        if not 1 <= len(spec.members) <= MAX_MEMBERS:
+            problems.add("members", f"expected 1 to {MAX_MEMBERS} members")
+        for member, weight in spec.members.items():
+            if not is_did(member):
+                problems.add(f"members.{member}", "expected a DID")
+            if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
+                problems.add(f"members.{member}", "weights are whole numbers of at least 1")
+        total = sum(w for w in spec.members.values() if isinstance(w, int))
+        self._check_threshold(spec, total, problems)
+        if not 1 <= spec.voting_period_seconds <= 366 * 86400:
+            problems.add("votingPeriodSeconds", "expected 1 second to a year")
+        problems.raise_if_any("The governance group is invalid.")
+        did = mint("group", slug)
+        try:
+            async with self._ledger.write() as write:
+                if spec.is_default:
+                    await write.session.execute(update(GovernanceGroup).values(is_default=False))
+                write.session.add(
+                    GovernanceGroup(
+                        did=did,
+                        name=spec.name,
+                        threshold_kind=spec.threshold_kind,
+                        threshold=spec.threshold,
+                        quorum=spec.quorum,
+                        voting_period_seconds=spec.voting_period_seconds,
+                        is_default=spec.is_default,
+                        created_at=self._now(),
+                    )
+                )
+                write.session.add_all(
+                    GroupMember(group_did=did, member=m, weight=w) for m, w in spec.members.items()
+                )
+                await write.session.flush()
+                record = await self._group_record(write.session, did)
+                await write.append("group.create", did, actor.did, {"record": record})
+        except IntegrityError:
+            raise Conflict(f"A group {did} exists already.") from None
+        return record
+
+    @staticmethod
+    def _check_threshold(spec: GroupSpec, total: int, problems: Problems) -> None:
+        kind, value = spec.threshold_kind, spec.threshold
+        if kind not in THRESHOLD_KINDS:
+            problems.add("threshold.kind", f"expected one of {', '.join(THRESHOLD_KINDS)}")
+            return
+        if kind == ABSOLUTE_COUNT:
+            if value != int(value) or not 1 <= value <= total:
+                problems.add("threshold.value", "a whole weight from 1 to the members' total")
+        elif not 0 < value <= 1:
+            problems.add("threshold.value", "a fraction above 0 and at most 1")
+        if kind == THRESHOLD_QUORUM:
+            if spec.quorum is None or not 0 < spec.quorum <= 1:
+                problems.add("threshold.quorum", "a fraction above 0 and at most 1")
+        elif spec.quorum is not None:
+            problems.add("threshold.quorum", f"only {THRESHOLD_QUORUM} has a quorum")
+
+    async def _group_record(self, session: AsyncSession, did: str) -> dict[str, Any]:
+        group = await session.get(GovernanceGroup, did)
+        if group is None:
+            raise NotFound(f"No governance group {did!r}.")
+        members = await session.scalars(
+            select(GroupMember).where(GroupMember.group_did == did).order_by(GroupMember.member)
+        )
+        return {
+            "did": group.did,
+            "name": group.name,
+            "members": [{"did": m.member, "weight": m.weight} for m in members],
+            "threshold": {
+                "kind": group.threshold_kind,
+                "value": group.threshold,
+                "quorum": group.quorum,
+            },
+            "votingPeriodSeconds": group.voting_period_seconds,
+            "default": group.is_default,
+            "createdAt": _iso(group.created_at),
+        }
+
+    async def group(self, did: str) -> dict[str, Any]:
+        if not is_did(did):
+            raise NotFound(f"No governance group {did!r}.")
+        async with self._sessions() as session:
+            return await self._group_record(session, did)
+
+    async def _default_group(self, session: AsyncSession) -> str:
+        did = await session.scalar(
+            select(GovernanceGroup.did).where(GovernanceGroup.is_default.is_(True))
+        )
+        if did is None:
+            raise Invalid(
+                "No group given and no default compliance group is configured.",
+                [],
+            )
+        return did
+
+    # -- proposals -------------------------------------------------------------------------
+    async def propose(
+        self,
+        domain_did: str,
+        action: str,
+        evidence: dict[str, Any],
+        group_did: str | None,
+        actor: Principal,
+    ) -> dict[str, Any]:
+        if action not in (VERIFY, REVOKE):
+            raise Invalid("The action is verify or revoke.", [])
+        record = await self._domains.get(domain_did)  # NotFound for an unknown domain
+        if record["status"] != ACTIVE:
+            raise Conflict(f"{domain_did} is deactivated; it cannot be verified.")
+        now = self._now()
+        async with self._ledger.write() as write:
+            session = write.session
+            group_did = group_did or await self._default_group(session)
+            group = await session.get(GovernanceGroup, group_did)
+            if group is None:
+                raise NotFound(f"No governance group {group_did!r}.")
+            if await self._weight(session, group_did, actor.did) is None:
+                raise Forbidden(f"Only members of {group_did} may propose.")
+            total = await session.scalar(
+                select(func.sum(GroupMember.weight)).where(GroupMember.group_did == group_did)
+            )
+            proposal = Proposal(
+                group_did=group_did,
+                domain_did=domain_did,
+                action=action,
+                package={"record": record, "evidence": evidence},
+                proposer=actor.did,
+                status=OPEN,
+                total_weight=int(total or 0),
+                created_at=now,
+                expires_at=now + timedelta(seconds=group.voting_period_seconds),
+            )
+            session.add(proposal)
+            await session.flush()
+            view = await self._view(session, proposal, group)
+            await write.append("proposal.create", domain_did, actor.did, {"proposal": view})
+        return view
+
+    async def vote(self, proposal_id: int, option: str, actor: Principal) -> dict[str, Any]:
+        if option not in OPTIONS:
+            raise Invalid("A vote is yes, no or abstain.", [])
+        async with self._ledger.write() as write:
+            session = write.session
+            proposal, group = await self._proposal(session, proposal_id, lock=True)
+            await self._settle(session, proposal, group)
+            if proposal.status != OPEN:
+                raise Conflict(f"Proposal {proposal_id} is {proposal.status}; voting is closed.")
+            weight = await self._weight(session, group.did, actor.did)
+            if weight is None:
+                raise Forbidden(f"Only members of {group.did} may vote.")
+            try:
+                async with session.begin_nested():
+                    session.add(
+                        Vote(
+                            proposal_id=proposal_id,
+                            voter=actor.did,
+                            option=option,
+                            weight=weight,
+                            created_at=self._now(),
+                        )
+                    )
+            except IntegrityError:
+                raise Conflict(
+                    f"{actor.did} has voted on proposal {proposal_id} already."
+                ) from None
+            await self._settle(session, proposal, group)
+            view = await self._view(session, proposal, group)
+            await write.append(
+                "proposal.vote",
+                proposal.domain_did,
+                actor.did,
+                {"proposal": proposal_id, "option": option, "weight": weight},
+            )
+        return view
+
+    async def execute(self, proposal_id: int, actor: Principal) -> dict[str, Any]:
+        """Apply a passed proposal: the one way a domain becomes (or stops being) verified."""
+        async with self._ledger.write() as write:
+            session = write.session
+            proposal, group = await self._proposal(session, proposal_id, lock=True)
+            await self._settle(session, proposal, group)
+            if not actor.is_admin and await self._weight(session, group.did, actor.did) is None:
+                raise Forbidden(f"Only members of {group.did} or an admin may execute.")
+            if proposal.status != PASSED:
+                raise Conflict(
+                    f"Proposal {proposal_id} is {proposal.status}; only a passed one executes."
+                )
+            domain = await session.get(Domain, proposal.domain_did, with_for_update=True)
+            assert domain is not None
+            if domain.status != ACTIVE:
+                raise Conflict(f"{domain.did} is deactivated; its verification cannot change.")
+            domain.verified = proposal.action == VERIFY
+            proposal.status = EXECUTED
+            proposal.executed_at = self._now()
+            await self._domains.record_governed_change(
+                write, domain, actor, f"domain.{proposal.action}", proposal_id
+            )
+            view = await self._view(session, proposal, group)
+        return view
+
+    async def proposal(self, proposal_id: int) -> dict[str, Any]:
+        async with self._ledger.write() as write:  # settling an expired one is a write
+            proposal, group = await self._proposal(write.session, proposal_id, lock=True)
+            await self._settle(write.session, proposal, group)
+            return await self._view(write.session, proposal, group)
+
+    async def proposals_of(self, domain_did: str) -> list[dict[str, Any]]:
+        await self._domains.get(domain_did)
+        async with self._sessions() as session:
+            ids = list(
+                await session.scalars(
+                    select(Proposal.id)
+                    .where(Proposal.domain_did == domain_did)
+                    .order_by(Proposal.id)
+                )
+            )
+        return [await self.proposal(proposal_id) for proposal_id in ids]
+
+    # -- internals -------------------------------------------------------------------------
+    async def _proposal(
+        self, session: AsyncSession, proposal_id: int, lock: bool
+    ) -> tuple[Proposal, GovernanceGroup]:
+        proposal = await session.get(Proposal, proposal_id, with_for_update=lock)
+        if proposal is None:
+            raise NotFound(f"No proposal {proposal_id}.")
+        group = await session.get(GovernanceGroup, proposal.group_did)
+        assert group is not None
+        return proposal, group
+
+    @staticmethod
+    async def _weight(session: AsyncSession, group_did: str, member: str) -> int | None:
+        return await session.scalar(
+            select(GroupMember.weight).where(
+                GroupMember.group_did == group_did, GroupMember.member == member
+            )
+        )
+
+    async def _tally(self, session: AsyncSession, proposal: Proposal) -> Tally:
+        rows = await session.execute(
+            select(Vote.option, func.sum(Vote.weight))
+            .where(Vote.proposal_id == proposal.id)
+            .group_by(Vote.option)
+        )
+        sums = {option: int(weight or 0) for option, weight in rows}
+        return Tally(
+            sums.get("yes", 0), sums.get("no", 0), sums.get("abstain", 0), proposal.total_weight
+        )
+
+    async def _settle(
+        self, session: AsyncSession, proposal: Proposal, group: GovernanceGroup
+    ) -> None:
+        """Move an open proposal to passed or rejected when its votes or its clock say so."""
+        if proposal.status != OPEN:
+            return
+        ended = self._now() >= proposal.expires_at
+        outcome = decide(
+            group.threshold_kind,
+            group.threshold,
+            group.quorum,
+            await self._tally(session, proposal),
+            ended,
+        )
+        if outcome != OPEN:
+            proposal.status = outcome
+            proposal.decided_at = self._now()
+
+    async def _view(
+        self, session: AsyncSession, proposal: Proposal, group: GovernanceGroup
+    ) -> dict[str, Any]:
+        tally = await self._tally(session, proposal)
+        votes = await session.scalars(
+            select(Vote).where(Vote.proposal_id == proposal.id).order_by(Vote.id)
+        )
+        return {
+            "id": proposal.id,
+            "group": group.did,
+            "domain": proposal.domain_did,
+            "action": proposal.action,
+            "status": proposal.status,
+            "proposer": proposal.proposer,
+            "package": proposal.package,
+            "tally": {
+                "yes": tally.yes,
+                "no": tally.no,
+                "abstain": tally.abstain,
+                "remaining": tally.remaining,
+                "total": tally.total,
+            },
+            "threshold": {
+                "kind": group.threshold_kind,
+                "value": group.threshold,
+                "quorum": group.quorum,
+            },
+            "votes": [
+                {"voter": v.voter, "option": v.option, "weight": v.weight, "at": _iso(v.created_at)}
+                for v in votes
+            ],
+            "createdAt": _iso(proposal.created_at),
+            "expiresAt": _iso(proposal.expires_at),
+            "decidedAt": _iso(proposal.decided_at),
+            "executedAt": _iso(proposal.executed_at),
+        }
+
+
+def votes_needed(total: int, fraction: float) -> int:
+    """The smallest whole weight reaching `fraction` of `total` (for docs and clients)."""
+    return math.ceil(fraction * total - 1e-9)

@@ -101,6 +101,10 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
+def _threshold(group: GovernanceGroup) -> dict[str, Any]:
+    return {"kind": group.threshold_kind, "value": group.threshold, "quorum": group.quorum}
+
+
 class GovernanceService:
     def __init__(
         self,
@@ -191,11 +195,7 @@ class GovernanceService:
             "did": group.did,
             "name": group.name,
             "members": [{"did": m.member, "weight": m.weight} for m in members],
-            "threshold": {
-                "kind": group.threshold_kind,
-                "value": group.threshold,
-                "quorum": group.quorum,
-            },
+            "threshold": _threshold(group),
             "votingPeriodSeconds": group.voting_period_seconds,
             "default": group.is_default,
             "createdAt": _iso(group.created_at),
@@ -331,15 +331,20 @@ class GovernanceService:
 
     async def proposals_of(self, domain_did: str) -> list[dict[str, Any]]:
         await self._domains.get(domain_did)
-        async with self._sessions() as session:
+        async with self._ledger.write() as write:  # one write settles every expired one
             ids = list(
-                await session.scalars(
+                await write.session.scalars(
                     select(Proposal.id)
                     .where(Proposal.domain_did == domain_did)
                     .order_by(Proposal.id)
                 )
             )
-        return [await self.proposal(proposal_id) for proposal_id in ids]
+            views = []
+            for proposal_id in ids:
+                proposal, group = await self._proposal(write.session, proposal_id, lock=True)
+                await self._settle(write.session, proposal, group)
+                views.append(await self._view(write.session, proposal, group))
+        return views
 
     # -- internals -------------------------------------------------------------------------
     async def _proposal(
@@ -411,11 +416,7 @@ class GovernanceService:
                 "remaining": tally.remaining,
                 "total": tally.total,
             },
-            "threshold": {
-                "kind": group.threshold_kind,
-                "value": group.threshold,
-                "quorum": group.quorum,
-            },
+            "threshold": _threshold(group),
             "votes": [
                 {"voter": v.voter, "option": v.option, "weight": v.weight, "at": _iso(v.created_at)}
                 for v in votes

@@ -35,6 +35,7 @@ from tests.test_cli import base_env, run_cli
 from tests.test_registry_basics import make_domain, make_protocol
 from twinhub.registry.app import create_registry_app
 from twinhub.registry.routes import router as v1_router
+from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
@@ -1973,7 +1974,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
     assert len(bearer) == 1
 
     expected: set[tuple[str, str]] = set()
-    for route in [*v1_router.routes, *governance_router.routes]:  # every /v1 router
+    for route in [*v1_router.routes, *governance_router.routes, *claims_router.routes]:
         if getattr(route, "path", "").startswith("/v1/"):
             for method in route.methods - {"HEAD"}:
                 expected.add((method.lower(), route.path.replace(":path", "")))

@@ -11,18 +11,24 @@ from twinhub.db.engine import create_engine, create_sessionmaker
 from twinhub.db.health import DatabaseMonitor
 from twinhub.db.migrate import upgrade_database
 from twinhub.logging import get_logger
+from twinhub.security.keys import load_key
 from twinhub.security.pins import PinCipher, load_pin_key
+from twinhub.security.signing import Issuer
 from twinhub.services.api_keys import ApiKeyService
 from twinhub.services.builtin_protocols import ensure_builtin_protocols
+from twinhub.services.claims import ClaimService
+from twinhub.services.credentials import CredentialService
+from twinhub.services.credits import CreditService
 from twinhub.services.customers import CustomerService
 from twinhub.services.domains import DomainService
-from twinhub.services.governance import GovernanceService
+from twinhub.services.governance import GovernanceService, GroupSpec
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import Settings
 
 log = get_logger(__name__)
+ISSUER_KEY_FILE = "credential-issuer.key"
 
 
 class Platform:
@@ -56,6 +62,14 @@ class Platform:
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)
         self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
         self.governance = GovernanceService(self.sessionmaker, self.ledger, self.domains)
+        issuer_key = load_key(
+            settings, settings.credential_issuer_key, "CREDENTIAL_ISSUER_KEY", ISSUER_KEY_FILE
+        )
+        self.credentials = CredentialService(self.sessionmaker, Issuer(issuer_key))
+        self.credits = CreditService(self.sessionmaker, self.ledger)
+        self.claims = ClaimService(
+            self.sessionmaker, self.ledger, self.protocols, self.credentials, self.credits
+        )
         self.idempotency = IdempotencyService(self.sessionmaker)
         bootstrap = settings.twinhub_bootstrap_api_key
         self.api_keys = ApiKeyService(
@@ -72,6 +86,7 @@ class Platform:
         created = await ensure_builtin_protocols(self.protocols)
         if created:
             log.info("built-in protocols created", count=created)
+        await self._ensure_compliance_group()
         self.database.start()
         self._started = True
         log.info(
@@ -80,6 +95,26 @@ class Platform:
             database=self.engine.url.get_backend_name(),
             session_store="redis" if self.redis else "memory",
         )
+
+    async def _ensure_compliance_group(self) -> None:
+        """The configured default compliance group, made once (an admin may also make one
+        through the API); an existing default group is left as it is."""
+        members = self.settings.compliance_members
+        if not members:
+            return
+        kind, value, quorum = self.settings.compliance_threshold
+        spec = GroupSpec(
+            name="Compliance",
+            slug="compliance",
+            members=members,
+            threshold_kind=kind,
+            threshold=value,
+            quorum=quorum,
+            voting_period_seconds=self.settings.compliance_group_voting_period_seconds,
+            is_default=True,
+        )
+        if await self.governance.ensure_default_group(spec):
+            log.info("default compliance group created", members=len(members))
 
     async def stop(self) -> None:
         await self.database.stop()

@@ -111,6 +111,23 @@ class Settings(BaseSettings):
         500, ge=1, le=10_000, description="Largest page a client may ask for."
     )
 
+    credential_issuer_key: SecretStr | None = Field(
+        None,
+        description="64 hex characters: the Ed25519 seed that signs verifiable credentials; "
+        "generated under DATA_DIR in development.",
+    )
+    compliance_group_members: str = Field(
+        "",
+        description="'did[=weight],...': the default compliance group made on start "
+        "when none exists.",
+    )
+    compliance_group_threshold: str = Field(
+        "absolute_percentage:0.51",
+        description="'kind:value[:quorum]' of that group (absolute_count, "
+        "absolute_percentage, threshold_quorum).",
+    )
+    compliance_group_voting_period_seconds: int = Field(7 * 86400, ge=60, le=366 * 86400)
+
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
@@ -124,12 +141,32 @@ class Settings(BaseSettings):
         parse(value)  # raises ValueError with a clear message when malformed
         return value
 
-    @field_validator("pin_encryption_key")
+    @field_validator("pin_encryption_key", "credential_issuer_key")
     @classmethod
     def _key_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not _HEX_KEY.match(value.get_secret_value()):
-            raise ValueError("PIN_ENCRYPTION_KEY must be 64 hexadecimal characters (256 bits)")
+            raise ValueError("the key must be 64 hexadecimal characters (256 bits)")
         return value
+
+    @field_validator("compliance_group_members")
+    @classmethod
+    def _members_parse(cls, value: str) -> str:
+        parse_members(value)
+        return value
+
+    @field_validator("compliance_group_threshold")
+    @classmethod
+    def _threshold_parses(cls, value: str) -> str:
+        parse_threshold(value)
+        return value
+
+    @cached_property
+    def compliance_members(self) -> dict[str, int]:
+        return parse_members(self.compliance_group_members)
+
+    @cached_property
+    def compliance_threshold(self) -> tuple[str, float, float | None]:
+        return parse_threshold(self.compliance_group_threshold)
 
     @cached_property
     def rate_limit(self) -> RateLimitItem:
@@ -150,10 +187,39 @@ class Settings(BaseSettings):
         problems = []
         if self.environment is Environment.production and self.pin_encryption_key is None:
             problems.append("PIN_ENCRYPTION_KEY is required in production (64 hex characters)")
+        if self.environment is Environment.production and self.credential_issuer_key is None:
+            problems.append("CREDENTIAL_ISSUER_KEY is required in production (64 hex characters)")
         bootstrap = self.twinhub_bootstrap_api_key
         if bootstrap is not None and len(bootstrap.get_secret_value()) < 32:
             problems.append("TWINHUB_BOOTSTRAP_API_KEY must be at least 32 characters")
         return problems
+
+
+def parse_members(text: str) -> dict[str, int]:
+    """'did:ixo:org/a=2, did:ixo:org/b' -> {did: weight}; weight 1 when not given."""
+    members: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        did, _, weight = item.partition("=")
+        if not did.startswith("did:") or (weight and not weight.strip().isdigit()):
+            raise ValueError(f"expected 'did[=weight]', got {item!r}")
+        members[did.strip()] = members.get(did.strip(), 0) + int(weight or 1)
+    if any(w < 1 for w in members.values()):
+        raise ValueError("weights are whole numbers of at least 1")
+    return members
+
+
+def parse_threshold(text: str) -> tuple[str, float, float | None]:
+    """'absolute_percentage:0.51' or 'threshold_quorum:0.5:0.3' -> (kind, value, quorum)."""
+    parts = text.split(":")
+    kinds = ("absolute_count", "absolute_percentage", "threshold_quorum")
+    try:
+        if parts[0] not in kinds or len(parts) != (3 if parts[0] == kinds[2] else 2):
+            raise ValueError
+        return parts[0], float(parts[1]), float(parts[2]) if len(parts) == 3 else None
+    except ValueError:
+        raise ValueError(
+            f"expected 'kind:value' or 'threshold_quorum:value:quorum' (kinds: {kinds})"
+        ) from None
 
 
 def normalise_database_url(url: str) -> str:

@@ -136,6 +136,7 @@ class Protocol(Base):
     required: Mapped[list[str]] = mapped_column(JsonDocument)
     relationships: Mapped[dict[str, str]] = mapped_column(JsonDocument)
     services: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
+    token_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
     seq: Mapped[int] = mapped_column(BigInteger, unique=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
@@ -268,3 +269,132 @@ class Vote(Base):
     option: Mapped[str] = mapped_column(String(8))
     weight: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class ClaimCollection(Base):
+    """Where agents submit claims about one verified project, under one claim protocol.
+
+    The counters are kept in the row (changed in the same ledger write as the claim), so a
+    collection's counts are one read however many claims it holds."""
+
+    __tablename__ = "claim_collections"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    project_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    protocol_did: Mapped[str] = mapped_column(String(200), ForeignKey("protocols.did"))
+    admin: Mapped[str] = mapped_column(String(200))
+    evaluators: Mapped[list[str]] = mapped_column(JsonDocument)
+    state: Mapped[str] = mapped_column(String(16))
+    quota: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    start_date: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    end_date: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+    evaluated: Mapped[int] = mapped_column(BigInteger, default=0)
+    approved: Mapped[int] = mapped_column(BigInteger, default=0)
+    rejected: Mapped[int] = mapped_column(BigInteger, default=0)
+    flagged: Mapped[int] = mapped_column(BigInteger, default=0)
+    disputed: Mapped[int] = mapped_column(BigInteger, default=0)
+    invalidated: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Claim(Base):
+    """An agent's statement about a project (often about one of its assets), to be evaluated."""
+
+    __tablename__ = "claims"
+    __table_args__ = (
+        Index("ix_claims_collection_seq", "collection_id", "seq"),
+        Index("ix_claims_asset_seq", "asset_did", "seq"),
+        Index("ix_claims_agent_seq", "agent", "seq"),
+    )
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)
+    collection_id: Mapped[int] = mapped_column(Integer, ForeignKey("claim_collections.id"))
+    agent: Mapped[str] = mapped_column(String(200))
+    asset_did: Mapped[str | None] = mapped_column(
+        String(200), ForeignKey("domains.did"), nullable=True
+    )
+    data: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    status: Mapped[str] = mapped_column(String(16))
+    oracle: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    amount: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    credential_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    submitted_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    evaluated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class Evaluation(Base):
+    """One oracle decision on a claim; a flagged claim may collect several."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    claim_id: Mapped[str] = mapped_column(String(100), ForeignKey("claims.id"), index=True)
+    oracle: Mapped[str] = mapped_column(String(200))
+    actor: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    amount: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Credential(Base):
+    """A signed W3C verifiable credential, kept exactly as issued."""
+
+    __tablename__ = "credentials"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    claim_id: Mapped[str] = mapped_column(String(100), ForeignKey("claims.id"), unique=True)
+    subject: Mapped[str] = mapped_column(String(200), index=True)
+    issuer: Mapped[str] = mapped_column(String(200))
+    document: Mapped[str] = mapped_column(Text)
+    issued_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class CreditToken(Base):
+    """A class of credits (CARBON, ...): what was minted and retired in all."""
+
+    __tablename__ = "credit_tokens"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    protocol_did: Mapped[str] = mapped_column(String(200))
+    minted: Mapped[int] = mapped_column(BigInteger, default=0)
+    retired: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class CreditBalance(Base):
+    __tablename__ = "credit_balances"
+
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    token: Mapped[str] = mapped_column(
+        String(32), ForeignKey("credit_tokens.name"), primary_key=True
+    )
+    amount: Mapped[int] = mapped_column(BigInteger, default=0)
+    retired: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class CreditMovement(Base):
+    """Every mint, transfer and retirement (the ledger holds them too, hash-chained)."""
+
+    __tablename__ = "credit_movements"
+    __table_args__ = (
+        Index("ix_credit_movements_sender", "sender", "id"),
+        Index("ix_credit_movements_recipient", "recipient", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    token: Mapped[str] = mapped_column(String(32), ForeignKey("credit_tokens.name"))
+    sender: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    recipient: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    amount: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    claim_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    ledger_height: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -46,7 +46,7 @@ def _protocols(request: Request) -> ProtocolService:
     return request.app.state.platform.protocols
 
 
-def _page_size(request: Request, limit: int | None) -> int:
+def page_size(request: Request, limit: int | None) -> int:
     settings = request.app.state.platform.settings
     return min(limit or settings.registry_page_size, settings.registry_max_page_size)
 
@@ -64,6 +64,7 @@ def protocol_record(view: ProtocolView) -> dict[str, Any]:
         "services": view.effective_services,
         "twinClass": view.effective_twin_class,
         "entityType": view.effective_entity_type,
+        "tokenClass": view.effective_token_class,
     }
     return record
 
@@ -105,6 +106,7 @@ async def create_protocol(request: Request, body: ProtocolIn, caller: Writer) ->
             relationships=body.relationships,
             services=[s.model_dump() for s in body.services],
             extends=body.extends,
+            token_class=body.tokenClass,
         )
         view = await _protocols(request).create(spec, caller.did)
         return 201, protocol_record(view), _location("protocols", view.did)
@@ -119,7 +121,7 @@ async def list_protocols(
     cursor: str | None = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
-    page = await _protocols(request).list(cursor, _page_size(request, limit))
+    page = await _protocols(request).list(cursor, page_size(request, limit))
     return {
         "items": [protocol_record(view) for view in page.items],
         "nextCursor": page.next_cursor,
@@ -223,7 +225,7 @@ async def list_domains(
         twin_class=twinClass,
         parent=parent,
     )
-    page = await _domains(request).list(where, cursor, _page_size(request, limit), count)
+    page = await _domains(request).list(where, cursor, page_size(request, limit), count)
     return {"items": page.items, "nextCursor": page.next_cursor, "total": page.total}
 
 

@@ -96,6 +96,11 @@ class ProtocolIn(Body):
         default_factory=list, description="Services every domain of the protocol inherits."
     )
     extends: str | None = Field(None, description="DID of a parent protocol to extend.")
+    tokenClass: str | None = Field(
+        None,
+        description="Credits minted for approved claims under this protocol, e.g. CARBON.",
+        examples=["CARBON"],
+    )
 
 
 class DomainIn(Body):
@@ -204,6 +209,7 @@ class ProtocolOut(BaseModel):
     required: list[str]
     relationships: dict[str, str]
     services: list[ServiceOut]
+    tokenClass: str | None = None
     effective: dict[str, Any] = Field(description="The template with everything inherited.")
     version: int
     createdAt: str

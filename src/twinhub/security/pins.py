@@ -10,16 +10,12 @@ from __future__ import annotations
 import hmac
 import itertools
 import os
-import secrets
-from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from twinhub.logging import get_logger
-from twinhub.settings import Environment, Settings
-
-log = get_logger(__name__)
+from twinhub.security.keys import load_key
+from twinhub.settings import Settings
 
 PIN_LENGTH = 5
 _FORMAT_V1 = b"\x01"
@@ -53,30 +49,7 @@ class PinCipher:
 
 def load_pin_key(settings: Settings) -> bytes:
     """The configured key; in development and test, one generated once under DATA_DIR."""
-    if settings.pin_encryption_key is not None:
-        return bytes.fromhex(settings.pin_encryption_key.get_secret_value())
-    if settings.environment is Environment.production:
-        raise RuntimeError("PIN_ENCRYPTION_KEY is required in production")
-    path = settings.data_dir / DEV_KEY_FILE
-    if not path.exists():
-        _write_new_key(path)
-        log.warning(
-            "generated a development PIN key; set PIN_ENCRYPTION_KEY in production",
-            path=str(path),
-        )
-    else:
-        log.warning("using the development PIN key from the data folder", path=str(path))
-    key_hex = path.read_text().strip()
-    if len(key_hex) != 64:
-        raise RuntimeError(f"{path} does not hold a 64-hex-character key")
-    return bytes.fromhex(key_hex)
-
-
-def _write_new_key(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(32) + "\n")
+    return load_key(settings, settings.pin_encryption_key, "PIN_ENCRYPTION_KEY", DEV_KEY_FILE)
 
 
 def pin_problem(pin: str, phone_number: str | None = None) -> str | None:

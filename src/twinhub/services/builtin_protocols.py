@@ -79,6 +79,25 @@ BUILTIN: list[ProtocolSpec] = [
         relationships={"operator": "Organisation"},
     ),
     ProtocolSpec(
+        name="Clean cooking claim",
+        slug="clean-cooking-claim",
+        entity_type="Claim",
+        twin_class="system",
+        properties={
+            "reportType": "string",
+            "mealsCooked": "integer",
+            "fuelKg": "number",
+            "fuelType": "string",
+            "periodStart": "date-time",
+            "periodEnd": "date-time",
+            "channel": "string",
+            "evidence": "object",
+        },
+        required=["reportType"],
+        relationships={"verifier": "Oracle"},
+        token_class="CARBON",  # noqa: S106 (a credit class, not a secret)
+    ),
+    ProtocolSpec(
         name="Request",
         slug="request",
         entity_type="Request",

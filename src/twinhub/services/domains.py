@@ -43,9 +43,9 @@ from twinhub.services.protocols import (
     ProtocolService,
     ProtocolView,
     check_services,
+    check_values,
     decode_cursor,
     encode_cursor,
-    value_problem,
 )
 from twinhub.services.twin_classes import same_kind, twin_class
 
@@ -159,7 +159,7 @@ class DomainService:
         controller = spec.controller or [actor.did]
         self._check_common(spec, controller, problems)
         if protocol is not None:
-            self._check_properties(spec.properties, protocol, problems, partial=False)
+            check_values(spec.properties, protocol, problems, partial=False)
             expected = protocol.effective_entity_type
             type_ok = KIND_PATTERN.match(spec.type) is not None
             if expected and type_ok and not same_kind(spec.type, expected):
@@ -312,23 +312,6 @@ class DomainService:
     ) -> None:
         if valid_from and valid_until and valid_until <= valid_from:
             problems.add("validUntil", "must be after validFrom")
-
-    @staticmethod
-    def _check_properties(
-        values: dict[str, Any], protocol: ProtocolView, problems: Problems, partial: bool
-    ) -> None:
-        declared = protocol.effective_properties
-        for name, value in values.items():
-            if name not in declared:
-                problems.add(f"properties.{name}", f"not a property of {protocol.did}")
-                continue
-            problem = value_problem(declared[name], value)
-            if problem:
-                problems.add(f"properties.{name}", problem)
-        if not partial:
-            for name in protocol.effective_required:
-                if name not in values:
-                    problems.add(f"properties.{name}", "required by the protocol")
 
     async def _check_relationships(
         self,
@@ -502,7 +485,7 @@ class DomainService:
             problems = Problems()
             if patch.properties is not None:
                 merged = merge_patch(row.properties, patch.properties)
-                self._check_properties(merged, protocol, problems, partial=False)
+                check_values(merged, protocol, problems, partial=False)
                 row.properties = merged
             if patch.controller is not None:
                 self._check_controller(patch.controller, problems)

@@ -38,6 +38,16 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class NotVerified(Conflict):
+    """The verified-only rule: the domain must be verified by governance for this."""
+
+    code = "domain_not_verified"
+
+
+class InsufficientCredits(Conflict):
+    code = "insufficient_credits"
+
+
 class Forbidden(ServiceError):
     code = "forbidden"
 

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Domain, GovernanceGroup, GroupMember, Proposal, Vote, utcnow
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
+from twinhub.services.builtin_protocols import SYSTEM_ACTOR
 from twinhub.services.domains import ACTIVE, DomainService
 from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, Problems
 from twinhub.services.ledger import Ledger
@@ -166,6 +167,19 @@ class GovernanceService:
         except IntegrityError:
             raise Conflict(f"A group {did} exists already.") from None
         return record
+
+    async def ensure_default_group(self, spec: GroupSpec) -> bool:
+        """Create `spec` as the default group unless a default group exists; True if made."""
+        async with self._sessions() as session:
+            if await session.scalar(
+                select(GovernanceGroup.did).where(GovernanceGroup.is_default.is_(True))
+            ):
+                return False
+        try:
+            await self.create_group(spec, Principal(SYSTEM_ACTOR, frozenset({"admin"})))
+        except Conflict:
+            return False  # another replica made it a moment ago
+        return True
 
     @staticmethod
     def _check_threshold(spec: GroupSpec, total: int, problems: Problems) -> None:

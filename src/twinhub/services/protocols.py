@@ -26,6 +26,7 @@ NAME_RULE = "names start with a letter, then letters, digits or _ (at most 64)"
 KIND_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9 _\-]{0,63}$")
 SERVICE_ID = re.compile(r"^#[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 URL_PATTERN = re.compile(r"^(https?|wss?|ipfs|grpcs?)://[^\s]{1,2000}$")
+TOKEN_CLASS_PATTERN = re.compile(r"^[A-Z][A-Z0-9]{1,31}$")
 
 
 def value_problem(type_name: str, value: Any) -> str | None:
@@ -48,6 +49,29 @@ def value_problem(type_name: str, value: Any) -> str | None:
         case _:
             return f"unknown type {type_name!r}"
     return None if ok else f"expected {type_name}, got {_json_type(value)}"
+
+
+def check_values(
+    values: dict[str, Any],
+    protocol: ProtocolView,
+    problems: Problems,
+    partial: bool,
+    where: str = "properties",
+) -> None:
+    """Every value of the protocol's declared type; every required one present (unless
+    `partial`). Domain properties and claim data follow the same template rules."""
+    declared = protocol.effective_properties
+    for name, value in values.items():
+        if name not in declared:
+            problems.add(f"{where}.{name}", f"not a property of {protocol.did}")
+            continue
+        problem = value_problem(declared[name], value)
+        if problem:
+            problems.add(f"{where}.{name}", problem)
+    if not partial:
+        for name in protocol.effective_required:
+            if name not in values:
+                problems.add(f"{where}.{name}", "required by the protocol")
 
 
 def _is_timestamp(value: Any) -> bool:
@@ -102,6 +126,7 @@ class ProtocolSpec:
     relationships: dict[str, str] = field(default_factory=dict)
     services: list[dict[str, str]] = field(default_factory=list)
     extends: str | None = None
+    token_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,12 +142,14 @@ class ProtocolView:
     required: list[str]
     relationships: dict[str, str]
     services: list[dict[str, str]]
+    token_class: str | None
     effective_properties: dict[str, str]
     effective_required: list[str]
     effective_relationships: dict[str, str]
     effective_services: list[dict[str, str]]
     effective_twin_class: str | None
     effective_entity_type: str | None
+    effective_token_class: str | None
     version: int
     created_at: datetime
     updated_at: datetime
@@ -139,6 +166,7 @@ class ProtocolView:
             "required": self.required,
             "relationships": self.relationships,
             "services": self.services,
+            "tokenClass": self.token_class,
             "version": self.version,
             "createdAt": self.created_at.isoformat(),
             "updatedAt": self.updated_at.isoformat(),
@@ -208,6 +236,7 @@ class ProtocolService:
                     required=spec.required,
                     relationships=spec.relationships,
                     services=spec.services,
+                    token_class=spec.token_class,
                     seq=seq + 1,
                     version=1,
                     created_at=now,
@@ -245,6 +274,8 @@ class ProtocolService:
         if spec.entity_type is not None and not KIND_PATTERN.match(spec.entity_type):
             problems.add("entityType", "expected an entity type such as 'Device'")
         check_services(spec.services, "services", problems)
+        if spec.token_class is not None and not TOKEN_CLASS_PATTERN.match(spec.token_class):
+            problems.add("tokenClass", "expected 2 to 32 upper-case letters or digits, e.g. CARBON")
 
     async def get(self, did: str) -> ProtocolView:
         view = self._views.get(did)
@@ -296,7 +327,7 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
     relationships: dict[str, str] = {}
     services: dict[str, dict[str, str]] = {}
     required: list[str] = []
-    twin_class = entity_type = None
+    twin_class = entity_type = token_class = None
     for protocol in lineage:
         properties.update(protocol.properties)
         relationships.update(protocol.relationships)
@@ -304,6 +335,7 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
         required += [name for name in protocol.required if name not in required]
         twin_class = protocol.twin_class or twin_class
         entity_type = protocol.entity_type or entity_type
+        token_class = protocol.token_class or token_class
     return ProtocolView(
         did=row.did,
         name=row.name,
@@ -314,12 +346,14 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
         required=row.required,
         relationships=row.relationships,
         services=row.services,
+        token_class=row.token_class,
         effective_properties=properties,
         effective_required=required,
         effective_relationships=relationships,
         effective_services=list(services.values()),
         effective_twin_class=twin_class,
         effective_entity_type=entity_type,
+        effective_token_class=token_class,
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,

@@ -1,0 +1,285 @@
+"""Claim routes: collections, claims, oracle evaluations, credentials and credits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi import Body as JsonBody
+from pydantic import Field, field_validator
+from starlette.responses import Response
+
+from twinhub.platform import Platform
+from twinhub.registry.auth import Reader, Writer
+from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.idempotent import Created, idempotent
+from twinhub.registry.routes import DID_PATH, page_size
+from twinhub.registry.schemas import Body, as_utc
+from twinhub.services.claims import ClaimFilter, CollectionSpec
+
+router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
+CollectionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+ClaimId = Annotated[str, Path(min_length=1, max_length=100)]
+TokenName = Annotated[str, Path(min_length=1, max_length=32)]
+
+
+def _platform(request: Request) -> Platform:
+    return request.app.state.platform
+
+
+def _page(items: list[dict[str, Any]], cursor: str | None) -> dict[str, Any]:
+    return {"items": items, "nextCursor": cursor}
+
+
+class CollectionIn(Body):
+    project: str = Field(description="DID of a verified Project domain.")
+    protocol: str = Field(
+        "did:ixo:protocol/clean-cooking-claim",
+        description="Claim protocol: the template claim data must follow, its verifier "
+        "role and token class.",
+    )
+    evaluators: list[str] = Field(
+        min_length=1, description="Oracle domains that fill the protocol's verifier role."
+    )
+    name: str | None = None
+    quota: int | None = Field(None, description="Most claims the collection takes.")
+    startDate: datetime | None = None
+    endDate: datetime | None = None
+
+    @field_validator("startDate", "endDate")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return as_utc(value)
+
+
+class StateIn(Body):
+    state: Literal["open", "paused", "closed"]
+
+
+class ClaimIn(Body):
+    id: str | None = Field(None, description="Your id for the claim; generated if absent.")
+    asset: str | None = Field(None, description="DID of the asset the claim is about.")
+    data: dict[str, Any] = Field(description="Claim data, checked against the protocol.")
+
+
+class EvaluationIn(Body):
+    status: Literal["approved", "rejected", "flagged", "disputed", "invalidated"]
+    reason: str | None = Field(None, description="Why; required unless approved.")
+    amount: int | None = Field(
+        None, description="Credits of the protocol's token class to mint (approvals)."
+    )
+    oracle: str | None = Field(None, description="The oracle evaluating, if you run several.")
+
+
+class TransferIn(Body):
+    to: str = Field(description="DID receiving the credits.")
+    amount: int
+    from_: str | None = Field(
+        None, alias="from", description="Holder (default: you); admins act as custodians."
+    )
+
+
+class RetirementIn(Body):
+    amount: int
+    reason: str = Field(description="Why the credits are retired (offset claim, ...).")
+    from_: str | None = Field(None, alias="from", description="Holder (default: you).")
+
+
+# -- collections ---------------------------------------------------------------------------
+@router.post(
+    "/claim-collections",
+    status_code=201,
+    tags=["claims"],
+    summary="Open a claim collection for a verified project",
+)
+async def create_collection(request: Request, body: CollectionIn, caller: Writer) -> Response:
+    async def run() -> Created:
+        spec = CollectionSpec(
+            project=body.project,
+            protocol=body.protocol,
+            evaluators=body.evaluators,
+            name=body.name,
+            quota=body.quota,
+            start_date=body.startDate,
+            end_date=body.endDate,
+        )
+        view = await _platform(request).claims.create_collection(spec, caller)
+        return 201, view, f"/v1/claim-collections/{view['id']}"
+
+    return await idempotent(request, caller, run)
+
+
+@router.get("/claim-collections", tags=["claims"])
+async def list_collections(
+    request: Request,
+    caller: Reader,
+    project: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    page = await _platform(request).claims.collections(project, cursor, page_size(request, limit))
+    return _page(page.items, page.next_cursor)
+
+
+@router.get("/claim-collections/{collection_id}", tags=["claims"])
+async def get_collection(
+    request: Request, collection_id: CollectionId, caller: Reader
+) -> dict[str, Any]:
+    return await _platform(request).claims.collection(collection_id)
+
+
+@router.patch(
+    "/claim-collections/{collection_id}", tags=["claims"], summary="Pause, reopen or close"
+)
+async def set_collection_state(
+    request: Request, collection_id: CollectionId, body: StateIn, caller: Writer
+) -> dict[str, Any]:
+    return await _platform(request).claims.set_state(collection_id, body.state, caller)
+
+
+# -- claims --------------------------------------------------------------------------------
+@router.post(
+    "/claim-collections/{collection_id}/claims",
+    status_code=201,
+    tags=["claims"],
+    summary="Submit a claim (data checked against the collection's protocol)",
+)
+async def submit_claim(
+    request: Request, collection_id: CollectionId, body: ClaimIn, caller: Writer
+) -> Response:
+    async def run() -> Created:
+        view = await _platform(request).claims.submit(
+            collection_id, body.data, caller, asset=body.asset, claim_id=body.id
+        )
+        return 201, view, f"/v1/claims/{view['id']}"
+
+    return await idempotent(request, caller, run)
+
+
+@router.get("/claims", tags=["claims"])
+async def list_claims(
+    request: Request,
+    caller: Reader,
+    collection: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    status: str | None = None,
+    agent: str | None = None,
+    asset: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    where = ClaimFilter(collection=collection, status=status, agent=agent, asset=asset)
+    page = await _platform(request).claims.claims(where, cursor, page_size(request, limit))
+    return _page(page.items, page.next_cursor)
+
+
+@router.get("/claims/{claim_id}", tags=["claims"])
+async def get_claim(request: Request, claim_id: ClaimId, caller: Reader) -> dict[str, Any]:
+    return await _platform(request).claims.claim(claim_id)
+
+
+@router.post(
+    "/claims/{claim_id}/evaluations",
+    tags=["claims"],
+    summary="Evaluate a claim (its collection's oracles); approval issues a credential",
+)
+async def evaluate_claim(
+    request: Request, claim_id: ClaimId, body: EvaluationIn, caller: Writer
+) -> dict[str, Any]:
+    return await _platform(request).claims.evaluate(
+        claim_id, body.status, caller, reason=body.reason, amount=body.amount, oracle=body.oracle
+    )
+
+
+@router.get("/claims/{claim_id}/credential", tags=["credentials"])
+async def claim_credential(request: Request, claim_id: ClaimId, caller: Reader) -> dict[str, Any]:
+    return await _platform(request).claims.credential_of(claim_id)
+
+
+# -- credentials ---------------------------------------------------------------------------
+@router.get(
+    "/credentials/issuer",
+    tags=["credentials"],
+    summary="The platform issuer's DID document (did:key, Ed25519)",
+)
+async def issuer(request: Request, caller: Reader) -> dict[str, Any]:
+    return _platform(request).credentials.issuer.did_document()
+
+
+@router.post(
+    "/credentials/verify",
+    tags=["credentials"],
+    summary="Check a credential's Ed25519 proof (any did:key issuer)",
+)
+async def verify_credential(
+    request: Request,
+    caller: Reader,
+    credential: Annotated[dict[str, Any], JsonBody(description="The credential, as issued.")],
+) -> dict[str, Any]:
+    return _platform(request).credentials.verify(credential)
+
+
+@router.get("/credentials/{credential_id}", tags=["credentials"])
+async def get_credential(
+    request: Request,
+    credential_id: Annotated[str, Path(min_length=1, max_length=100)],
+    caller: Reader,
+) -> dict[str, Any]:
+    return await _platform(request).credentials.get(credential_id)
+
+
+# -- credits -------------------------------------------------------------------------------
+@router.get("/credits", tags=["credits"], summary="Every credit class: minted, retired, supply")
+async def list_tokens(request: Request, caller: Reader) -> list[dict[str, Any]]:
+    return await _platform(request).credits.tokens()
+
+
+@router.get("/credits/{token}", tags=["credits"])
+async def get_token(request: Request, token: TokenName, caller: Reader) -> dict[str, Any]:
+    return await _platform(request).credits.token(token)
+
+
+@router.post("/credits/{token}/transfers", status_code=201, tags=["credits"])
+async def transfer(
+    request: Request, token: TokenName, body: TransferIn, caller: Writer
+) -> Response:
+    async def run() -> Created:
+        movement = await _platform(request).credits.transfer(
+            token, body.from_ or caller.did, body.to, body.amount, caller
+        )
+        return 201, movement, None
+
+    return await idempotent(request, caller, run)
+
+
+@router.post("/credits/{token}/retirements", status_code=201, tags=["credits"])
+async def retire(
+    request: Request, token: TokenName, body: RetirementIn, caller: Writer
+) -> Response:
+    async def run() -> Created:
+        movement = await _platform(request).credits.retire(
+            token, body.from_ or caller.did, body.amount, body.reason, caller
+        )
+        return 201, movement, None
+
+    return await idempotent(request, caller, run)
+
+
+@router.get("/credit-movements", tags=["credits"])
+async def movements(
+    request: Request,
+    caller: Reader,
+    holder: str | None = None,
+    token: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    page = await _platform(request).credits.movements(
+        holder, token, cursor, page_size(request, limit)
+    )
+    return _page(page.items, page.next_cursor)
+
+
+@router.get(f"/balances/{DID_PATH}", tags=["credits"], summary="A holder's credit balances")
+async def balances(request: Request, did: str, caller: Reader) -> dict[str, Any]:
+    return {"holder": did, "balances": await _platform(request).credits.balances(did)}

@@ -1,0 +1,627 @@
+"""Claims: collections, submissions, oracle evaluations, and what an approval sets off.
+
+Rules that live here:
+- verified only: a collection is created for, and claims are submitted and evaluated
+  under, a project domain that governance has verified; a project that is not (or whose
+  verification was revoked) is refused with `domain_not_verified` at every step;
+- a collection names a claim protocol; its evaluators are oracle domains of the kind the
+  protocol's `verifier` role declares; it may have a quota and an open window;
+- claim data is checked against the protocol's template, like domain properties;
+- claims may be submitted by the project's or the asset's controllers (or an admin);
+  only an evaluator oracle (or one of its controllers) evaluates, and only a pending or
+  flagged claim: approved, rejected, disputed and invalidated are final;
+- an approval issues a signed verifiable credential and, when the protocol names a token
+  class, mints the evaluated amount to the owner (first controller) of the claim's asset,
+  or of the project when the claim names no asset.
+Every write is one ledger write: the claim, its counters, the credential and the credits
+commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import (
+    Claim,
+    ClaimCollection,
+    Domain,
+    Evaluation,
+    Relationship,
+    utcnow,
+)
+from twinhub.identifiers import is_did
+from twinhub.services.credentials import CredentialService
+from twinhub.services.credits import CreditService, amount_problem
+from twinhub.services.domains import ACTIVE
+from twinhub.services.errors import (
+    Conflict,
+    FieldProblem,
+    Forbidden,
+    Invalid,
+    NotFound,
+    NotVerified,
+    Problems,
+)
+from twinhub.services.ledger import Ledger, LedgerWrite
+from twinhub.services.principals import Principal, require_role
+from twinhub.services.protocols import (
+    Page,
+    ProtocolService,
+    ProtocolView,
+    check_values,
+    decode_cursor,
+    encode_cursor,
+)
+from twinhub.services.twin_classes import same_kind
+
+OPEN, PAUSED, CLOSED = "open", "paused", "closed"
+STATES = (OPEN, PAUSED, CLOSED)
+PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+FLAGGED, DISPUTED, INVALIDATED = "flagged", "disputed", "invalidated"
+OUTCOMES = (APPROVED, REJECTED, FLAGGED, DISPUTED, INVALIDATED)
+STATUSES = (PENDING, *OUTCOMES)
+EVALUABLE = (PENDING, FLAGGED)
+VERIFIER_ROLE = "verifier"
+MAX_EVALUATORS = 50
+CLAIM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,99}$")
+_REASON = re.compile(r"^\S.{0,999}$", re.DOTALL)
+JSON_SAFE_INTEGER = 2**53 - 1  # credentials are canonicalised as JSON numbers (RFC 8785)
+CREDENTIAL_TYPE = "ClaimEvaluationCredential"
+
+
+@dataclass
+class CollectionSpec:
+    project: str
+    protocol: str
+    evaluators: list[str]
+    name: str | None = None
+    quota: int | None = None
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+
+
+@dataclass
+class ClaimFilter:
+    collection: int | None = None
+    status: str | None = None
+    agent: str | None = None
+    asset: str | None = None
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def collection_view(row: ClaimCollection) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "project": row.project_did,
+        "protocol": row.protocol_did,
+        "admin": row.admin,
+        "evaluators": row.evaluators,
+        "state": row.state,
+        "quota": row.quota,
+        "startDate": _iso(row.start_date),
+        "endDate": _iso(row.end_date),
+        "counts": {
+            "submitted": row.count,
+            "evaluated": row.evaluated,
+            "pending": row.count - row.evaluated,
+            "approved": row.approved,
+            "rejected": row.rejected,
+            "flagged": row.flagged,
+            "disputed": row.disputed,
+            "invalidated": row.invalidated,
+        },
+        "createdAt": _iso(row.created_at),
+        "updatedAt": _iso(row.updated_at),
+    }
+
+
+def claim_view(row: Claim, evaluations: list[Evaluation] | None = None) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": row.id,
+        "collection": row.collection_id,
+        "agent": row.agent,
+        "asset": row.asset_did,
+        "data": row.data,
+        "status": row.status,
+        "oracle": row.oracle,
+        "reason": row.reason,
+        "amount": row.amount,
+        "credential": row.credential_id,
+        "submittedAt": _iso(row.submitted_at),
+        "evaluatedAt": _iso(row.evaluated_at),
+    }
+    if evaluations is not None:
+        view["evaluations"] = [
+            {
+                "oracle": e.oracle,
+                "by": e.actor,
+                "status": e.status,
+                "reason": e.reason,
+                "amount": e.amount,
+                "at": _iso(e.created_at),
+            }
+            for e in evaluations
+        ]
+    return view
+
+
+def _unsafe_integers(value: Any, path: str, problems: Problems) -> None:
+    """Integers a JSON number cannot carry exactly would break the credential's signature."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and abs(value) > JSON_SAFE_INTEGER:
+        problems.add(path, f"integers are limited to ±{JSON_SAFE_INTEGER} in claims")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _unsafe_integers(item, f"{path}.{key}", problems)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _unsafe_integers(item, f"{path}[{index}]", problems)
+
+
+class ClaimService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        protocols: ProtocolService,
+        credentials: CredentialService,
+        credits: CreditService,
+        clock: Any = utcnow,
+    ) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+        self._protocols = protocols
+        self._credentials = credentials
+        self._credits = credits
+        self._now = clock
+
+    # -- collections -----------------------------------------------------------------------
+    async def create_collection(self, spec: CollectionSpec, actor: Principal) -> dict[str, Any]:
+        require_role(actor, "writer")
+        problems = Problems()
+        protocol = await self._claim_protocol(spec.protocol, problems)
+        if spec.name is not None and not 1 <= len(spec.name) <= 200:
+            problems.add("name", "expected 1 to 200 characters")
+        if spec.quota is not None and (
+            isinstance(spec.quota, bool) or not 1 <= spec.quota <= 10**12
+        ):
+            problems.add("quota", "expected a whole number of claims from 1 to 10^12")
+        if spec.start_date and spec.end_date and spec.end_date <= spec.start_date:
+            problems.add("endDate", "must be after startDate")
+        if not 1 <= len(spec.evaluators) <= MAX_EVALUATORS:
+            problems.add("evaluators", f"expected 1 to {MAX_EVALUATORS} oracle DIDs")
+        if len(set(spec.evaluators)) != len(spec.evaluators):
+            problems.add("evaluators", "an oracle is named twice")
+        async with self._ledger.write() as write:
+            session = write.session
+            project = await self._project(session, spec.project, "create a claim collection")
+            if not (actor.is_admin or actor.did in project.controller):
+                raise Forbidden(f"Only a controller of {project.did} or an admin may do this.")
+            if protocol is not None:
+                kind = protocol.effective_relationships[VERIFIER_ROLE]
+                for index, did in enumerate(spec.evaluators):
+                    oracle = await session.get(Domain, did) if is_did(did) else None
+                    where = f"evaluators[{index}]"
+                    if oracle is None:
+                        problems.add(where, f"no domain {did}")
+                    elif oracle.status != ACTIVE:
+                        problems.add(where, f"{did} is deactivated")
+                    elif not same_kind(oracle.type, kind):
+                        problems.add(where, f"the verifier role needs a {kind}, not {oracle.type}")
+            problems.raise_if_any("The claim collection is invalid.")
+            assert protocol is not None
+            now = self._now()
+            row = ClaimCollection(
+                name=spec.name or f"{protocol.name} claims",
+                project_did=project.did,
+                protocol_did=protocol.did,
+                admin=actor.did,
+                evaluators=spec.evaluators,
+                state=OPEN,
+                quota=spec.quota,
+                start_date=spec.start_date,
+                end_date=spec.end_date,
+                count=0,
+                evaluated=0,
+                approved=0,
+                rejected=0,
+                flagged=0,
+                disputed=0,
+                invalidated=0,
+                created_at=now,
+                updated_at=now,
+            )
+            session.add(row)
+            await session.flush()
+            view = collection_view(row)
+            await write.append(
+                "claims.collection.create", project.did, actor.did, {"collection": view}
+            )
+        return view
+
+    async def _claim_protocol(self, did: str, problems: Problems) -> ProtocolView | None:
+        try:
+            protocol = await self._protocols.get(did)
+        except NotFound:
+            problems.add("protocol", f"no protocol {did}")
+            return None
+        if VERIFIER_ROLE not in protocol.effective_relationships:
+            problems.add("protocol", f"{did} declares no '{VERIFIER_ROLE}' role for oracles")
+            return None
+        return protocol
+
+    async def _project(self, session: AsyncSession, did: str, doing: str) -> Domain:
+        """The collection's project, locked: a revocation executing now waits for us."""
+        project = await session.get(Domain, did, with_for_update=True) if is_did(did) else None
+        if project is None:
+            raise NotFound(f"No domain {did}.")
+        if not same_kind(project.type, "Project"):
+            raise Invalid(
+                f"{did} is a {project.type}; claims are collected for projects.",
+                [FieldProblem("project", "expected a Project domain")],
+            )
+        if project.status != ACTIVE or not project.verified:
+            state = "deactivated" if project.status != ACTIVE else "not verified"
+            raise NotVerified(
+                f"{did} is {state}: only a project verified by governance may {doing} "
+                "(rule: verified domains only)."
+            )
+        return project
+
+    async def collection(self, collection_id: int) -> dict[str, Any]:
+        async with self._sessions() as session:
+            row = await session.get(ClaimCollection, collection_id)
+        if row is None:
+            raise NotFound(f"No claim collection {collection_id}.")
+        return collection_view(row)
+
+    async def collections(
+        self, project: str | None, cursor: str | None, limit: int
+    ) -> Page[dict[str, Any]]:
+        after = decode_cursor(cursor)
+        query = select(ClaimCollection).where(ClaimCollection.id > after)
+        if project is not None:
+            query = query.where(ClaimCollection.project_did == project)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query.order_by(ClaimCollection.id).limit(limit + 1)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(
+            [collection_view(r) for r in rows],
+            encode_cursor(rows[-1].id) if more and rows else None,
+        )
+
+    async def set_state(self, collection_id: int, state: str, actor: Principal) -> dict[str, Any]:
+        if state not in STATES:
+            raise Invalid("The state is open, paused or closed.", [FieldProblem("state", state)])
+        async with self._ledger.write() as write:
+            row = await self._collection_row(write.session, collection_id)
+            if not (actor.is_admin or actor.did == row.admin):
+                raise Forbidden(f"Only {row.admin} (the collection's admin) or an admin may.")
+            if row.state == CLOSED and state != CLOSED:
+                raise Conflict(f"Claim collection {collection_id} is closed for good.")
+            row.state, row.updated_at = state, self._now()
+            view = collection_view(row)
+            await write.append(
+                "claims.collection.state", row.project_did, actor.did, {"collection": view}
+            )
+        return view
+
+    @staticmethod
+    async def _collection_row(session: AsyncSession, collection_id: int) -> ClaimCollection:
+        row = await session.get(ClaimCollection, collection_id, with_for_update=True)
+        if row is None:
+            raise NotFound(f"No claim collection {collection_id}.")
+        return row
+
+    # -- claims ----------------------------------------------------------------------------
+    async def submit(
+        self,
+        collection_id: int,
+        data: dict[str, Any],
+        actor: Principal,
+        asset: str | None = None,
+        claim_id: str | None = None,
+    ) -> dict[str, Any]:
+        require_role(actor, "writer")
+        problems = Problems()
+        if claim_id is not None and not CLAIM_ID.match(claim_id):
+            problems.add("id", "letters, digits and . _ : - (at most 100), starting alphanumeric")
+        if asset is not None and not is_did(asset):
+            problems.add("asset", "expected a DID")
+        _unsafe_integers(data, "data", problems)
+        problems.raise_if_any("The claim is invalid.")
+        async with self._ledger.write() as write:
+            session = write.session
+            collection = await self._collection_row(session, collection_id)
+            project = await self._project(session, collection.project_did, "take claims")
+            self._check_window(collection)
+            asset_row = await self._asset(session, asset, project.did) if asset else None
+            owners = {*project.controller, *(asset_row.controller if asset_row else [])}
+            if not (actor.is_admin or actor.did in owners or actor.did == collection.admin):
+                raise Forbidden(
+                    "Only a controller of the project or of the asset (or an admin) may "
+                    "submit claims here."
+                )
+            protocol = await self._protocols.get(collection.protocol_did)
+            check_values(data, protocol, problems, partial=False, where="data")
+            problems.raise_if_any("The claim does not follow the collection's protocol.")
+            seq = (await session.scalar(select(Claim.seq).order_by(Claim.seq.desc()).limit(1))) or 0
+            row = Claim(
+                id=claim_id or uuid.uuid4().hex,
+                seq=seq + 1,
+                collection_id=collection.id,
+                agent=actor.did,
+                asset_did=asset,
+                data=data,
+                status=PENDING,
+                submitted_at=self._now(),
+            )
+            try:
+                async with session.begin_nested():
+                    session.add(row)
+            except IntegrityError:
+                raise Conflict(f"A claim {row.id} exists already.") from None
+            collection.count += 1
+            collection.updated_at = row.submitted_at
+            view = claim_view(row)
+            await write.append("claims.submit", asset or project.did, actor.did, {"claim": view})
+        return view
+
+    def _check_window(self, collection: ClaimCollection) -> None:
+        now = self._now()
+        if collection.state != OPEN:
+            raise Conflict(f"Claim collection {collection.id} is {collection.state}.")
+        if collection.start_date and now < collection.start_date:
+            raise Conflict(f"Claim collection {collection.id} opens at {collection.start_date}.")
+        if collection.end_date and now >= collection.end_date:
+            raise Conflict(f"Claim collection {collection.id} ended at {collection.end_date}.")
+        if collection.quota is not None and collection.count >= collection.quota:
+            raise Conflict(
+                f"Claim collection {collection.id} has reached its quota of "
+                f"{collection.quota} claims."
+            )
+
+    @staticmethod
+    async def _asset(session: AsyncSession, did: str, project: str) -> Domain:
+        row = await session.get(Domain, did)
+        if row is None:
+            raise Invalid("The claim's asset is unknown.", [FieldProblem("asset", f"no {did}")])
+        if row.status != ACTIVE:
+            raise Conflict(f"{did} is deactivated; it cannot produce claims.")
+        linked = row.parent_did == project or await session.scalar(
+            select(Relationship.id).where(
+                Relationship.source_did == did,
+                Relationship.type == "project",
+                Relationship.target_did == project,
+            )
+        )
+        if not linked:
+            raise Invalid(
+                f"{did} is not an asset of {project}.",
+                [FieldProblem("asset", f"expected a 'project' relationship to {project}")],
+            )
+        return row
+
+    async def claim(self, claim_id: str) -> dict[str, Any]:
+        async with self._sessions() as session:
+            row = await session.get(Claim, claim_id) if CLAIM_ID.match(claim_id) else None
+            if row is None:
+                raise NotFound(f"No claim {claim_id!r}.")
+            evaluations = list(
+                await session.scalars(
+                    select(Evaluation)
+                    .where(Evaluation.claim_id == claim_id)
+                    .order_by(Evaluation.id)
+                )
+            )
+        return claim_view(row, evaluations)
+
+    async def claims(
+        self, where: ClaimFilter, cursor: str | None, limit: int
+    ) -> Page[dict[str, Any]]:
+        after = decode_cursor(cursor)
+        if where.status is not None and where.status not in STATUSES:
+            raise Invalid("Unknown claim status.", [FieldProblem("status", ", ".join(STATUSES))])
+        query = select(Claim).where(Claim.seq > after)
+        if where.collection is not None:
+            query = query.where(Claim.collection_id == where.collection)
+        if where.status is not None:
+            query = query.where(Claim.status == where.status)
+        if where.agent is not None:
+            query = query.where(Claim.agent == where.agent)
+        if where.asset is not None:
+            query = query.where(Claim.asset_did == where.asset)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query.order_by(Claim.seq).limit(limit + 1)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(
+            [claim_view(r) for r in rows], encode_cursor(rows[-1].seq) if more and rows else None
+        )
+
+    # -- evaluation ------------------------------------------------------------------------
+    async def evaluate(
+        self,
+        claim_id: str,
+        status: str,
+        actor: Principal,
+        reason: str | None = None,
+        amount: int | None = None,
+        oracle: str | None = None,
+    ) -> dict[str, Any]:
+        require_role(actor, "writer")
+        problems = Problems()
+        if status not in OUTCOMES:
+            problems.add("status", f"expected one of {', '.join(OUTCOMES)}")
+        if reason is not None and not _REASON.match(reason):
+            problems.add("reason", "1 to 1000 characters, not starting with a space")
+        if status != APPROVED and reason is None:
+            problems.add("reason", f"a {status} evaluation says why")
+        if status != APPROVED and amount is not None:
+            problems.add("amount", "only an approval carries an amount")
+        problems.raise_if_any("The evaluation is invalid.")
+        async with self._ledger.write() as write:
+            session = write.session
+            claim = await session.get(Claim, claim_id, with_for_update=True)
+            if claim is None:
+                raise NotFound(f"No claim {claim_id!r}.")
+            collection = await self._collection_row(session, claim.collection_id)
+            project = await self._project(session, collection.project_did, "evaluate claims")
+            evaluator = await self._evaluator(session, collection, actor, oracle)
+            if claim.status not in EVALUABLE:
+                raise Conflict(
+                    f"Claim {claim_id} is {claim.status}; only pending or flagged claims "
+                    "can be evaluated."
+                )
+            protocol = await self._protocols.get(collection.protocol_did)
+            token = protocol.effective_token_class
+            if status == APPROVED:
+                if token is not None and (problem := amount_problem(amount)) is not None:
+                    raise Invalid(
+                        f"An approval mints {token}: say how many.",
+                        [FieldProblem("amount", problem)],
+                    )
+                if token is None and amount is not None:
+                    raise Invalid(
+                        f"{protocol.did} names no token class; an approval mints nothing.",
+                        [FieldProblem("amount", "leave it out")],
+                    )
+            now = self._now()
+            self._count(collection, claim.status, status)
+            claim.status, claim.oracle, claim.reason = status, evaluator, reason
+            claim.amount, claim.evaluated_at = amount, now
+            collection.updated_at = now
+            session.add(
+                Evaluation(
+                    claim_id=claim.id,
+                    oracle=evaluator,
+                    actor=actor.did,
+                    status=status,
+                    reason=reason,
+                    amount=amount,
+                    created_at=now,
+                )
+            )
+            subject = claim.asset_did or project.did
+            credential = None
+            if status == APPROVED:
+                credential = await self._approve(write, claim, collection, project, protocol, now)
+            view = claim_view(claim)
+            await write.append(
+                "claims.evaluate",
+                subject,
+                actor.did,
+                {"claim": view, "credential": credential["id"] if credential else None},
+            )
+            if status == APPROVED and token is not None and amount is not None:
+                owner = await self._owner(session, claim, project)
+                await self._credits.mint(
+                    write, token, protocol.did, owner, amount, claim.id, actor.did
+                )
+        return await self.claim(claim_id)
+
+    async def _evaluator(
+        self,
+        session: AsyncSession,
+        collection: ClaimCollection,
+        actor: Principal,
+        oracle: str | None,
+    ) -> str:
+        """The oracle this evaluation is made for: the caller is it, or controls it."""
+        candidates = []
+        for did in collection.evaluators:
+            row = await session.get(Domain, did)
+            if (
+                row is not None
+                and row.status == ACTIVE
+                and (actor.did == did or actor.did in row.controller)
+            ):
+                candidates.append(did)
+        if oracle is not None:
+            if oracle not in candidates:
+                raise Forbidden(f"{actor.did} may not evaluate for {oracle} in this collection.")
+            return oracle
+        if not candidates:
+            raise Forbidden(
+                f"Only the evaluators of claim collection {collection.id} (oracles "
+                f"{', '.join(collection.evaluators)}) or their controllers may evaluate."
+            )
+        if len(candidates) > 1:
+            raise Invalid(
+                "You control several of this collection's oracles; name one.",
+                [FieldProblem("oracle", ", ".join(candidates))],
+            )
+        return candidates[0]
+
+    @staticmethod
+    def _count(collection: ClaimCollection, before: str, after: str) -> None:
+        if before == PENDING:
+            collection.evaluated += 1
+        else:  # a flagged claim evaluated again
+            collection.flagged -= 1
+        setattr(collection, after, getattr(collection, after) + 1)
+
+    async def _approve(
+        self,
+        write: LedgerWrite,
+        claim: Claim,
+        collection: ClaimCollection,
+        project: Domain,
+        protocol: ProtocolView,
+        now: datetime,
+    ) -> dict[str, Any]:
+        evaluation: dict[str, Any] = {
+            "status": APPROVED,
+            "oracle": claim.oracle,
+            "evaluatedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if protocol.effective_token_class and claim.amount is not None:
+            evaluation["amount"] = claim.amount
+            evaluation["tokenClass"] = protocol.effective_token_class
+        credential = await self._credentials.issue(
+            write.session,
+            claim.id,
+            claim.asset_did or project.did,
+            CREDENTIAL_TYPE,
+            {
+                "claim": {
+                    "id": claim.id,
+                    "collection": str(collection.id),
+                    "protocol": protocol.did,
+                    "project": project.did,
+                    "agent": claim.agent,
+                    "submittedAt": claim.submitted_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "data": claim.data,
+                },
+                "evaluation": evaluation,
+            },
+            now,
+        )
+        claim.credential_id = credential["id"]
+        return credential
+
+    @staticmethod
+    async def _owner(session: AsyncSession, claim: Claim, project: Domain) -> str:
+        if claim.asset_did:
+            asset = await session.get(Domain, claim.asset_did)
+            if asset is not None and asset.controller:
+                return asset.controller[0]
+        return project.controller[0]
+
+    async def credential_of(self, claim_id: str) -> dict[str, Any]:
+        await self.claim(claim_id)  # NotFound for an unknown claim
+        return await self._credentials.of_claim(claim_id)

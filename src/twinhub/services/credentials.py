@@ -1,0 +1,90 @@
+"""Verifiable credentials: issued for approved claims, signed by the platform's issuer key.
+
+A credential is stored exactly as signed (its canonical text), so what the API returns
+is byte for byte what was signed; `verify` checks any Ed25519 `did:key` credential, ours
+or another issuer's, and says whether this platform issued it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import Credential
+from twinhub.security.signing import Issuer, verify
+from twinhub.services.errors import NotFound
+
+CONTEXT = "https://www.w3.org/ns/credentials/v2"
+
+
+def rfc3339(value: datetime) -> str:
+    """UTC with a Z, to the second: the form W3C credentials and Cosmos JSON use."""
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class CredentialService:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], issuer: Issuer) -> None:
+        self._sessions = sessions
+        self.issuer = issuer
+
+    async def issue(
+        self,
+        session: AsyncSession,
+        claim_id: str,
+        subject: str,
+        kind: str,
+        claims: dict[str, Any],
+        at: datetime,
+    ) -> dict[str, Any]:
+        """Sign and store a credential inside the caller's transaction (its ledger write)."""
+        credential_id = f"urn:uuid:{uuid.uuid4()}"
+        document = {
+            "@context": [CONTEXT],
+            "id": credential_id,
+            "type": ["VerifiableCredential", kind],
+            "issuer": self.issuer.did,
+            "validFrom": rfc3339(at),
+            "credentialSubject": {"id": subject, **claims},
+        }
+        signed = self.issuer.sign(document, rfc3339(at))
+        session.add(
+            Credential(
+                id=credential_id,
+                claim_id=claim_id,
+                subject=subject,
+                issuer=self.issuer.did,
+                document=orjson.dumps(signed).decode(),
+                issued_at=at,
+            )
+        )
+        return signed
+
+    async def get(self, credential_id: str) -> dict[str, Any]:
+        async with self._sessions() as session:
+            row = await session.get(Credential, credential_id)
+        if row is None:
+            raise NotFound(f"No credential {credential_id!r}.")
+        return orjson.loads(row.document)
+
+    async def of_claim(self, claim_id: str) -> dict[str, Any]:
+        async with self._sessions() as session:
+            document = await session.scalar(
+                select(Credential.document).where(Credential.claim_id == claim_id)
+            )
+        if document is None:
+            raise NotFound(f"Claim {claim_id!r} has no credential (only approved claims do).")
+        return orjson.loads(document)
+
+    def verify(self, credential: dict[str, Any]) -> dict[str, Any]:
+        result = verify(credential)
+        return {
+            "verified": result.verified,
+            "problem": result.problem,
+            "issuer": result.issuer,
+            "issuedByThisPlatform": result.verified and result.issuer == self.issuer.did,
+        }

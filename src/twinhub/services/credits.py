@@ -1,0 +1,271 @@
+"""Credits (CARBON, ...): minted for approved claims, transferred, retired.
+
+Rules that live here:
+- credits come into being only by minting for an approved claim (ClaimService calls
+  `mint` inside its own ledger write); nobody mints by hand;
+- the owner of a balance, or an admin acting as custodian for people who reach twinhub
+  by phone only, may transfer or retire it; retiring needs a reason;
+- every movement is a ledger transaction and a row of `credit_movements`; a token's
+  supply is what was minted less what was retired, and the balances always add up to it.
+All writes run inside one ledger write, which serialises them, so no movement is lost or
+applied twice under concurrency.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import CreditBalance, CreditMovement, CreditToken
+from twinhub.identifiers import is_did
+from twinhub.services.errors import (
+    FieldProblem,
+    Forbidden,
+    InsufficientCredits,
+    Invalid,
+    NotFound,
+)
+from twinhub.services.ledger import Ledger, LedgerWrite
+from twinhub.services.principals import Principal, require_role
+from twinhub.services.protocols import TOKEN_CLASS_PATTERN, Page, decode_cursor, encode_cursor
+
+MAX_AMOUNT = 10**15  # far above any programme, far below 64-bit overflow of the sums
+MINT, TRANSFER, RETIRE = "mint", "transfer", "retire"
+_REASON = re.compile(r"^\S.{0,499}$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Movement:
+    kind: str
+    token: str
+    sender: str | None
+    recipient: str | None
+    amount: int
+    reason: str | None = None
+    claim_id: str | None = None
+
+
+def amount_problem(amount: Any) -> str | None:
+    if not isinstance(amount, int) or isinstance(amount, bool) or not 1 <= amount <= MAX_AMOUNT:
+        return f"expected a whole number of credits from 1 to {MAX_AMOUNT}"
+    return None
+
+
+def _movement_view(row: CreditMovement) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "token": row.token,
+        "from": row.sender,
+        "to": row.recipient,
+        "amount": row.amount,
+        "reason": row.reason,
+        "claim": row.claim_id,
+        "actor": row.actor,
+        "ledgerHeight": row.ledger_height,
+        "at": row.created_at.isoformat(),
+    }
+
+
+class CreditService:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+
+    # -- writes ----------------------------------------------------------------------------
+    async def mint(
+        self,
+        write: LedgerWrite,
+        token: str,
+        protocol_did: str,
+        owner: str,
+        amount: int,
+        claim_id: str,
+        actor: str,
+    ) -> dict[str, Any]:
+        """Create `amount` new credits for `owner`; only an approved claim's evaluation calls
+        this, inside its own ledger write."""
+        session = write.session
+        row = await session.get(CreditToken, token, with_for_update=True)
+        if row is None:
+            row = CreditToken(name=token, protocol_did=protocol_did, minted=0, retired=0)
+            session.add(row)
+        row.minted += amount
+        balance = await self._balance(session, owner, token)
+        balance.amount += amount
+        return await self._record(
+            write, Movement(MINT, token, None, owner, amount, None, claim_id), actor
+        )
+
+    async def transfer(
+        self, token: str, sender: str, recipient: str, amount: int, actor: Principal
+    ) -> dict[str, Any]:
+        problems = []
+        if not is_did(recipient):
+            problems.append(FieldProblem("to", "expected a DID"))
+        elif recipient == sender:
+            problems.append(FieldProblem("to", "the recipient is the sender"))
+        if (problem := amount_problem(amount)) is not None:
+            problems.append(FieldProblem("amount", problem))
+        if problems:
+            raise Invalid("The transfer is invalid.", problems)
+        self._check_holder(sender, actor)
+        async with self._ledger.write() as write:
+            await self._token(write.session, token, lock=False)
+            source = await self._spendable(write.session, sender, token, amount)
+            source.amount -= amount
+            target = await self._balance(write.session, recipient, token)
+            target.amount += amount
+            return await self._record(
+                write, Movement(TRANSFER, token, sender, recipient, amount), actor.did
+            )
+
+    async def retire(
+        self, token: str, owner: str, amount: int, reason: str, actor: Principal
+    ) -> dict[str, Any]:
+        problems = []
+        if (problem := amount_problem(amount)) is not None:
+            problems.append(FieldProblem("amount", problem))
+        if not isinstance(reason, str) or not _REASON.match(reason):
+            problems.append(FieldProblem("reason", "say why, in 1 to 500 characters"))
+        if problems:
+            raise Invalid("The retirement is invalid.", problems)
+        self._check_holder(owner, actor)
+        async with self._ledger.write() as write:
+            row = await self._token(write.session, token, lock=True)
+            balance = await self._spendable(write.session, owner, token, amount)
+            balance.amount -= amount
+            balance.retired += amount
+            row.retired += amount
+            return await self._record(
+                write, Movement(RETIRE, token, owner, None, amount, reason), actor.did
+            )
+
+    @staticmethod
+    def _check_holder(owner: str, actor: Principal) -> None:
+        require_role(actor, "writer")
+        if not is_did(owner):
+            raise Invalid("The holder must be a DID.", [FieldProblem("from", "expected a DID")])
+        if actor.did != owner and not actor.is_admin:
+            raise Forbidden(f"Only {owner} (or an admin, as custodian) may move its credits.")
+
+    @staticmethod
+    async def _token(session: AsyncSession, token: str, lock: bool) -> CreditToken:
+        row = await session.get(CreditToken, token, with_for_update=lock)
+        if row is None:
+            raise NotFound(f"No credits of class {token!r} were ever minted.")
+        return row
+
+    @staticmethod
+    async def _balance(session: AsyncSession, owner: str, token: str) -> CreditBalance:
+        row = await session.get(CreditBalance, (owner, token), with_for_update=True)
+        if row is None:
+            row = CreditBalance(owner=owner, token=token, amount=0, retired=0)
+            session.add(row)
+        return row
+
+    async def _spendable(
+        self, session: AsyncSession, owner: str, token: str, amount: int
+    ) -> CreditBalance:
+        row = await self._balance(session, owner, token)
+        if row.amount < amount:
+            raise InsufficientCredits(
+                f"{owner} holds {row.amount} {token}; {amount} were asked for.",
+                [FieldProblem("amount", f"at most {row.amount}")],
+            )
+        return row
+
+    @staticmethod
+    async def _record(write: LedgerWrite, movement: Movement, actor: str) -> dict[str, Any]:
+        subject = movement.sender or movement.recipient
+        assert subject is not None
+        payload = {
+            "token": movement.token,
+            "from": movement.sender,
+            "to": movement.recipient,
+            "amount": movement.amount,
+            "reason": movement.reason,
+            "claim": movement.claim_id,
+        }
+        transaction = await write.append(f"credits.{movement.kind}", subject, actor, payload)
+        row = CreditMovement(
+            kind=movement.kind,
+            token=movement.token,
+            sender=movement.sender,
+            recipient=movement.recipient,
+            amount=movement.amount,
+            reason=movement.reason,
+            claim_id=movement.claim_id,
+            actor=actor,
+            ledger_height=transaction.height,
+            created_at=transaction.created_at,
+        )
+        write.session.add(row)
+        await write.session.flush()
+        return _movement_view(row)
+
+    # -- reads -----------------------------------------------------------------------------
+    async def tokens(self) -> list[dict[str, Any]]:
+        async with self._sessions() as session:
+            rows = await session.scalars(select(CreditToken).order_by(CreditToken.name))
+            return [await self._token_view(session, row) for row in rows]
+
+    async def token(self, token: str) -> dict[str, Any]:
+        if not TOKEN_CLASS_PATTERN.match(token):
+            raise NotFound(f"No credits of class {token!r} were ever minted.")
+        async with self._sessions() as session:
+            return await self._token_view(session, await self._token(session, token, False))
+
+    @staticmethod
+    async def _token_view(session: AsyncSession, row: CreditToken) -> dict[str, Any]:
+        held, holders = (
+            await session.execute(
+                select(func.coalesce(func.sum(CreditBalance.amount), 0), func.count()).where(
+                    CreditBalance.token == row.name, CreditBalance.amount > 0
+                )
+            )
+        ).one()
+        return {
+            "name": row.name,
+            "protocol": row.protocol_did,
+            "minted": row.minted,
+            "retired": row.retired,
+            "supply": row.minted - row.retired,
+            "held": int(held),
+            "holders": int(holders),
+        }
+
+    async def balances(self, owner: str) -> list[dict[str, Any]]:
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(CreditBalance)
+                .where(CreditBalance.owner == owner)
+                .order_by(CreditBalance.token)
+            )
+            return [
+                {"token": row.token, "amount": row.amount, "retired": row.retired} for row in rows
+            ]
+
+    async def movements(
+        self, holder: str | None, token: str | None, cursor: str | None, limit: int
+    ) -> Page[dict[str, Any]]:
+        after = decode_cursor(cursor)
+        query = select(CreditMovement).where(CreditMovement.id > after)
+        if holder is not None:
+            query = query.where(
+                or_(CreditMovement.sender == holder, CreditMovement.recipient == holder)
+            )
+        if token is not None:
+            query = query.where(CreditMovement.token == token)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query.order_by(CreditMovement.id).limit(limit + 1)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(
+            [_movement_view(row) for row in rows],
+            encode_cursor(rows[-1].id) if more and rows else None,
+        )

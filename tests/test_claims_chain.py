@@ -1,0 +1,66 @@
+"""The whole chain over HTTP on both backends: organisation → project (verified by vote) →
+asset → claim → evaluation → signed credential → credits, then transfer and retirement."""
+
+from __future__ import annotations
+
+from tests.claims_world import build_world
+from tests.conftest import Registry, unique
+
+
+async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Registry) -> None:
+    world = await build_world(registry)
+    try:
+        owner = f"did:ixo:customer/{unique('c')}"
+        stove = await world.asset(owner=owner)
+        collection = await world.collection(quota=10)
+        submitted = await world.operator_client.post(
+            f"/v1/claim-collections/{collection['id']}/claims",
+            json={"asset": stove, "data": {"reportType": "cooking", "mealsCooked": 42}},
+        )
+        assert submitted.status_code == 201, submitted.text
+        claim = submitted.json()
+        assert claim["status"] == "pending"
+        approved = await world.oracle_client.post(
+            f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved", "amount": 7}
+        )
+        assert approved.status_code == 200, approved.text
+        assert approved.json()["status"] == "approved"
+        assert approved.json()["oracle"] == world.oracle
+        credential = (await registry.client.get(f"/v1/claims/{claim['id']}/credential")).json()
+        assert credential["credentialSubject"]["id"] == stove
+        assert credential["credentialSubject"]["evaluation"]["amount"] == 7
+        check = await registry.client.post("/v1/credentials/verify", json=credential)
+        assert check.json() == {
+            "verified": True,
+            "problem": None,
+            "issuer": credential["issuer"],
+            "issuedByThisPlatform": True,
+        }
+        credential["credentialSubject"]["evaluation"]["amount"] = 700
+        tampered = await registry.client.post("/v1/credentials/verify", json=credential)
+        assert tampered.json()["verified"] is False
+        balances = (await registry.client.get(f"/v1/balances/{owner}")).json()["balances"]
+        assert {"token": "CARBON", "amount": 7, "retired": 0} in balances
+        counts = (await registry.client.get(f"/v1/claim-collections/{collection['id']}")).json()
+        assert counts["counts"]["approved"] == 1 and counts["counts"]["pending"] == 0
+        # The owner (custodied by an admin) transfers and retires.
+        buyer = f"did:ixo:org/{unique('buyer')}"
+        moved = await registry.client.post(
+            "/v1/credits/CARBON/transfers", json={"from": owner, "to": buyer, "amount": 3}
+        )
+        assert moved.status_code == 201, moved.text
+        buyer_client = await world.client(buyer, "reader", "writer")
+        retired = await buyer_client.post(
+            "/v1/credits/CARBON/retirements", json={"amount": 2, "reason": "2026 offset"}
+        )
+        assert retired.status_code == 201, retired.text
+        too_much = await buyer_client.post(
+            "/v1/credits/CARBON/retirements", json={"amount": 2, "reason": "again"}
+        )
+        assert too_much.status_code == 409
+        assert too_much.json()["error"]["code"] == "insufficient_credits"
+        assert (await registry.platform.ledger.verify()).ok
+        history = (await registry.client.get(f"/v1/domains/{stove}/history")).json()
+        assert [h["kind"] for h in history][-2:] == ["claims.submit", "claims.evaluate"]
+    finally:
+        await world.close()

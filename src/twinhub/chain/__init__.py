@@ -1,0 +1,1 @@
+"""Chain compatibility: ixo's public gRPC/REST wire contract (protos, descriptors)."""

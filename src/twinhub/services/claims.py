@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -51,6 +51,7 @@ from twinhub.services.errors import (
     Problems,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite
+from twinhub.services.paging import Window, WindowPage, fetch_window
 from twinhub.services.principals import Principal, require_role
 from twinhub.services.protocols import (
     Page,
@@ -452,6 +453,36 @@ class ClaimService:
         return Page(
             [claim_view(r) for r in rows], encode_cursor(rows[-1].seq) if more and rows else None
         )
+
+    async def claims_window(self, window: Window) -> WindowPage[dict[str, Any]]:
+        """A Cosmos-style page of claims, each with its evaluation history."""
+        async with self._sessions() as session:
+            page = await fetch_window(session, select(Claim), Claim.seq, window)
+            history = await self._evaluations_of(session, [row.id for row in page.items])
+        views = [claim_view(row, history.get(row.id, [])) for row in page.items]
+        return WindowPage(views, page.next_key, page.total)
+
+    async def collections_window(self, window: Window) -> WindowPage[dict[str, Any]]:
+        async with self._sessions() as session:
+            page = await fetch_window(session, select(ClaimCollection), ClaimCollection.id, window)
+        return WindowPage([collection_view(r) for r in page.items], page.next_key, page.total)
+
+    async def collection_sequence(self) -> int:
+        async with self._sessions() as session:
+            return int(await session.scalar(select(func.max(ClaimCollection.id))) or 0)
+
+    @staticmethod
+    async def _evaluations_of(
+        session: AsyncSession, claim_ids: list[str]
+    ) -> dict[str, list[Evaluation]]:
+        found: dict[str, list[Evaluation]] = {}
+        if claim_ids:
+            rows = await session.scalars(
+                select(Evaluation).where(Evaluation.claim_id.in_(claim_ids)).order_by(Evaluation.id)
+            )
+            for row in rows:
+                found.setdefault(row.claim_id, []).append(row)
+        return found
 
     # -- evaluation ------------------------------------------------------------------------
     async def evaluate(

@@ -250,6 +250,16 @@ class CreditService:
                 {"token": row.token, "amount": row.amount, "retired": row.retired} for row in rows
             ]
 
+    async def movements_of(self, token: str, kind: str) -> list[dict[str, Any]]:
+        """Every movement of one kind (retire, transfer, ...) of a token, oldest first."""
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(CreditMovement)
+                .where(CreditMovement.token == token, CreditMovement.kind == kind)
+                .order_by(CreditMovement.id)
+            )
+            return [_movement_view(row) for row in rows]
+
     async def movements(
         self, holder: str | None, token: str | None, cursor: str | None, limit: int
     ) -> Page[dict[str, Any]]:

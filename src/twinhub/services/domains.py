@@ -34,6 +34,7 @@ from twinhub.services.errors import (
     StaleVersion,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
+from twinhub.services.paging import Window, WindowPage, fetch_window
 from twinhub.services.principals import Principal
 from twinhub.services.protocols import (
     KIND_PATTERN,
@@ -412,6 +413,33 @@ class DomainService:
             record = stored_record(row, edges.get(row.did, []))
             records.append(resolve_inheritance(record, protocols[row.class_did]))
         return Page(records, encode_cursor(rows[-1].seq) if more and rows else None, total)
+
+    async def window(self, where: DomainFilter, window: Window) -> WindowPage[dict[str, Any]]:
+        """A Cosmos-style page of resolved records (the chain node's lists)."""
+        query = select(Domain).where(*_filter_conditions(where))
+        async with self._sessions() as session:
+            page = await fetch_window(session, query, Domain.seq, window)
+            edges = await self._edges_of(session, [row.did for row in page.items])
+        records = []
+        for row in page.items:
+            record = stored_record(row, edges.get(row.did, []))
+            records.append(resolve_inheritance(record, await self._protocols.get(row.class_did)))
+        return WindowPage(records, page.next_key, page.total)
+
+    async def types_of(self, dids: list[str]) -> dict[str, str]:
+        """The entity type of each known DID (for rendering links to other domains)."""
+        if not dids:
+            return {}
+        async with self._sessions() as session:
+            rows = await session.execute(
+                select(Domain.did, Domain.type).where(Domain.did.in_(dids))
+            )
+            return {did: kind for did, kind in rows}
+
+    async def sequence(self) -> int:
+        """How many domains were ever created (the newest sequence number)."""
+        async with self._sessions() as session:
+            return int(await session.scalar(select(func.max(Domain.seq))) or 0)
 
     @staticmethod
     async def _edges_of(session: AsyncSession, dids: list[str]) -> dict[str, list[Relationship]]:

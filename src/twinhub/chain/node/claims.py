@@ -1,0 +1,224 @@
+"""`ixo.claims.v1beta1.Query`: claim collections, claims and their evaluations.
+
+twinhub keeps no disputes, intents, member budgets or agent deposits: the single-item
+queries of disputes and intents answer NOT_FOUND, their lists are empty, and member and
+deposit queries are UNIMPLEMENTED (the gateway shows 501). An evaluation's `reason` is a
+number on ixo; twinhub's reasons are text (in the registry API), so it is 0 here, and an
+approval's `verification_proof` is the id of the credential it issued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from twinhub.chain.node.common import (
+    Servicer,
+    page_response,
+    query,
+    timestamp,
+    unimplemented,
+    window,
+)
+from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
+from twinhub.chain.protos.cosmos.base.v1beta1 import coin_pb2
+from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2, query_pb2_grpc
+from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as q
+from twinhub.services.errors import Invalid, NotFound
+
+STATES = {"open": claims_pb2.OPEN, "paused": claims_pb2.PAUSED, "closed": claims_pb2.CLOSED}
+STATUSES = {
+    "pending": claims_pb2.PENDING,
+    "approved": claims_pb2.APPROVED,
+    "rejected": claims_pb2.REJECTED,
+    "disputed": claims_pb2.DISPUTED,
+    "invalidated": claims_pb2.INVALIDATED,
+    "flagged": claims_pb2.FLAGGED,
+}
+
+
+def collection_message(view: dict[str, Any]) -> claims_pb2.Collection:
+    counts = view["counts"]
+    return claims_pb2.Collection(
+        id=str(view["id"]),
+        entity=view["project"],
+        admin=view["admin"],
+        protocol=view["protocol"],
+        start_date=timestamp(view["startDate"]),
+        end_date=timestamp(view["endDate"]),
+        quota=view["quota"] or 0,  # 0: no quota, as on ixo
+        count=counts["submitted"],
+        evaluated=counts["evaluated"],
+        approved=counts["approved"],
+        rejected=counts["rejected"],
+        disputed=counts["disputed"],
+        state=STATES[view["state"]],
+        invalidated=counts["invalidated"],
+        flagged=counts["flagged"],
+        flagged_active=counts["flagged"],
+    )
+
+
+def evaluation_message(
+    claim: dict[str, Any], entry: dict[str, Any], token: str | None
+) -> claims_pb2.Evaluation:
+    amount = entry["amount"]
+    return claims_pb2.Evaluation(
+        claim_id=claim["id"],
+        collection_id=str(claim["collection"]),
+        oracle=entry["oracle"],
+        agent_did=entry["by"],
+        status=STATUSES[entry["status"]],
+        verification_proof=(claim["credential"] or "") if entry["status"] == "approved" else "",
+        evaluation_date=timestamp(entry["at"]),
+        amount=[coin_pb2.Coin(denom=token, amount=str(amount))] if amount and token else [],
+    )
+
+
+def claim_message(claim: dict[str, Any], token: str | None) -> claims_pb2.Claim:
+    history = [evaluation_message(claim, e, token) for e in claim.get("evaluations", [])]
+    return claims_pb2.Claim(
+        collection_id=str(claim["collection"]),
+        agent_did=claim["agent"],
+        submission_date=timestamp(claim["submittedAt"]),
+        claim_id=claim["id"],
+        evaluation=history[-1] if history else None,
+        evaluation_history=history,
+    )
+
+
+class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
+    async def _token_of(self, collection_id: int) -> str | None:
+        collection = await self.platform.claims.collection(collection_id)
+        protocol = await self.platform.protocols.get(collection["protocol"])
+        return protocol.effective_token_class
+
+    @staticmethod
+    def _collection_id(text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) < 2**31:
+            raise Invalid("id must be a collection number such as 1")
+        return int(text)
+
+    @staticmethod
+    def _window(request: Any) -> Any:
+        page = request.pagination if request.HasField("pagination") else None
+        return window(page)
+
+    @query
+    async def Params(
+        self, request: q.QueryParamsRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryParamsResponse:
+        return q.QueryParamsResponse(
+            params=claims_pb2.Params(
+                collection_sequence=await self.platform.claims.collection_sequence() + 1,
+                network_fee_percentage="0",
+                node_fee_percentage="0",
+            )
+        )
+
+    @query
+    async def Collection(
+        self, request: q.QueryCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryCollectionResponse:
+        view = await self.platform.claims.collection(self._collection_id(request.id))
+        return q.QueryCollectionResponse(collection=collection_message(view))
+
+    @query
+    async def CollectionList(
+        self, request: q.QueryCollectionListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryCollectionListResponse:
+        page = await self.platform.claims.collections_window(self._window(request))
+        return q.QueryCollectionListResponse(
+            collections=[collection_message(v) for v in page.items],
+            pagination=page_response(page),
+        )
+
+    @query
+    async def Claim(
+        self, request: q.QueryClaimRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryClaimResponse:
+        if not request.id:
+            raise Invalid("id is required")
+        claim = await self.platform.claims.claim(request.id)
+        token = await self._token_of(claim["collection"])
+        return q.QueryClaimResponse(claim=claim_message(claim, token))
+
+    @query
+    async def ClaimList(
+        self, request: q.QueryClaimListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryClaimListResponse:
+        page = await self.platform.claims.claims_window(self._window(request))
+        tokens: dict[int, str | None] = {}
+        claims = []
+        for claim in page.items:
+            if claim["collection"] not in tokens:
+                tokens[claim["collection"]] = await self._token_of(claim["collection"])
+            claims.append(claim_message(claim, tokens[claim["collection"]]))
+        return q.QueryClaimListResponse(claims=claims, pagination=page_response(page))
+
+    @query
+    async def Dispute(
+        self, request: q.QueryDisputeRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryDisputeResponse:
+        raise NotFound(f"No dispute {request.proof!r}.")
+
+    @query
+    async def DisputeList(
+        self, request: q.QueryDisputeListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryDisputeListResponse:
+        self._window(request)  # a malformed page request is still refused
+        return q.QueryDisputeListResponse(pagination=pagination_pb2.PageResponse())
+
+    @query
+    async def Intent(
+        self, request: q.QueryIntentRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryIntentResponse:
+        raise NotFound(f"No intent {request.id!r}.")
+
+    @query
+    async def IntentList(
+        self, request: q.QueryIntentListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryIntentListResponse:
+        self._window(request)
+        return q.QueryIntentListResponse(pagination=pagination_pb2.PageResponse())
+
+    @query
+    async def DisputeBySubject(
+        self, request: q.QueryDisputeBySubjectRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryDisputeBySubjectResponse:
+        raise NotFound(f"No dispute about {request.subjectId!r}.")
+
+    @query
+    async def DisputeListForSubject(
+        self, request: q.QueryDisputeListForSubjectRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryDisputeListForSubjectResponse:
+        return q.QueryDisputeListForSubjectResponse()
+
+    @query
+    async def CollectionMember(
+        self, request: q.QueryCollectionMemberRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryCollectionMemberResponse:
+        await unimplemented(context, "member budgets")
+        raise AssertionError("unreachable")
+
+    @query
+    async def CollectionMemberList(
+        self, request: q.QueryCollectionMemberListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryCollectionMemberListResponse:
+        await unimplemented(context, "member budgets")
+        raise AssertionError("unreachable")
+
+    @query
+    async def AgentDepositBalance(
+        self, request: q.QueryAgentDepositBalanceRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryAgentDepositBalanceResponse:
+        await unimplemented(context, "agent deposits")
+        raise AssertionError("unreachable")
+
+    @query
+    async def AgentDepositBalanceList(
+        self, request: q.QueryAgentDepositBalanceListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryAgentDepositBalanceListResponse:
+        await unimplemented(context, "agent deposits")
+        raise AssertionError("unreachable")

@@ -1,0 +1,107 @@
+"""What every query servicer of the node shares: errors as gRPC statuses, the block height
+header, Cosmos pagination and timestamps."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
+from twinhub.logging import get_logger
+from twinhub.platform import Platform
+from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
+from twinhub.services.paging import Window, WindowPage
+
+log = get_logger(__name__)
+HEIGHT_HEADER = "x-cosmos-block-height"
+DEFAULT_LIMIT = 100  # Cosmos' default page size
+MAX_LIMIT = 1000
+STATUS = {
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    Invalid: grpc.StatusCode.INVALID_ARGUMENT,
+    Conflict: grpc.StatusCode.FAILED_PRECONDITION,
+    Forbidden: grpc.StatusCode.PERMISSION_DENIED,
+}
+R = TypeVar("R")
+
+
+class Servicer:
+    """Base of the query servicers: holds the platform every answer comes from."""
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+
+def query(
+    method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],
+) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]:
+    """Wrap a query method: send the ledger height first, turn service errors into
+    statuses, and never leak an internal error's text to the caller."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Servicer, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            height = await self.platform.ledger.height()
+            await context.send_initial_metadata(((HEIGHT_HEADER, str(height)),))
+            return await method(self, request, context)
+        except ServiceError as error:
+            code = next(
+                (c for kind, c in STATUS.items() if isinstance(error, kind)),
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+            await context.abort(code, error.message)
+        except (OperationalError, DBAPIError, OSError):
+            log.warning("node query failed: database unavailable", method=method.__name__)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the database is unavailable")
+        raise AssertionError("unreachable")  # abort() raises
+
+    return wrapper
+
+
+async def unimplemented(context: grpc.aio.ServicerContext, what: str) -> None:
+    await context.abort(
+        grpc.StatusCode.UNIMPLEMENTED, f"twinhub keeps no {what}; this query is not served"
+    )
+
+
+def timestamp(value: datetime | str | None) -> Timestamp | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    stamp = Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def window(page: pagination_pb2.PageRequest | None) -> Window:
+    """A Cosmos PageRequest as a service Window; a key and an offset together are refused."""
+    if page is None:
+        return Window(limit=DEFAULT_LIMIT)
+    if page.key and page.offset:
+        raise Invalid("pagination: give a key or an offset, not both")
+    key = None
+    if page.key:
+        text = page.key.decode("ascii", "replace")
+        if not text.isdigit() or len(text) > 19:
+            raise Invalid("pagination.key is not a key this node gave out")
+        key = int(text)
+    if page.offset > 2**62:
+        raise Invalid("pagination.offset is too large")
+    limit = page.limit or DEFAULT_LIMIT
+    if limit > MAX_LIMIT:
+        raise Invalid(f"pagination.limit is at most {MAX_LIMIT}")
+    return Window(key, page.offset, limit, page.reverse, page.count_total)
+
+
+def page_response(page: WindowPage[Any]) -> pagination_pb2.PageResponse:
+    return pagination_pb2.PageResponse(
+        next_key=str(page.next_key).encode() if page.next_key is not None else b"",
+        total=page.total or 0,
+    )

@@ -1,0 +1,154 @@
+"""`ixo.entity.v1beta1.Query` and `ixo.iid.v1beta1.Query`: domains as ixo entities and IID
+documents. An entity names its protocol by the IID context entry `class`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from twinhub.chain.node.common import Servicer, page_response, query, timestamp, window
+from twinhub.chain.protos.ixo.entity.v1beta1 import entity_pb2
+from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_query
+from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
+from twinhub.chain.protos.ixo.iid.v1beta1 import iid_pb2, types_pb2
+from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2 as iid_query
+from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
+from twinhub.services.builtin_protocols import SYSTEM_ACTOR
+from twinhub.services.domains import ACTIVE, DomainFilter
+from twinhub.services.errors import Invalid
+
+CREATED, CLOSED = 0, 1  # ixo entity status
+
+
+def entity_message(record: dict[str, Any]) -> entity_pb2.Entity:
+    return entity_pb2.Entity(
+        id=record["did"],
+        type=record["type"],
+        start_date=timestamp(record["validFrom"]),
+        end_date=timestamp(record["validUntil"]),
+        status=CREATED if record["status"] == ACTIVE else CLOSED,
+        relayer_node=SYSTEM_ACTOR,
+        credentials=[c.get("id") or c["type"] for c in record["verifiableCredential"]],
+        entity_verified=record["verified"],
+        metadata=entity_pb2.EntityMetadata(
+            version_id=str(record["version"]),
+            created=timestamp(record["createdAt"]),
+            updated=timestamp(record["updatedAt"]),
+        ),
+    )
+
+
+def iid_document(record: dict[str, Any], types: dict[str, str]) -> iid_pb2.IidDocument:
+    did = record["did"]
+    return iid_pb2.IidDocument(
+        context=[types_pb2.Context(key="class", val=record["class"])],
+        id=did,
+        controller=record["controller"],
+        service=[
+            types_pb2.Service(
+                id=f"{did}{service['id']}",
+                type=service["type"],
+                serviceEndpoint=service["endpoint"],
+            )
+            for service in record["services"]
+        ],
+        linkedEntity=[
+            types_pb2.LinkedEntity(
+                type=types.get(edge["target"], ""), id=edge["target"], relationship=edge["type"]
+            )
+            for edge in record["relationships"]
+        ],
+        metadata=types_pb2.IidMetadata(
+            versionId=str(record["version"]),
+            created=timestamp(record["createdAt"]),
+            updated=timestamp(record["updatedAt"]),
+            deactivated=record["status"] != ACTIVE,
+        ),
+    )
+
+
+class DomainReads(Servicer):
+    """Reads both services share: a domain's record, its IID documents."""
+
+    async def _record(self, did: str) -> dict[str, Any]:
+        if not did:
+            raise Invalid("id is required")
+        return await self.platform.domains.get(did)
+
+    async def _iid(self, records: list[dict[str, Any]]) -> list[iid_pb2.IidDocument]:
+        targets = sorted({edge["target"] for r in records for edge in r["relationships"]})
+        types = await self.platform.domains.types_of(targets)
+        return [iid_document(record, types) for record in records]
+
+
+class EntityQuery(DomainReads, entity_grpc.QueryServicer):
+    @query
+    async def Params(
+        self, request: entity_query.QueryParamsRequest, context: grpc.aio.ServicerContext
+    ) -> entity_query.QueryParamsResponse:
+        return entity_query.QueryParamsResponse(
+            params=entity_pb2.Params(createSequence=await self.platform.domains.sequence())
+        )
+
+    @query
+    async def Entity(
+        self, request: entity_query.QueryEntityRequest, context: grpc.aio.ServicerContext
+    ) -> entity_query.QueryEntityResponse:
+        record = await self._record(request.id)
+        (document,) = await self._iid([record])
+        return entity_query.QueryEntityResponse(entity=entity_message(record), iidDocument=document)
+
+    @query
+    async def EntityMetaData(
+        self, request: entity_query.QueryEntityMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> entity_query.QueryEntityMetadataResponse:
+        record = await self._record(request.id)
+        return entity_query.QueryEntityMetadataResponse(entity=entity_message(record))
+
+    @query
+    async def EntityIidDocument(
+        self,
+        request: entity_query.QueryEntityIidDocumentRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> entity_query.QueryEntityIidDocumentResponse:
+        (document,) = await self._iid([await self._record(request.id)])
+        return entity_query.QueryEntityIidDocumentResponse(iidDocument=document)
+
+    @query
+    async def EntityVerified(
+        self, request: entity_query.QueryEntityVerifiedRequest, context: grpc.aio.ServicerContext
+    ) -> entity_query.QueryEntityVerifiedResponse:
+        record = await self._record(request.id)
+        return entity_query.QueryEntityVerifiedResponse(entity_verified=record["verified"])
+
+    @query
+    async def EntityList(
+        self, request: entity_query.QueryEntityListRequest, context: grpc.aio.ServicerContext
+    ) -> entity_query.QueryEntityListResponse:
+        page = await self.platform.domains.window(
+            DomainFilter(), window(request.pagination if request.HasField("pagination") else None)
+        )
+        return entity_query.QueryEntityListResponse(
+            entities=[entity_message(r) for r in page.items], pagination=page_response(page)
+        )
+
+
+class IidQuery(DomainReads, iid_grpc.QueryServicer):
+    @query
+    async def IidDocument(
+        self, request: iid_query.QueryIidDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> iid_query.QueryIidDocumentResponse:
+        (document,) = await self._iid([await self._record(request.id)])
+        return iid_query.QueryIidDocumentResponse(iidDocument=document)
+
+    @query
+    async def IidDocuments(
+        self, request: iid_query.QueryIidDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> iid_query.QueryIidDocumentsResponse:
+        page = await self.platform.domains.window(
+            DomainFilter(), window(request.pagination if request.HasField("pagination") else None)
+        )
+        return iid_query.QueryIidDocumentsResponse(
+            iidDocuments=await self._iid(page.items), pagination=page_response(page)
+        )

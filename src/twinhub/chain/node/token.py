@@ -1,0 +1,104 @@
+"""`ixo.token.v1beta1.Query`: credit classes (CARBON, ...) as ixo tokens.
+
+On ixo a minter account owns an ixo1155 contract per token class. twinhub mints for
+approved claims itself, so every class has one minter, the platform's credential issuer
+(its did:key), and a class is addressed by its name where ixo has a contract address.
+`supply` is what was ever minted; `retired` lists each retirement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from twinhub.chain.node.common import Servicer, query, window
+from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
+from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as q
+from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2_grpc, token_pb2
+from twinhub.services.errors import Invalid, NotFound
+
+
+class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
+    @property
+    def minter(self) -> str:
+        return self.platform.credentials.issuer.did
+
+    async def _token(self, view: dict[str, Any]) -> token_pb2.Token:
+        credits = self.platform.credits
+        retired = await credits.movements_of(view["name"], "retire")
+        transferred = await credits.movements_of(view["name"], "transfer")
+        return token_pb2.Token(
+            minter=self.minter,
+            contract_address=view["name"],
+            **{"class": view["protocol"]},
+            name=view["name"],
+            description=f"{view['name']} credits minted for approved claims",
+            type="twinhub-credit",
+            cap="0",
+            supply=str(view["minted"]),
+            retired=[
+                token_pb2.TokensRetired(
+                    id=str(m["id"]),
+                    reason=m["reason"] or "",
+                    amount=str(m["amount"]),
+                    owner=m["from"],
+                )
+                for m in retired
+            ],
+            transferred=[
+                token_pb2.CreditsTransferred(
+                    id=str(m["id"]), amount=str(m["amount"]), owner=m["from"]
+                )
+                for m in transferred
+            ],
+        )
+
+    @query
+    async def Params(
+        self, request: q.QueryParamsRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryParamsResponse:
+        return q.QueryParamsResponse(params=token_pb2.Params(ixo1155_contract_code=0))
+
+    @query
+    async def TokenList(
+        self, request: q.QueryTokenListRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryTokenListResponse:
+        if not request.minter:
+            raise Invalid("minter is required")
+        page = window(request.pagination if request.HasField("pagination") else None)
+        views = await self.platform.credits.tokens() if request.minter == self.minter else []
+        if page.reverse:
+            views.reverse()
+        start = page.offset + (page.key or 0)  # a key here is the index of the next class
+        chosen = views[start : start + page.limit]
+        more = start + page.limit < len(views)
+        return q.QueryTokenListResponse(
+            tokenDocs=[await self._token(v) for v in chosen],
+            pagination=pagination_pb2.PageResponse(
+                next_key=str(start + page.limit).encode() if more else b"",
+                total=len(views) if page.count_total else 0,
+            ),
+        )
+
+    @query
+    async def TokenDoc(
+        self, request: q.QueryTokenDocRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryTokenDocResponse:
+        if request.minter != self.minter:
+            raise NotFound(f"{request.minter!r} minted no tokens here.")
+        view = await self.platform.credits.token(request.contract_address)
+        return q.QueryTokenDocResponse(tokenDoc=await self._token(view))
+
+    @query
+    async def TokenMetadata(
+        self, request: q.QueryTokenMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> q.QueryTokenMetadataResponse:
+        view = await self.platform.credits.token(request.id)
+        return q.QueryTokenMetadataResponse(
+            name=view["name"],
+            description=f"{view['name']} credits minted for approved claims",
+            decimals="0",
+            index=view["name"],
+            properties=q.TokenMetadataProperties(**{"class": view["protocol"]}, cap="0"),
+        )

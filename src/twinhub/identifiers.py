@@ -42,3 +42,8 @@ def slugify(text: str) -> str:
     """'Clean Cooking (Kenya)' -> 'clean-cooking-kenya'."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:64].strip("-")
+
+
+def customer_did(customer_id: str) -> str:
+    """The DID a USSD customer holds in the registry (a stove's owner, a credit holder)."""
+    return f"did:{DID_METHOD}:customer/{customer_id}"

@@ -212,14 +212,11 @@ class GatewayApp:
             log.exception("gateway request failed", route=label)
             status = 500
             body = error_body(grpc.StatusCode.INTERNAL, "the gateway failed to answer")
-        response_headers = (
-            [content_type, *headers, *cors]
-            if body or status != 204
-            else [
-                *headers,
-                *cors,
-            ]
-        )
+        if status == 204:
+            response_headers = [*headers, *cors]
+        else:
+            length = (b"content-length", str(len(body)).encode())
+            response_headers = [content_type, length, *headers, *cors]
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": b"" if verb == "HEAD" else body})
         self.metrics.requests.labels(label, str(status)).inc()

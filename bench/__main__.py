@@ -15,6 +15,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.registry",
         "registry API on SQLite: creates/s while growing to 1k/10k/100k, reads through wrk",
     ),
+    "gateway": (
+        "bench.gateway",
+        "chain REST gateway: GET /ixo/entity/{id} via the gateway vs direct gRPC, 100k entities",
+    ),
 }
 
 

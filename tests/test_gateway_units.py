@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from google.protobuf import json_format
 
 from twinhub.chain.gateway.errors import GatewayError
-from twinhub.chain.gateway.render import legacy_dec, to_json
+from twinhub.chain.gateway.render import LEGACY_DEC_FIELDS, legacy_dec, to_json
 from twinhub.chain.gateway.routes import RouteTable, compiled_source, served_path
 from twinhub.chain.gateway.transcode import build_request
 from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2
@@ -161,3 +164,107 @@ def test_rendering_follows_cosmos_conventions() -> None:
 )
 def test_legacy_dec(wire: str, text: str) -> None:
     assert legacy_dec(wire) == text
+
+
+def reference_json(message: Any) -> Any:
+    """What the renderer must write, built the slow way: json_format, then the Cosmos
+    conventions (null for unset messages and empty bytes, LegacyDec as decimal text)."""
+    data = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+    def complete(descriptor: Any, value: dict[str, Any]) -> None:
+        decimals = LEGACY_DEC_FIELDS.get(descriptor.full_name, frozenset())
+        for field in descriptor.fields:
+            key = field.name
+            if key in decimals:
+                value[key] = legacy_dec(value[key])
+            elif field.type == field.TYPE_BYTES and not field.is_repeated:
+                value[key] = value.get(key) or None
+            elif field.type != field.TYPE_MESSAGE or field.message_type.full_name.startswith(
+                "google.protobuf."
+            ):
+                if field.type == field.TYPE_MESSAGE and not field.is_repeated:
+                    value.setdefault(key, None)
+            elif field.is_repeated:
+                for item in value[key]:
+                    complete(field.message_type, item)
+            elif field.containing_oneof is None:
+                if value.get(key) is None:
+                    value[key] = None
+                else:
+                    complete(field.message_type, value[key])
+
+    complete(message.DESCRIPTOR, data)
+    return data
+
+
+def sample_messages() -> list[Any]:
+    from google.protobuf.duration_pb2 import Duration
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
+    from twinhub.chain.protos.cosmos.base.v1beta1 import coin_pb2
+    from twinhub.chain.protos.ixo.entity.v1beta1 import entity_pb2
+    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_q
+    from twinhub.chain.protos.ixo.iid.v1beta1 import iid_pb2, types_pb2
+
+    stamp = Timestamp(seconds=1_700_000_000, nanos=123_000_000)
+    entity = entity_pb2.Entity(
+        id="did:ixo:entity/a",
+        type="Device",
+        start_date=stamp,
+        status=1,
+        credentials=["c1"],
+        metadata=entity_pb2.EntityMetadata(version_id="3", created=stamp),
+        accounts=[entity_pb2.EntityAccount(name="admin", address="ixo1x")],
+    )
+    document = iid_pb2.IidDocument(
+        id="did:ixo:entity/a",
+        context=[types_pb2.Context(key="class", val="did:ixo:protocol/p")],
+        verificationMethod=[
+            types_pb2.VerificationMethod(id="k", publicKeyMultibase="z6Mk"),
+            types_pb2.VerificationMethod(id="empty"),
+        ],
+        metadata=types_pb2.IidMetadata(versionId="1", deactivated=True),
+    )
+    collection = claims_pb2.Collection(
+        id="7",
+        count=2**40,
+        state=claims_pb2.PAUSED,
+        payments=claims_pb2.Payments(
+            submission=claims_pb2.Payment(
+                account="a",
+                amount=[coin_pb2.Coin(denom="uixo", amount="5")],
+                timeout_ns=Duration(seconds=90),
+            )
+        ),
+        min_deposit_period=Duration(seconds=3600, nanos=5),
+        adjudicators=[claims_pb2.AdjudicationDid(did="d", reward_percentage="1")],
+    )
+    return [
+        entity_q.QueryEntityResponse(entity=entity, iidDocument=document),
+        entity_q.QueryEntityResponse(),
+        entity_q.QueryEntityListResponse(
+            entities=[entity, entity_pb2.Entity()],
+            pagination=pagination_pb2.PageResponse(next_key=b"\x00+/", total=9),
+        ),
+        entity_q.QueryEntityListResponse(pagination=pagination_pb2.PageResponse()),
+        claims_q.QueryCollectionResponse(collection=collection),
+        claims_q.QueryParamsResponse(
+            params=claims_pb2.Params(network_fee_percentage="25000000000000000")
+        ),
+        claims_q.QueryClaimResponse(
+            claim=claims_pb2.Claim(
+                claim_id="c",
+                evaluation=claims_pb2.Evaluation(status=claims_pb2.APPROVED, evaluation_date=stamp),
+                payments_status=claims_pb2.ClaimPayments(approval=claims_pb2.PAID),
+            )
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_renderer_agrees_with_json_format(index: int) -> None:
+    message = sample_messages()[index]
+    assert to_json(message) == reference_json(message)

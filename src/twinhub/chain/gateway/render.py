@@ -1,43 +1,32 @@
 """Response message → Cosmos JSON.
 
-protobuf's json_format does most of it: field names as declared in the proto
-(`preserving_proto_field_name`), every field even when default
-(`always_print_fields_with_no_presence`), 64-bit integers as strings, enums by name,
-timestamps in RFC 3339 UTC, bytes in base64. Two Cosmos conventions it lacks are added by
-walking the descriptor: an unset message field is `null` (json_format leaves it out), so
-are empty bytes (`"next_key": null` on the last page, as Cosmos writes a nil slice), and a
-LegacyDec string, an 18-place fixed-point integer on the gRPC wire, is decimal text
-(`"100000000000000000"` → `"0.100000000000000000"`), as the chain's own gateway shows it.
+The JSON is what protobuf's json_format writes with `preserving_proto_field_name` (names as
+declared in the proto) and `always_print_fields_with_no_presence` (every field, even when
+default): 64-bit integers as strings, enums by name, timestamps in RFC 3339 UTC, bytes in
+base64. On top of it come the Cosmos conventions json_format lacks: an unset message field
+is `null` (json_format leaves it out), so are empty bytes (`"next_key": null` on the last
+page, as Cosmos writes a nil slice), and a LegacyDec string, an 18-place fixed-point
+integer on the gRPC wire, is decimal text (`"100000000000000000"` → `"0.100000000000000000"`),
+as the chain's own gateway shows it.
+
+Rather than json_format followed by a second walk, each message type is compiled once into
+a list of field encoders and written in one pass: this sits on the hot path of every
+request, where json_format's generic walk costs several times as much. The test suite
+checks the two agree.
 """
 
 from __future__ import annotations
 
+import base64
+import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.internal import type_checkers
 from google.protobuf.message import Message
-
-# Messages whose JSON is not an object of their fields: never walked into.
-WELL_KNOWN = frozenset(
-    {
-        "google.protobuf.Any",
-        "google.protobuf.Timestamp",
-        "google.protobuf.Duration",
-        "google.protobuf.FieldMask",
-        "google.protobuf.Struct",
-        "google.protobuf.Value",
-        "google.protobuf.ListValue",
-        "google.protobuf.Empty",
-        *(
-            f"google.protobuf.{kind}Value"
-            for kind in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool")
-        ),
-        "google.protobuf.StringValue",
-        "google.protobuf.BytesValue",
-    }
-)
 
 # LegacyDec fields (cosmos.Dec scalars upstream, whose options the twinhub protos leave
 # out): full message name → field names.
@@ -46,10 +35,37 @@ LEGACY_DEC_FIELDS: dict[str, frozenset[str]] = {
     "ixo.claims.v1beta1.AdjudicationDid": frozenset({"reward_percentage"}),
 }
 DEC_PLACES = 18
+# Well-known types with a JSON form of their own.
+_STRING_FORM = frozenset(
+    {"google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask"}
+)
+_WRAPPERS = frozenset(
+    f"google.protobuf.{kind}Value"
+    for kind in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
+)
+_GENERIC = frozenset(
+    {
+        "google.protobuf.Any",
+        "google.protobuf.Struct",
+        "google.protobuf.Value",
+        "google.protobuf.ListValue",
+    }
+)
+_INT64 = frozenset(
+    {
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED64,
+    }
+)
 
-# What to do per field when walking JSON: (json key, kind, sub-descriptor).
-_NULLABLE, _BYTES, _REPEATED, _MAP, _DEC, _DEC_REPEATED = range(6)
-_Plan = tuple[tuple[str, int, Descriptor | None], ...]
+Encoder = Callable[[Any], Any]
+# How a field is written: always; as null when unset (singular messages); or only when set
+# (members of a oneof, which json_format also leaves out when unset).
+_ALWAYS, _NULL_WHEN_UNSET, _ONLY_WHEN_SET = range(3)
+_Plan = list[tuple[str, int, Encoder]]
 _plans: dict[str, _Plan] = {}
 
 
@@ -58,74 +74,8 @@ def render(message: Message) -> bytes:
     return orjson.dumps(to_json(message))
 
 
-def to_json(message: Message) -> dict[str, Any]:
-    data = json_format.MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-    _complete(message.DESCRIPTOR, data)
-    return data
-
-
-def _plan(descriptor: Descriptor) -> _Plan:
-    """The fields of `descriptor` that need the walk, computed once per message type."""
-    plan = _plans.get(descriptor.full_name)
-    if plan is not None:
-        return plan
-    steps: list[tuple[str, int, Descriptor | None]] = []
-    decimals = LEGACY_DEC_FIELDS.get(descriptor.full_name, frozenset())
-    for field in descriptor.fields:
-        repeated = field.is_repeated
-        if field.name in decimals and field.type == FieldDescriptor.TYPE_STRING:
-            steps.append((field.name, _DEC_REPEATED if repeated else _DEC, None))
-            continue
-        if field.type == FieldDescriptor.TYPE_BYTES and not repeated:
-            steps.append((field.name, _BYTES, None))
-            continue
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
-            continue
-        sub = field.message_type
-        if sub.GetOptions().map_entry:
-            value = sub.fields_by_name["value"]
-            if value.type == FieldDescriptor.TYPE_MESSAGE and _walkable(value.message_type):
-                steps.append((field.name, _MAP, value.message_type))
-        elif repeated:
-            if _walkable(sub):
-                steps.append((field.name, _REPEATED, sub))
-        elif field.containing_oneof is None:
-            steps.append((field.name, _NULLABLE, sub if _walkable(sub) else None))
-    plan = tuple(steps)
-    _plans[descriptor.full_name] = plan
-    return plan
-
-
-def _walkable(descriptor: Descriptor) -> bool:
-    """Whether values of this type are objects of their own fields (so may hold nulls);
-    its plan is looked up lazily, which keeps self-referencing types finite."""
-    return descriptor.full_name not in WELL_KNOWN
-
-
-def _complete(descriptor: Descriptor, data: dict[str, Any]) -> None:
-    for key, kind, sub in _plan(descriptor):
-        if kind == _NULLABLE:
-            value = data.get(key)
-            if value is None:
-                data[key] = None
-            elif sub is not None:
-                _complete(sub, value)
-        elif kind == _BYTES:
-            if not data.get(key):
-                data[key] = None
-        elif kind == _REPEATED:
-            for item in data.get(key, ()):
-                _complete(sub, item)  # type: ignore[arg-type]
-        elif kind == _MAP:
-            for item in data.get(key, {}).values():
-                _complete(sub, item)  # type: ignore[arg-type]
-        elif kind == _DEC:
-            if key in data:
-                data[key] = legacy_dec(data[key])
-        elif kind == _DEC_REPEATED:
-            data[key] = [legacy_dec(v) for v in data.get(key, ())]
+def to_json(message: Message) -> Any:
+    return _message_encoder(message.DESCRIPTOR)(message)
 
 
 def legacy_dec(wire: str) -> str:
@@ -137,3 +87,119 @@ def legacy_dec(wire: str) -> str:
     sign = "-" if wire.startswith("-") else ""
     digits = digits.rjust(DEC_PLACES + 1, "0")
     return f"{sign}{digits[:-DEC_PLACES]}.{digits[-DEC_PLACES:]}"
+
+
+def _message_encoder(descriptor: Descriptor) -> Encoder:
+    """The encoder of one message value (never None: unset fields are handled by callers)."""
+    name = descriptor.full_name
+    if name in _STRING_FORM:
+        return _to_json_string
+    if name in _WRAPPERS:
+        value = _scalar_encoder(descriptor.fields_by_name["value"], decimal=False)
+        return lambda message: value(message.value)
+    if name in _GENERIC:
+        return _generic
+
+    def encode(message: Message) -> dict[str, Any]:
+        plan = _plans.get(name)
+        if plan is None:
+            plan = _compile(descriptor)
+        out: dict[str, Any] = {}
+        for key, when, encoder in plan:
+            if when == _ALWAYS or message.HasField(key):
+                out[key] = encoder(getattr(message, key))
+            elif when == _NULL_WHEN_UNSET:
+                out[key] = None
+        return out
+
+    return encode
+
+
+def _compile(descriptor: Descriptor) -> _Plan:
+    """Compile the field encoders of a message type once (registered before its fields are,
+    so a type that contains itself refers to its own plan)."""
+    plan: _Plan = []
+    _plans[descriptor.full_name] = plan
+    decimals = LEGACY_DEC_FIELDS.get(descriptor.full_name, frozenset())
+    for field in descriptor.fields:
+        if field.containing_oneof is not None:
+            when = _ONLY_WHEN_SET
+        elif field.type == FieldDescriptor.TYPE_MESSAGE and not field.is_repeated:
+            when = _NULL_WHEN_UNSET
+        else:
+            when = _ALWAYS
+        plan.append((field.name, when, _field_encoder(field, field.name in decimals)))
+    return plan
+
+
+def _field_encoder(field: FieldDescriptor, decimal: bool) -> Encoder:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        entry = field.message_type
+        if entry.GetOptions().map_entry:
+            key = _map_key
+            value_field = entry.fields_by_name["value"]
+            value = (
+                _message_encoder(value_field.message_type)
+                if value_field.type == FieldDescriptor.TYPE_MESSAGE
+                else _scalar_encoder(value_field, decimal=False)
+            )
+            return lambda mapping: {key(k): value(v) for k, v in mapping.items()}
+        message = _message_encoder(entry)
+        if field.is_repeated:
+            return lambda items: [message(item) for item in items]
+        return message
+    scalar = _scalar_encoder(field, decimal)
+    if field.is_repeated:
+        return lambda items: [scalar(item) for item in items]
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return lambda value: scalar(value) if value else None
+    return scalar
+
+
+def _scalar_encoder(field: FieldDescriptor, decimal: bool) -> Encoder:
+    kind = field.type
+    if decimal and kind == FieldDescriptor.TYPE_STRING:
+        return legacy_dec
+    if kind in _INT64:
+        return str
+    if kind == FieldDescriptor.TYPE_ENUM:
+        names = {value.number: value.name for value in field.enum_type.values}
+        if field.enum_type.full_name == "google.protobuf.NullValue":
+            return lambda _: None
+        return lambda number: names.get(number, number)
+    if kind == FieldDescriptor.TYPE_BYTES:
+        return lambda value: base64.b64encode(value).decode("ascii")
+    if kind in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        single = kind == FieldDescriptor.TYPE_FLOAT
+        return lambda value: _float(value, single)
+    if kind == FieldDescriptor.TYPE_BOOL:
+        return bool
+    return _identity
+
+
+def _float(value: float, single: bool) -> Any:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return type_checkers.ToShortestFloat(value) if single else value
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _map_key(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def _to_json_string(message: Any) -> str:
+    return message.ToJsonString()
+
+
+def _generic(message: Message) -> Any:
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )

@@ -169,6 +169,16 @@ def test_serve_node_and_a_gateway_fronting_it(tmp_path: Path) -> None:
     assert '"source": "reflection"' in outputs[0][1]
 
 
+def test_a_busy_node_port_stops_the_start_with_exit_code_1(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "node", "--port", str(port), env=base_env(tmp_path))
+    assert result.returncode == 1, result.stderr
+    assert '"interface": "node"' in result.stderr
+
+
 @pytest.mark.parametrize("command", [["serve", "ussd"]])
 def test_serve_runs_the_gateway_and_stops_on_sigterm(tmp_path: Path, command: list[str]) -> None:
     port = free_port()

@@ -79,7 +79,7 @@ async def serve(
         assert platform is not None, "the node answers from a platform"
         try:
             await node.start(platform)
-        except OSError as error:
+        except (OSError, RuntimeError) as error:  # grpc reports a busy port as RuntimeError
             log.error("interface failed", interface="node", error=str(error))
             await platform.stop()
             raise SystemExit(1) from None

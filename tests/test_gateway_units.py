@@ -268,3 +268,14 @@ def sample_messages() -> list[Any]:
 def test_renderer_agrees_with_json_format(index: int) -> None:
     message = sample_messages()[index]
     assert to_json(message) == reference_json(message)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "nanos"),
+    [(0, 0), (1_700_000_000, 5), (1_700_000_000, 120_000), (-1, 999_000_000), (253402300799, 0)],
+)
+def test_timestamps_as_protobuf_writes_them(seconds: int, nanos: int) -> None:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    stamp = Timestamp(seconds=seconds, nanos=nanos)
+    assert to_json(stamp) == stamp.ToJsonString()

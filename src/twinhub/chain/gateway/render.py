@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -35,6 +36,9 @@ LEGACY_DEC_FIELDS: dict[str, frozenset[str]] = {
     "ixo.claims.v1beta1.AdjudicationDid": frozenset({"reward_percentage"}),
 }
 DEC_PLACES = 18
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MIN_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+_MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
 # Well-known types with a JSON form of their own.
 _STRING_FORM = frozenset(
     {"google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask"}
@@ -92,6 +96,8 @@ def legacy_dec(wire: str) -> str:
 def _message_encoder(descriptor: Descriptor) -> Encoder:
     """The encoder of one message value (never None: unset fields are handled by callers)."""
     name = descriptor.full_name
+    if name == "google.protobuf.Timestamp":
+        return _timestamp
     if name in _STRING_FORM:
         return _to_json_string
     if name in _WRAPPERS:
@@ -193,6 +199,22 @@ def _map_key(key: Any) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
     return str(key)
+
+
+def _timestamp(message: Any) -> str:
+    """RFC 3339 UTC with 0, 3, 6 or 9 fraction digits, as Timestamp.ToJsonString writes it,
+    at a fraction of its cost (an entity carries four timestamps)."""
+    seconds, nanos = message.seconds, message.nanos
+    if not _MIN_SECONDS <= seconds <= _MAX_SECONDS or not 0 <= nanos < 1_000_000_000:
+        return message.ToJsonString()  # out of range: let protobuf say so
+    text = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    if nanos == 0:
+        return text + "Z"
+    if nanos % 1_000_000 == 0:
+        return f"{text}.{nanos // 1_000_000:03d}Z"
+    if nanos % 1000 == 0:
+        return f"{text}.{nanos // 1000:06d}Z"
+    return f"{text}.{nanos:09d}Z"
 
 
 def _to_json_string(message: Any) -> str:

@@ -98,6 +98,7 @@ class Route:
     suffix_literals: int = 0  # literal segments after the last variable
     literals: int = 0  # literal segments in all
     first_segment: str = ""
+    second_segment: str | None = None  # None when not a literal
 
     def match(self, raw_path: str) -> dict[str, str] | None:
         """The decoded path variables when `raw_path` fits this template, else None."""
@@ -162,9 +163,23 @@ class RouteTable:
     def __init__(self, routes: Iterable[Route], disabled: Iterable[str] = ()) -> None:
         self.routes = sorted(routes, key=lambda r: r.sort_key)
         self.disabled = frozenset(disabled)
-        self._by_first: dict[str, list[Route]] = {}
+        # Candidates by the path's first two segments, so a request tries the few templates
+        # that can fit rather than all of them. A template whose second segment is not a
+        # literal (a variable, or no second segment) is a candidate for any second segment.
+        wildcard: dict[str, list[Route]] = {}
+        literal: dict[tuple[str, str], list[Route]] = {}
         for route in self.routes:
-            self._by_first.setdefault(route.first_segment, []).append(route)
+            second = route.second_segment
+            if second is None:
+                wildcard.setdefault(route.first_segment, []).append(route)
+            else:
+                literal.setdefault((route.first_segment, second), []).append(route)
+        order = {id(route): index for index, route in enumerate(self.routes)}
+        self._wildcard = wildcard
+        self._candidates = {
+            key: sorted([*routes, *wildcard.get(key[0], ())], key=lambda r: order[id(r)])
+            for key, routes in literal.items()
+        }
 
     def __len__(self) -> int:
         return len(self.routes)
@@ -177,8 +192,13 @@ class RouteTable:
 
         Raises UnicodeDecodeError when a percent-encoded value is not UTF-8.
         """
-        first = raw_path[1:].split("/", 1)[0]
-        for route in self._by_first.get(first, ()):
+        parts = raw_path.split("/", 3)
+        first = parts[1] if len(parts) > 1 else ""
+        second = parts[2] if len(parts) > 2 else ""
+        candidates = self._candidates.get((first, second))
+        if candidates is None:
+            candidates = self._wildcard.get(first, ())
+        for route in candidates:
             values = route.match(raw_path)
             if values is not None:
                 return route, values
@@ -223,9 +243,18 @@ class RouteTable:
                     suffix_literals=suffix,
                     literals=literals,
                     first_segment=template[1:].split("/", 1)[0],
+                    second_segment=_second_literal(template),
                 )
             )
         return cls(routes, disabled)
+
+
+def _second_literal(template: str) -> str | None:
+    """The template's second path segment when it is plain text, else None."""
+    parts = template.split("/", 3)
+    if len(parts) < 3 or "{" in parts[1] or "{" in parts[2] or "*" in parts[2]:
+        return None
+    return parts[2]
 
 
 def _method(pool: descriptor_pool.DescriptorPool, service: str, name: str) -> Method:

@@ -465,9 +465,18 @@ def run(args: argparse.Namespace) -> int:
     over = results["rest_paced" if paced else "rest_full"]
     added_p50 = over["p50_ms"] - base["p50_ms"]
     added_p99 = over["p99_ms"] - base["p99_ms"]
+    # The gRPC figures come from a Python client, whose own time is in its latency, while
+    # wrk is C: so the measured difference understates what the gateway adds. The
+    # gateway's CPU per request (same core, same node work) bounds it from the other side.
+    added_cpu = (
+        results["rest_full"]["server_cpu_ms_per_request"]
+        - results["grpc_full"]["server_cpu_ms_per_request"]
+    )
     checks = {
         f"gateway >= {TARGET_RATIO:.0%} of gRPC throughput": ratio >= TARGET_RATIO,
-        f"added p50 < {TARGET_ADDED_P50_MS} ms": added_p50 < TARGET_ADDED_P50_MS,
+        f"added p50 < {TARGET_ADDED_P50_MS} ms (measured, and gateway CPU per request)": (
+            max(added_p50, added_cpu) < TARGET_ADDED_P50_MS
+        ),
         "no errors": all(r["errors"] == 0 for r in results.values()),
     }
     print()
@@ -511,6 +520,7 @@ def run(args: argparse.Namespace) -> int:
         f"added by the gateway ({'paced' if paced else 'full load'}): p50 {added_p50:+.2f} ms, "
         f"p99 {added_p99:+.2f} ms"
     )
+    print(f"gateway CPU per request (REST minus gRPC, full load): {added_cpu:+.3f} ms")
     print(f"server RSS after the runs: {rss:.0f} MiB; seeding: {seed_seconds:.0f} s")
     for name, passed in checks.items():
         print(f"  {verdict(passed)}  {name}")
@@ -528,6 +538,7 @@ def run(args: argparse.Namespace) -> int:
                 "cpu_ratio": cpu_ratio,
                 "added_p50_ms": added_p50,
                 "added_p99_ms": added_p99,
+                "added_cpu_ms_per_request": added_cpu,
                 "targets": checks,
                 "seed_seconds": seed_seconds,
                 "server_rss_mib": rss,

@@ -65,9 +65,21 @@ def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 30)
 
 def test_serve_runs_every_interface(tmp_path: Path) -> None:
     ussd_port, registry_port = free_port(), free_port()
+    node_port, gateway_port = free_port(), free_port()
     key = secrets.token_hex(24)
     process = subprocess.Popen(
-        [*TWINHUB, "serve", "--port", str(ussd_port), "--registry-port", str(registry_port)],
+        [
+            *TWINHUB,
+            "serve",
+            "--port",
+            str(ussd_port),
+            "--registry-port",
+            str(registry_port),
+            "--node-port",
+            str(node_port),
+            "--gateway-port",
+            str(gateway_port),
+        ],
         env={**os.environ, **base_env(tmp_path), "TWINHUB_BOOTSTRAP_API_KEY": key},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -80,6 +92,11 @@ def test_serve_runs_every_interface(tmp_path: Path) -> None:
         listed = httpx.get(f"{registry}/v1/protocols", headers={"Authorization": f"Bearer {key}"})
         assert listed.status_code == 200
         assert listed.json()["total"] >= 1  # the built-in protocols
+        gateway = f"http://127.0.0.1:{gateway_port}"
+        assert wait_healthy(f"{gateway}/health", process).json()["upstream"] == "serving"
+        params = httpx.get(f"{gateway}/ixo/token/params")
+        assert params.json() == {"params": {"ixo1155_contract_code": "0"}}
+        assert int(params.headers["x-cosmos-block-height"]) >= 1
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)
@@ -104,6 +121,52 @@ def test_serve_registry_alone(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=20)
     assert process.returncode == 0
+
+
+def test_serve_node_and_a_gateway_fronting_it(tmp_path: Path) -> None:
+    """`serve node` alone, and `serve gateway --grpc-upstream` learning its routes from it
+    by reflection, without a database of its own."""
+    node_port, gateway_port = free_port(), free_port()
+    node = subprocess.Popen(
+        [*TWINHUB, "serve", "node", "--port", str(node_port)],
+        env={**os.environ, **base_env(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    gateway_dir = tmp_path / "gateway"
+    gateway = subprocess.Popen(
+        [
+            *TWINHUB,
+            "serve",
+            "gateway",
+            "--port",
+            str(gateway_port),
+            "--grpc-upstream",
+            f"127.0.0.1:{node_port}",
+        ],
+        env={**os.environ, **base_env(gateway_dir), "GATEWAY_ROUTE_PREFIX": "chain"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{gateway_port}"
+        end = time.monotonic() + 30
+        while wait_healthy(f"{url}/health", gateway).status_code != 200:
+            assert time.monotonic() < end, "the gateway never saw the node"
+            time.sleep(0.2)
+        params = httpx.get(f"{url}/chain/claims/params")
+        assert params.status_code == 200, params.text
+        assert params.json()["params"]["node_fee_percentage"] == "0.000000000000000000"
+        assert not (gateway_dir / "data" / "twinhub.db").exists()
+    finally:
+        for process in (gateway, node):
+            process.send_signal(signal.SIGTERM)
+        outputs = [process.communicate(timeout=20) for process in (gateway, node)]
+    assert gateway.returncode == 0, outputs[0][1]
+    assert node.returncode == 0, outputs[1][1]
+    assert '"source": "reflection"' in outputs[0][1]
 
 
 @pytest.mark.parametrize("command", [["serve", "ussd"]])

@@ -63,32 +63,57 @@ def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
 
 def _serve(settings: Settings, interfaces: list[str]) -> None:
+    """Run `interfaces` (ussd, registry, node, gateway) in this process, on one loop.
+
+    The gateway fronts GATEWAY_GRPC_UPSTREAM when set, else a node started here; a gateway
+    fronting another node needs no database, so then no platform is opened.
+    """
+    from twinhub.chain.gateway import create_gateway_app
+    from twinhub.chain.gateway.app import resolve_routes_from
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
-    from twinhub.server import Listener, run, serve
+    from twinhub.server import Listener, NodeListener, run, serve
     from twinhub.ussd.app import create_ussd_app
+
+    upstream = settings.gateway_grpc_upstream
+    runs_node = "node" in interfaces or ("gateway" in interfaces and not upstream)
+    node = NodeListener(settings.host, settings.node_port) if runs_node else None
+    routes_from = resolve_routes_from(settings, upstream_given=bool(upstream))
+
+    def gateway(_: Platform | None) -> Any:
+        target = upstream or (node.address if node is not None else None)
+        return create_gateway_app(settings, target, routes_from)
 
     builders = {
         "ussd": Listener("ussd", lambda p: create_ussd_app(p), settings.host, settings.port),
         "registry": Listener(
             "registry", lambda p: create_registry_app(p), settings.host, settings.registry_port
         ),
+        "gateway": Listener("gateway", gateway, settings.host, settings.gateway_port),
     }
-    listeners = [builders[name] for name in interfaces]
+    listeners = [builders[name] for name in interfaces if name in builders]
+    needs_platform = runs_node or any(name in ("ussd", "registry") for name in interfaces)
 
     async def main() -> None:
         try:
-            platform = Platform(settings)
+            platform = Platform(settings) if needs_platform else None
         except RuntimeError as error:
             console.print(f"[red]refusing to start[/red]: {error}")
             raise SystemExit(2) from None
-        await serve(platform, listeners)
+        await serve(platform, listeners, node)
 
     run(main)
 
 
 RegistryPortOption = Annotated[
     int | None, typer.Option("--registry-port", help="Registry API port (default 8000).")
+]
+NodePortOption = Annotated[
+    int | None, typer.Option("--node-port", help="Chain node gRPC port (default NODE_PORT, 9090).")
+]
+GatewayPortOption = Annotated[
+    int | None,
+    typer.Option("--gateway-port", help="Chain REST gateway port (default GATEWAY_PORT, 1317)."),
 ]
 
 
@@ -98,11 +123,20 @@ def serve_all(
     host: HostOption = None,
     port: PortOption = None,
     registry_port: RegistryPortOption = None,
+    node_port: NodePortOption = None,
+    gateway_port: GatewayPortOption = None,
 ) -> None:
-    """Every interface: the USSD gateway (PORT, 3000) and the registry API (8000)."""
+    """Every interface: USSD gateway (3000), registry API (8000), chain node (9090) and
+    chain REST gateway (1317)."""
     if ctx.invoked_subcommand is None:
-        settings = load_settings(host=host, port=port, registry_port=registry_port)
-        _serve(settings, ["ussd", "registry"])
+        settings = load_settings(
+            host=host,
+            port=port,
+            registry_port=registry_port,
+            node_port=node_port,
+            gateway_port=gateway_port,
+        )
+        _serve(settings, ["ussd", "registry", "node", "gateway"])
 
 
 @serve_app.command("registry")
@@ -120,6 +154,52 @@ def serve_registry(
 def serve_ussd(host: HostOption = None, port: PortOption = None) -> None:
     """Only the USSD gateway."""
     _serve(load_settings(host=host, port=port), ["ussd"])
+
+
+@serve_app.command("node")
+def serve_node(
+    host: HostOption = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Chain node gRPC port (default NODE_PORT, 9090).")
+    ] = None,
+) -> None:
+    """Only the chain node: ixo's gRPC query services, reflection and health."""
+    _serve(load_settings(host=host, node_port=port), ["node"])
+
+
+@serve_app.command("gateway")
+def serve_gateway(
+    host: HostOption = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="Chain REST gateway port (default GATEWAY_PORT, 1317)."),
+    ] = None,
+    grpc_upstream: Annotated[
+        str | None,
+        typer.Option(
+            "--grpc-upstream",
+            help="host:port of the node to front (default GATEWAY_GRPC_UPSTREAM; unset: a "
+            "node started in this process on NODE_PORT).",
+        ),
+    ] = None,
+    node_port: NodePortOption = None,
+    routes_from: Annotated[
+        str | None,
+        typer.Option(
+            "--routes-from",
+            help="auto, descriptors or reflection (default GATEWAY_ROUTES_FROM, auto).",
+        ),
+    ] = None,
+) -> None:
+    """The chain REST gateway (with its own node unless --grpc-upstream names one)."""
+    settings = load_settings(
+        host=host,
+        gateway_port=port,
+        gateway_grpc_upstream=grpc_upstream,
+        node_port=node_port,
+        gateway_routes_from=routes_from,
+    )
+    _serve(settings, ["gateway"])
 
 
 @app.command()

@@ -1,7 +1,9 @@
 """Running one or several interfaces in one process, on one event loop, sharing one Platform.
 
 Uvicorn's own signal handling assumes one server per process; here every server's
-`capture_signals` is disabled and a single handler asks all of them to stop together.
+`capture_signals` is disabled and a single handler asks all of them to stop together. The
+chain node is a grpc.aio server on the same loop: it starts before the HTTP servers (the
+gateway connects to it) and stops after them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import gc
 import signal
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -19,15 +22,44 @@ from starlette.types import ASGIApp
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
 
+if TYPE_CHECKING:
+    from twinhub.chain.node import NodeServer
+
 log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
 class Listener:
     name: str
-    build: Callable[[Platform], ASGIApp]
+    build: Callable[[Platform | None], ASGIApp]
     host: str
     port: int
+
+
+@dataclass
+class NodeListener:
+    """The chain node (gRPC) of this process; `port` becomes the bound one once started."""
+
+    host: str
+    port: int
+    server: NodeServer | None = None
+
+    @property
+    def address(self) -> str:
+        """Where a client in this process reaches the node (a wildcard bind is loopback)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host  # noqa: S104
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    async def start(self, platform: Platform) -> None:
+        from twinhub.chain.node import NodeServer
+
+        self.server = NodeServer(platform)
+        self.port = await self.server.start(self.host, self.port)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+            self.server = None
 
 
 class _Server(uvicorn.Server):
@@ -36,9 +68,21 @@ class _Server(uvicorn.Server):
         yield  # signals are handled once, for all servers, by `serve`
 
 
-async def serve(platform: Platform, listeners: list[Listener]) -> None:
-    """Start the platform, then every listener; return when all have stopped."""
-    await platform.start()
+async def serve(
+    platform: Platform | None, listeners: list[Listener], node: NodeListener | None = None
+) -> None:
+    """Start the platform (when there is one: a gateway fronting another node needs none),
+    the node, then every listener; return when all have stopped."""
+    if platform is not None:
+        await platform.start()
+    if node is not None:
+        assert platform is not None, "the node answers from a platform"
+        try:
+            await node.start(platform)
+        except OSError as error:
+            log.error("interface failed", interface="node", error=str(error))
+            await platform.stop()
+            raise SystemExit(1) from None
     servers = [
         _Server(
             uvicorn.Config(
@@ -61,12 +105,17 @@ async def serve(platform: Platform, listeners: list[Listener]) -> None:
     gc.collect()
     gc.freeze()
 
+    stopping = asyncio.Event()
+
     def stop_all() -> None:
+        stopping.set()
         for server in servers:
             server.should_exit = True
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop_all)
+    if node is not None:
+        log.info("listening", interface="node", url=f"grpc://{node.host}:{node.port}")
     for listener in listeners:
         log.info(
             "listening",
@@ -74,6 +123,8 @@ async def serve(platform: Platform, listeners: list[Listener]) -> None:
             url=f"http://{listener.host}:{listener.port}",
         )
     try:
+        if not servers:  # the node alone: wait for the signal
+            await stopping.wait()
         results = await asyncio.gather(*(s.serve() for s in servers), return_exceptions=True)
         for listener, result in zip(listeners, results, strict=True):
             if isinstance(result, BaseException):
@@ -84,7 +135,10 @@ async def serve(platform: Platform, listeners: list[Listener]) -> None:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        await platform.stop()
+        if node is not None:
+            await node.stop()
+        if platform is not None:
+            await platform.stop()
 
 
 def run(coroutine_factory: Callable[[], object]) -> None:

@@ -18,6 +18,10 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _HEX_KEY = re.compile(r"^[0-9a-fA-F]{64}$")
+_METHOD_NAME = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_.]*\.[A-Za-z_][A-Za-z0-9_]*/[A-Za-z_][A-Za-z0-9_]*$"
+)
+_ORIGIN = re.compile(r"^https?://[^/\s]+/?$")
 
 
 class Environment(StrEnum):
@@ -111,6 +115,46 @@ class Settings(BaseSettings):
         500, ge=1, le=10_000, description="Largest page a client may ask for."
     )
 
+    node_port: int = Field(9090, ge=0, le=65535, description="Chain node (gRPC) port.")
+    gateway_port: int = Field(1317, ge=0, le=65535, description="Chain REST gateway port.")
+    gateway_grpc_upstream: str | None = Field(
+        None,
+        pattern=r"^[^\s/]+:[0-9]{1,5}$",
+        description="host:port of the node the gateway forwards to; default: a node started "
+        "in the same process on NODE_PORT.",
+    )
+    gateway_routes_from: str = Field(
+        "auto",
+        pattern="^(auto|descriptors|reflection)$",
+        description="Where the route table comes from: the compiled descriptors, the "
+        "upstream's gRPC reflection, or auto (reflection when an upstream is given).",
+    )
+    gateway_route_prefix: str = Field(
+        "ixo",
+        pattern=r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$",
+        description="First path segment(s) of the ixo routes (the protos say 'ixo').",
+    )
+    gateway_legacy_routes: bool = Field(
+        False, description="Also serve the retired claims, config and amino-era routes."
+    )
+    gateway_disabled_methods: str = Field(
+        "",
+        description="Comma list of gRPC methods (pkg.Service/Method) answered 501.",
+    )
+    gateway_api_keys: SecretStr | None = Field(
+        None,
+        description="Comma list of bearer tokens; when set, every route needs one.",
+    )
+    gateway_cors_origins: str = Field(
+        "", description="Comma list of origins browsers may call from; empty: none."
+    )
+    gateway_upstream_timeout_seconds: float = Field(
+        5.0, gt=0, le=300, description="Deadline of each call to the node (504 beyond it)."
+    )
+    gateway_rate_limit: str = Field(
+        "6000/minute", description="Per client IP, in 'N/period' form (bare N: per minute)."
+    )
+
     credential_issuer_key: SecretStr | None = Field(
         None,
         description="64 hex characters: the Ed25519 seed that signs verifiable credentials; "
@@ -132,13 +176,29 @@ class Settings(BaseSettings):
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
 
-    @field_validator("ussd_rate_limit", "registry_rate_limit")
+    @field_validator("ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit")
     @classmethod
     def _rate_limit_parses(cls, value: str) -> str:
         value = value.strip()
         if value.isdigit():
             value = f"{value}/minute"
         parse(value)  # raises ValueError with a clear message when malformed
+        return value
+
+    @field_validator("gateway_disabled_methods")
+    @classmethod
+    def _methods_parse(cls, value: str) -> str:
+        for name in split_list(value):
+            if not _METHOD_NAME.match(name):
+                raise ValueError(f"expected 'package.Service/Method', got {name!r}")
+        return value
+
+    @field_validator("gateway_cors_origins")
+    @classmethod
+    def _origins_parse(cls, value: str) -> str:
+        for origin in split_list(value):
+            if origin != "*" and not _ORIGIN.match(origin):
+                raise ValueError(f"expected 'scheme://host[:port]', got {origin!r}")
         return value
 
     @field_validator("pin_encryption_key", "credential_issuer_key")
@@ -176,6 +236,23 @@ class Settings(BaseSettings):
     def registry_rate_limit_item(self) -> RateLimitItem:
         return parse(self.registry_rate_limit)
 
+    @cached_property
+    def gateway_rate_limit_item(self) -> RateLimitItem:
+        return parse(self.gateway_rate_limit)
+
+    @cached_property
+    def gateway_disabled(self) -> frozenset[str]:
+        return frozenset(split_list(self.gateway_disabled_methods))
+
+    @cached_property
+    def gateway_origins(self) -> frozenset[str]:
+        return frozenset(o.rstrip("/") for o in split_list(self.gateway_cors_origins))
+
+    @cached_property
+    def gateway_tokens(self) -> tuple[bytes, ...]:
+        keys = self.gateway_api_keys.get_secret_value() if self.gateway_api_keys else ""
+        return tuple(key.encode() for key in split_list(keys))
+
     @property
     def resolved_database_url(self) -> str:
         """The async SQLAlchemy URL, whatever spelling the operator used."""
@@ -193,6 +270,11 @@ class Settings(BaseSettings):
         if bootstrap is not None and len(bootstrap.get_secret_value()) < 32:
             problems.append("TWINHUB_BOOTSTRAP_API_KEY must be at least 32 characters")
         return problems
+
+
+def split_list(text: str) -> list[str]:
+    """'a, b,,c' -> ['a', 'b', 'c']: the comma lists of the settings."""
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def parse_members(text: str) -> dict[str, int]:

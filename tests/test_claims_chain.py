@@ -64,3 +64,48 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
         assert [h["kind"] for h in history][-2:] == ["claims.submit", "claims.evaluate"]
     finally:
         await world.close()
+
+
+async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
+    world = await build_world(registry)
+    try:
+        owner = f"did:ixo:customer/{unique('c')}"
+        stove = await world.asset(owner=owner)
+        collection = await world.collection()
+        claim = (
+            await world.operator_client.post(
+                f"/v1/claim-collections/{collection['id']}/claims",
+                json={"asset": stove, "data": {"reportType": "cooking", "mealsCooked": 3}},
+            )
+        ).json()
+        approved = await world.oracle_client.post(
+            f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved", "amount": 5}
+        )
+        assert approved.status_code == 200, approved.text
+        query = (
+            "query($id: String!, $holder: String!, $asset: String!) {"
+            " claim(id: $id) { status amount credential asset }"
+            " claims(asset: $asset) { nodes { id status } }"
+            " balances(holder: $holder) { token amount retired }"
+            ' creditClass(name: "CARBON") { minted supply } }'
+        )
+        answer = await registry.client.post(
+            "/graphql",
+            json={
+                "query": query,
+                "variables": {"id": claim["id"], "holder": owner, "asset": stove},
+            },
+        )
+        data = answer.json()["data"]
+        assert data["claim"] == {
+            "status": "approved",
+            "amount": 5,
+            "credential": approved.json()["credential"],
+            "asset": stove,
+        }
+        assert data["claims"]["nodes"] == [{"id": claim["id"], "status": "approved"}]
+        assert data["balances"] == [{"token": "CARBON", "amount": 5, "retired": 0}]
+        supply = (await registry.client.get("/v1/credits/CARBON")).json()
+        assert data["creditClass"] == {"minted": supply["minted"], "supply": supply["supply"]}
+    finally:
+        await world.close()

@@ -389,6 +389,10 @@ async def test_introspection_describes_the_entity(registry: Registry) -> None:
     assert {f["name"] for f in found["__schema"]["queryType"]["fields"]} == {
         "entity",
         "entities",
+        "claim",
+        "claims",
+        "balances",
+        "creditClass",
     }
 
 

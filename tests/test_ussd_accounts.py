@@ -11,7 +11,10 @@ from tests.ussd_flows import Journey, create_account, log_in
 from twinhub.services.customer_ids import new_customer_id
 
 PIN = "58213"
-MAIN_MENU = re.compile(r"^CON Hello \w+\n1\. My Account\n2\. Change PIN\n3\. Log Out\n\*\. Exit$")
+MAIN_MENU = re.compile(
+    r"^CON Hello \w+\n1\. My Account\n2\. Change PIN\n3\. Log Out\n"
+    r"4\. My Stoves\n5\. My Claims\n6\. My Credits\n\*\. Exit$"
+)
 
 
 async def test_create_account_gives_customer_id_and_main_menu(gateway: Gateway) -> None:

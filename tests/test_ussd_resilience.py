@@ -168,7 +168,8 @@ def login_texts(customer_id: str, pin: str = PIN) -> list[tuple[str, str]]:
         (f"2*1*{customer_id}", "CON Enter your 5-digit PIN\n0. Back\n*. Exit"),
         (
             f"2*1*{customer_id}*{pin}",
-            f"CON Hello {NAME.split()[0]}\n1. My Account\n2. Change PIN\n3. Log Out\n*. Exit",
+            f"CON Hello {NAME.split()[0]}\n1. My Account\n2. Change PIN\n3. Log Out\n"
+            "4. My Stoves\n5. My Claims\n6. My Credits\n*. Exit",
         ),
     ]
 

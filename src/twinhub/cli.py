@@ -332,6 +332,40 @@ def ledger_verify() -> None:
 
 
 @app.command()
+def demo(
+    stoves: Annotated[
+        int, typer.Option(min=1, max=5000, help="How many stoves (and customers) to load.")
+    ] = 300,
+) -> None:
+    """Load a clean-cooking programme to try twinhub with; running it again adds nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from twinhub import demo as programme
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+    ) as bar:
+        task = bar.add_task("loading the demo programme", total=None)
+
+        def advance(label: str, done: int, total: int) -> None:
+            bar.update(task, description=f"loading: {label}", completed=done, total=total)
+
+        report = _with_platform(lambda p: programme.load_demo(p, stoves, advance))
+    made = ", ".join(f"{n} {what}" for what, n in report.created.items() if n) or "nothing new"
+    out = Console(soft_wrap=True)
+    out.print(f"[green]demo programme ready[/green] (this run created: {made})")
+    out.print(f"  organisation  {programme.ORGANISATION} (controller {programme.OPERATOR})")
+    out.print(f"  project       {programme.PROJECT} (verified by {programme.GROUP})")
+    out.print(f"  oracle        {programme.ORACLE} (controller {programme.ORACLE_OPERATOR})")
+    out.print(f"  collection    {report.collection} (protocol {programme.CLAIM_PROTOCOL})")
+    out.print(f"  stoves        did:ixo:entity/demo-stove-0001 ... ({stoves}), one per customer")
+    out.print(
+        f"Try it: dial as {report.sample_phone} (customer {report.sample_customer}, "
+        f"PIN {programme.DEMO_PIN}); the README's walk-through has every command."
+    )
+
+
+@app.command()
 def config() -> None:
     """Print the effective settings, secrets masked."""
     settings = load_settings()

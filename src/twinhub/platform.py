@@ -25,6 +25,7 @@ from twinhub.services.governance import GovernanceService, GroupSpec
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
+from twinhub.services.stoves import StoveService
 from twinhub.settings import Settings
 
 log = get_logger(__name__)
@@ -70,6 +71,7 @@ class Platform:
         self.claims = ClaimService(
             self.sessionmaker, self.ledger, self.protocols, self.credentials, self.credits
         )
+        self.stoves = StoveService(self.domains, self.claims, self.credits)
         self.idempotency = IdempotencyService(self.sessionmaker)
         bootstrap = settings.twinhub_bootstrap_api_key
         self.api_keys = ApiKeyService(

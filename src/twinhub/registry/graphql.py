@@ -34,6 +34,7 @@ from strawberry.types.unset import UNSET
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.services.claims import ClaimFilter
 from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
 from twinhub.services.errors import NotFound, ServiceError
 from twinhub.services.principals import Principal
@@ -254,8 +255,121 @@ class EntityFilter:
         )
 
 
+@strawberry.type(description="A claim about a project (often one of its assets) and its status.")
+class Claim:
+    id: str
+    collection_id: int
+    agent: str
+    asset: str | None
+    status: str = strawberry.field(
+        description="pending, approved, rejected, flagged, disputed or invalidated."
+    )
+    oracle: str | None
+    reason: str | None
+    amount: int | None = strawberry.field(description="Credits minted by an approval.")
+    credential: str | None = strawberry.field(description="Id of the credential it earned.")
+    submitted_at: datetime
+    evaluated_at: datetime | None
+
+    @classmethod
+    def from_view(cls, view: dict[str, Any]) -> Claim:
+        return cls(
+            id=view["id"],
+            collection_id=view["collection"],
+            agent=view["agent"],
+            asset=view["asset"],
+            status=view["status"],
+            oracle=view["oracle"],
+            reason=view["reason"],
+            amount=view["amount"],
+            credential=view["credential"],
+            submitted_at=datetime.fromisoformat(view["submittedAt"]),
+            evaluated_at=_datetime(view["evaluatedAt"]),
+        )
+
+
+@strawberry.type(description="One page of claims, oldest first.")
+class ClaimsConnection:
+    nodes: list[Claim]
+    page_info: PageInfo
+
+
+@strawberry.type(description="Credits of one class a holder has, and has retired.")
+class Balance:
+    token: str
+    amount: int
+    retired: int
+
+
+@strawberry.type(description="A class of credits: minted, retired, and the supply left.")
+class CreditClass:
+    name: str
+    protocol: str
+    minted: int
+    retired: int
+    supply: int
+
+
 @strawberry.type(description="Status checks of registry domains (read-only).")
 class Query:
+    @strawberry.field(description="One claim by id; null when there is none.")
+    async def claim(self, info: GraphQLInfo, id: str) -> Claim | None:
+        context = _authorised(info)
+        try:
+            return Claim.from_view(await context.platform.claims.claim(id))
+        except NotFound:
+            return None
+
+    @strawberry.field(description="Claims by collection, agent, asset or status.")
+    async def claims(
+        self,
+        info: GraphQLInfo,
+        collection: int | None = None,
+        agent: str | None = None,
+        asset: str | None = None,
+        status: str | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> ClaimsConnection:
+        context = _authorised(info)
+        settings = context.platform.settings
+        if first is not None and first < 1:
+            raise _invalid("first must be at least 1.", "first")
+        limit = min(first or settings.registry_page_size, settings.registry_max_page_size)
+        where = ClaimFilter(collection=collection, agent=agent, asset=asset, status=status)
+        try:
+            if decode_cursor(after) > MAX_SEQ:
+                raise _invalid("The cursor is not one this API gave out.", "after")
+            page = await context.platform.claims.claims(where, after, limit)
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        return ClaimsConnection(
+            nodes=[Claim.from_view(view) for view in page.items],
+            page_info=PageInfo(
+                has_next_page=page.next_cursor is not None, end_cursor=page.next_cursor
+            ),
+        )
+
+    @strawberry.field(description="A holder's credit balances (a DID: customer, organisation).")
+    async def balances(self, info: GraphQLInfo, holder: str) -> list[Balance]:
+        context = _authorised(info)
+        return [Balance(**b) for b in await context.platform.credits.balances(holder)]
+
+    @strawberry.field(description="A credit class such as CARBON; null when never minted.")
+    async def credit_class(self, info: GraphQLInfo, name: str) -> CreditClass | None:
+        context = _authorised(info)
+        try:
+            view = await context.platform.credits.token(name)
+        except NotFound:
+            return None
+        return CreditClass(
+            name=view["name"],
+            protocol=view["protocol"],
+            minted=view["minted"],
+            retired=view["retired"],
+            supply=view["supply"],
+        )
+
     @strawberry.field(description="One entity by DID; null when the registry has no such DID.")
     async def entity(self, info: GraphQLInfo, id: str) -> Entity | None:
         context = _authorised(info)

@@ -100,7 +100,7 @@ def create_ussd_app(
     metrics = UssdMetrics()
     engine = UssdEngine(
         create_session_store(platform),
-        Menu(platform.customers, platform.pin_cipher, content),
+        Menu(platform.customers, platform.pin_cipher, content, platform.stoves),
         content,
         on_session_started=metrics.sessions_started.inc,
     )

@@ -3,6 +3,10 @@
 Every state has one screen and one handler. "0" goes back where a screen offers it, "*"
 ends the session from every screen, and any other unexpected answer re-shows the same
 screen under a one-line notice: a wrong keypress never ends a session or raises.
+
+Lists longer than a screen page with "9. More"; there "0" goes to the previous page, and
+from the first page back to the menu. A list re-shows itself only under "Invalid choice."
+(its page is sized to leave room for that notice, see screens.py).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from twinhub.logging import get_logger
 from twinhub.security.pins import PIN_LENGTH, PinCipher, pin_problem
 from twinhub.services.customer_ids import CUSTOMER_ID_LENGTH, is_valid_customer_id
 from twinhub.services.customers import (
@@ -21,9 +26,29 @@ from twinhub.services.customers import (
     PhoneAlreadyRegistered,
     clean_full_name,
 )
+from twinhub.services.errors import Conflict, NotFound, NotVerified, ServiceError
+from twinhub.services.stoves import (
+    COOKING,
+    FUEL,
+    NoOpenCollection,
+    StoveInactive,
+    StoveService,
+    StoveView,
+    quantity_problem,
+)
 from twinhub.ussd.inputs import BACK, EXIT
-from twinhub.ussd.screens import Content, Notice
+from twinhub.ussd.screens import (
+    CLAIMS_PER_PAGE,
+    MORE,
+    STOVES_PER_PAGE,
+    Content,
+    Notice,
+    pages_of,
+    short_id,
+)
 from twinhub.ussd.sessions import ENDED, Session
+
+log = get_logger(__name__)
 
 
 class State(StrEnum):
@@ -44,6 +69,13 @@ class State(StrEnum):
     change_pin_current = "changePinCurrent"
     change_pin_new = "changePinNew"
     change_pin_confirm = "changePinConfirm"
+    stoves = "stoves"
+    stove_details = "stoveDetails"
+    report_quantity = "reportQuantity"
+    report_confirm = "reportConfirm"
+    report_result = "reportResult"
+    claims = "claims"
+    credits = "credits"
 
 
 # Where "0" leads from each screen that shows "0. Back".
@@ -62,6 +94,11 @@ PARENT: dict[State, State] = {
     State.change_pin_current: State.main_menu,
     State.change_pin_new: State.main_menu,
     State.change_pin_confirm: State.change_pin_new,
+    State.stove_details: State.stoves,
+    State.report_quantity: State.stove_details,
+    State.report_confirm: State.report_quantity,
+    State.report_result: State.stove_details,  # never back to the confirmation: no resend
+    State.credits: State.main_menu,
 }
 SIGNED_IN = frozenset(
     {
@@ -71,10 +108,24 @@ SIGNED_IN = frozenset(
         State.change_pin_current,
         State.change_pin_new,
         State.change_pin_confirm,
+        State.stoves,
+        State.stove_details,
+        State.report_quantity,
+        State.report_confirm,
+        State.report_result,
+        State.claims,
+        State.credits,
     }
 )
-# Scratch keys: what a multi-screen flow remembers between screens.
+# Scratch keys: what a multi-screen flow remembers between screens. The session record may
+# sit in Redis, so a flow keeps references (a page number, a DID), never copies of lists.
 NAME, PENDING_PIN, LOGIN_ID = "name", "pendingPin", "loginId"
+PAGE = "page"  # the stove list's page, from 0
+STOVE = "stove"  # the chosen stove's DID
+KIND, QUANTITY = "kind", "quantity"  # the report being typed: cooking|fuel, a number
+OUTCOME, CLAIM = "outcome", "claim"  # how the report went; the new claim's short id
+CLAIM_PAGES = "claimPages"  # cursors of the claim pages walked, space-separated
+REPORT_KINDS = {"1": COOKING, "2": FUEL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +141,17 @@ Handler = Callable[[Session, str], Awaitable[Reply]]
 
 
 class Menu:
-    def __init__(self, customers: CustomerService, cipher: PinCipher, content: Content) -> None:
+    def __init__(
+        self,
+        customers: CustomerService,
+        cipher: PinCipher,
+        content: Content,
+        stoves: StoveService,
+    ) -> None:
         self._customers = customers
         self._cipher = cipher
         self._content = content
+        self._stoves = stoves
         self._handlers: dict[State, Handler] = {
             State.pre_menu: self._pre_menu,
             State.know_more: self._know_more,
@@ -112,6 +170,13 @@ class Menu:
             State.change_pin_current: self._change_pin_current,
             State.change_pin_new: self._change_pin_new,
             State.change_pin_confirm: self._change_pin_confirm,
+            State.stoves: self._stove_list,
+            State.stove_details: self._stove_details,
+            State.report_quantity: self._report_quantity,
+            State.report_confirm: self._report_confirm,
+            State.report_result: self._info,
+            State.claims: self._claim_list,
+            State.credits: self._info,
         }
 
     # -- entry points ----------------------------------------------------------------------
@@ -131,7 +196,13 @@ class Menu:
 
     # -- rendering -------------------------------------------------------------------------
     async def _show(self, session: Session, state: State, notice: str | None = None) -> Reply:
-        if state in (State.pre_menu, State.account_menu, State.login_id, State.create_name):
+        if state in (
+            State.pre_menu,
+            State.account_menu,
+            State.login_id,
+            State.create_name,
+            State.main_menu,
+        ):
             session.scratch.clear()  # leaving a flow forgets its half-typed answers
         if state is State.pre_menu:
             session.customer_id = None
@@ -162,6 +233,32 @@ class Menu:
                 customer = await self._signed_in_customer(session)
                 assert customer is not None, "signed-in sessions always have an account"
                 return content.account_details(customer)
+            case State.stoves:
+                stoves, page, pages = await self._stove_page(session)
+                return content.stoves(stoves, page, pages)
+            case State.stove_details | State.report_quantity | State.report_confirm:
+                stove = await self._chosen_stove(session)
+                if stove is None:
+                    return content.stove_gone
+                if state is State.stove_details:
+                    return content.stove_details(stove)
+                kind = session.scratch[KIND]
+                if state is State.report_quantity:
+                    return content.report_quantity(stove, kind)
+                return content.report_confirm(stove, kind, int(session.scratch[QUANTITY]))
+            case State.report_result:
+                return content.report_result(
+                    session.scratch.get(OUTCOME, ""), session.scratch.get(CLAIM, "")
+                )
+            case State.claims:
+                trail = _trail(session)
+                claims = await self._stoves.claims_of(
+                    _customer(session), trail[-1] or None, CLAIMS_PER_PAGE
+                )
+                later = -(-claims.older // CLAIMS_PER_PAGE)  # pages of older claims
+                return content.claims(claims.items, len(trail) - 1, len(trail) + later)
+            case State.credits:
+                return content.credits(await self._stoves.balance(_customer(session)))
             case _:
                 return str(getattr(content, state_attribute(state)))
 
@@ -272,6 +369,16 @@ class Menu:
             return await self._show(session, State.change_pin_current)
         if answer == "3":
             return self._end(session, self._content.logged_out)
+        if answer == "4":
+            session.scratch[PAGE] = "0"
+            return await self._show(session, State.stoves)
+        if answer == "5":
+            # Cut the pages from the claims there are now: later ones wait for a new visit.
+            first = await self._stoves.claims_of(_customer(session), None, CLAIMS_PER_PAGE)
+            session.scratch[CLAIM_PAGES] = first.cursor
+            return await self._show(session, State.claims)
+        if answer == "6":
+            return await self._show(session, State.credits)
         return await self._show(session, State.main_menu, Notice.invalid_choice)
 
     async def _change_pin_current(self, session: Session, answer: str) -> Reply:
@@ -305,6 +412,101 @@ class Menu:
         session.scratch.clear()
         return await self._show(session, State.main_menu, Notice.pin_changed)
 
+    # -- stoves and their reports ----------------------------------------------------------
+    async def _stove_page(self, session: Session) -> tuple[list[StoveView], int, int]:
+        """The stoves on the session's page (the page clamped: a stove may have gone)."""
+        stoves = await self._stoves.stoves_of(_customer(session))
+        pages = pages_of(len(stoves), STOVES_PER_PAGE)
+        page = min(int(session.scratch.get(PAGE, "0")), pages - 1)
+        first = page * STOVES_PER_PAGE
+        return stoves[first : first + STOVES_PER_PAGE], page, pages
+
+    async def _chosen_stove(self, session: Session) -> StoveView | None:
+        """The stove picked from the list, if the customer still owns it."""
+        did = session.scratch.get(STOVE)
+        if did is None:
+            return None
+        try:
+            return await self._stoves.stove_of(_customer(session), did)
+        except NotFound:
+            return None
+
+    async def _stove_list(self, session: Session, answer: str) -> Reply:
+        stoves, page, pages = await self._stove_page(session)
+        if answer == BACK:
+            if page == 0:
+                return await self._show(session, State.main_menu)
+            session.scratch[PAGE] = str(page - 1)
+            return await self._show(session, State.stoves)
+        if answer == MORE and page + 1 < pages:
+            session.scratch[PAGE] = str(page + 1)
+            return await self._show(session, State.stoves)
+        number = _small_number(answer)
+        if number is not None and 1 <= number <= len(stoves):
+            session.scratch[PAGE] = str(page)
+            session.scratch[STOVE] = stoves[number - 1].did
+            return await self._show(session, State.stove_details)
+        return await self._show(session, State.stoves, Notice.invalid_choice)
+
+    async def _stove_details(self, session: Session, answer: str) -> Reply:
+        kind = REPORT_KINDS.get(answer)
+        if kind is None or await self._chosen_stove(session) is None:
+            return await self._show(session, State.stove_details, Notice.invalid_choice)
+        session.scratch[KIND] = kind
+        return await self._show(session, State.report_quantity)
+
+    async def _report_quantity(self, session: Session, answer: str) -> Reply:
+        if not (answer.isascii() and answer.isdigit()):
+            return await self._show(session, State.report_quantity, Notice.quantity_digits)
+        quantity = _small_number(answer)
+        if quantity is None or quantity_problem(quantity):
+            return await self._show(session, State.report_quantity, Notice.quantity_range)
+        session.scratch[QUANTITY] = str(quantity)
+        return await self._show(session, State.report_confirm)
+
+    async def _report_confirm(self, session: Session, answer: str) -> Reply:
+        if answer != "1":
+            return await self._show(session, State.report_confirm, Notice.invalid_choice)
+        scratch = session.scratch
+        outcome, claim = "sent", ""
+        try:
+            view = await self._stoves.report(
+                _customer(session), scratch[STOVE], scratch[KIND], int(scratch[QUANTITY])
+            )
+            claim = short_id(view["id"])
+        except NotVerified:
+            outcome = "notVerified"
+        except StoveInactive:
+            outcome = "inactive"
+        except (NoOpenCollection, Conflict):  # closed, out of its window or full meanwhile
+            outcome = "noCollection"
+        except NotFound:
+            outcome = "gone"
+        except ServiceError as error:
+            log.warning("ussd report refused", code=error.code, session_id=session.session_id)
+            outcome = "refused"
+        for key in (KIND, QUANTITY):
+            scratch.pop(key, None)
+        scratch[OUTCOME], scratch[CLAIM] = outcome, claim
+        return await self._show(session, State.report_result)
+
+    # -- claims ----------------------------------------------------------------------------
+    async def _claim_list(self, session: Session, answer: str) -> Reply:
+        trail = _trail(session)
+        if answer == BACK:
+            if len(trail) == 1:
+                return await self._show(session, State.main_menu)
+            session.scratch[CLAIM_PAGES] = " ".join(trail[:-1])
+            return await self._show(session, State.claims)
+        if answer == MORE:
+            page = await self._stoves.claims_of(
+                _customer(session), trail[-1] or None, CLAIMS_PER_PAGE
+            )
+            if page.next_cursor is not None:
+                session.scratch[CLAIM_PAGES] = " ".join([*trail, page.next_cursor])
+                return await self._show(session, State.claims)
+        return await self._show(session, State.claims, Notice.invalid_choice)
+
     # -- a PIN typed on one screen and confirmed on the next -------------------------------
     def _remember_pin(self, session: Session, pin: str) -> None:
         """Kept encrypted in the session record, never in plain text (it may sit in Redis)."""
@@ -321,6 +523,23 @@ class Menu:
 
 def _pending_context(session: Session) -> str:
     return f"pending-pin:{session.session_id}"
+
+
+def _customer(session: Session) -> str:
+    assert session.customer_id is not None, "only signed-in states reach here"
+    return session.customer_id
+
+
+def _trail(session: Session) -> list[str]:
+    """The cursors of the claim pages walked so far; the last one is the page shown."""
+    return session.scratch.get(CLAIM_PAGES, "").split(" ")
+
+
+def _small_number(answer: str) -> int | None:
+    """A typed number of a few ASCII digits (a menu choice, a quantity), else None."""
+    if answer.isascii() and answer.isdigit() and len(answer) <= 6:
+        return int(answer)
+    return None
 
 
 def _looks_like_pin(answer: str) -> bool:

@@ -1,0 +1,252 @@
+"""A customer's view of the programme: their stoves, their reports, their claims, credits.
+
+This is what the USSD menus need, said in registry terms and nothing else (no HTTP, no
+screen words). Rules that live here:
+- a customer's stoves are the Device domains whose FIRST controller is the customer's DID
+  (`customer_did`): the owner, to whom the credits of the stove's claims are minted; a
+  domain the customer merely co-controls is not "theirs";
+- a report is a claim about one of their stoves, submitted as the customer, into the
+  newest collection of the stove's project that is open now and takes clean-cooking
+  claims; a project that governance has not verified takes no report;
+- their claims are listed newest first (the latest report is the one they look for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from twinhub.identifiers import customer_did
+from twinhub.services.claims import OPEN, ClaimFilter, ClaimService
+from twinhub.services.credits import CreditService
+from twinhub.services.domains import ACTIVE, DomainFilter, DomainService
+from twinhub.services.errors import Conflict, FieldProblem, Invalid, NotFound, NotVerified
+from twinhub.services.principals import Principal
+from twinhub.services.protocols import decode_cursor, encode_cursor
+from twinhub.services.twin_classes import same_kind
+
+CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
+COOKING, FUEL = "cooking", "fuel"
+# What each kind of report counts, as the claim protocol names it.
+REPORT_FIELDS = {COOKING: "mealsCooked", FUEL: "fuelKg"}
+MIN_QUANTITY, MAX_QUANTITY = 1, 1000
+_SCAN = 200  # rows per registry page while reading a customer's stoves or claims
+
+
+class NoOpenCollection(Conflict):
+    """The stove's project takes no clean-cooking reports at the moment."""
+
+    code = "no_open_collection"
+
+
+class StoveInactive(Conflict):
+    """A deactivated stove produces no claims (the claim service refuses it as well)."""
+
+    code = "stove_inactive"
+
+
+@dataclass(frozen=True, slots=True)
+class StoveView:
+    did: str
+    name: str  # metadata.name, else the serial number, else the DID
+    status: str  # the domain's status: active | deactivated
+    project: str | None  # the `project` relationship's target
+    project_verified: bool  # verified by governance and active
+    serial: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimLine:
+    id: str
+    status: str  # pending | approved | rejected | flagged | disputed | invalidated
+    report_type: str | None
+    asset: str | None
+    submitted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPage:
+    """A page of a customer's claims, newest first."""
+
+    items: list[ClaimLine]
+    cursor: str  # asking again with it gives this same page, whatever was added since
+    next_cursor: str | None  # the page of older claims; None on the oldest page
+    older: int  # how many claims are older than this page
+
+
+def quantity_problem(quantity: object) -> str | None:
+    """Why a reported quantity cannot be taken, or None (a whole number 1..1000)."""
+    if isinstance(quantity, bool) or not isinstance(quantity, int):
+        return "expected a whole number"
+    if not MIN_QUANTITY <= quantity <= MAX_QUANTITY:
+        return f"expected {MIN_QUANTITY} to {MAX_QUANTITY}"
+    return None
+
+
+def _owned_stove(record: dict[str, Any], owner: str) -> bool:
+    """A Device whose first controller (its owner, who receives its credits) is `owner`."""
+    controller = record["controller"]
+    return bool(controller) and controller[0] == owner and same_kind(record["type"], "Device")
+
+
+def _stove_name(record: dict[str, Any]) -> str:
+    name = (record.get("metadata") or {}).get("name")
+    serial = (record.get("properties") or {}).get("serialNumber")
+    for candidate in (name, serial):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()
+    return str(record["did"])
+
+
+def _project_of(record: dict[str, Any]) -> str | None:
+    """The project a stove serves: the target of its `project` relationship."""
+    targets = [r["target"] for r in record.get("relationships", []) if r["type"] == "project"]
+    return targets[0] if targets else None
+
+
+def _collection_takes_claims(view: dict[str, Any], now: datetime) -> bool:
+    """Open, within its window and under its quota: what `ClaimService.submit` will accept."""
+    if view["protocol"] != CLAIM_PROTOCOL or view["state"] != OPEN:
+        return False
+    start = datetime.fromisoformat(view["startDate"]) if view["startDate"] else None
+    end = datetime.fromisoformat(view["endDate"]) if view["endDate"] else None
+    if (start and now < start) or (end and now >= end):
+        return False
+    return view["quota"] is None or view["counts"]["submitted"] < view["quota"]
+
+
+class StoveService:
+    def __init__(
+        self, domains: DomainService, claims: ClaimService, credits: CreditService
+    ) -> None:
+        self._domains = domains
+        self._claims = claims
+        self._credits = credits
+
+    # -- stoves ----------------------------------------------------------------------------
+    async def stoves_of(self, customer_id: str) -> list[StoveView]:
+        """Every stove the customer owns, oldest first (a stable order for numbered pages)."""
+        owner = customer_did(customer_id)
+        records: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await self._domains.list(DomainFilter(controller=owner), cursor, _SCAN)
+            records += [r for r in page.items if _owned_stove(r, owner)]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        verified: dict[str, bool] = {}
+        stoves = []
+        for record in records:
+            project = _project_of(record)
+            if project is not None and project not in verified:
+                verified[project] = await self._verified(project)
+            serial = (record.get("properties") or {}).get("serialNumber")
+            stoves.append(
+                StoveView(
+                    did=record["did"],
+                    name=_stove_name(record),
+                    status=record["status"],
+                    project=project,
+                    project_verified=bool(project and verified[project]),
+                    serial=serial if isinstance(serial, str) else None,
+                )
+            )
+        return stoves
+
+    async def stove_of(self, customer_id: str, stove_did: str) -> StoveView:
+        """One of the customer's stoves; NotFound for any other DID (theirs or nobody's)."""
+        for stove in await self.stoves_of(customer_id):
+            if stove.did == stove_did:
+                return stove
+        raise NotFound(f"No stove {stove_did} among customer {customer_id}'s stoves.")
+
+    async def _verified(self, project: str) -> bool:
+        try:
+            record = await self._domains.get(project)
+        except NotFound:
+            return False
+        return bool(record["verified"]) and record["status"] == ACTIVE
+
+    # -- reports ---------------------------------------------------------------------------
+    async def report(
+        self, customer_id: str, stove_did: str, kind: str, quantity: int
+    ) -> dict[str, Any]:
+        """Submit a cooking or fuel report about one of the customer's stoves; the claim."""
+        problem = quantity_problem(quantity)
+        if kind not in REPORT_FIELDS or problem:
+            details = [FieldProblem("quantity", problem)] if problem else []
+            if kind not in REPORT_FIELDS:
+                details.append(FieldProblem("kind", " or ".join(REPORT_FIELDS)))
+            raise Invalid("The report is invalid.", details)
+        stove = await self.stove_of(customer_id, stove_did)
+        if stove.status != ACTIVE:
+            raise StoveInactive(f"Stove {stove.did} is {stove.status}; it takes no reports.")
+        if stove.project is None:
+            raise NoOpenCollection(f"Stove {stove.did} belongs to no project.")
+        if not stove.project_verified:
+            raise NotVerified(
+                f"{stove.project} is not verified: only a project verified by governance "
+                "takes claims (rule: verified domains only)."
+            )
+        collection = await self._open_collection(stove.project)
+        data = {"reportType": kind, REPORT_FIELDS[kind]: quantity, "channel": "ussd"}
+        writer = Principal(customer_did(customer_id), frozenset({"writer"}))
+        return await self._claims.submit(collection, data, writer, asset=stove.did)
+
+    async def _open_collection(self, project: str) -> int:
+        """The newest collection of the project that takes clean-cooking claims now."""
+        now = datetime.now(UTC)
+        newest: int | None = None
+        cursor: str | None = None
+        while True:
+            page = await self._claims.collections(project, cursor, _SCAN)
+            for view in page.items:
+                if _collection_takes_claims(view, now):
+                    newest = view["id"]  # pages run oldest first: the last one wins
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        if newest is None:
+            raise NoOpenCollection(f"{project} has no open clean-cooking claim collection.")
+        return newest
+
+    # -- claims and credits ----------------------------------------------------------------
+    async def claims_of(self, customer_id: str, cursor: str | None, limit: int) -> ClaimPage:
+        """The claims the customer submitted, NEWEST first, `limit` at a time.
+
+        ClaimService pages oldest first, so the customer's claims are read whole (one per
+        report: a few hundred at most) and cut from the newest end. A cursor counts the
+        claims up to a page's newest one; claims are only ever appended, so the pages cut
+        from a first page's cursor stay the same while new reports arrive (those appear
+        on a fresh first page, asked for without a cursor).
+        """
+        limit = max(1, min(limit, 100))
+        agent = customer_did(customer_id)
+        views: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            page = await self._claims.claims(ClaimFilter(agent=agent), after, _SCAN)
+            views += page.items
+            after = page.next_cursor
+            if after is None:
+                break
+        end = len(views) if cursor is None else min(decode_cursor(cursor), len(views))
+        start = max(0, end - limit)
+        lines = [
+            ClaimLine(
+                id=view["id"],
+                status=view["status"],
+                report_type=view["data"].get("reportType"),
+                asset=view["asset"],
+                submitted_at=datetime.fromisoformat(view["submittedAt"]),
+            )
+            for view in reversed(views[start:end])
+        ]
+        return ClaimPage(lines, encode_cursor(end), encode_cursor(start) if start else None, start)
+
+    async def balance(self, customer_id: str) -> list[tuple[str, int]]:
+        """(token, spendable amount) for every credit class the customer ever held."""
+        rows = await self._credits.balances(customer_did(customer_id))
+        return [(row["token"], int(row["amount"])) for row in rows]

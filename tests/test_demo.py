@@ -1,0 +1,46 @@
+"""`twinhub demo` loads a whole programme through the services, and a second run adds
+nothing: the same DIDs, the same customers, one verification, one collection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_cli import base_env, run_cli
+from twinhub import demo
+from twinhub.identifiers import customer_did
+from twinhub.platform import Platform
+from twinhub.services.domains import DomainFilter
+from twinhub.settings import Settings
+
+
+async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -> None:
+    env = base_env(tmp_path)
+    first = run_cli("demo", "--stoves", "7", env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "7 customers, 7 stoves" in first.stdout
+    assert demo.DEMO_PIN in first.stdout
+    second = run_cli("demo", "--stoves", "7", env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "nothing new" in second.stdout
+
+    platform = Platform(Settings(data_dir=tmp_path / "data", environment="test"))
+    await platform.start()
+    try:
+        project = await platform.domains.get(demo.PROJECT)
+        assert project["verified"] is True
+        proposals = await platform.governance.proposals_of(demo.PROJECT)
+        assert [p["status"] for p in proposals] == ["executed"]
+        stoves = await platform.domains.list(
+            DomainFilter(protocol="did:ixo:protocol/clean-cooking"), None, 100, count=True
+        )
+        assert stoves.total == 7
+        customer = await platform.customers.by_phone(f"{demo.PHONE_PREFIX}00003")
+        assert customer is not None
+        stove = await platform.domains.get("did:ixo:entity/demo-stove-0003")
+        assert stove["controller"][0] == customer_did(customer.customer_id)
+        collections = await platform.claims.collections(demo.PROJECT, None, 10)
+        assert len(collections.items) == 1
+        assert collections.items[0]["evaluators"] == [demo.ORACLE]
+        assert (await platform.ledger.verify()).ok
+    finally:
+        await platform.stop()

@@ -15,6 +15,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.registry",
         "registry API on SQLite: creates/s while growing to 1k/10k/100k, reads through wrk",
     ),
+    "claims": (
+        "bench.claims",
+        "claims: submissions, evaluations (credential + mint) and reads per second, "
+        "with 1k and 100k claims stored (--claims N, --database sqlite|postgresql)",
+    ),
     "gateway": (
         "bench.gateway",
         "chain REST gateway: GET /ixo/entity/{id} via the gateway vs direct gRPC, 100k entities",

@@ -618,6 +618,7 @@ class ReadRun:
     wrk_cpu_seconds: float
     foreign_cpu_seconds: float  # other processes on the server's core
     wall_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)  # the script's other result fields
 
     @property
     def rps(self) -> float:
@@ -666,10 +667,18 @@ class Ctx:
 
 
 def run_wrk(
-    ctx: Ctx, endpoint: str, phase: str, paths_file: Path, seconds: int, rate: float = 0.0
+    ctx: Ctx,
+    endpoint: str,
+    phase: str,
+    paths_file: Path,
+    seconds: int,
+    rate: float = 0.0,
+    script: Path = LUA_SCRIPT,
+    env_extra: dict[str, str] | None = None,
 ) -> ReadRun:
     """One wrk run of `seconds` GETting random lines of paths_file; rate > 0 paces the
-    connections to that many requests/s in total."""
+    connections to that many requests/s in total. Another `script` with the same result
+    contract (bench/claims_writes.lua) may be run instead, with `env_extra` on top."""
     args = ctx.args
     result_file = ctx.workdir / f"wrk-{endpoint}-{phase}.json"
     env = dict(os.environ)
@@ -681,11 +690,12 @@ def run_wrk(
         BENCH_RATE_PER_CONN=str(rate / args.connections if rate > 0 else 0),
         BENCH_SEED=str(random.randrange(1, 1_000_000)),
     )
+    env.update(env_extra or {})
     cmd = [
         "taskset", "-c", str(ctx.wrk_cpu), "wrk",
         "-t", str(args.connections), "-c", str(args.connections),
         "-d", f"{seconds}s", "--timeout", f"{args.timeout}s", "--latency",
-        "-s", str(LUA_SCRIPT), ctx.server.base_url,
+        "-s", str(script), ctx.server.base_url,
     ]  # fmt: skip
     cpu_before = cpu_seconds(ctx.server.pid)
     core_before = core_busy_seconds(ctx.server_cpu)
@@ -735,7 +745,15 @@ def run_wrk(
         wrk_cpu_seconds=wrk_cpu_s,
         foreign_cpu_seconds=foreign,
         wall_seconds=wall,
+        extra={k: v for k, v in data.items() if k not in _WRK_RESULT_FIELDS},
     )
+
+
+# what ReadRun takes from a wrk script's result file; the rest goes to ReadRun.extra
+_WRK_RESULT_FIELDS = {
+    "duration_us", "wrk_requests", "socket_errors", "wrk_status_errors", "responses", "ok",
+    "errors", "body_bytes", "threads", "wrk_latency_us", "histogram_us", "error_samples",
+}  # fmt: skip
 
 
 def nice_rate(value: float) -> float:

@@ -35,17 +35,8 @@ local current = ""
 
 function init(args)
    counters, tid = common.counters()
-   local name = common.env("BENCH_PATHS_FILE", nil)
-   assert(name, "BENCH_PATHS_FILE is not set")
-   local file = assert(io.open(name, "r"))
-   for line in file:lines() do
-      if #line > 0 then
-         npaths = npaths + 1
-         paths[npaths] = line
-      end
-   end
-   file:close()
-   assert(npaths > 0, "BENCH_PATHS_FILE is empty")
+   paths = common.read_lines(common.env("BENCH_PATHS_FILE", nil))
+   npaths = #paths
    -- different threads must not walk the same sequence of "random" paths
    math.randomseed(tid * 7919 + tonumber(common.env("BENCH_SEED", "1")))
    wrk.method = "GET"

@@ -33,6 +33,21 @@ function M.env(name, default)
    return v
 end
 
+-- The non-empty lines of a file (paths, DIDs, claim ids), in order; fails when there are none.
+function M.read_lines(name)
+   assert(name, "no input file given")
+   local lines = {}
+   local file = assert(io.open(name, "r"))
+   for line in file:lines() do
+      if #line > 0 then
+         lines[#lines + 1] = line
+      end
+   end
+   file:close()
+   assert(#lines > 0, name .. " is empty")
+   return lines
+end
+
 function M.now_us()
    ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
    return tonumber(ts.tv_sec) * 1000000 + tonumber(ts.tv_nsec) / 1000

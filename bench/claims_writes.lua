@@ -1,0 +1,156 @@
+-- wrk script for the twinhub claims benchmark's writes (driven by bench/claims.py; see
+-- bench/README.md): claim submissions and oracle evaluations, each a POST with its own body.
+--
+--   BENCH_MODE=submit    POST BENCH_PATH (/v1/claim-collections/<id>/claims) with
+--                        {"id": "<BENCH_ID_PREFIX>-t<thread>-<n>", "asset": <random line of
+--                        BENCH_PATHS_FILE>, "data": {"reportType": "cooking", ...}}; OK = 201.
+--                        The id of every 201 is written to this thread's id file.
+--   BENCH_MODE=evaluate  POST /v1/claims/<id>/evaluations with the body BENCH_BODY, for the
+--                        claim ids of BENCH_PATHS_FILE: thread t of T takes lines t, t+T,
+--                        t+2T, ... in order, so no claim is evaluated twice; OK = 200 with
+--                        BENCH_EXPECT (e.g. "status":"approved") in the reply. Every id is
+--                        written to this thread's id file as it is sent (the harness drops
+--                        those from its pool of pending claims). A thread that runs out of
+--                        ids stops (wrk.thread:stop()) and counts as `exhausted`; the harness
+--                        then takes the rate over the time the threads were busy
+--                        (first_us .. last_us) instead of wrk's fixed duration.
+--
+-- Other settings (the harness sets them): BENCH_AUTH (Authorization header, kept out of
+-- wrk's command line), BENCH_IDS_OUT (prefix of the per-thread id files:
+-- <prefix>-<thread>.txt), BENCH_THREADS (wrk's thread count), BENCH_LUA_DIR,
+-- BENCH_RESULT_FILE, BENCH_RATE_PER_CONN (pacing) and BENCH_SEED, as in registry_reads.lua.
+-- One connection per thread (-t == -c), so request() to response() is one request's latency.
+-- wrk calls request() once per run without sending it (checking the script), so `sent` can
+-- be one more than what went out, and that one id is dropped from the pool without being
+-- evaluated.
+-- The clock, histogram, counters, pacing and result file come from wrk_common.lua.
+
+local common = dofile(os.getenv("BENCH_LUA_DIR") .. "/wrk_common.lua")
+
+-- This script's counter slots (wrk_common keeps the histogram after them).
+local RESPONSES, OK, ERRORS, NSAMPLES, BYTES = 0, 1, 2, 3, 4
+local FIRST, LAST, SENT, EXHAUSTED = 5, 6, 7, 8
+
+local counters -- double* into this thread's array
+local tid = 0
+local mode = "submit"
+local out -- this thread's id file
+local t0 = 0
+local current = ""
+local filler = false -- the request sent after running out of ids (not counted)
+-- submit
+local path, prefix, assets
+local n = 0
+-- evaluate
+local ids = {}
+local next_id = 0
+local body, expect
+
+function init(args)
+   counters, tid = common.counters()
+   mode = common.env("BENCH_MODE", "submit")
+   local lines = common.read_lines(common.env("BENCH_PATHS_FILE", nil))
+   if mode == "submit" then
+      assets = lines
+      path = assert(common.env("BENCH_PATH", nil), "BENCH_PATH is not set")
+      prefix = assert(common.env("BENCH_ID_PREFIX", nil), "BENCH_ID_PREFIX is not set")
+         .. "-t" .. tid .. "-"
+   else
+      assert(mode == "evaluate", "BENCH_MODE is submit or evaluate")
+      local threads = tonumber(common.env("BENCH_THREADS", "1"))
+      for i = tid, #lines, threads do
+         ids[#ids + 1] = lines[i]
+      end
+      body = assert(common.env("BENCH_BODY", nil), "BENCH_BODY is not set")
+      expect = common.env("BENCH_EXPECT", "")
+   end
+   out = assert(io.open(common.env("BENCH_IDS_OUT", "ids") .. "-" .. tid .. ".txt", "w"))
+   out:setvbuf("line") -- wrk never closes a thread's Lua state: nothing may sit in a buffer
+   math.randomseed(tid * 7919 + tonumber(common.env("BENCH_SEED", "1")))
+   wrk.method = "POST"
+   wrk.headers["Authorization"] = common.env("BENCH_AUTH", "")
+   wrk.headers["Content-Type"] = "application/json"
+   wrk.headers["Accept"] = "application/json"
+end
+
+local function started()
+   t0 = common.now_us()
+   if counters[FIRST] == 0 then
+      counters[FIRST] = math.floor(t0)
+   end
+   counters[SENT] = counters[SENT] + 1
+end
+
+function request()
+   if mode == "submit" then
+      n = n + 1
+      current = prefix .. n
+      local claim = string.format(
+         '{"id":"%s","asset":"%s","data":{"reportType":"cooking","mealsCooked":%d}}',
+         current, assets[math.random(#assets)], n % 9 + 1)
+      started()
+      return wrk.format(nil, path, nil, claim)
+   end
+   next_id = next_id + 1
+   if next_id > #ids then
+      counters[EXHAUSTED] = 1
+      filler = true
+      wrk.thread:stop()
+      return wrk.format("GET", "/health")
+   end
+   current = ids[next_id]
+   out:write(current, "\n")
+   started()
+   return wrk.format(nil, "/v1/claims/" .. current .. "/evaluations", nil, body)
+end
+
+function response(status, headers, reply)
+   if filler then
+      return
+   end
+   local now = common.now_us()
+   common.record_latency(counters, now - t0)
+   counters[LAST] = math.floor(now)
+   counters[RESPONSES] = counters[RESPONSES] + 1
+   counters[BYTES] = counters[BYTES] + #(reply or "")
+   local ok
+   if mode == "submit" then
+      ok = status == 201
+   else
+      ok = status == 200 and string.find(reply or "", expect, 1, true) ~= nil
+   end
+   if ok then
+      counters[OK] = counters[OK] + 1
+      if mode == "submit" then
+         out:write(current, "\n")
+      end
+   else
+      counters[ERRORS] = counters[ERRORS] + 1
+      common.sample_error(counters, NSAMPLES, string.format(
+         "POST %s (%s) -> %d %s", mode, current, status, string.sub(reply or "", 1, 200)))
+   end
+end
+
+local function fold(total, c)
+   total.responses = total.responses + c[RESPONSES]
+   total.ok = total.ok + c[OK]
+   total.errors = total.errors + c[ERRORS]
+   total.body_bytes = total.body_bytes + c[BYTES]
+   total.sent = total.sent + c[SENT]
+   total.exhausted = total.exhausted + c[EXHAUSTED]
+   if c[FIRST] > 0 and (total.first_us == 0 or c[FIRST] < total.first_us) then
+      total.first_us = c[FIRST]
+   end
+   if c[LAST] > total.last_us then
+      total.last_us = c[LAST]
+   end
+end
+
+function done(summary, latency, requests)
+   local total = common.write_results(summary, latency, {
+      responses = 0, ok = 0, errors = 0, body_bytes = 0, sent = 0, exhausted = 0,
+      first_us = 0, last_us = 0 }, fold, NSAMPLES)
+   io.write(string.format("BENCH %s responses=%d ok=%d errors=%d exhausted=%d\n",
+                          common.env("BENCH_MODE", "submit"),
+                          total.responses, total.ok, total.errors, total.exhausted))
+end

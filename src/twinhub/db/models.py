@@ -308,6 +308,9 @@ class Claim(Base):
         Index("ix_claims_collection_seq", "collection_id", "seq"),
         Index("ix_claims_asset_seq", "asset_did", "seq"),
         Index("ix_claims_agent_seq", "agent", "seq"),
+        # An oracle's "pending claims of my collection" must not walk the evaluated ones.
+        Index("ix_claims_collection_status_seq", "collection_id", "status", "seq"),
+        Index("ix_claims_status_seq", "status", "seq"),
     )
 
     id: Mapped[str] = mapped_column(String(100), primary_key=True)

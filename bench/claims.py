@@ -51,6 +51,7 @@ from bench.registry import (
 from bench.ussd import (
     BenchError,
     Server,
+    add_server_options,
     check_alive,
     fmt,
     free_port,
@@ -223,30 +224,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also exit non-zero when a cost is not flat (server CPU per request at the large "
         f"store above {FLAT_FACTOR:g}x the small)",
     )
-    parser.add_argument(
-        "--server-cmd",
-        default=None,
-        help="run this instead of `twinhub serve registry` (shell words; {host} and {port} "
-        "are substituted)",
-    )
-    parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
-    parser.add_argument(
-        "--startup-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="how long to wait for GET /health to answer 200 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=DEFAULT_RESULTS_DIR,
-        help="where claims-<database>.json goes (default: bench/results)",
-    )
-    parser.add_argument(
-        "--keep",
-        action="store_true",
-        help="keep the temp dir (SQLite file, logs, id files) and the PostgreSQL database",
+    add_server_options(
+        parser,
+        "registry",
+        "claims-<database>.json",
+        "keep the temp dir (SQLite file, logs, id files) and the PostgreSQL database",
     )
 
 

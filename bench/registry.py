@@ -45,6 +45,7 @@ from bench.ussd import (
     HOST,
     BenchError,
     Server,
+    add_server_options,
     check_alive,
     cpu_seconds,
     fmt,
@@ -176,30 +177,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="also exit non-zero when a target is missed"
     )
-    parser.add_argument(
-        "--server-cmd",
-        default=None,
-        help="run this instead of `twinhub serve registry` (shell words; {host} and {port} "
-        "are substituted), e.g. to benchmark another build",
-    )
-    parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
-    parser.add_argument(
-        "--startup-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="how long to wait for GET /health to answer 200 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=DEFAULT_RESULTS_DIR,
-        help="where registry.json goes (default: bench/results)",
-    )
-    parser.add_argument(
-        "--keep",
-        action="store_true",
-        help="keep the temp dir (SQLite file, logs, DID lists) even when the run succeeds",
+    add_server_options(
+        parser,
+        "registry",
+        "registry.json",
+        "keep the temp dir (SQLite file, logs, DID lists) even when the run succeeds",
     )
 
 

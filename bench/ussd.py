@@ -177,15 +177,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--service-code", default="*384*1#", help="serviceCode field (default: %(default)s)"
     )
+    add_server_options(
+        parser, "ussd", "ussd-<store>.json", "keep each store's temp dir (logs, SQLite, key)"
+    )
+
+
+def add_server_options(
+    parser: argparse.ArgumentParser, server: str, results: str, keep: str
+) -> None:
+    """The options every wrk-driven benchmark shares: which server, where, where results go."""
     parser.add_argument(
         "--server-cmd",
         default=None,
-        help="run this instead of `twinhub serve ussd` (shell words; {host} and {port} are "
-        "substituted), e.g. to benchmark another build",
+        help=f"run this instead of `twinhub serve {server}` (shell words; {{host}} and {{port}} "
+        "are substituted), e.g. to benchmark another build",
     )
-    parser.add_argument(
-        "--port", type=int, default=0, help="server port (default: a free one per store)"
-    )
+    parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
     parser.add_argument(
         "--startup-timeout",
         type=float,
@@ -197,11 +204,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--results-dir",
         type=Path,
         default=DEFAULT_RESULTS_DIR,
-        help="where ussd-<store>.json goes (default: bench/results)",
+        help=f"where {results} goes (default: bench/results)",
     )
-    parser.add_argument(
-        "--keep", action="store_true", help="keep each store's temp dir (logs, SQLite, key)"
-    )
+    parser.add_argument("--keep", action="store_true", help=keep)
 
 
 # ------------------------------------------------------------------------------ tools

@@ -38,7 +38,7 @@ from twinhub.db.models import (
     utcnow,
 )
 from twinhub.identifiers import is_did
-from twinhub.services.credentials import CredentialService
+from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService, amount_problem
 from twinhub.services.domains import ACTIVE
 from twinhub.services.errors import (
@@ -573,15 +573,13 @@ class ClaimService:
         oracle: str | None,
     ) -> str:
         """The oracle this evaluation is made for: the caller is it, or controls it."""
-        candidates = []
-        for did in collection.evaluators:
-            row = await session.get(Domain, did)
-            if (
-                row is not None
-                and row.status == ACTIVE
-                and (actor.did == did or actor.did in row.controller)
-            ):
-                candidates.append(did)
+        rows = await session.scalars(select(Domain).where(Domain.did.in_(collection.evaluators)))
+        eligible = {
+            row.did
+            for row in rows
+            if row.status == ACTIVE and (actor.did == row.did or actor.did in row.controller)
+        }
+        candidates = [did for did in collection.evaluators if did in eligible]
         if oracle is not None:
             if oracle not in candidates:
                 raise Forbidden(f"{actor.did} may not evaluate for {oracle} in this collection.")
@@ -618,7 +616,7 @@ class ClaimService:
         evaluation: dict[str, Any] = {
             "status": APPROVED,
             "oracle": claim.oracle,
-            "evaluatedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "evaluatedAt": rfc3339(now),
         }
         if protocol.effective_token_class and claim.amount is not None:
             evaluation["amount"] = claim.amount
@@ -635,7 +633,7 @@ class ClaimService:
                     "protocol": protocol.did,
                     "project": project.did,
                     "agent": claim.agent,
-                    "submittedAt": claim.submitted_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "submittedAt": rfc3339(claim.submitted_at),
                     "data": claim.data,
                 },
                 "evaluation": evaluation,

@@ -100,11 +100,6 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
             raise Invalid("id must be a collection number such as 1")
         return int(text)
 
-    @staticmethod
-    def _window(request: Any) -> Any:
-        page = request.pagination if request.HasField("pagination") else None
-        return window(page)
-
     @query
     async def Params(
         self, request: q.QueryParamsRequest, context: grpc.aio.ServicerContext
@@ -128,7 +123,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def CollectionList(
         self, request: q.QueryCollectionListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionListResponse:
-        page = await self.platform.claims.collections_window(self._window(request))
+        page = await self.platform.claims.collections_window(window(request))
         return q.QueryCollectionListResponse(
             collections=[collection_message(v) for v in page.items],
             pagination=page_response(page),
@@ -148,7 +143,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def ClaimList(
         self, request: q.QueryClaimListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryClaimListResponse:
-        page = await self.platform.claims.claims_window(self._window(request))
+        page = await self.platform.claims.claims_window(window(request))
         tokens: dict[int, str | None] = {}
         claims = []
         for claim in page.items:
@@ -167,7 +162,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def DisputeList(
         self, request: q.QueryDisputeListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryDisputeListResponse:
-        self._window(request)  # a malformed page request is still refused
+        window(request)  # a malformed page request is still refused
         return q.QueryDisputeListResponse(pagination=pagination_pb2.PageResponse())
 
     @query
@@ -180,7 +175,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def IntentList(
         self, request: q.QueryIntentListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryIntentListResponse:
-        self._window(request)
+        window(request)
         return q.QueryIntentListResponse(pagination=pagination_pb2.PageResponse())
 
     @query

@@ -80,10 +80,12 @@ def timestamp(value: datetime | str | None) -> Timestamp | None:
     return stamp
 
 
-def window(page: pagination_pb2.PageRequest | None) -> Window:
-    """A Cosmos PageRequest as a service Window; a key and an offset together are refused."""
-    if page is None:
+def window(request: Any) -> Window:
+    """A request's Cosmos PageRequest as a service Window; a key and an offset together are
+    refused, and a request without one gets the default page."""
+    if not request.HasField("pagination"):
         return Window(limit=DEFAULT_LIMIT)
+    page: pagination_pb2.PageRequest = request.pagination
     if page.key and page.offset:
         raise Invalid("pagination: give a key or an offset, not both")
     key = None

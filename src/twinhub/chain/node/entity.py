@@ -126,9 +126,7 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
     async def EntityList(
         self, request: entity_query.QueryEntityListRequest, context: grpc.aio.ServicerContext
     ) -> entity_query.QueryEntityListResponse:
-        page = await self.platform.domains.window(
-            DomainFilter(), window(request.pagination if request.HasField("pagination") else None)
-        )
+        page = await self.platform.domains.window(DomainFilter(), window(request))
         return entity_query.QueryEntityListResponse(
             entities=[entity_message(r) for r in page.items], pagination=page_response(page)
         )
@@ -146,9 +144,7 @@ class IidQuery(DomainReads, iid_grpc.QueryServicer):
     async def IidDocuments(
         self, request: iid_query.QueryIidDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> iid_query.QueryIidDocumentsResponse:
-        page = await self.platform.domains.window(
-            DomainFilter(), window(request.pagination if request.HasField("pagination") else None)
-        )
+        page = await self.platform.domains.window(DomainFilter(), window(request))
         return iid_query.QueryIidDocumentsResponse(
             iidDocuments=await self._iid(page.items), pagination=page_response(page)
         )

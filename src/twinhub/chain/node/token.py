@@ -66,7 +66,7 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
     ) -> q.QueryTokenListResponse:
         if not request.minter:
             raise Invalid("minter is required")
-        page = window(request.pagination if request.HasField("pagination") else None)
+        page = window(request)
         views = await self.platform.credits.tokens() if request.minter == self.minter else []
         if page.reverse:
             views.reverse()

@@ -15,7 +15,7 @@ reader or writer role), failing before any GraphQL runs with the registry's JSON
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NewType
 
 import strawberry
 from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's views raise
@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket
 from strawberry.extensions import MaskErrors, MaxAliasesLimiter
 from strawberry.fastapi import BaseContext, GraphQLRouter
 from strawberry.scalars import JSON
+from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
@@ -255,6 +256,15 @@ class EntityFilter:
         )
 
 
+Long = NewType("Long", int)  # credit amounts and supplies outgrow GraphQL's 32-bit Int
+LONG_SCALAR = strawberry.scalar(
+    name="Long",
+    description="A whole number beyond GraphQL's 32-bit Int (credit amounts and supplies).",
+    serialize=int,
+    parse_value=int,
+)
+
+
 @strawberry.type(description="A claim about a project (often one of its assets) and its status.")
 class Claim:
     id: str
@@ -266,7 +276,7 @@ class Claim:
     )
     oracle: str | None
     reason: str | None
-    amount: int | None = strawberry.field(description="Credits minted by an approval.")
+    amount: Long | None = strawberry.field(description="Credits minted by an approval.")
     credential: str | None = strawberry.field(description="Id of the credential it earned.")
     submitted_at: datetime
     evaluated_at: datetime | None
@@ -297,17 +307,17 @@ class ClaimsConnection:
 @strawberry.type(description="Credits of one class a holder has, and has retired.")
 class Balance:
     token: str
-    amount: int
-    retired: int
+    amount: Long
+    retired: Long
 
 
 @strawberry.type(description="A class of credits: minted, retired, and the supply left.")
 class CreditClass:
     name: str
     protocol: str
-    minted: int
-    retired: int
-    supply: int
+    minted: Long
+    retired: Long
+    supply: Long
 
 
 @strawberry.type(description="Status checks of registry domains (read-only).")
@@ -332,10 +342,7 @@ class Query:
         after: str | None = None,
     ) -> ClaimsConnection:
         context = _authorised(info)
-        settings = context.platform.settings
-        if first is not None and first < 1:
-            raise _invalid("first must be at least 1.", "first")
-        limit = min(first or settings.registry_page_size, settings.registry_max_page_size)
+        limit = _page_limit(context.platform, first)
         where = ClaimFilter(collection=collection, agent=agent, asset=asset, status=status)
         try:
             if decode_cursor(after) > MAX_SEQ:
@@ -394,10 +401,7 @@ class Query:
         after: str | None = None,
     ) -> EntitiesConnection:
         context = _authorised(info)
-        settings = context.platform.settings
-        if first is not None and first < 1:
-            raise _invalid("first must be at least 1.", "first")
-        limit = min(first or settings.registry_page_size, settings.registry_max_page_size)
+        limit = _page_limit(context.platform, first)
         where = (filter or EntityFilter()).to_domain_filter()
         try:
             if decode_cursor(after) > MAX_SEQ:  # the service would pass it to the database
@@ -414,6 +418,14 @@ class Query:
             ),
             total_count=page.total or 0,
         )
+
+
+def _page_limit(platform: Platform, first: int | None) -> int:
+    """`first`, or the default page size, capped as the REST lists are."""
+    if first is not None and first < 1:
+        raise _invalid("first must be at least 1.", "first")
+    settings = platform.settings
+    return min(first or settings.registry_page_size, settings.registry_max_page_size)
 
 
 def _authorised(info: GraphQLInfo) -> RegistryContext:
@@ -439,6 +451,7 @@ class _Schema(strawberry.Schema):
 
 schema = _Schema(
     query=Query,
+    config=StrawberryConfig(scalar_map={Long: LONG_SCALAR}),
     extensions=[
         lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
         # Internal failures (a database error, say) must not leak SQL or hosts to callers.

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -346,6 +347,9 @@ async def test_an_unvoted_proposal_expires_rejected(registry: Registry, council:
     decided = await wait_until_decided(registry, polled["id"])
     assert decided["status"] == "rejected", decided
     assert (await vote(b, polled["id"], "yes")).status_code == 409
+    # `unread` was proposed a moment after `polled`: let its own period end too, unread.
+    ends = datetime.fromisoformat(unread["expiresAt"])
+    await asyncio.sleep(max(0.0, (ends - datetime.now(UTC)).total_seconds()) + 0.05)
     late = await vote(b, unread["id"], "yes")
     assert late.status_code == 409, late.text
     assert (await status_of(registry, unread["id"]))["status"] == "rejected"

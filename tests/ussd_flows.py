@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
-from tests.conftest import Gateway, new_session_id
+from tests.conftest import new_session_id
+
+
+class Speaker(Protocol):
+    """Anything that answers one USSD request: the in-process app or a served one."""
+
+    async def say(self, session_id: str, phone: str, text: str) -> str: ...
 
 
 class Journey:
     """One USSD session: keeps the accumulated text the way a telecom gateway does."""
 
-    def __init__(self, gateway: Gateway, phone: str, session_id: str | None = None) -> None:
+    def __init__(self, gateway: Speaker, phone: str, session_id: str | None = None) -> None:
         self.gateway = gateway
         self.phone = phone
         self.session_id = session_id or new_session_id()
@@ -32,7 +39,7 @@ class Journey:
         return await self.gateway.say(self.session_id, self.phone, self.text)
 
 
-async def create_account(gateway: Gateway, phone: str, name: str, pin: str) -> str:
+async def create_account(gateway: Speaker, phone: str, name: str, pin: str) -> str:
     """Walk the create-account flow; returns the customer ID shown to the user."""
     journey = Journey(gateway, phone)
     await journey.dial()
@@ -46,7 +53,7 @@ async def create_account(gateway: Gateway, phone: str, name: str, pin: str) -> s
     return match.group(1)
 
 
-async def log_in(gateway: Gateway, phone: str, customer_id: str, pin: str) -> tuple[Journey, str]:
+async def log_in(gateway: Speaker, phone: str, customer_id: str, pin: str) -> tuple[Journey, str]:
     journey = Journey(gateway, phone)
     await journey.dial()
     await journey.send("2")

@@ -1903,6 +1903,32 @@ async def test_nul_characters_are_kept_or_refused(registry: Registry, change: di
         assert await count_domains(registry, controller=controller) == 0
 
 
+@pytest.mark.parametrize(
+    "metadata",
+    ['{"name": "Jiko\\ud800"}', '{"\\udfff": 1}', '{"tags": ["ok", "\\udbff\\u0041"]}'],
+    ids=["in-a-value", "in-a-key", "in-a-list"],
+)
+async def test_lone_surrogates_are_refused_not_a_crash(registry: Registry, metadata: str) -> None:
+    """JSON may escape half a UTF-16 pair; that is no text and cannot be stored: 422."""
+    controller = did_of("surrogate")
+    body = (
+        f'{{"type": "Project", "class": "{PROJECT}", "controller": "{controller}", '
+        f'"metadata": {metadata}}}'
+    )
+    async with lenient(registry) as client:
+        response = await client.post("/v1/domains", content=body.encode(), headers=JSON)
+        [detail] = error_of(response, 422, "validation_failed")["details"]
+        assert "surrogate" in detail["error"] and "metadata" in detail["error"]
+        # A whole pair is one character, and is kept.
+        paired = body.replace("\\ud800", "\\ud83d\\udd25").replace("\\udfff", "\\ud83d\\udd25")
+        paired = paired.replace("\\udbff\\u0041", "\\ud83d\\udd25")
+        kept = await client.post("/v1/domains", content=paired.encode(), headers=JSON)
+    assert kept.status_code == 201, kept.text
+    assert "\U0001f525" in str(kept.json()["metadata"])
+    assert await count_domains(registry, controller=controller) == 1
+    assert (await registry.platform.ledger.verify()).ok
+
+
 async def test_a_did_with_a_nul_character_is_just_unknown(registry: Registry) -> None:
     async with lenient(registry) as client:
         for path in (

@@ -17,9 +17,17 @@ INT64 = (-(2**63), 2**63 - 1)
 
 def storable_problem(value: Any, path: str) -> str | None:
     """Why a JSON value cannot be stored faithfully (in the ledger's canonical JSON and in
-    PostgreSQL), or None: numbers must be finite and integers fit 64 bits; no NUL anywhere."""
+    PostgreSQL), or None: numbers must be finite and integers fit 64 bits; no NUL anywhere,
+    and no lone UTF-16 surrogate (JSON's "\\ud800" escape), which is not text."""
     if isinstance(value, str):
-        return f"{path}: NUL characters cannot be stored" if "\x00" in value else None
+        if "\x00" in value:
+            return f"{path}: NUL characters cannot be stored"
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{path}: lone UTF-16 surrogates (\\ud800-\\udfff) are not text"
+        return None
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):

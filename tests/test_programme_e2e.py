@@ -281,10 +281,9 @@ async def same_claim_everywhere(
         assert evaluation["oracle"] == record["oracle"]
         amount = [{"denom": "CARBON", "amount": str(record["amount"])}]
         assert evaluation["amount"] == (amount if record["amount"] else [])
-    listed = await ui.chain(
-        f"/ixo/claims/claims?collection_id={record['collection']}&pagination.limit=50"
-    )
-    assert chain in listed["claims"]
+    # The newest claim heads the reversed list (ixo's ClaimList has no filters).
+    listed = await ui.chain("/ixo/claims/claims?pagination.reverse=true&pagination.limit=1")
+    assert listed["claims"] == [chain]
     return record
 
 

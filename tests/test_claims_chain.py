@@ -60,7 +60,7 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
         assert too_much.status_code == 409
         assert too_much.json()["error"]["code"] == "insufficient_credits"
         assert (await registry.platform.ledger.verify()).ok
-        history = (await registry.client.get(f"/v1/domains/{stove}/history")).json()
+        history = (await registry.client.get(f"/v1/domains/{stove}/history")).json()["items"]
         assert [h["kind"] for h in history][-2:] == ["claims.submit", "claims.evaluate"]
     finally:
         await world.close()

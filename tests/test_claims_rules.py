@@ -299,7 +299,8 @@ async def test_a_collection_is_created_whole(registry: Registry, world: World) -
         "invalidated": 0,
     }
     assert await get_json(registry.client, f"/v1/claim-collections/{view['id']}") == view
-    history = (await get_json(registry.client, f"/v1/domains/{world.project}/history"))[-1]
+    history = (await get_json(registry.client, f"/v1/domains/{world.project}/history"))["items"]
+    history = history[-1]
     assert history["kind"] == "claims.collection.create"
 
 
@@ -1214,7 +1215,7 @@ async def test_credits_are_minted_moved_and_retired(registry: Registry, world: W
     assert heights == sorted(heights) and len(set(heights)) == len(heights)
     # The ledger: intact, and it tells the story of the asset and of the owner.
     assert (await registry.platform.ledger.verify()).ok
-    stove_history = await get_json(registry.client, f"/v1/domains/{stove}/history")
+    stove_history = (await get_json(registry.client, f"/v1/domains/{stove}/history"))["items"]
     assert [h["kind"] for h in stove_history][-2:] == ["claims.submit", "claims.evaluate"]
     owner_history = [t.kind for t in await registry.platform.ledger.history(owner)]
     assert owner_history == ["credits.mint"] + ["credits.transfer"] * 3 + ["credits.retire"]

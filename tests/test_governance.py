@@ -126,7 +126,7 @@ async def wait_until_decided(registry: Registry, proposal: int, seconds: float =
 async def history_kinds(registry: Registry, domain: str) -> list[str]:
     response = await registry.client.get(f"/v1/domains/{domain}/history")
     assert response.status_code == 200, response.text
-    return [entry["kind"] for entry in response.json()]
+    return [entry["kind"] for entry in response.json()["items"]]
 
 
 async def verified(registry: Registry, domain: str) -> bool:
@@ -492,7 +492,7 @@ async def test_a_revocation_clears_the_verified_flag(registry: Registry, council
     assert executed.json()["status"] == "executed"
     assert await verified(registry, domain) is False
 
-    history = (await registry.client.get(f"/v1/domains/{domain}/history")).json()
+    history = (await registry.client.get(f"/v1/domains/{domain}/history")).json()["items"]
     governed = [e for e in history if e["kind"] in ("domain.verify", "domain.revoke")]
     assert [e["kind"] for e in governed] == ["domain.verify", "domain.revoke"]
     assert [e["record"]["verified"] for e in governed] == [True, False]

@@ -50,7 +50,9 @@ async def test_a_group_verifies_a_domain(registry: Registry) -> None:
         assert executed.json()["status"] == "executed"
         record = (await registry.client.get(f"/v1/domains/{project['did']}")).json()
         assert record["verified"] is True
-        history = (await registry.client.get(f"/v1/domains/{project['did']}/history")).json()
+        history = (await registry.client.get(f"/v1/domains/{project['did']}/history")).json()[
+            "items"
+        ]
         assert history[-1]["kind"] == "domain.verify"
         outsider = registry.as_key(await registry.key("did:ixo:org/outsider", "writer"))
         refused = await outsider.post(

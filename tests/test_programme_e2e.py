@@ -245,7 +245,7 @@ async def same_domain_everywhere(
         "version": record["version"],
     }
     height, chain = await ui.chain_at(f"/ixo/entity/{did}")
-    history = (await reader.get(f"/v1/domains/{did}/history")).json()
+    history = (await reader.get(f"/v1/domains/{did}/history")).json()["items"]
     assert history[-1]["version"] == record["version"]
     assert history[-1]["height"] <= height  # the gateway reads the ledger the registry wrote
     assert chain["entity"]["id"] == did

@@ -163,7 +163,7 @@ async def test_patch_with_if_match_and_history(registry: Registry) -> None:
         url, json={"metadata": {"name": "Other"}}, headers={"If-Match": '"1"'}
     )
     assert stale.status_code == 412
-    history = (await registry.client.get(f"{url}/history")).json()
+    history = (await registry.client.get(f"{url}/history")).json()["items"]
     assert [entry["version"] for entry in history] == [1, 2]
     assert history[0]["record"]["metadata"] == {"name": "Jiko Co-op"}
     earlier = (await registry.client.get(url, params={"version": 1})).json()

@@ -144,7 +144,7 @@ async def test_concurrent_patches_with_one_if_match_let_exactly_one_through(
     final = (await registry.client.get(url)).json()
     assert final["version"] == 2
     assert final["metadata"]["winner"] == winner["metadata"]["winner"]
-    history = (await registry.client.get(f"{url}/history")).json()
+    history = (await registry.client.get(f"{url}/history")).json()["items"]
     assert [entry["version"] for entry in history] == [1, 2]
     await assert_one_contiguous_chain(registry, height_before, 1)
 
@@ -161,7 +161,7 @@ async def test_concurrent_patches_without_if_match_all_apply(registry: Registry)
     final = (await registry.client.get(url)).json()
     assert final["version"] == 11
     assert {f"k{i}": i for i in range(10)}.items() <= final["metadata"].items()  # none lost
-    history = (await registry.client.get(f"{url}/history")).json()
+    history = (await registry.client.get(f"{url}/history")).json()["items"]
     assert [entry["version"] for entry in history] == list(range(1, 12))
     heights = [entry["height"] for entry in history]
     assert heights == sorted(set(heights))
@@ -223,7 +223,7 @@ async def test_concurrent_deactivations_happen_once(registry: Registry) -> None:
     url = f"/v1/domains/{org['did']}"
     responses = await asyncio.gather(*(registry.client.delete(url) for _ in range(6)))
     assert sorted(r.status_code for r in responses) == [200] + [409] * 5
-    history = (await registry.client.get(f"{url}/history")).json()
+    history = (await registry.client.get(f"{url}/history")).json()["items"]
     assert [entry["kind"] for entry in history] == ["domain.create", "domain.deactivate"]
 
 
@@ -308,7 +308,7 @@ async def test_two_app_instances_keep_one_chain(
     final = (await second.client.get(url)).json()
     assert final["version"] == 1 + 10 + guarded_wins
     assert {f"k{i}": i for i in range(10)}.items() <= final["metadata"].items()
-    history = (await first.client.get(f"{url}/history")).json()
+    history = (await first.client.get(f"{url}/history")).json()["items"]
     assert [entry["version"] for entry in history] == list(range(1, final["version"] + 1))
     assert await count(first, controller=controller) == 20
     appended = 20 + 10 + guarded_wins

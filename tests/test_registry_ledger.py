@@ -20,6 +20,7 @@ from tests.conftest import (
     BOOTSTRAP_KEY,
     Backend,
     Registry,
+    RegistryFactory,
     fresh_postgres_database,
     running_registry,
 )
@@ -30,6 +31,7 @@ from twinhub.platform import Platform
 from twinhub.services.domains import DomainSpec
 from twinhub.services.ledger import GENESIS_HASH, transaction_hash
 from twinhub.services.principals import Principal
+from twinhub.services.protocols import encode_cursor
 from twinhub.settings import Settings
 
 PROJECT = "did:ixo:protocol/project"
@@ -121,8 +123,8 @@ async def some_writes(registry: Registry) -> dict[str, Any]:
     )
     assert related.status_code == 200, related.text
     assert (await registry.client.delete(url)).is_success
-    history = (await registry.client.get(f"{url}/history")).json()
-    org_history = (await registry.client.get(f"/v1/domains/{org['did']}/history")).json()
+    history = (await registry.client.get(f"{url}/history")).json()["items"]
+    org_history = (await registry.client.get(f"/v1/domains/{org['did']}/history")).json()["items"]
     return {
         "org_create": org_history[0]["height"],
         "patch": history[1]["height"],
@@ -181,13 +183,43 @@ async def test_verify_is_ok_after_writes(own_registry: Registry, heights: dict[s
 async def test_history_entries_are_ledger_transactions(registry: Registry) -> None:
     org = await make_domain(registry)
     await registry.client.patch(f"/v1/domains/{org['did']}", json={"metadata": {"x": 1}})
-    history = (await registry.client.get(f"/v1/domains/{org['did']}/history")).json()
+    history = (await registry.client.get(f"/v1/domains/{org['did']}/history")).json()["items"]
     for entry in history:
         transaction = await registry.platform.ledger.transaction(entry["height"])
         assert transaction.tx_hash == entry["txHash"]
         assert transaction.subject == org["did"]
         assert transaction.payload["record"] == entry["record"]
     assert (await registry.platform.ledger.verify()).ok
+
+
+async def test_history_pages_oldest_first(make_registry: RegistryFactory) -> None:
+    """An asset's history grows with every claim about it, so it comes in pages."""
+    registry = await make_registry(registry_page_size=3, registry_max_page_size=4)
+    org = await make_domain(registry)
+    url = f"/v1/domains/{org['did']}/history"
+    for n in range(9):
+        await registry.client.patch(f"/v1/domains/{org['did']}", json={"metadata": {"n": n}})
+    first = (await registry.client.get(url)).json()
+    assert [e["version"] for e in first["items"]] == [1, 2, 3]  # the default page size
+    pages, cursor = [first["items"]], first["nextCursor"]
+    while cursor:
+        page = (await registry.client.get(url, params={"cursor": cursor, "limit": 50})).json()
+        assert len(page["items"]) <= 4  # the maximum page size wins over a larger limit
+        pages.append(page["items"])
+        cursor = page["nextCursor"]
+    walked = [e["version"] for page in pages for e in page]
+    assert walked == list(range(1, 11))
+    heights = [e["height"] for page in pages for e in page]
+    assert heights == sorted(heights)
+    # A cursor at the end gives an empty last page, not a 404; garbage is a 422.
+    beyond = await registry.client.get(url, params={"cursor": encode_cursor(heights[-1])})
+    assert beyond.status_code == 200 and beyond.json() == {"items": [], "nextCursor": None}
+    bad = await registry.client.get(url, params={"cursor": "not-a-cursor"})
+    assert bad.status_code == 422, bad.text
+    ghost = await registry.client.get(
+        "/v1/domains/did:ixo:entity/ghost/history", params={"cursor": encode_cursor(1)}
+    )
+    assert ghost.status_code == 404, ghost.text
 
 
 # -- tampered -------------------------------------------------------------------------------

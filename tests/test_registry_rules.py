@@ -1585,7 +1585,7 @@ async def test_history_and_earlier_versions(registry: Registry) -> None:
     v5 = await registry.client.delete(url)
     assert [r.status_code for r in (v2, v3, v4, v5)] == [200, 200, 200, 200]
 
-    history = (await registry.client.get(f"{url}/history")).json()
+    history = (await registry.client.get(f"{url}/history")).json()["items"]
     assert [entry["version"] for entry in history] == [1, 2, 3, 4, 5]
     heights = [entry["height"] for entry in history]
     assert heights == sorted(heights) and len(set(heights)) == 5

@@ -18,7 +18,7 @@ from twinhub.registry.schemas import (
     DomainPatchIn,
     EntityIn,
     GraphOut,
-    HistoryEntry,
+    HistoryPage,
     ProtocolIn,
     ProtocolOut,
     ProtocolPage,
@@ -231,12 +231,19 @@ async def list_domains(
 
 @router.get(
     f"/domains/{DID_PATH}/history",
-    response_model=list[HistoryEntry],
+    response_model=HistoryPage,
     tags=["domains"],
-    summary="Every version of the domain, from the ledger",
+    summary="The domain's ledger transactions (its versions, and claims about it), oldest first",
 )
-async def domain_history(request: Request, did: str, caller: Reader) -> list[dict[str, Any]]:
-    return [
+async def domain_history(
+    request: Request,
+    did: str,
+    caller: Reader,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    page = await _domains(request).history(did, cursor, page_size(request, limit))
+    items = [
         {
             "height": tx.height,
             "txHash": tx.tx_hash,
@@ -246,8 +253,9 @@ async def domain_history(request: Request, did: str, caller: Reader) -> list[dic
             "version": tx.payload.get("record", {}).get("version"),
             "record": tx.payload.get("record", {}),
         }
-        for tx in await _domains(request).history(did)
+        for tx in page.items
     ]
+    return {"items": items, "nextCursor": page.next_cursor}
 
 
 @router.get(f"/domains/{DID_PATH}/graph", response_model=GraphOut, tags=["domains"])

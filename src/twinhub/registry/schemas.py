@@ -240,6 +240,11 @@ class HistoryEntry(BaseModel):
     record: dict[str, Any]
 
 
+class HistoryPage(BaseModel):
+    items: list[HistoryEntry]
+    nextCursor: str | None
+
+
 class GraphOut(BaseModel):
     root: str
     depth: int

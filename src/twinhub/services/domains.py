@@ -379,11 +379,18 @@ class DomainService:
             raise NotFound(f"No domain {did}.")
         raise NotFound(f"Domain {did} has no version {version}.")
 
-    async def history(self, did: str) -> list[Transaction]:
-        transactions = await self._ledger.history(did) if is_did(did) else []
-        if not transactions:
+    async def history(self, did: str, cursor: str | None, limit: int) -> Page[Transaction]:
+        """One page of the domain's ledger transactions, oldest first.
+
+        Paged because an asset's history grows with every claim made about it."""
+        after = decode_cursor(cursor)
+        transactions = await self._ledger.history(did, after, limit + 1) if is_did(did) else []
+        if not transactions and (after == 0 or await self._domain_row(did) is None):
             raise NotFound(f"No domain {did}.")
-        return transactions
+        more = len(transactions) > limit
+        transactions = transactions[:limit]
+        next_cursor = encode_cursor(transactions[-1].height) if more else None
+        return Page(transactions, next_cursor)
 
     async def list(
         self, where: DomainFilter, cursor: str | None, limit: int, count: bool = False

@@ -138,14 +138,19 @@ class Ledger:
             head = await session.get(LedgerHead, HEAD_ROW)
             return head.height if head else 0
 
-    async def history(self, subject: str) -> list[Transaction]:
+    async def history(
+        self, subject: str, after: int = 0, limit: int | None = None
+    ) -> list[Transaction]:
+        """Transactions about `subject` above height `after`, oldest first (`limit` of them)."""
+        query = (
+            select(LedgerTransaction)
+            .where(LedgerTransaction.subject == subject, LedgerTransaction.height > after)
+            .order_by(LedgerTransaction.height)
+        )
+        if limit is not None:
+            query = query.limit(limit)
         async with self._sessions() as session:
-            rows = await session.scalars(
-                select(LedgerTransaction)
-                .where(LedgerTransaction.subject == subject)
-                .order_by(LedgerTransaction.height)
-            )
-            return [_transaction(row) for row in rows]
+            return [_transaction(row) for row in await session.scalars(query)]
 
     async def transaction(self, height: int) -> Transaction | None:
         async with self._sessions() as session:

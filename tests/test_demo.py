@@ -17,6 +17,7 @@ async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -
     env = base_env(tmp_path)
     first = run_cli("demo", "--stoves", "7", env=env, timeout=120)
     assert first.returncode == 0, first.stderr
+    assert "1 organisation, 1 oracle, 1 project," in first.stdout
     assert "7 customers, 7 stoves" in first.stdout
     assert demo.DEMO_PIN in first.stdout
     second = run_cli("demo", "--stoves", "7", env=env, timeout=120)

@@ -351,7 +351,14 @@ def demo(
             bar.update(task, description=f"loading: {label}", completed=done, total=total)
 
         report = _with_platform(lambda p: programme.load_demo(p, stoves, advance))
-    made = ", ".join(f"{n} {what}" for what, n in report.created.items() if n) or "nothing new"
+    made = (
+        ", ".join(
+            f"{n} {what if n > 1 else what.removesuffix('s')}"  # every kind is a plain plural
+            for what, n in report.created.items()
+            if n
+        )
+        or "nothing new"
+    )
     out = Console(soft_wrap=True)
     out.print(f"[green]demo programme ready[/green] (this run created: {made})")
     out.print(f"  organisation  {programme.ORGANISATION} (controller {programme.OPERATOR})")

@@ -141,6 +141,8 @@ async def test_cors_grants_only_listed_origins(registry: Registry, node: str) ->
         assert preflight.status_code == 204
         assert preflight.headers["access-control-allow-origin"] == listed
         assert preflight.headers["access-control-allow-methods"] == "GET, OPTIONS"
+        allowed = preflight.headers["access-control-allow-headers"].lower().split(", ")
+        assert "x-cosmos-block-height" in allowed  # a browser may ask for a height
         for origin, method in ((other, "GET"), (listed, "POST")):
             denied = await gateway.client.options(
                 "/ixo/token/params",

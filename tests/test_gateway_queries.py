@@ -177,6 +177,43 @@ async def test_claims_and_token_routes_answer_registry_data(
     assert bad.status_code == 400 and bad.json()["code"] == 3
 
 
+async def test_a_past_height_is_refused_as_by_a_pruned_node(
+    registry: Registry, world: World, gateway: RunningGateway, node: str
+) -> None:
+    """`x-cosmos-block-height` reaches the node, which serves only its latest state."""
+    path = f"/ixo/entity/{world.project}/verified"
+    latest = await registry.platform.ledger.height()
+    for asked in (str(latest), "0"):  # the latest, by number or by 0
+        answer = await gateway.get(path, headers={"x-cosmos-block-height": asked})
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"entity_verified": True}
+        assert answer.headers["x-cosmos-block-height"] == str(latest)
+    for asked, words in (
+        (str(latest - 1), f"latest height: {latest}"),
+        (str(latest + 5), "in the future"),
+        ("ten", "whole number"),
+        ("-1", "whole number"),
+        ("9" * 30, "whole number"),
+        ("1 2", "whole number"),
+        ("", "whole number"),
+    ):
+        refused = await gateway.get(path, headers={"x-cosmos-block-height": asked})
+        assert refused.status_code == 400, (asked, refused.text)
+        assert refused.json()["code"] == 3 and words in refused.json()["message"], asked
+    # Straight to the node, as a gRPC client asks.
+    async with grpc.aio.insecure_channel(node) as channel:
+        stub = entity_grpc.QueryStub(channel)
+        request = entity_q.QueryEntityVerifiedRequest(id=world.project)
+        answer = await stub.EntityVerified(
+            request, metadata=(("x-cosmos-block-height", str(latest)),)
+        )
+        assert answer.entity_verified is True
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.EntityVerified(request, metadata=(("x-cosmos-block-height", "1"),))
+        assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert f"latest height: {latest}" in (refused.value.details() or "")
+
+
 async def test_pagination_edges(registry: Registry, gateway: RunningGateway, node: str) -> None:
     for _ in range(5):  # enough entities for several pages, whatever else the database holds
         created = await registry.client.post(

@@ -250,9 +250,24 @@ class GatewayApp:
             )
         request = build_request(route.method.request_type, values, scope.get("query_string", b""))
         assert self.upstream is not None
-        response, height = await self.upstream.call(route.method, request)
+        response, height = await self.upstream.call(
+            route.method, request, self._requested_height(scope)
+        )
         headers = [(HEIGHT_HEADER.encode(), height.encode())] if height is not None else []
         return label, 200, render(response), headers
+
+    @staticmethod
+    def _requested_height(scope: Scope) -> str | None:
+        """The client's `x-cosmos-block-height`, if it sent one the node can be told."""
+        asked = next((v for k, v in scope["headers"] if k == HEIGHT_HEADER.encode()), None)
+        if asked is None:
+            return None
+        if not asked.strip() or any(byte < 0x20 or byte > 0x7E for byte in asked):
+            raise GatewayError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{HEIGHT_HEADER} must be a block height (a whole number)",
+            )
+        return asked.decode("ascii").strip()
 
     @staticmethod
     def _check_verb(verb: str) -> None:
@@ -317,7 +332,10 @@ class GatewayApp:
             return []
         return [
             (b"access-control-allow-methods", b"GET, OPTIONS"),
-            (b"access-control-allow-headers", b"Authorization, Content-Type, Accept"),
+            (
+                b"access-control-allow-headers",
+                b"Authorization, Content-Type, Accept, " + HEIGHT_HEADER.encode(),
+            ),
             (b"access-control-max-age", b"600"),
         ]
 

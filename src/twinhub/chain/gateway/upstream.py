@@ -54,21 +54,28 @@ class Upstream:
     def channel(self) -> grpc.aio.Channel:
         return self._channel
 
-    async def call(self, method: Method, request: Message) -> tuple[Message, str | None]:
-        """The node's answer and block height; GatewayError for any failed status."""
+    async def call(
+        self, method: Method, request: Message, height: str | None = None
+    ) -> tuple[Message, str | None]:
+        """The node's answer and block height; GatewayError for any failed status.
+
+        `height` is the client's `x-cosmos-block-height`, passed on for the node to judge."""
         channel = self._channel
+        metadata = ((HEIGHT_HEADER, height),) if height is not None else None
         try:
-            return await self._call_once(method, request)
+            return await self._call_once(method, request, metadata)
         except grpc.aio.AioRpcError as error:
             if error.code() is not grpc.StatusCode.UNAVAILABLE or self._connected(channel):
                 raise _gateway_error(error) from None
         self.reconnect(channel)
         try:
-            return await self._call_once(method, request)
+            return await self._call_once(method, request, metadata)
         except grpc.aio.AioRpcError as error:
             raise _gateway_error(error) from None
 
-    async def _call_once(self, method: Method, request: Message) -> tuple[Message, str | None]:
+    async def _call_once(
+        self, method: Method, request: Message, metadata: tuple[tuple[str, str], ...] | None
+    ) -> tuple[Message, str | None]:
         callable_ = self._callables.get(method.path)
         if callable_ is None:
             callable_ = self._channel.unary_unary(
@@ -77,7 +84,7 @@ class Upstream:
                 response_deserializer=method.response_type.FromString,
             )
             self._callables[method.path] = callable_
-        call = callable_(request, timeout=self.timeout)
+        call = callable_(request, timeout=self.timeout, metadata=metadata)
         response = await call
         return response, _height(await call.initial_metadata())
 

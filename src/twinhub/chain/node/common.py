@@ -49,6 +49,7 @@ def query(
         try:
             height = await self.platform.ledger.height()
             await context.send_initial_metadata(((HEIGHT_HEADER, str(height)),))
+            check_requested_height(context, height)
             return await method(self, request, context)
         except ServiceError as error:
             code = next(
@@ -62,6 +63,27 @@ def query(
         raise AssertionError("unreachable")  # abort() raises
 
     return wrapper
+
+
+def check_requested_height(context: grpc.aio.ServicerContext, latest: int) -> None:
+    """Cosmos lets a query ask for a past height in `x-cosmos-block-height`. twinhub's state
+    is its latest one (the ledger keeps the transactions, not a state per height), so like
+    a pruned node it answers the latest height, and refuses any other rather than answer
+    for it with today's data. 0 or no header means the latest."""
+    asked = next((v for k, v in context.invocation_metadata() or () if k == HEIGHT_HEADER), None)
+    if asked is None:
+        return
+    text = asked if isinstance(asked, str) else asked.decode("latin-1")
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise Invalid(f"{HEIGHT_HEADER} must be a block height (a whole number), got {text!r}")
+    height = int(text)
+    if height > latest:
+        raise Invalid(f"cannot query with height {height} in the future (latest height: {latest})")
+    if 0 < height < latest:
+        raise Invalid(
+            f"failed to load state at height {height}: this node keeps only the latest "
+            f"state (latest height: {latest})"
+        )
 
 
 async def unimplemented(context: grpc.aio.ServicerContext, what: str) -> None:

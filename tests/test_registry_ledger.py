@@ -220,6 +220,13 @@ async def test_history_pages_oldest_first(make_registry: RegistryFactory) -> Non
         "/v1/domains/did:ixo:entity/ghost/history", params={"cursor": encode_cursor(1)}
     )
     assert ghost.status_code == 404, ghost.text
+    # ?version=N reads the ledger in batches too; every version is found across them.
+    registry.platform.domains.history_batch = 3
+    for version in (1, 3, 4, 10):
+        record = await registry.client.get(f"/v1/domains/{org['did']}", params={"version": version})
+        assert record.json()["version"] == version, record.text
+    missing = await registry.client.get(f"/v1/domains/{org['did']}", params={"version": 11})
+    assert missing.status_code == 404, missing.text
 
 
 # -- tampered -------------------------------------------------------------------------------

@@ -143,6 +143,8 @@ def resolve_inheritance(record: dict[str, Any], protocol: ProtocolView) -> dict[
 
 
 class DomainService:
+    history_batch = 500  # ledger transactions read at a time when looking for a version
+
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -371,10 +373,18 @@ class DomainService:
         return resolve_inheritance(record, await self._protocols.get(record["class"]))
 
     async def _record_at(self, did: str, version: int) -> dict[str, Any]:
-        for transaction in await self._ledger.history(did):
-            record = transaction.payload.get("record")
-            if record and record.get("version") == version:
-                return record
+        """Version `version` from the ledger, read in batches: a stove's history also holds
+        every claim about it, so it can be long."""
+        after, batch = 0, self.history_batch
+        while True:
+            transactions = await self._ledger.history(did, after, batch)
+            for transaction in transactions:
+                record = transaction.payload.get("record")
+                if record and record.get("version") == version:
+                    return record
+            if len(transactions) < batch:
+                break
+            after = transactions[-1].height
         if await self._domain_row(did) is None:
             raise NotFound(f"No domain {did}.")
         raise NotFound(f"Domain {did} has no version {version}.")

@@ -86,6 +86,25 @@ class World:
         executed = await self.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
         assert executed.status_code == 200, executed.text
 
+    async def approved_claim(
+        self, owner: str | None = None
+    ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """A stove of `owner` (a new customer by default), a new collection, and a fuel
+        claim on it the oracle approved for 4 credits: (stove, collection, claim)."""
+        stove = await self.asset(owner=owner or f"did:ixo:customer/{unique('c')}")
+        collection = await self.collection()
+        submitted = await self.operator_client.post(
+            f"/v1/claim-collections/{collection['id']}/claims",
+            json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 2.5}},
+        )
+        assert submitted.status_code == 201, submitted.text
+        evaluated = await self.oracle_client.post(
+            f"/v1/claims/{submitted.json()['id']}/evaluations",
+            json={"status": "approved", "amount": 4},
+        )
+        assert evaluated.status_code == 200, evaluated.text
+        return stove, collection, evaluated.json()
+
     async def collection(self, project: str | None = None, **extra: Any) -> dict[str, Any]:
         response = await self.operator_client.post(
             "/v1/claim-collections",
@@ -100,21 +119,26 @@ class World:
         return response.json()
 
 
-async def build_world(registry: Registry) -> World:
-    operator = f"did:ixo:org/{unique('operator')}"
-    oracle_operator = f"did:ixo:org/{unique('oracle-op')}"
-    members = [f"did:ixo:org/{unique('member')}" for _ in range(2)]
+async def compliance_group(registry: Registry, members: list[str], needed: int) -> str:
+    """A governance group (made by the admin) where `needed` yes votes pass; its DID."""
     group = await registry.client.post(
         "/v1/governance/groups",
         json={
             "id": unique("compliance"),
             "name": "Compliance",
             "members": [{"did": m, "weight": 1} for m in members],
-            "threshold": {"kind": "absolute_count", "value": 2},
+            "threshold": {"kind": "absolute_count", "value": needed},
             "votingPeriodSeconds": 3600,
         },
     )
     assert group.status_code == 201, group.text
+    return group.json()["did"]
+
+
+async def build_world(registry: Registry) -> World:
+    operator = f"did:ixo:org/{unique('operator')}"
+    oracle_operator = f"did:ixo:org/{unique('oracle-op')}"
+    members = [f"did:ixo:org/{unique('member')}" for _ in range(2)]
     world = World(
         registry=registry,
         operator=operator,
@@ -124,7 +148,7 @@ async def build_world(registry: Registry) -> World:
         oracle_client=registry.as_key(await registry.key(oracle_operator, "reader", "writer")),
         organisation="",
         project="",
-        group=group.json()["did"],
+        group=await compliance_group(registry, members, needed=2),
         group_clients=[registry.as_key(await registry.key(m, "reader", "writer")) for m in members],
     )
     world.opened += [world.operator_client, world.oracle_client, *world.group_clients]

@@ -152,12 +152,10 @@ def settings_for(
 
 
 @dataclass
-class Gateway:
-    """A running USSD app and an HTTP client speaking to it through the real ASGI stack."""
+class UssdClient:
+    """Speaks the telecom gateway's USSD callback to a USSD app, in process or served."""
 
-    app: Any
     client: httpx.AsyncClient
-    settings: Settings
 
     async def dial(
         self, session_id: str, phone: str, text: str = "", service_code: str = "*384*1#"
@@ -178,6 +176,14 @@ class Gateway:
         assert response.status_code == 200, response.text
         assert response.headers["content-type"].startswith("text/plain")
         return response.text
+
+
+@dataclass
+class Gateway(UssdClient):
+    """A running USSD app and an HTTP client speaking to it through the real ASGI stack."""
+
+    app: Any
+    settings: Settings
 
 
 GatewayFactory = Callable[..., Awaitable[Gateway]]
@@ -252,11 +258,14 @@ RegistryFactory = Callable[..., Awaitable[Registry]]
 
 
 @asynccontextmanager
-async def running_registry(settings: Settings) -> AsyncIterator[Registry]:
-    """A registry app through its real lifespan, with an admin client (the bootstrap key)."""
+async def running_registry(
+    settings: Settings, platform: Any | None = None
+) -> AsyncIterator[Registry]:
+    """A registry app through its real lifespan, with an admin client (the bootstrap key);
+    on `platform` when given (one that another app already runs), else on its own."""
     from twinhub.registry.app import create_registry_app
 
-    app = create_registry_app(settings=settings)
+    app = create_registry_app(platform=platform, settings=settings)
     key = settings.twinhub_bootstrap_api_key
     headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
     async with (

@@ -9,6 +9,7 @@ import pytest
 
 from tests.chain_gateway import gateway_settings, running_gateway, running_node
 from tests.conftest import Registry, unique
+from tests.test_registry_basics import make_domain
 
 
 @pytest.fixture
@@ -17,21 +18,8 @@ async def node(registry: Registry) -> AsyncIterator[str]:
         yield address
 
 
-async def organisation(registry: Registry) -> str:
-    created = await registry.client.post(
-        "/v1/domains",
-        json={
-            "type": "Organisation",
-            "class": "did:ixo:protocol/organisation",
-            "metadata": {"name": unique("org")},
-        },
-    )
-    assert created.status_code == 201, created.text
-    return created.json()["did"]
-
-
 async def test_route_prefix_and_legacy_aliases(registry: Registry, node: str) -> None:
-    did = await organisation(registry)
+    did = (await make_domain(registry, metadata={"name": unique("org")}))["did"]
     settings = gateway_settings(
         registry.settings, gateway_route_prefix="chain", gateway_legacy_routes=True
     )

@@ -15,6 +15,7 @@ import pytest
 from tests.chain_gateway import RunningGateway, gateway_settings, running_gateway, running_node
 from tests.claims_world import World, build_world
 from tests.conftest import Registry, unique
+from tests.test_registry_basics import make_domain
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_q
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
@@ -39,22 +40,6 @@ async def world(registry: Registry) -> AsyncIterator[World]:
     made = await build_world(registry)
     yield made
     await made.close()
-
-
-async def approved_claim(world: World) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    stove = await world.asset(owner=f"did:ixo:customer/{unique('c')}")
-    collection = await world.collection()
-    submitted = await world.operator_client.post(
-        f"/v1/claim-collections/{collection['id']}/claims",
-        json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 2.5}},
-    )
-    assert submitted.status_code == 201, submitted.text
-    claim = submitted.json()
-    evaluated = await world.oracle_client.post(
-        f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved", "amount": 4}
-    )
-    assert evaluated.status_code == 200, evaluated.text
-    return stove, collection, evaluated.json()
 
 
 async def ok(gateway: RunningGateway, path: str, registry: Registry) -> dict[str, Any]:
@@ -127,7 +112,7 @@ async def test_entity_routes_answer_registry_data(
 async def test_claims_and_token_routes_answer_registry_data(
     registry: Registry, world: World, gateway: RunningGateway
 ) -> None:
-    _, collection, claim = await approved_claim(world)
+    _, collection, claim = await world.approved_claim()
     view = (await registry.client.get(f"/v1/claim-collections/{collection['id']}")).json()
     got = (await ok(gateway, f"/ixo/claims/collection/{collection['id']}", registry))["collection"]
     assert got["id"] == str(collection["id"])
@@ -216,15 +201,7 @@ async def test_a_past_height_is_refused_as_by_a_pruned_node(
 
 async def test_pagination_edges(registry: Registry, gateway: RunningGateway, node: str) -> None:
     for _ in range(5):  # enough entities for several pages, whatever else the database holds
-        created = await registry.client.post(
-            "/v1/domains",
-            json={
-                "type": "Organisation",
-                "class": "did:ixo:protocol/organisation",
-                "metadata": {"name": unique("org")},
-            },
-        )
-        assert created.status_code == 201, created.text
+        await make_domain(registry, metadata={"name": unique("org")})
 
     async def page(query: str) -> dict[str, Any]:
         response = await gateway.get(f"/ixo/entity?{query}")

@@ -11,6 +11,7 @@ from google.protobuf import descriptor_pool
 
 from tests.chain_gateway import gateway_settings, running_gateway, running_node
 from tests.conftest import Registry, unique
+from tests.test_registry_basics import make_domain
 from twinhub.chain.gateway import app as gateway_app
 from twinhub.chain.node import NodeServer
 
@@ -34,15 +35,7 @@ async def test_routes_learnt_by_reflection_alone(
     registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     no_compiled_descriptors(monkeypatch)
-    created = await registry.client.post(
-        "/v1/domains",
-        json={
-            "type": "Organisation",
-            "class": "did:ixo:protocol/organisation",
-            "metadata": {"name": unique("org")},
-        },
-    )
-    assert created.status_code == 201, created.text
+    created = await make_domain(registry, metadata={"name": unique("org")})
     settings = gateway_settings(registry.settings, gateway_legacy_routes=True)
     async with (
         running_node(registry.platform) as node,
@@ -60,7 +53,7 @@ async def test_routes_learnt_by_reflection_alone(
         listing = await gateway.get("/ixo/entity?pagination.limit=2&pagination.count_total=true")
         assert listing.status_code == 200 and len(listing.json()["entities"]) <= 2
         assert listing.json()["pagination"]["total"] != "0"
-        did = created.json()["did"]
+        did = created["did"]
         project = await gateway.get(f"/project/{did}")  # an alias, resolved on reflected methods
         assert project.json()["entity"]["id"] == did
         assert (await gateway.get("/did/did:ixo:entity/nothing-here")).status_code == 404

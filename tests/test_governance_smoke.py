@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
+from tests.claims_world import compliance_group
 from tests.conftest import Registry, unique
 from tests.test_registry_basics import make_domain
 
 
 async def test_a_group_verifies_a_domain(registry: Registry) -> None:
     members = [f"did:ixo:org/{unique('m')}" for _ in range(3)]
-    group = await registry.client.post(
-        "/v1/governance/groups",
-        json={
-            "id": unique("compliance"),
-            "name": "Compliance",
-            "members": [{"did": m, "weight": 1} for m in members],
-            "threshold": {"kind": "absolute_count", "value": 2},
-            "votingPeriodSeconds": 3600,
-        },
-    )
-    assert group.status_code == 201, group.text
+    group = await compliance_group(registry, members, needed=2)
     project = await make_domain(
         registry, type="Project", **{"class": "did:ixo:protocol/project"}, metadata={"name": "P"}
     )
@@ -26,7 +17,7 @@ async def test_a_group_verifies_a_domain(registry: Registry) -> None:
     try:
         proposed = await keys[0].post(
             f"/v1/domains/{project['did']}/verification-proposals",
-            json={"group": group.json()["did"], "evidence": {"audit": "ok"}},
+            json={"group": group, "evidence": {"audit": "ok"}},
         )
         assert proposed.status_code == 201, proposed.text
         proposal = proposed.json()
@@ -57,7 +48,7 @@ async def test_a_group_verifies_a_domain(registry: Registry) -> None:
         outsider = registry.as_key(await registry.key("did:ixo:org/outsider", "writer"))
         refused = await outsider.post(
             f"/v1/domains/{project['did']}/verification-proposals",
-            json={"group": group.json()["did"]},
+            json={"group": group},
         )
         assert refused.status_code == 403
         await outsider.aclose()

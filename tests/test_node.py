@@ -42,22 +42,6 @@ async def world(registry: Registry) -> AsyncIterator[World]:
     await made.close()
 
 
-async def approved_claim(world: World, owner: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    stove = await world.asset(owner=owner)
-    collection = await world.collection()
-    submitted = await world.operator_client.post(
-        f"/v1/claim-collections/{collection['id']}/claims",
-        json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 2.5}},
-    )
-    assert submitted.status_code == 201, submitted.text
-    claim = submitted.json()
-    evaluated = await world.oracle_client.post(
-        f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved", "amount": 4}
-    )
-    assert evaluated.status_code == 200, evaluated.text
-    return stove, collection, evaluated.json()
-
-
 async def test_entity_and_iid_answer_from_the_registry(
     registry: Registry, world: World, channel: grpc.aio.Channel
 ) -> None:
@@ -130,7 +114,7 @@ async def test_claims_and_tokens_answer_from_the_registry(
     registry: Registry, world: World, channel: grpc.aio.Channel
 ) -> None:
     owner = f"did:ixo:customer/{unique('c')}"
-    stove, collection, claim = await approved_claim(world, owner)
+    stove, collection, claim = await world.approved_claim(owner)
     claims = claims_grpc.QueryStub(channel)
     found = (await claims.Claim(claims_q.QueryClaimRequest(id=claim["id"]))).claim
     assert found.claim_id == claim["id"] and found.collection_id == str(collection["id"])

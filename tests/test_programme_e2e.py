@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from tests.conftest import (
     REDIS_URL,
     Backend,
+    UssdClient,
     fresh_postgres_database,
     new_phone,
     new_session_id,
@@ -165,33 +166,12 @@ async def served(
             yield running
 
 
-class Phone:
-    """A handset behind a telecom USSD gateway: each screen is one real HTTP request."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-
-    async def say(self, session_id: str, phone: str, text: str) -> str:
-        response = await self.client.post(
-            "/api/ussd",
-            json={
-                "sessionId": session_id,
-                "serviceCode": "*384*1#",
-                "phoneNumber": phone,
-                "text": text,
-            },
-        )
-        assert response.status_code == 200, response.text
-        assert response.headers["content-type"].startswith("text/plain")
-        return response.text
-
-
 @dataclass
 class Interfaces:
     """Clients of the served process, one per interface (and per key on the registry)."""
 
     served: Served
-    ussd: Phone
+    ussd: UssdClient  # a handset behind a telecom gateway: one HTTP request a screen
     gateway: httpx.AsyncClient
     stack: AsyncExitStack
 
@@ -294,7 +274,9 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
     async with AsyncExitStack() as stack:
         ui = Interfaces(
             served=served,
-            ussd=Phone(await stack.enter_async_context(httpx.AsyncClient(base_url=served.ussd))),
+            ussd=UssdClient(
+                await stack.enter_async_context(httpx.AsyncClient(base_url=served.ussd))
+            ),
             gateway=await stack.enter_async_context(
                 httpx.AsyncClient(base_url=served.gateway, timeout=30)
             ),

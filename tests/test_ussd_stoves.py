@@ -12,15 +12,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from tests.claims_world import World, build_world
-from tests.conftest import BOOTSTRAP_KEY, Gateway, GatewayFactory, Registry, new_phone, unique
+from tests.conftest import (
+    BOOTSTRAP_KEY,
+    Gateway,
+    GatewayFactory,
+    new_phone,
+    running_registry,
+    unique,
+)
 from tests.ussd_flows import Journey, create_account, log_in
 from twinhub.identifiers import customer_did
-from twinhub.registry.app import create_registry_app
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.errors import Invalid, NotFound
 from twinhub.services.principals import Principal
@@ -80,17 +84,7 @@ async def programme(make_gateway: GatewayFactory) -> AsyncIterator[Programme]:
     gateway = await make_gateway(
         twinhub_bootstrap_api_key=BOOTSTRAP_KEY, ussd_rate_limit="1000000/minute"
     )
-    app = create_registry_app(platform=gateway.app.state.platform)
-    headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
-    async with (
-        LifespanManager(app, startup_timeout=30) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app),
-            base_url="http://registry.test",
-            headers=headers,
-        ) as client,
-    ):
-        registry = Registry(app=app, client=client, settings=gateway.settings, asgi=manager.app)
+    async with running_registry(gateway.settings, gateway.app.state.platform) as registry:
         world = await build_world(registry)
         await world.collection()
         try:

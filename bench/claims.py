@@ -55,13 +55,13 @@ from bench.ussd import (
     check_alive,
     fmt,
     free_port,
-    git_revision,
     hwm_mib,
     pick_cpus,
+    pinned_to,
     rss_mib,
+    run_metadata,
     sudo_prefix,
     verdict,
-    wrk_version,
 )
 
 if TYPE_CHECKING:
@@ -1295,27 +1295,14 @@ def run(args: argparse.Namespace) -> int:
     sizes = [s for s in (args.small, args.claims) if s]
     cpus = pick_cpus(args.server_cpu, args.wrk_cpu)
     tag = secrets.token_hex(4)
-    extra = {
-        "server_cpu": cpus[0],
-        "load_cpu": cpus[1],
-        "wrk": wrk_version(),
-        "revision": git_revision(),
-        "run_tag": tag,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host_cpus": os.cpu_count(),
-    }
-    # the seeder runs in this process: pin it to the load core, beside wrk
-    affinity = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpus[1]})
-    try:
+    extra = run_metadata(cpus, tag)
+    with pinned_to(cpus[1]):  # the seeder runs in this process
         runner: Callable[[Awaitable[RunResult]], RunResult] = asyncio.run  # type: ignore[assignment]
         with contextlib.suppress(ImportError):
             import uvloop
 
             runner = uvloop.run  # about 20 % faster seeding than the default loop
         result = runner(bench_async(args, sizes, cpus, tag))
-    finally:
-        os.sched_setaffinity(0, affinity)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     out = args.results_dir / f"claims-{args.database}.json"
     out.write_text(json.dumps(to_json(result, args, extra), indent=2) + "\n")

@@ -50,14 +50,14 @@ from bench.ussd import (
     cpu_seconds,
     fmt,
     free_port,
-    git_revision,
     hwm_mib,
     percentiles_ms,
     pick_cpus,
+    pinned_to,
     rss_mib,
+    run_metadata,
     sudo_prefix,
     verdict,
-    wrk_version,
 )
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -1232,22 +1232,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cpus = pick_cpus(args.server_cpu, args.wrk_cpu)
     tag = secrets.token_hex(4)
-    extra = {
-        "server_cpu": cpus[0],
-        "load_cpu": cpus[1],
-        "wrk": wrk_version(),
-        "revision": git_revision(),
-        "run_tag": tag,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host_cpus": os.cpu_count(),
-    }
-    # the create client runs in this process: pin it to the load core, beside wrk
-    affinity = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpus[1]})
-    try:
+    extra = run_metadata(cpus, tag)
+    with pinned_to(cpus[1]):  # the create client runs in this process
         result = bench(args, sizes, cpus, tag)
-    finally:
-        os.sched_setaffinity(0, affinity)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     out = args.results_dir / "registry.json"
     out.write_text(json.dumps(to_json(result, args, sizes, extra), indent=2) + "\n")

@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,6 +250,30 @@ def git_revision() -> str | None:
     if proc.returncode != 0:
         return None
     return proc.stdout.strip() or None
+
+
+def run_metadata(cpus: tuple[int, int], tag: str, load_key: str = "load_cpu") -> dict[str, Any]:
+    """What every result file records about its run: the cores, wrk, the code, when."""
+    return {
+        "server_cpu": cpus[0],
+        load_key: cpus[1],
+        "wrk": wrk_version(),
+        "revision": git_revision(),
+        "run_tag": tag,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host_cpus": os.cpu_count(),
+    }
+
+
+@contextlib.contextmanager
+def pinned_to(cpu: int) -> Iterator[None]:
+    """Run this process (a seeder or load client) on `cpu`, beside wrk, for the block."""
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, affinity)
 
 
 def pick_cpus(server_cpu: int | None, wrk_cpu: int | None) -> tuple[int, int]:
@@ -1175,15 +1200,7 @@ def run(args: argparse.Namespace) -> int:
     cpus = pick_cpus(args.server_cpu, args.wrk_cpu)
     run_tag = secrets.token_hex(4)
     stores = ["memory", "redis"] if args.store == "both" else [args.store]
-    extra = {
-        "server_cpu": cpus[0],
-        "wrk_cpu": cpus[1],
-        "wrk": wrk_version(),
-        "revision": git_revision(),
-        "run_tag": run_tag,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host_cpus": os.cpu_count(),
-    }
+    extra = run_metadata(cpus, run_tag, load_key="wrk_cpu")
     results: list[StoreResult] = []
     for store in stores:
         result = bench_store(store, args, cpus[0], cpus[1], run_tag)

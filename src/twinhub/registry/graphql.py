@@ -38,8 +38,8 @@ from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
 from twinhub.services.errors import NotFound, ServiceError
+from twinhub.services.paging import decode_cursor
 from twinhub.services.principals import Principal
-from twinhub.services.protocols import decode_cursor
 from twinhub.web.errors import error_response
 
 # ixo's entity status (int32): 0 created, 1 closed, 2 transferred. A twinhub domain is

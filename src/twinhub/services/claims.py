@@ -51,16 +51,16 @@ from twinhub.services.errors import (
     Problems,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite
-from twinhub.services.paging import Window, WindowPage, fetch_window
-from twinhub.services.principals import Principal, require_role
-from twinhub.services.protocols import (
+from twinhub.services.paging import (
     Page,
-    ProtocolService,
-    ProtocolView,
-    check_values,
+    Window,
+    WindowPage,
     decode_cursor,
-    encode_cursor,
+    fetch_window,
+    split_page,
 )
+from twinhub.services.principals import Principal, require_role
+from twinhub.services.protocols import ProtocolService, ProtocolView, check_values
 from twinhub.services.twin_classes import same_kind
 
 OPEN, PAUSED, CLOSED = "open", "paused", "closed"
@@ -298,12 +298,8 @@ class ClaimService:
             query = query.where(ClaimCollection.project_did == project)
         async with self._sessions() as session:
             rows = list(await session.scalars(query.order_by(ClaimCollection.id).limit(limit + 1)))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Page(
-            [collection_view(r) for r in rows],
-            encode_cursor(rows[-1].id) if more and rows else None,
-        )
+        rows, next_cursor = split_page(rows, limit, lambda row: row.id)
+        return Page([collection_view(r) for r in rows], next_cursor)
 
     async def set_state(self, collection_id: int, state: str, actor: Principal) -> dict[str, Any]:
         if state not in STATES:
@@ -448,11 +444,8 @@ class ClaimService:
             query = query.where(Claim.asset_did == where.asset)
         async with self._sessions() as session:
             rows = list(await session.scalars(query.order_by(Claim.seq).limit(limit + 1)))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Page(
-            [claim_view(r) for r in rows], encode_cursor(rows[-1].seq) if more and rows else None
-        )
+        rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
+        return Page([claim_view(r) for r in rows], next_cursor)
 
     async def claims_window(self, window: Window) -> WindowPage[dict[str, Any]]:
         """A Cosmos-style page of claims, each with its evaluation history."""

@@ -30,8 +30,9 @@ from twinhub.services.errors import (
     NotFound,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite
+from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.principals import Principal, require_role
-from twinhub.services.protocols import TOKEN_CLASS_PATTERN, Page, decode_cursor, encode_cursor
+from twinhub.services.protocols import TOKEN_CLASS_PATTERN
 
 MAX_AMOUNT = 10**15  # far above any programme, far below 64-bit overflow of the sums
 MINT, TRANSFER, RETIRE = "mint", "transfer", "retire"
@@ -273,9 +274,5 @@ class CreditService:
             query = query.where(CreditMovement.token == token)
         async with self._sessions() as session:
             rows = list(await session.scalars(query.order_by(CreditMovement.id).limit(limit + 1)))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Page(
-            [_movement_view(row) for row in rows],
-            encode_cursor(rows[-1].id) if more and rows else None,
-        )
+        rows, next_cursor = split_page(rows, limit, lambda row: row.id)
+        return Page([_movement_view(row) for row in rows], next_cursor)

@@ -34,19 +34,23 @@ from twinhub.services.errors import (
     StaleVersion,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
-from twinhub.services.paging import Window, WindowPage, fetch_window
+from twinhub.services.paging import (
+    Page,
+    Window,
+    WindowPage,
+    decode_cursor,
+    fetch_window,
+    split_page,
+)
 from twinhub.services.principals import Principal
 from twinhub.services.protocols import (
     KIND_PATTERN,
     NAME_PATTERN,
     NAME_RULE,
-    Page,
     ProtocolService,
     ProtocolView,
     check_services,
     check_values,
-    decode_cursor,
-    encode_cursor,
 )
 from twinhub.services.twin_classes import same_kind, twin_class
 
@@ -397,10 +401,7 @@ class DomainService:
         transactions = await self._ledger.history(did, after, limit + 1) if is_did(did) else []
         if not transactions and (after == 0 or await self._domain_row(did) is None):
             raise NotFound(f"No domain {did}.")
-        more = len(transactions) > limit
-        transactions = transactions[:limit]
-        next_cursor = encode_cursor(transactions[-1].height) if more else None
-        return Page(transactions, next_cursor)
+        return Page(*split_page(transactions, limit, lambda tx: tx.height))
 
     async def list(
         self, where: DomainFilter, cursor: str | None, limit: int, count: bool = False
@@ -415,8 +416,7 @@ class DomainService:
         )
         async with self._sessions() as session:
             rows = list(await session.scalars(query))
-            more = len(rows) > limit
-            rows = rows[:limit]
+            rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
             edges = await self._edges_of(session, [row.did for row in rows])
             total = None
             if count:
@@ -429,7 +429,7 @@ class DomainService:
                 protocols[row.class_did] = await self._protocols.get(row.class_did)
             record = stored_record(row, edges.get(row.did, []))
             records.append(resolve_inheritance(record, protocols[row.class_did]))
-        return Page(records, encode_cursor(rows[-1].seq) if more and rows else None, total)
+        return Page(records, next_cursor, total)
 
     async def window(self, where: DomainFilter, window: Window) -> WindowPage[dict[str, Any]]:
         """A Cosmos-style page of resolved records (the chain node's lists)."""

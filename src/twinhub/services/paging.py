@@ -1,4 +1,5 @@
-"""Cosmos-style pages (key or offset, limit, reverse, total) over a sequence column.
+"""Pages over a sequence column: the registry API's opaque cursors, and Cosmos-style
+windows (key or offset, limit, reverse, total).
 
 The registry API pages with opaque cursors; the chain node must follow Cosmos'
 PageRequest instead. Both walk the same monotonically increasing sequence column, so a
@@ -7,13 +8,51 @@ key here is simply the sequence number of the last row returned.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from twinhub.services.errors import Invalid
+
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+    total: int | None = None
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(str(seq).encode()).decode().rstrip("=")
+
+
+def split_page(rows: list[R], limit: int, key: Callable[[R], int]) -> tuple[list[R], str | None]:
+    """Rows fetched with `limit + 1`: the page's rows, and the cursor of the next page
+    (None at the end), made from `key` of the page's last row."""
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, encode_cursor(key(rows[-1])) if more and rows else None
+
+
+def decode_cursor(cursor: str | None) -> int:
+    """The sequence number after which a page starts; 0 for the first page."""
+    if not cursor:
+        return 0
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = int(base64.urlsafe_b64decode(padded.encode()).decode())
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("The cursor is not one this API gave out.", []) from None
+    if not 0 <= value < 2**63:  # sequence numbers are signed 64-bit in every database
+        raise Invalid("The cursor is not one this API gave out.", [])
+    return value
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,10 @@ of domain has. A protocol may extend a parent; the child wins where names collid
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -16,8 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Protocol, utcnow
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
-from twinhub.services.errors import Conflict, Invalid, NotFound, Problems
+from twinhub.services.errors import Conflict, NotFound, Problems
 from twinhub.services.ledger import Ledger
+from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.twin_classes import TWIN_CLASSES
 
 PROPERTY_TYPES = ("string", "number", "integer", "boolean", "object", "array", "date-time")
@@ -173,34 +173,6 @@ class ProtocolView:
         }
 
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_cursor: str | None
-    total: int | None = None
-
-
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(str(seq).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int:
-    """The sequence number after which a page starts; 0 for the first page."""
-    if not cursor:
-        return 0
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = int(base64.urlsafe_b64decode(padded.encode()).decode())
-    except (ValueError, UnicodeDecodeError):
-        raise Invalid("The cursor is not one this API gave out.", []) from None
-    if not 0 <= value < 2**63:  # sequence numbers are signed 64-bit in every database
-        raise Invalid("The cursor is not one this API gave out.", [])
-    return value
-
-
 class ProtocolService:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
         self._sessions = sessions
@@ -303,10 +275,9 @@ class ProtocolService:
                 )
             )
             total = await session.scalar(select(func.count()).select_from(Protocol))
-        more = len(rows) > limit
-        rows = rows[:limit]
+        rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
         views = [await self.get(row.did) for row in rows]
-        return Page(views, encode_cursor(rows[-1].seq) if more and rows else None, total)
+        return Page(views, next_cursor, total)
 
     async def _chain(self, did: str | None) -> list[Protocol]:
         """The protocol and its ancestors, nearest first."""

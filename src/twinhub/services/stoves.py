@@ -22,8 +22,8 @@ from twinhub.services.claims import OPEN, ClaimFilter, ClaimService
 from twinhub.services.credits import CreditService
 from twinhub.services.domains import ACTIVE, DomainFilter, DomainService
 from twinhub.services.errors import Conflict, FieldProblem, Invalid, NotFound, NotVerified
+from twinhub.services.paging import decode_cursor, encode_cursor
 from twinhub.services.principals import Principal
-from twinhub.services.protocols import decode_cursor, encode_cursor
 from twinhub.services.twin_classes import same_kind
 
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"

@@ -9,7 +9,9 @@ their tests skip with the reason; with CI=true a missing server fails the run in
 from __future__ import annotations
 
 import os
+import random
 import secrets
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -213,6 +215,25 @@ async def make_gateway(settings_for: Callable[..., Settings]) -> AsyncIterator[G
 @pytest.fixture
 async def gateway(make_gateway: GatewayFactory) -> Gateway:
     return await make_gateway()
+
+
+def free_port() -> int:
+    """A loopback port free now, for a server started a moment later. It is picked below
+    the kernel's ephemeral range, where outgoing connections take their ports, so no client
+    socket of another test can take it in between (as one did, once, with port 0)."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    for _ in range(200):
+        port = random.randrange(10_000, max(ephemeral_low, 10_001))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def new_phone() -> str:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from alembic.script import ScriptDirectory
 
-from tests.conftest import fresh_postgres_database
+from tests.conftest import free_port, fresh_postgres_database
 from twinhub.db.engine import create_engine
 from twinhub.db.migrate import alembic_config, schema_revisions
 from twinhub.platform import Platform
@@ -25,12 +25,6 @@ from twinhub.settings import Settings
 
 TWINHUB = [sys.executable, "-m", "twinhub"]
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_cli(

@@ -4,22 +4,15 @@ and coming back, through real sockets on both backends."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 from google.protobuf import descriptor_pool
 
 from tests.chain_gateway import gateway_settings, running_gateway, running_node
-from tests.conftest import Registry, unique
+from tests.conftest import Registry, free_port, unique
 from tests.test_registry_basics import make_domain
 from twinhub.chain.gateway import app as gateway_app
 from twinhub.chain.node import NodeServer
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def no_compiled_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:

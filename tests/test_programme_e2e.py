@@ -38,12 +38,13 @@ from tests.conftest import (
     REDIS_URL,
     Backend,
     UssdClient,
+    free_port,
     fresh_postgres_database,
     new_phone,
     new_session_id,
     unique,
 )
-from tests.test_cli import TWINHUB, free_port, run_cli, wait_healthy
+from tests.test_cli import TWINHUB, run_cli, wait_healthy
 from tests.ussd_flows import Journey, create_account, log_in
 from twinhub.identifiers import customer_did
 

@@ -30,8 +30,8 @@ from twinhub.db.models import UtcDateTime
 from twinhub.platform import Platform
 from twinhub.services.domains import DomainSpec
 from twinhub.services.ledger import GENESIS_HASH, transaction_hash
+from twinhub.services.paging import encode_cursor
 from twinhub.services.principals import Principal
-from twinhub.services.protocols import encode_cursor
 from twinhub.settings import Settings
 
 PROJECT = "did:ixo:protocol/project"

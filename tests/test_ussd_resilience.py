@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -25,6 +24,7 @@ from tests.conftest import (
     Backend,
     Gateway,
     GatewayFactory,
+    free_port,
     new_phone,
     new_session_id,
 )
@@ -64,13 +64,6 @@ def with_address(url: str, port: int, host: str = "127.0.0.1") -> str:
 def address_of(url: str, default_port: int) -> tuple[str, int]:
     parts = urlsplit(url)
     return parts.hostname or "127.0.0.1", parts.port or default_port
-
-
-def free_port() -> int:
-    """A local port nothing listens on (bound then released; nobody else is told)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def eventually(

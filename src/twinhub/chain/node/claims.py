@@ -14,11 +14,11 @@ from typing import Any
 import grpc
 
 from twinhub.chain.node.common import (
+    NotServed,
     Servicer,
     page_response,
     query,
     timestamp,
-    unimplemented,
     window,
 )
 from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
@@ -194,26 +194,22 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def CollectionMember(
         self, request: q.QueryCollectionMemberRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionMemberResponse:
-        await unimplemented(context, "member budgets")
-        raise AssertionError("unreachable")
+        raise NotServed("member budgets")
 
     @query
     async def CollectionMemberList(
         self, request: q.QueryCollectionMemberListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionMemberListResponse:
-        await unimplemented(context, "member budgets")
-        raise AssertionError("unreachable")
+        raise NotServed("member budgets")
 
     @query
     async def AgentDepositBalance(
         self, request: q.QueryAgentDepositBalanceRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryAgentDepositBalanceResponse:
-        await unimplemented(context, "agent deposits")
-        raise AssertionError("unreachable")
+        raise NotServed("agent deposits")
 
     @query
     async def AgentDepositBalanceList(
         self, request: q.QueryAgentDepositBalanceListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryAgentDepositBalanceListResponse:
-        await unimplemented(context, "agent deposits")
-        raise AssertionError("unreachable")
+        raise NotServed("agent deposits")

@@ -22,7 +22,17 @@ log = get_logger(__name__)
 HEIGHT_HEADER = "x-cosmos-block-height"
 DEFAULT_LIMIT = 100  # Cosmos' default page size
 MAX_LIMIT = 1000
+
+
+class NotServed(ServiceError):
+    """A query of ixo's that twinhub keeps no data for (member budgets, deposits)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"twinhub keeps no {what}; this query is not served")
+
+
 STATUS = {
+    NotServed: grpc.StatusCode.UNIMPLEMENTED,
     NotFound: grpc.StatusCode.NOT_FOUND,
     Invalid: grpc.StatusCode.INVALID_ARGUMENT,
     Conflict: grpc.StatusCode.FAILED_PRECONDITION,
@@ -84,12 +94,6 @@ def check_requested_height(context: grpc.aio.ServicerContext, latest: int) -> No
             f"failed to load state at height {height}: this node keeps only the latest "
             f"state (latest height: {latest})"
         )
-
-
-async def unimplemented(context: grpc.aio.ServicerContext, what: str) -> None:
-    await context.abort(
-        grpc.StatusCode.UNIMPLEMENTED, f"twinhub keeps no {what}; this query is not served"
-    )
 
 
 def timestamp(value: datetime | str | None) -> Timestamp | None:

@@ -24,8 +24,11 @@ from twinhub.console.auth import SignInRequired
 from twinhub.console.sessions import SessionStore
 from twinhub.platform import Platform
 
+# Scripts only from the package, never inline. Styles may be inline: cytoscape injects its
+# own small stylesheet, and a style cannot run code.
 CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; "
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )

@@ -450,4 +450,3 @@ async def revoke_key(request: Request) -> Response:
     if not await _platform(request).api_keys.revoke(key_id):
         return await keys(request, user, error=f"No active key {key_id}.", status=404)
     return _done("/keys", f"Key {key_id} revoked.")
-

@@ -241,6 +241,7 @@ async def test_graph_zooms_and_opens_a_twin(tab: Tab, programme: Programme) -> N
     graph = tab.page.locator("#graph[data-nodes]")
     await graph.wait_for()
     assert int(await graph.get_attribute("data-nodes") or 0) >= 5  # org, oracle, project, stoves
+    assert await graph.get_attribute("data-claims") == "2"  # the stove's claims, as nodes
     before = await tab.page.evaluate("window.twinhubGraph.zoom()")
     await tab.page.get_by_role("button", name="Zoom in").click()
     assert await tab.page.evaluate("window.twinhubGraph.zoom()") > before

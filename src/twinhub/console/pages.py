@@ -34,6 +34,8 @@ templates = Jinja2Templates(
     env=Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, auto_reload=False)
 )
 PERIODS = {"7": 7, "30": 30, "90": 90, "365": 365}
+GRAPH_ASSETS = 50  # assets whose claims the graph shows
+GRAPH_CLAIMS = 5  # newest claims shown per asset
 _PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _SERVICE_CODE = re.compile(r"^\*[0-9]+(\*[0-9]+)*#$")
 
@@ -237,7 +239,33 @@ async def graph_data(request: Request) -> Response:
         return JSONResponse({"error": "depth must be a number"}, status_code=422)
     except ServiceError as problem:
         return JSONResponse({"error": problem.message}, status_code=404)
+    await _add_claims(_platform(request), data)
     return JSONResponse(data)
+
+
+async def _add_claims(platform: Platform, data: dict[str, Any]) -> None:
+    """Extend the domain graph with the newest claims about its assets and the credentials
+    their approvals issued (assets -> claims -> credentials), a few per asset."""
+    assets = [n["did"] for n in data["nodes"] if n["twinClass"] == "physical"][:GRAPH_ASSETS]
+    for asset in assets:
+        page = await platform.claims.claims(ClaimFilter(asset=asset), None, GRAPH_CLAIMS)
+        for claim in page.items:
+            node = f"claim:{claim['id']}"
+            data["nodes"].append(
+                {
+                    "did": node,
+                    "type": "Claim",
+                    "name": f"claim {claim['id'][:6]} ({claim['status']})",
+                }
+            )
+            data["edges"].append({"source": asset, "type": "claim", "target": node})
+            if claim["credential"]:
+                data["nodes"].append(
+                    {"did": claim["credential"], "type": "Credential", "name": "credential"}
+                )
+                data["edges"].append(
+                    {"source": node, "type": "credential", "target": claim["credential"]}
+                )
 
 
 async def twin(request: Request) -> Response:
@@ -279,10 +307,14 @@ async def claims(
     request: Request, errors: dict[str, str] | None = None, status: int = 200
 ) -> Response:
     user = await signed_in(request)
+    queue = await _queue(_platform(request))
+    errors = errors or {}
+    shown = {claim["id"] for claim in queue}
+    stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
     return render(
         request,
         "claims.html",
-        {"queue": await _queue(_platform(request)), "errors": errors or {}},
+        {"queue": queue, "errors": errors, "stray": stray},
         status_code=status,
         user=user,
     )

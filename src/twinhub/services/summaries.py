@@ -211,7 +211,7 @@ class SummaryService:
             query = query.join(ClaimCollection, ClaimCollection.id == Claim.collection_id).where(
                 ClaimCollection.project_did.in_(projects)
             )
-        counts = dict((await session.execute(query.group_by(Claim.status))).tuples().all())
+        counts = {status: n for status, n in await session.execute(query.group_by(Claim.status))}
         statuses = ("pending", "approved", "rejected", "flagged", "disputed", "invalidated")
         by_status = {status: int(counts.get(status, 0)) for status in statuses}
         return {"submitted": sum(by_status.values()), "byStatus": by_status}

@@ -40,6 +40,8 @@ OPERATOR = "did:ixo:org/demo-jiko-operator"
 ORACLE = "did:ixo:org/demo-emissions-oracle"
 STOVE = "did:ixo:entity/demo-stove-0001"
 EVIL = "<script>alert(1)</script>"
+COMPLIANCE = ("did:ixo:org/demo-compliance-1", "did:ixo:org/demo-compliance-2")
+GROUP = "did:ixo:group/demo-compliance"
 FLAG_REASON = "Meals exceed the stove's daily capacity"
 
 
@@ -52,6 +54,8 @@ class Programme:
     evil_did: str
     flagged: str
     pending: str
+    voter: str  # a member of the demo compliance group
+    proposal: int  # an open proposal to verify the organisation named EVIL
 
     @property
     def console(self) -> str:
@@ -115,8 +119,17 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
                 "metadata": {"name": EVIL},
             },
         )["did"]
+        proposer, voter = served.key(COMPLIANCE[0]), served.key(COMPLIANCE[1])
+        proposal = call(
+            proposer,
+            "POST",
+            f"/v1/domains/{evil}/verification-proposals",
+            {"group": GROUP, "action": "verify", "evidence": {"audit": "desk review"}},
+        )["id"]
         api.close()
-        yield Programme(served, admin, oracle, operator, evil, flagged=made[1], pending=made[0])
+        yield Programme(
+            served, admin, oracle, operator, evil, made[1], made[0], voter=voter, proposal=proposal
+        )
 
 
 @pytest.fixture(scope="session")
@@ -167,6 +180,7 @@ class Tab:
 @pytest.fixture
 async def tab(browser: Any, programme: Programme) -> AsyncIterator[Tab]:
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
     # Offline, as in a field office: any request leaving the loopback host is refused.
     await context.route(
         "**/*",
@@ -278,10 +292,22 @@ async def test_governance_shows_groups_thresholds_and_proposals(
     await tab.open("/governance")
     groups = tab.page.locator("#groups")
     await groups.get_by_text("Demo compliance").wait_for()
-    assert "absolute count 2" in await groups.inner_text()
+    assert "2 yes weight" in await groups.inner_text()
     proposals = await tab.page.locator("#proposals").inner_text()
     assert PROJECT in proposals and "executed" in proposals
     await tab.shot("governance")
+    # A member votes on the open proposal; the tally moves.
+    await tab.page.get_by_role("button", name="Sign out").click()
+    await tab.sign_in(programme.voter)
+    await tab.open("/governance")
+    await tab.page.get_by_label(f"Vote on proposal {programme.proposal}").select_option("yes")
+    await tab.page.get_by_role("button", name="Vote").click()
+    await tab.page.get_by_text(
+        f"Your yes vote on proposal {programme.proposal} is counted."
+    ).wait_for()
+    row = tab.page.locator("#proposals tr", has_text=programme.evil_did)
+    assert "1 / 0 / 0 of 3" in await row.inner_text()
+    await tab.shot("governance-voted")
     assert tab.errors == []
 
 

@@ -11,7 +11,9 @@ from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.routes import DID_PATH
 
-router = APIRouter(prefix="/v1", responses={c: ERROR_RESPONSES[c] for c in (401, 403, 404, 422)})
+router = APIRouter(
+    prefix="/v1", responses={c: ERROR_RESPONSES[c] for c in (400, 401, 403, 404, 422)}
+)
 
 
 @router.get(

@@ -379,6 +379,9 @@ async def test_usable_on_a_360_pixel_phone_and_by_keyboard(
             ("/", "mobile-dashboard"),
             ("/claims", "mobile-claims"),
             ("/ussd", "mobile-ussd"),
+            (f"/graph?did={PROJECT}", "mobile-graph"),
+            (f"/twins/{STOVE}", "mobile-twin"),
+            ("/governance", "mobile-governance"),
         ):
             await tab.open(path)
             width = await tab.page.evaluate("document.documentElement.scrollWidth")
@@ -387,7 +390,12 @@ async def test_usable_on_a_360_pixel_phone_and_by_keyboard(
                 "e.getBoundingClientRect().right > 361).map(e => e.tagName + '.' + e.className"
                 " + '#' + e.id).slice(0, 8)"
             )
-            assert width <= 360, f"{path} scrolls sideways ({width}px): {wide}"
+            sizes = await tab.page.evaluate(
+                "['main', 'section.card', '.scroll', 'body'].map(s => { const e = "
+                "document.querySelector(s); return e ? s + ':' + e.getBoundingClientRect().width"
+                " + '/' + getComputedStyle(e).overflowX : s })"
+            )
+            assert width <= 360, f"{path} scrolls sideways ({width}px): {wide} {sizes}"
             unlabelled = await tab.page.evaluate(
                 "[...document.querySelectorAll('input:not([type=hidden]), select, button')]"
                 ".filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')"

@@ -304,7 +304,10 @@ async def _queue(platform: Platform) -> list[dict[str, Any]]:
 
 
 async def claims(
-    request: Request, errors: dict[str, str] | None = None, status: int = 200
+    request: Request,
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+    sent: dict[str, dict[str, str]] | None = None,
 ) -> Response:
     user = await signed_in(request)
     queue = await _queue(_platform(request))
@@ -314,7 +317,7 @@ async def claims(
     return render(
         request,
         "claims.html",
-        {"queue": queue, "errors": errors, "stray": stray},
+        {"queue": queue, "errors": errors, "stray": stray, "sent": sent or {}},
         status_code=status,
         user=user,
     )
@@ -346,7 +349,8 @@ async def evaluate(request: Request) -> Response:
             details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
             error = problem.message + (f" ({details})" if details else "")
     if error is not None:
-        return await claims(request, {claim_id: error}, status=422)
+        sent = {"decision": decision, "amount": amount_text, "reason": reason or ""}
+        return await claims(request, {claim_id: error}, 422, {claim_id: sent})
     return _done("/claims", f"Claim {claim_id} {decision}.")
 
 

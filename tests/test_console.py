@@ -12,11 +12,12 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tests.claims_world import build_world
-from tests.conftest import Registry, unique
+from tests.conftest import BOOTSTRAP_KEY, Registry, unique
 
 EVIL = "<script>alert(1)</script>"
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,6 +185,27 @@ async def test_console_sessions_csrf_roles_and_revocation(registry: Registry) ->
         await registry.platform.api_keys.revoke(view.key_id)
         again = await browser.get("/console/")
         assert again.status_code == 303 and again.headers["location"].startswith("/console/sign-in")
+
+
+async def test_session_cookie_is_secure_behind_a_trusted_https_proxy(
+    make_registry: Any,
+) -> None:
+    proxied = await make_registry(trust_proxy_enabled=True)
+    async with console(proxied) as browser:
+        form = await browser.get("/console/sign-in")
+        answer = await browser.post(
+            "/console/sign-in",
+            data={"csrf": csrf_of(form.text), "api_key": BOOTSTRAP_KEY},
+            headers={"x-forwarded-proto": "https"},
+        )
+        assert answer.status_code == 303
+        assert "secure" in answer.headers["set-cookie"].lower()
+        form = await browser.get("/console/sign-in")
+        plain = await browser.post(
+            "/console/sign-in", data={"csrf": csrf_of(form.text), "api_key": BOOTSTRAP_KEY}
+        )
+        assert plain.status_code == 303
+        assert "secure" not in plain.headers["set-cookie"].lower()
 
 
 async def test_console_pages_escape_user_strings_and_forbid_inline_scripts(

@@ -123,8 +123,16 @@ def _cookie(request: Request, response: Response, name: str, value: str, max_age
         path="/",
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=_over_https(request),
     )
+
+
+def _over_https(request: Request) -> bool:
+    """https here, or at the trusted reverse proxy in front (TRUST_PROXY_ENABLED)."""
+    if request.url.scheme == "https":
+        return True
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return _platform(request).settings.trust_proxy_enabled and forwarded == "https"
 
 
 async def sign_in(request: Request) -> Response:

@@ -26,6 +26,7 @@ from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
 from twinhub.services.stoves import StoveService
+from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
 
 log = get_logger(__name__)
@@ -73,6 +74,9 @@ class Platform:
         )
         self.stoves = StoveService(self.domains, self.claims, self.credits)
         self.idempotency = IdempotencyService(self.sessionmaker)
+        # Dashboard figures. Telemetry wiring: pass the telemetry store (a TelemetrySource)
+        # as SummaryService(self.sessionmaker, telemetry=...) once one exists.
+        self.summaries = SummaryService(self.sessionmaker)
         bootstrap = settings.twinhub_bootstrap_api_key
         self.api_keys = ApiKeyService(
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None

@@ -172,6 +172,20 @@ class Settings(BaseSettings):
     )
     compliance_group_voting_period_seconds: int = Field(7 * 86400, ge=60, le=366 * 86400)
 
+    # -- operator console (/console on the registry port) -----------------------------------
+    console_enabled: bool = Field(True, description="Serve the operator console at /console.")
+    console_session_ttl_seconds: int = Field(
+        8 * 3600, ge=60, le=7 * 86400, description="A console sign-in lasts this long."
+    )
+    console_max_sessions: int = Field(
+        10_000, ge=10, description="Cap of signed-in console sessions held by one process."
+    )
+    console_ussd_url: str | None = Field(
+        None,
+        description="The USSD gateway's /api/ussd the console's phone simulator forwards to; "
+        "default http://127.0.0.1:PORT/api/ussd.",
+    )
+
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
@@ -252,6 +266,10 @@ class Settings(BaseSettings):
     def gateway_tokens(self) -> tuple[bytes, ...]:
         keys = self.gateway_api_keys.get_secret_value() if self.gateway_api_keys else ""
         return tuple(key.encode() for key in split_list(keys))
+
+    @property
+    def console_ussd_endpoint(self) -> str:
+        return self.console_ussd_url or f"http://127.0.0.1:{self.port}/api/ussd"
 
     @property
     def resolved_database_url(self) -> str:

@@ -7,17 +7,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twinhub import __version__
+from twinhub.console.app import create_console_app
+from twinhub.console.assets import SWAGGER_CSS, SWAGGER_FAVICON, SWAGGER_JS
+from twinhub.console.sessions import SessionStore
 from twinhub.platform import Platform
 from twinhub.registry.errors import install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_governance import router as governance_router
+from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
@@ -155,7 +160,7 @@ def create_registry_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served below with the package's own Swagger UI files (no CDN)
         redoc_url=None,
     )
     app.state.platform = platform
@@ -171,6 +176,7 @@ def create_registry_app(
     # swallowed by the core router's greedy /domains/{did:path}.
     app.include_router(governance_router)
     app.include_router(claims_router)
+    app.include_router(summaries_router)  # before the core router's greedy path, too
     app.include_router(router)
     app.include_router(create_graphql_router())
 
@@ -181,6 +187,24 @@ def create_registry_app(
     @app.get("/", tags=["health"])
     async def root_endpoint() -> Response:
         return root(platform, "twinhub registry API is running")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> Response:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="twinhub registry",
+            swagger_js_url=SWAGGER_JS,
+            swagger_css_url=SWAGGER_CSS,
+            swagger_favicon_url=SWAGGER_FAVICON,
+        )
+
+    # The operator console shares this port; its sessions also let the console's browser
+    # code read GET routes of /v1 (see registry/auth.py).
+    app.state.console_sessions = SessionStore(
+        settings.console_session_ttl_seconds, settings.console_max_sessions
+    )
+    if settings.console_enabled:
+        app.mount("/console", create_console_app(platform, app.state.console_sessions))
 
     if platform.settings.metrics_enabled:
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)

@@ -32,6 +32,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
+from twinhub.console.assets import offline_graphiql
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES
@@ -320,8 +321,51 @@ class CreditClass:
     supply: Long
 
 
+@strawberry.type(
+    description="Dashboard figures of a project or organisation over a period (the REST "
+    "`/v1/domains/{did}/summary`): stoves by state, claims by status, credits issued and "
+    "retired, telemetry per day (empty until a telemetry store is wired in)."
+)
+class Summary:
+    domain: str
+    type: str
+    start: datetime = strawberry.field(name="from")
+    end: datetime = strawberry.field(name="to")
+    stoves: JSON
+    claims: JSON
+    credits: JSON
+    telemetry: JSON
+
+
 @strawberry.type(description="Status checks of registry domains (read-only).")
 class Query:
+    @strawberry.field(
+        description="A project's or organisation's summary; `from` defaults to "
+        "30 days before `to`, `to` to now."
+    )
+    async def summary(
+        self,
+        info: GraphQLInfo,
+        id: str,
+        start: Annotated[datetime | None, strawberry.argument(name="from")] = None,
+        end: Annotated[datetime | None, strawberry.argument(name="to")] = None,
+    ) -> Summary:
+        context = _authorised(info)
+        try:
+            view = await context.platform.summaries.summary(id, start, end)
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        return Summary(
+            domain=view["domain"],
+            type=view["type"],
+            start=datetime.fromisoformat(view["from"]),
+            end=datetime.fromisoformat(view["to"]),
+            stoves=view["stoves"],
+            claims=view["claims"],
+            credits=view["credits"],
+            telemetry=view["telemetry"],
+        )
+
     @strawberry.field(description="One claim by id; null when there is none.")
     async def claim(self, info: GraphQLInfo, id: str) -> Claim | None:
         context = _authorised(info)
@@ -484,7 +528,12 @@ _HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
 
 class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
     """Strawberry's router, answering its own HTTP errors (a body that is not JSON, no query)
-    in the registry's JSON error shape instead of plain text."""
+    in the registry's JSON error shape instead of plain text, and serving GraphiQL with the
+    scripts shipped in the package (no CDN: it must work offline)."""
+
+    @property
+    def graphql_ide_html(self) -> str:
+        return offline_graphiql(super().graphql_ide_html)
 
     async def run(  # type: ignore[override]
         self,

@@ -356,10 +356,10 @@ class ClaimService:
             protocol = await self._protocols.get(collection.protocol_did)
             check_values(data, protocol, problems, partial=False, where="data")
             problems.raise_if_any("The claim does not follow the collection's protocol.")
-            seq = (await session.scalar(select(Claim.seq).order_by(Claim.seq.desc()).limit(1))) or 0
+            seq = await write.next_seq(Claim.seq)
             row = Claim(
                 id=claim_id or uuid.uuid4().hex,
-                seq=seq + 1,
+                seq=seq,
                 collection_id=collection.id,
                 agent=actor.did,
                 asset_did=asset,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import LedgerHead, LedgerTransaction, utcnow
@@ -74,13 +74,34 @@ def _transaction(row: LedgerTransaction) -> Transaction:
     )
 
 
+@dataclass
+class Head:
+    """The chain's end as the open batch sees it; written to `ledger_head` once per batch."""
+
+    height: int
+    tx_hash: str
+
+
 class LedgerWrite:
     """One atomic registry write: change rows through `session`, record them with `append`."""
 
-    def __init__(self, session: AsyncSession, head: LedgerHead) -> None:
+    def __init__(
+        self, session: AsyncSession, head: Head, sequences: dict[Any, int] | None = None
+    ) -> None:
         self.session = session
         self._head = head
+        self._sequences = {} if sequences is None else sequences
         self.appended: list[Transaction] = []
+
+    async def next_seq(self, column: Any) -> int:
+        """The next value of a creation-order column (`Domain.seq`, ...): `max + 1` read
+        once per batch, then counted on. The batch holds the database's write lock, so no
+        other process inserts meanwhile; a write rolled back leaves a gap, which ordering
+        and cursors do not mind."""
+        if column not in self._sequences:
+            self._sequences[column] = (await self.session.scalar(select(func.max(column)))) or 0
+        self._sequences[column] += 1
+        return self._sequences[column]
 
     async def append(
         self, kind: str, subject: str, actor: str, payload: dict[str, Any]
@@ -120,20 +141,15 @@ class VerifyReport:
 class _Batch:
     """One database transaction shared by consecutive writes, and its commit's outcome."""
 
-    def __init__(self, session: AsyncSession, head: LedgerHead) -> None:
+    def __init__(self, session: AsyncSession, head: Head) -> None:
         self.session = session
         self.head = head
+        self.sequences: dict[Any, int] = {}  # LedgerWrite.next_seq's counters
         self.writes = 0  # writes whose savepoint was released into this batch
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Retrieved here so a failed commit nobody awaits (its writers all failed or were
         # cancelled) is not reported as "exception never retrieved".
         self.committed.add_done_callback(lambda done: done.cancelled() or done.exception())
-
-    def forget_rows(self) -> None:
-        """Each write starts with an empty identity map, as with a session of its own: no
-        write sees another's objects, only the rows they flushed."""
-        self.session.expunge_all()
-        self.session.add(self.head)
 
 
 class Ledger:
@@ -164,16 +180,19 @@ class Ledger:
         try:
             batch = self._batch or await self._open()
             self._batch = batch
-            write = LedgerWrite(batch.session, batch.head)
+            before = Head(batch.head.height, batch.head.tx_hash)
+            write = LedgerWrite(batch.session, batch.head, batch.sequences)
             try:
                 async with batch.session.begin_nested():
                     yield write
             except BaseException:
-                # The savepoint is rolled back; the head's in-memory height with it.
-                batch.forget_rows()
-                await batch.session.refresh(batch.head)
+                # The savepoint is rolled back; so are the heights this write took.
+                batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
                 raise
-            batch.forget_rows()
+            finally:
+                # Each write starts with an empty identity map, as with a session of its
+                # own: no write sees another's objects, only the rows they flushed.
+                batch.session.expunge_all()
             batch.writes += 1
             joined = batch
         finally:
@@ -195,14 +214,20 @@ class Ledger:
                 # savepoints below nest in this transaction and another process's writer
                 # waits for the whole batch rather than interleaving.
                 await session.execute(text("BEGIN IMMEDIATE"))
-            head = await session.get(LedgerHead, HEAD_ROW, with_for_update=True)
+            row = (
+                await session.execute(
+                    select(LedgerHead.height, LedgerHead.tx_hash)
+                    .where(LedgerHead.id == HEAD_ROW)
+                    .with_for_update()
+                )
+            ).one_or_none()
         except BaseException:
             await session.close()
             raise
-        if head is None:
+        if row is None:
             await session.close()
             raise RuntimeError("the ledger head row is missing; run `twinhub migrate`")
-        return _Batch(session, head)
+        return _Batch(session, Head(row.height, row.tx_hash))
 
     async def _maybe_close(self) -> None:
         """Commit the open batch unless another write is queued to join it (and it is not
@@ -213,6 +238,11 @@ class Ledger:
         self._batch = None
         try:
             if batch.writes:
+                await batch.session.execute(
+                    update(LedgerHead)
+                    .where(LedgerHead.id == HEAD_ROW)
+                    .values(height=batch.head.height, tx_hash=batch.head.tx_hash)
+                )
                 await batch.session.commit()
             else:
                 await batch.session.rollback()

@@ -104,6 +104,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "creates are cumulative (default: %(default)s)",
     )
     parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="the server's database: a fresh SQLite file, or a database created on "
+        "--postgres-url's server and dropped at the end (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="PostgreSQL server for --database postgresql (any database on it; the run "
+        "creates its own) (default: $BENCH_POSTGRES_URL or %(default)s)",
+    )
+    parser.add_argument(
         "--ceiling",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -957,9 +970,15 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
     api_key = secrets.token_urlsafe(36)  # 48 characters; the server wants 32 or more
     (workdir / "api-key").write_text(api_key + "\n")
     port = args.port or free_port()
-    server = Server(
-        server_command(args, port, cpus[0]), server_env(workdir, api_key), workdir, port
-    )
+    env = server_env(workdir, api_key)
+    database_url = None
+    if args.database == "postgresql":
+        from bench.claims import create_postgres_database  # claims imports this module
+
+        database_url = asyncio.run(create_postgres_database(args.postgres_url, "reg_" + tag))
+        env["DATABASE_URL"] = database_url
+        print(f"database {database_url.rsplit('/', 1)[1]} created", flush=True)
+    server = Server(server_command(args, port, cpus[0]), env, workdir, port)
     ctx = Ctx(args, server, api_key, cpus[0], cpus[1], workdir, workdir / "wrk.log")
     registry = Registry()
     ok = False
@@ -1025,6 +1044,10 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
     finally:
         result.server_exit_code = server.stop()
         result.server_stderr_tail = server.stderr_tail()
+        if database_url is not None and not args.keep:
+            from bench.claims import drop_postgres_database
+
+            asyncio.run(drop_postgres_database(args.postgres_url, database_url))
         if ok and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
             result.workdir = ""
@@ -1277,6 +1300,7 @@ def to_json(
             "sizes": sizes,
             "connections": args.connections,
             "create_concurrency": args.create_concurrency,
+            "database": args.database,
             "duration_seconds": args.duration,
             "warmup_seconds": args.warmup,
             "paced_rate": args.paced_rate,
@@ -1312,7 +1336,8 @@ def run(args: argparse.Namespace) -> int:
     with pinned_to(cpus[1]):  # the create client runs in this process
         result = bench(args, sizes, cpus, tag)
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    out = args.results_dir / "registry.json"
+    name = "registry.json" if args.database == "sqlite" else f"registry-{args.database}.json"
+    out = args.results_dir / name
     out.write_text(json.dumps(to_json(result, args, sizes, extra), indent=2) + "\n")
     print_table(result, args, cpus)
     print(f"wrote {out}")

@@ -5,7 +5,6 @@ twinhub CPU per request, so a cheaper twinhub scores higher."""
 from __future__ import annotations
 
 import httpx
-
 from bench import ceiling
 from bench.registry import ReadRun, versus_ceiling
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from tests.conftest import Registry, RegistryFactory, unique
 from twinhub.db.models import Domain, LedgerTransaction
@@ -163,4 +164,44 @@ async def test_two_platforms_on_one_database_keep_one_chain(
     rows = await transactions(registry, start)
     assert [row.height for row in rows] == list(range(start + 1, start + 121))
     assert {row.subject for row in rows} == {r["did"] for r in results}
+    await assert_sound(registry)
+
+
+async def test_a_write_failing_at_its_flush_fails_alone(registry: Registry) -> None:
+    """A row the database refuses (a duplicate key) surfaces when the write ends, whether it
+    opened its batch or joined one, and the ledger carries on with the next write."""
+    platform = registry.platform
+    taken = (await platform.domains.create(device(), ACTOR))["did"]
+    ledger: Ledger = platform.ledger
+    start = await ledger.height()
+
+    async def duplicate() -> None:
+        async with ledger.write() as write:
+            write.session.add(
+                Domain(
+                    did=taken,
+                    seq=await write.next_seq(Domain.seq),
+                    type="Device",
+                    class_did="did:ixo:protocol/clean-cooking",
+                    twin_class="physical",
+                    controller=[],
+                    services=[],
+                    credentials=[],
+                    meta={},
+                    properties={},
+                )
+            )
+            await write.append("test.note", taken, "t", {})
+
+    for _ in range(2):  # alone in its batch
+        with pytest.raises(IntegrityError):
+            await duplicate()
+    results = await asyncio.gather(  # in the middle of batches
+        *(duplicate() for _ in range(5)),
+        *(platform.domains.create(device(), ACTOR) for _ in range(10)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, IntegrityError) for r in results) == 5
+    assert sum(isinstance(r, dict) for r in results) == 10
+    assert await ledger.height() == start + 10
     await assert_sound(registry)

@@ -180,19 +180,32 @@ class Ledger:
         try:
             batch = self._batch or await self._open()
             self._batch = batch
-            before = Head(batch.head.height, batch.head.tx_hash)
             write = LedgerWrite(batch.session, batch.head, batch.sequences)
-            try:
-                async with batch.session.begin_nested():
+            if batch.writes == 0:
+                # Alone in its transaction so far: no savepoint needed, since failing
+                # discards the whole (otherwise empty) batch. A write nobody queues behind
+                # costs what it did before group commit.
+                try:
                     yield write
-            except BaseException:
-                # The savepoint is rolled back; so are the heights this write took.
-                batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
-                raise
-            finally:
-                # Each write starts with an empty identity map, as with a session of its
-                # own: no write sees another's objects, only the rows they flushed.
-                batch.session.expunge_all()
+                    await batch.session.flush()  # a broken row fails here, not in the commit
+                except BaseException:
+                    self._batch = None
+                    batch.committed.cancel()
+                    await asyncio.shield(batch.session.close())  # rolls back
+                    raise
+            else:
+                before = Head(batch.head.height, batch.head.tx_hash)
+                try:
+                    async with batch.session.begin_nested():
+                        yield write
+                except BaseException:
+                    # The savepoint is rolled back; so are the heights this write took.
+                    batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
+                    batch.session.expunge_all()
+                    raise
+            # Each write starts with an empty identity map, as with a session of its own:
+            # no write sees another's objects, only the rows they flushed.
+            batch.session.expunge_all()
             batch.writes += 1
             joined = batch
         finally:

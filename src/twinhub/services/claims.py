@@ -556,7 +556,10 @@ class ClaimService:
                 await self._credits.mint(
                     write, token, protocol.did, owner, amount, claim.id, actor.did
                 )
-        return await self.claim(claim_id)
+            # The reply, read in the write's own transaction: no second session for it.
+            evaluations = (await self._evaluations_of(session, [claim.id])).get(claim.id, [])
+            reply = claim_view(claim, evaluations)
+        return reply
 
     async def _evaluator(
         self,

@@ -1269,7 +1269,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         args.results_dir.mkdir(parents=True, exist_ok=True)
         data = result.to_json(args, extra)
-        if store == CEILING:
+        if store == CEILING and result.status == "ok":
             memory = next(r for r in results if r.store == "memory")
             data["versus"] = extra["ceiling"] = versus_ceiling(memory, result)
             (args.results_dir / "ussd-memory.json").write_text(

@@ -8,25 +8,50 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from tests.conftest import Registry, RegistryFactory, unique
+from tests.conftest import (
+    BOOTSTRAP_KEY,
+    Backend,
+    Registry,
+    fresh_postgres_database,
+    running_registry,
+    unique,
+)
 from twinhub.db.models import Domain, LedgerTransaction
 from twinhub.services.domains import DomainSpec
 from twinhub.services.errors import Conflict
 from twinhub.services.ledger import Ledger
 from twinhub.services.ledger_state import reconcile
 from twinhub.services.principals import Principal
+from twinhub.settings import Settings
 
 ACTOR = Principal("did:ixo:org/group-commit", frozenset({"writer"}))
 
 
 class Refused(Exception):
     """Raised inside a write's body on purpose."""
+
+
+@pytest.fixture
+async def registry(
+    settings_for: Callable[..., Settings], backend: Backend
+) -> AsyncIterator[Registry]:
+    """A registry on a database of its own (PostgreSQL: a fresh one), so reconciling it
+    sees only this test's writes, whatever other tests did to the shared database."""
+    async with AsyncExitStack() as stack:
+        overrides: dict[str, Any] = {"twinhub_bootstrap_api_key": BOOTSTRAP_KEY}
+        if backend.database == "postgresql":
+            overrides["database_url"] = await stack.enter_async_context(
+                fresh_postgres_database("group_commit")
+            )
+        yield await stack.enter_async_context(running_registry(settings_for(**overrides)))
 
 
 def device(local_id: str | None = None) -> DomainSpec:
@@ -148,19 +173,15 @@ async def test_cancelled_writers_leave_no_batch_open(registry: Registry) -> None
     await assert_sound(registry)
 
 
-async def test_two_platforms_on_one_database_keep_one_chain(
-    registry: Registry, make_registry: RegistryFactory
-) -> None:
+async def test_two_platforms_on_one_database_keep_one_chain(registry: Registry) -> None:
     """Two processes' ledgers (two engines) interleave batches through the database's own
     lock (PostgreSQL: the head row; SQLite: BEGIN IMMEDIATE) without forking the chain."""
-    other = await make_registry(
-        data_dir=registry.settings.data_dir, database_url=registry.settings.database_url
-    )
-    start = await registry.platform.ledger.height()
-    creates: list[Any] = []
-    for platform in (registry.platform, other.platform):
-        creates += [platform.domains.create(device(), ACTOR) for _ in range(60)]
-    results = await asyncio.gather(*creates)
+    async with running_registry(registry.settings) as other:
+        start = await registry.platform.ledger.height()
+        creates: list[Any] = []
+        for platform in (registry.platform, other.platform):
+            creates += [platform.domains.create(device(), ACTOR) for _ in range(60)]
+        results = await asyncio.gather(*creates)
     rows = await transactions(registry, start)
     assert [row.height for row in rows] == list(range(start + 1, start + 121))
     assert {row.subject for row in rows} == {r["did"] for r in results}

@@ -135,12 +135,17 @@ async def test_credits_added_by_hand_are_named(tables: dict[str, Any]) -> None:
             "amount is 8 in the table, 1 by the ledger",
         ),
         (
+            "UPDATE claim_collections SET approved = approved + 9 WHERE approved = 1",
+            "UPDATE claim_collections SET approved = approved - 9 WHERE approved = 10",
+            "approved is 10 in the table, 1 by the ledger",
+        ),
+        (
             "UPDATE credit_balances SET amount = amount + 3 WHERE owner = 'did:ixo:org/buyer'",
             "UPDATE credit_balances SET amount = amount - 3 WHERE owner = 'did:ixo:org/buyer'",
             "balance of did:ixo:org/buyer in CARBON: amount is 4 in the table, 1 by the ledger",
         ),
     ],
-    ids=["supply-minted", "supply-retired", "movement", "recipient"],
+    ids=["supply-minted", "supply-retired", "movement", "collection-counter", "recipient"],
 )
 async def test_credit_rows_edited_by_hand_are_named(
     tables: dict[str, Any], sql: str, inverse: str, expected: str

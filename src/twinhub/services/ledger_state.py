@@ -12,7 +12,7 @@ is with what the tables hold:
 - domains: each domain's current record (the last `domain.*` transaction about it holds the
   whole record) against the `domains`, `domain_controllers` and `relationships` rows;
 - claims: each claim's current view (the last `claims.submit/evaluate` about it) against the
-  `claims` row.
+  `claims` row, and each collection's counters against its claims' replayed statuses.
 
 A difference is reported by name (which row, which field, both values), never silently
 fixed: the ledger is the evidence, and deciding which side is right is the operator's call.
@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import (
     Claim,
+    ClaimCollection,
     CreditBalance,
     CreditMovement,
     CreditToken,
@@ -39,7 +40,7 @@ from twinhub.db.models import (
     LedgerTransaction,
     Relationship,
 )
-from twinhub.services.claims import claim_view
+from twinhub.services.claims import OUTCOMES, PENDING, claim_view
 from twinhub.services.domains import stored_record
 
 MAX_SHOWN = 120  # characters of a value shown in a difference
@@ -253,6 +254,22 @@ async def _claims(session: AsyncSession, state: ReplayedState) -> list[Differenc
             found.append(Difference(where, "in the table but never recorded by the ledger"))
         else:
             found += _fields(where, _plain(claim_view(row)), ledger)
+    # A collection's counters are those of its claims' current statuses, as replayed.
+    replayed: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for view in state.claims.values():
+        counts = replayed[view["collection"]]
+        counts["count"] += 1
+        counts["evaluated"] += view["status"] != PENDING
+        if view["status"] in OUTCOMES:
+            counts[view["status"]] += 1
+    names = ("count", "evaluated", *OUTCOMES)
+    for collection in await session.scalars(select(ClaimCollection).order_by(ClaimCollection.id)):
+        counts = replayed.get(collection.id, {})
+        found += _fields(
+            f"claim collection {collection.id}",
+            {name: getattr(collection, name) for name in names},
+            {name: counts.get(name, 0) for name in names},
+        )
     return found
 
 

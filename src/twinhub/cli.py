@@ -313,8 +313,11 @@ def keys_revoke(key_id: str) -> None:
 
 @ledger_app.command("verify")
 def ledger_verify() -> None:
-    """Recompute the hash chain of every transaction; exit 1 at the first that does not fit."""
+    """Recompute the hash chain, then replay the ledger and reconcile balances, supplies,
+    domains and claims with the tables; exit 1 naming every place that does not fit."""
     from rich.progress import Progress
+
+    from twinhub.services.ledger_state import reconcile
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("verifying the ledger", total=None)
@@ -322,12 +325,31 @@ def ledger_verify() -> None:
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        report = _with_platform(lambda p: p.ledger.verify(progress=advance))
+        async def check(platform: Any) -> tuple[Any, list[Any]]:
+            report = await platform.ledger.verify(progress=advance)
+            if not report.ok:
+                return report, []
+            progress.update(task, description="replaying the ledger", completed=0)
+            replayed = await reconcile(
+                platform.sessionmaker, progress=lambda h: progress.update(task, completed=h)
+            )
+            return report, replayed
+
+        report, differences = _with_platform(check)
     if not report.ok:
         console.print(f"[red]ledger damaged[/red] at height {report.bad_height}: {report.problem}")
         raise typer.Exit(1)
+    if differences:
+        console.print(
+            f"[red]tables disagree with the ledger[/red] in {len(differences)} place(s) "
+            f"(hash chain intact, {report.checked} transactions):"
+        )
+        for difference in differences:
+            console.print(f"  {difference}", markup=False, highlight=False)
+        raise typer.Exit(1)
     console.print(
-        f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}"
+        f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}; "
+        "balances, supplies, domains and claims match it"
     )
 
 

@@ -60,7 +60,7 @@ class Platform:
         self.customers = CustomerService(
             self.sessionmaker, self.pin_cipher, settings.ussd_max_pin_attempts
         )
-        self.ledger = Ledger(self.sessionmaker)
+        self.ledger = Ledger(self.sessionmaker, max_batch=settings.ledger_max_batch)
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)
         self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
         self.governance = GovernanceService(self.sessionmaker, self.ledger, self.domains)

@@ -52,6 +52,13 @@ class Settings(BaseSettings):
     database_health_interval_seconds: float = Field(
         2.0, gt=0, description="How often the database is probed between requests."
     )
+    # -- ledger (group commit; docs/ledger.md) --
+    ledger_max_batch: int = Field(
+        256,
+        ge=1,
+        le=10_000,
+        description="Most writes one ledger commit carries (queued writes share a commit).",
+    )
     redis_url: SecretStr | None = Field(
         None, description="When set, USSD sessions and rate-limit counters live in Redis."
     )

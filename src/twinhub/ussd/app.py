@@ -102,6 +102,7 @@ def create_ussd_app(
         create_session_store(platform),
         Menu(platform.customers, platform.pin_cipher, content, platform.stoves),
         content,
+        digest=platform.pin_cipher.digest,
         on_session_started=metrics.sessions_started.inc,
     )
     unavailable = Reply(True, content.unavailable).render()

@@ -21,22 +21,38 @@ def is_sqlite(url: str) -> bool:
 
 
 def create_engine(settings: Settings) -> AsyncEngine:
-    """An engine that survives database restarts (pre-ping) and never hangs on connect."""
+    """An engine that survives database restarts (pre-ping) and never holds a request
+    longer than its timeouts: connect (DATABASE_CONNECT_TIMEOUT_SECONDS), waiting for a pooled
+    connection (DATABASE_POOL_TIMEOUT_SECONDS) and one statement
+    (DATABASE_STATEMENT_TIMEOUT_SECONDS: on PostgreSQL both the server's statement_timeout
+    and the client's own deadline, so a hung connection is given up too; on SQLite the
+    longest wait for another writer's lock)."""
     url = settings.resolved_database_url
     timeout = settings.database_connect_timeout_seconds
+    statement = settings.database_statement_timeout_seconds
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": timeout}, hide_parameters=True)
+        engine = create_async_engine(
+            url,
+            connect_args={"timeout": statement},
+            hide_parameters=True,
+            pool_timeout=settings.database_pool_timeout_seconds,
+        )
         cache_kib = settings.sqlite_cache_mib * 1024
+        busy_ms = int(statement * 1000)
 
         def pragmas(dbapi_connection: Any, _record: Any) -> None:
-            _sqlite_pragmas(dbapi_connection, cache_kib)
+            _sqlite_pragmas(dbapi_connection, cache_kib, busy_ms)
 
         event.listen(engine.sync_engine, "connect", pragmas)
         return engine
-    connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": max(timeout * 5, 15)}
+    connect_args: dict[str, Any] = {
+        "timeout": timeout,
+        "command_timeout": statement + 0.5,  # the server's own timeout speaks first
+        "server_settings": {"statement_timeout": str(int(statement * 1000))},
+    }
     return create_async_engine(
         url,
         connect_args=connect_args,
@@ -44,17 +60,17 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
-        pool_timeout=timeout,
+        pool_timeout=settings.database_pool_timeout_seconds,
     )
 
 
-def _sqlite_pragmas(dbapi_connection: Any, cache_kib: int) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, cache_kib: int, busy_ms: int = 5000) -> None:
     """WAL lets readers run beside the writer; busy_timeout queues writers instead of failing;
     a page cache and memory map sized for a registry (SQLite's default cache is 2 MiB) keep
     reads from slowing down as the file outgrows it."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute(f"PRAGMA cache_size=-{int(cache_kib)}")

@@ -6,9 +6,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from twinhub.logging import get_logger
 from twinhub.services.errors import (
     Conflict,
     Forbidden,
@@ -18,6 +20,8 @@ from twinhub.services.errors import (
     StaleVersion,
 )
 from twinhub.web.errors import error_response
+
+log = get_logger(__name__)
 
 STATUS: dict[type[ServiceError], int] = {
     NotFound: 404,
@@ -89,7 +93,37 @@ def _rate_limited(_: Request, exc: Exception) -> Response:
     )
 
 
+def database_unavailable(retry_after: int) -> Response:
+    """The answer while the database is down or too slow: the client may retry later."""
+    return error_response(
+        503,
+        "unavailable",
+        "The database is unavailable; try again later.",
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    """A database failure (down, timed out, pool exhausted) is an outage, not a bug: 503
+    with Retry-After. The database is marked down at once (later requests get their 503
+    without waiting) until the health monitor's next probe finds it answering again."""
+    platform = request.app.state.platform
+    log.error("database error", path=request.url.path, error=type(exc).__name__)
+    platform.database.mark_down(exc)
+    return database_unavailable(platform.settings.database_retry_after_seconds)
+
+
+def _internal_error(_: Request, exc: Exception) -> Response:
+    """Anything else unforeseen: logged with its traceback by the server, answered in the
+    registry's JSON shape without any internal detail."""
+    return error_response(500, "internal_error", "Internal error; logged.")
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(SQLAlchemyError, _database_error)
+    app.add_exception_handler(TimeoutError, _database_error)
+    app.add_exception_handler(OSError, _database_error)
+    app.add_exception_handler(Exception, _internal_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
@@ -106,4 +140,5 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"description": "Body larger than REGISTRY_MAX_BODY_BYTES"},
     422: {"description": "Validation failed: one detail per field"},
     429: {"description": "More than REGISTRY_RATE_LIMIT requests from this key's principal"},
+    503: {"description": "The database is unavailable (Retry-After says when to retry)"},
 }

@@ -27,17 +27,18 @@ def attack(base: str, key: str, until: float, counts: collections.Counter[str]) 
         round_ = 0
         while time.monotonic() < until:
             round_ += 1
+            name = f"Hostile {threading.get_ident()} {round_}"
             requests = [
                 lambda: client.post("/graphql", json={"query": heavy_graphql}),
                 lambda: client.post("/graphql", json=huge),
                 lambda: client.post("/graphql", json={"query": page}),
                 lambda: client.get("/v1/domains", params={"limit": 500}),
-                lambda: client.post(
+                lambda name=name: client.post(
                     "/v1/domains",
                     json={
                         "type": "Organisation",
                         "protocol": "did:ixo:protocol/organisation",
-                        "metadata": {"name": f"Hostile {threading.get_ident()} {round_}"},
+                        "metadata": {"name": name},
                     },
                 ),
             ]
@@ -59,7 +60,7 @@ def main() -> None:
         worker.start()
     for worker in workers:
         worker.join()
-    print(json.dumps(counts))  # noqa: T201
+    print(json.dumps(counts))
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def test_ussd_p99_stays_under_100ms_while_hostile_api_traffic_runs(tmp_path: Pat
     assert not any(status.startswith("5") for status in counts), counts  # ...and hurt nothing
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
-    print(f"USSD p99 under hostile load: {p99 * 1000:.1f} ms over {len(latencies)} requests")  # noqa: T201
+    print(f"USSD p99 under hostile load: {p99 * 1000:.1f} ms over {len(latencies)} requests")
     assert p99 < P99_CEILING_SECONDS, f"USSD p99 {p99 * 1000:.1f} ms"
 
 

@@ -305,9 +305,25 @@ def migrate() -> None:
     _run(main())
 
 
+@ussd_app.command("locks")
+def ussd_locks() -> None:
+    """The PIN lock-outs in force: key (account:ID, own:ID or phone:NUMBER) and end."""
+
+    async def work(platform: Any) -> Any:
+        return await platform.customers.lockouts()
+
+    locks = _with_platform(work)
+    for lock in locks:
+        until = lock.locked_until.isoformat() if lock.locked_until else "until unlocked"
+        print(f"{lock.key}\t{until}\tlock-outs so far: {lock.lockouts}")
+    if not locks:
+        console.print("no lock-outs in force")
+
+
 @ussd_app.command("unlock")
 def ussd_unlock(customer_id: str) -> None:
-    """Unlock a customer locked out by wrong PINs (after checking who is asking)."""
+    """Lift the PIN lock-outs of a customer ID, or of a phone (+E.164), after checking who
+    is asking."""
     from twinhub.platform import Platform
 
     settings = load_settings()
@@ -321,7 +337,7 @@ def ussd_unlock(customer_id: str) -> None:
             await platform.stop()
 
     if not _run(main()):
-        console.print(f"[red]no customer with ID {customer_id}[/red]")
+        console.print(f"[red]no customer or lock-out for {customer_id}[/red]")
         raise typer.Exit(1)
     console.print(f"[green]customer {customer_id} unlocked[/green]")
 

@@ -16,6 +16,7 @@ from twinhub.platform import Platform
 from twinhub.registry.errors import database_unavailable, install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
+from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.settings import Settings
@@ -200,6 +201,7 @@ def create_registry_app(
     # swallowed by the core router's greedy /domains/{did:path}.
     app.include_router(governance_router)
     app.include_router(claims_router)
+    app.include_router(admin_router)
     app.include_router(router)
     app.include_router(create_graphql_router(settings))
 

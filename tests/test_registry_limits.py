@@ -3,6 +3,11 @@ aliases, each refused with a clear error before any resolver runs."""
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
+import pytest
+
 from tests.conftest import RegistryFactory
 
 
@@ -44,3 +49,70 @@ async def test_graphql_limits_refuse_hostile_documents_clearly(
     }
     created = await registry.client.post("/v1/domains", json=body)
     assert created.status_code == 201, created.text
+
+
+async def test_failed_api_key_attempts_are_limited_per_address(
+    make_registry: RegistryFactory,
+) -> None:
+    registry = await make_registry(api_key_failure_limit="3/minute")
+    async with registry.as_key("not-a-key-" + "x" * 30) as guesser:
+        statuses = [(await guesser.get("/v1/protocols")).status_code for _ in range(5)]
+        assert statuses == [401, 401, 401, 429, 429], statuses
+        refused = await guesser.get("/v1/protocols")
+        assert int(refused.headers["retry-after"]) > 0
+        assert refused.json()["error"]["code"] == "rate_limited"
+    assert (await registry.client.get("/v1/protocols")).status_code == 200  # a real key
+
+
+async def test_a_client_gone_mid_body_leaves_no_traceback(
+    make_registry: RegistryFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = await make_registry()
+    key = registry.settings.twinhub_bootstrap_api_key
+    assert key is not None
+    messages = iter(
+        [
+            {"type": "http.request", "body": b'{"type": "Organ', "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+    )
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(messages, {"type": "http.disconnect"})
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    for declared in (True, False):  # with a Content-Length, and streamed (chunked)
+        messages = iter(
+            [
+                {"type": "http.request", "body": b'{"type": "Organ', "more_body": True},
+                {"type": "http.disconnect"},
+            ]
+        )
+        headers = [
+            (b"authorization", f"Bearer {key.get_secret_value()}".encode()),
+            (b"content-type", b"application/json"),
+        ]
+        if declared:
+            headers.append((b"content-length", b"400"))
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/domains",
+            "raw_path": b"/v1/domains",
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 40000),
+            "server": ("registry.test", 80),
+            "state": {},
+        }
+        with caplog.at_level(logging.WARNING):
+            await registry.asgi(scope, receive, send)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert all(m.get("status", 400) < 500 for m in sent if m["type"] == "http.response.start")

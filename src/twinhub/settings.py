@@ -279,6 +279,10 @@ class Settings(BaseSettings):
         return parse(self.registry_rate_limit)
 
     @cached_property
+    def api_key_failure_limit_item(self) -> RateLimitItem:
+        return parse(self.api_key_failure_limit)
+
+    @cached_property
     def gateway_rate_limit_item(self) -> RateLimitItem:
         return parse(self.gateway_rate_limit)
 

@@ -194,6 +194,9 @@ def create_registry_app(
     app.state.rate_limiter = RateLimiter.create(
         settings.registry_rate_limit_item, redis_url, settings.redis_key_prefix, "registry"
     )
+    app.state.key_failures = RateLimiter.create(
+        settings.api_key_failure_limit_item, redis_url, settings.redis_key_prefix, "key-failures"
+    )
     metrics = RegistryMetrics()
     app.state.metrics = metrics
     install_error_handlers(app)

@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from twinhub.logging import get_logger
@@ -119,7 +120,13 @@ def _internal_error(_: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "Internal error; logged.")
 
 
+def _client_gone(_: Request, exc: Exception) -> Response:
+    """The client disconnected mid-body: nobody is left to answer, nothing worth a traceback."""
+    return Response(status_code=400)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ClientDisconnect, _client_gone)
     app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(TimeoutError, _database_error)
     app.add_exception_handler(OSError, _database_error)

@@ -20,7 +20,7 @@ from typing import Annotated, Any, NewType
 import strawberry
 from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's views raise
 from fastapi import Depends, Request
-from fastapi.routing import APIWebSocketRoute
+from fastapi.routing import APIRoute, APIWebSocketRoute
 from fastapi.security import HTTPAuthorizationCredentials
 from graphql import GraphQLError
 from starlette.responses import Response
@@ -518,8 +518,12 @@ def create_graphql_router(settings: Settings) -> GraphQLRouter[RegistryContext, 
         context_getter=registry_context,
         graphql_ide="graphiql",
         tags=["graphql"],
-        responses={code: ERROR_RESPONSES[code] for code in (400, 401, 403)},
+        responses={code: ERROR_RESPONSES[code] for code in (400, 401, 403, 413, 503)},
     )
     # No subscriptions: drop the websocket route rather than serve an unauthenticated one.
     router.routes = [route for route in router.routes if not isinstance(route, APIWebSocketRoute)]
+    for route in router.routes:
+        if isinstance(route, APIRoute) and "GET" in route.methods:
+            # A GET without a query answers the GraphiQL page (HTML), with one the result.
+            route.responses.setdefault(200, {}).setdefault("content", {})["text/html"] = {}
     return router

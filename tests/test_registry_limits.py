@@ -116,3 +116,12 @@ async def test_a_client_gone_mid_body_leaves_no_traceback(
             await registry.asgi(scope, receive, send)
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     assert all(m.get("status", 400) < 500 for m in sent if m["type"] == "http.response.start")
+
+
+async def test_405_names_every_method_the_path_serves(make_registry: RegistryFactory) -> None:
+    """Issue 15.6: `Allow` lists what the OpenAPI document lists for the path."""
+    registry = await make_registry()
+    response = await registry.client.put("/v1/domains")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, POST"
+    assert response.json()["error"]["code"] == "method_not_allowed"

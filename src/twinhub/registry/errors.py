@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -9,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match
 from starlette.responses import Response
 
 from twinhub.logging import get_logger
@@ -67,15 +69,39 @@ def _validation_error(_: Request, exc: Exception) -> Response:
     return error_response(422, "validation_failed", "The request is not valid.", details)
 
 
-def _http_error(_: Request, exc: Exception) -> Response:
+def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 400: "bad_request"}
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
     return error_response(
         exc.status_code,
         codes.get(exc.status_code, "http_error"),
         str(exc.detail),
-        headers=exc.headers,
+        headers=headers,
     )
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path: Starlette names only the first route's,
+    which left `Allow` short of what the OpenAPI document lists (a DID path matches several)."""
+    methods: set[str] = set()
+    for route in _routes(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods - {"HEAD"}))
+
+
+def _routes(routes: list[Any]) -> Iterator[Any]:
+    """The routes, with those of included routers (FastAPI keeps them apart) in line."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _routes(included.routes)
+        else:
+            yield route
 
 
 def _unauthenticated(_: Request, exc: Exception) -> Response:

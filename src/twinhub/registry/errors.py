@@ -10,8 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
-from starlette.routing import Match
 from starlette.responses import Response
+from starlette.routing import Match
 
 from twinhub.logging import get_logger
 from twinhub.services.errors import (

@@ -8,6 +8,7 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -124,3 +125,27 @@ async def test_sqlite_locked_by_another_writer_is_a_quick_json_503(
         holder.close()
     response = await wait_for(lambda: registry.client.post("/v1/domains", json=domain_body()))
     assert response.status_code == 201, response.text
+
+
+async def test_a_runaway_sqlite_statement_is_interrupted_at_the_statement_timeout(
+    tmp_path: Path,
+) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from twinhub.db.engine import create_engine
+    from twinhub.settings import Settings
+
+    engine = create_engine(Settings(data_dir=tmp_path, database_statement_timeout_seconds=0.5))
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    )
+    try:
+        async with engine.connect() as connection:
+            started = time.perf_counter()
+            with pytest.raises(OperationalError, match="interrupted"):
+                await connection.execute(text(endless))
+            assert time.perf_counter() - started < 2.0
+            assert (await connection.execute(text("SELECT 1"))).scalar() == 1  # still usable
+    finally:
+        await engine.dispose()

@@ -227,6 +227,12 @@ class Settings(BaseSettings):
         parse(value)  # raises ValueError with a clear message when malformed
         return value
 
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """`REDIS_URL=` (empty) means no Redis, as leaving it out does."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("gateway_disabled_methods")
     @classmethod
     def _methods_parse(cls, value: str) -> str:

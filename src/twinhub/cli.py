@@ -62,17 +62,19 @@ def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coroutine)
 
 
-def _serve(settings: Settings, interfaces: list[str]) -> None:
+def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) -> None:
     """Run `interfaces` (ussd, registry, node, gateway) in this process, on one loop.
 
     The gateway fronts GATEWAY_GRPC_UPSTREAM when set, else a node started here; a gateway
-    fronting another node needs no database, so then no platform is opened.
+    fronting another node needs no database, so then no platform is opened. A start-up
+    failure is one line and its exit status (see twinhub.startup).
     """
     from twinhub.chain.gateway import create_gateway_app
     from twinhub.chain.gateway.app import resolve_routes_from
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
     from twinhub.server import Listener, NodeListener, run, serve
+    from twinhub.startup import StartupError
     from twinhub.ussd.app import create_ussd_app
 
     upstream = settings.gateway_grpc_upstream
@@ -87,9 +89,15 @@ def _serve(settings: Settings, interfaces: list[str]) -> None:
     builders = {
         "ussd": Listener("ussd", lambda p: create_ussd_app(p), settings.host, settings.port),
         "registry": Listener(
-            "registry", lambda p: create_registry_app(p), settings.host, settings.registry_port
+            "registry",
+            lambda p: create_registry_app(p),
+            settings.host,
+            settings.registry_port,
+            "REGISTRY_PORT",
         ),
-        "gateway": Listener("gateway", gateway, settings.host, settings.gateway_port),
+        "gateway": Listener(
+            "gateway", gateway, settings.host, settings.gateway_port, "GATEWAY_PORT"
+        ),
     }
     listeners = [builders[name] for name in interfaces if name in builders]
     needs_platform = runs_node or any(name in ("ussd", "registry") for name in interfaces)
@@ -100,9 +108,43 @@ def _serve(settings: Settings, interfaces: list[str]) -> None:
         except RuntimeError as error:
             console.print(f"[red]refusing to start[/red]: {error}")
             raise SystemExit(2) from None
-        await serve(platform, listeners, node)
+        await serve(platform, listeners, node, reuse_port=reuse_port)
 
-    run(main)
+    try:
+        run(main)
+    except StartupError as error:
+        _startup_failed(error)
+
+
+def _startup_failed(error: Exception) -> None:
+    """One line on stderr and the cause's exit status."""
+    from twinhub.startup import StartupError
+
+    assert isinstance(error, StartupError)
+    print(f"twinhub: cannot start: {error}", file=sys.stderr)
+    raise SystemExit(int(error.code))
+
+
+def _prepare(settings: Settings) -> None:
+    """Migrate the database and make the development keys once, in the parent, before the
+    workers start (they would otherwise race to do it)."""
+    from twinhub.platform import Platform
+    from twinhub.startup import database_failure
+
+    async def main() -> None:
+        try:
+            platform = Platform(settings)
+        except RuntimeError as error:
+            console.print(f"[red]refusing to start[/red]: {error}")
+            raise SystemExit(2) from None
+        try:
+            await platform.start()
+        except Exception as error:
+            raise database_failure(error) from None
+        finally:
+            await platform.stop()
+
+    asyncio.run(main())
 
 
 RegistryPortOption = Annotated[
@@ -125,18 +167,55 @@ def serve_all(
     registry_port: RegistryPortOption = None,
     node_port: NodePortOption = None,
     gateway_port: GatewayPortOption = None,
+    workers: Annotated[
+        str | None,
+        typer.Option(
+            "--workers",
+            help="Processes of each kind (default WORKERS, 1; auto: one per core); more than "
+            "one needs REDIS_URL.",
+        ),
+    ] = None,
 ) -> None:
     """Every interface: USSD gateway (3000), registry API (8000), chain node (9090) and
-    chain REST gateway (1317)."""
+    chain REST gateway (1317). The USSD gateway runs in processes of its own, so that no
+    API traffic can delay a phone's reply."""
     if ctx.invoked_subcommand is None:
+        from twinhub.processes import check_ports, check_workers, supervise, worker_count
+        from twinhub.startup import StartupError
+
         settings = load_settings(
             host=host,
             port=port,
             registry_port=registry_port,
             node_port=node_port,
             gateway_port=gateway_port,
+            workers=workers,
         )
-        _serve(settings, ["ussd", "registry", "node", "gateway"])
+        try:
+            count = worker_count(settings.workers)
+            check_workers(settings, count)
+            check_ports(settings)
+            _prepare(settings)
+        except StartupError as error:
+            _startup_failed(error)
+        raise SystemExit(supervise(settings, count))
+
+
+ReusePortOption = Annotated[
+    bool,
+    typer.Option(
+        "--reuse-port",
+        hidden=True,
+        help="Share the ports with other processes (SO_REUSEPORT); set by `serve --workers`.",
+    ),
+]
+
+
+@serve_app.command("api")
+def serve_api(host: HostOption = None, reuse_port: ReusePortOption = False) -> None:
+    """The registry API, the chain node and the chain REST gateway, in one process (the
+    ports come from REGISTRY_PORT, NODE_PORT and GATEWAY_PORT)."""
+    _serve(load_settings(host=host), ["registry", "node", "gateway"], reuse_port)
 
 
 @serve_app.command("registry")
@@ -151,9 +230,11 @@ def serve_registry(
 
 
 @serve_app.command("ussd")
-def serve_ussd(host: HostOption = None, port: PortOption = None) -> None:
+def serve_ussd(
+    host: HostOption = None, port: PortOption = None, reuse_port: ReusePortOption = False
+) -> None:
     """Only the USSD gateway."""
-    _serve(load_settings(host=host, port=port), ["ussd"])
+    _serve(load_settings(host=host, port=port), ["ussd"], reuse_port)
 
 
 @serve_app.command("node")
@@ -224,9 +305,25 @@ def migrate() -> None:
     _run(main())
 
 
+@ussd_app.command("locks")
+def ussd_locks() -> None:
+    """The PIN lock-outs in force: key (account:ID, own:ID or phone:NUMBER) and end."""
+
+    async def work(platform: Any) -> Any:
+        return await platform.customers.lockouts()
+
+    locks = _with_platform(work)
+    for lock in locks:
+        until = lock.locked_until.isoformat() if lock.locked_until else "until unlocked"
+        print(f"{lock.key}\t{until}\tlock-outs so far: {lock.lockouts}")
+    if not locks:
+        console.print("no lock-outs in force")
+
+
 @ussd_app.command("unlock")
 def ussd_unlock(customer_id: str) -> None:
-    """Unlock a customer locked out by wrong PINs (after checking who is asking)."""
+    """Lift the PIN lock-outs of a customer ID, or of a phone (+E.164), after checking who
+    is asking."""
     from twinhub.platform import Platform
 
     settings = load_settings()
@@ -240,7 +337,7 @@ def ussd_unlock(customer_id: str) -> None:
             await platform.stop()
 
     if not _run(main()):
-        console.print(f"[red]no customer with ID {customer_id}[/red]")
+        console.print(f"[red]no customer or lock-out for {customer_id}[/red]")
         raise typer.Exit(1)
     console.print(f"[green]customer {customer_id} unlocked[/green]")
 

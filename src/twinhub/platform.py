@@ -58,7 +58,12 @@ class Platform:
             else None
         )
         self.customers = CustomerService(
-            self.sessionmaker, self.pin_cipher, settings.ussd_max_pin_attempts
+            self.sessionmaker,
+            self.pin_cipher,
+            settings.ussd_max_pin_attempts,
+            phone_max_pin_attempts=settings.ussd_phone_max_pin_attempts,
+            lockout_seconds=settings.ussd_lockout_seconds,
+            lockout_max_seconds=settings.ussd_lockout_max_seconds,
         )
         self.ledger = Ledger(self.sessionmaker, max_batch=settings.ledger_max_batch)
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)

@@ -192,12 +192,53 @@ class Settings(BaseSettings):
         description="The USSD gateway's /api/ussd the console's phone simulator forwards to; "
         "default http://127.0.0.1:PORT/api/ussd.",
     )
+    # -- hardening: request limits, database timeouts, lock-outs, processes ------------------
+    graphql_max_body_bytes: int = Field(
+        65_536, ge=1024, description="Larger /graphql request bodies are refused (413)."
+    )
+    graphql_max_depth: int = Field(10, ge=1, le=100, description="Deepest selection allowed.")
+    graphql_max_tokens: int = Field(
+        2_000,
+        ge=100,
+        le=1_000_000,
+        description="Most lexical tokens one GraphQL document may hold.",
+    )
+    graphql_max_aliases: int = Field(20, ge=1, le=1000, description="Most aliases per document.")
+    database_statement_timeout_seconds: float = Field(
+        5.0, gt=0, le=600, description="Longest a single SQL statement may run."
+    )
+    database_pool_timeout_seconds: float = Field(
+        3.0, gt=0, le=600, description="Longest a request waits for a free database connection."
+    )
+    database_retry_after_seconds: int = Field(
+        5, ge=1, le=3600, description="Retry-After of the 503 answered while the database is down."
+    )
+    ussd_lockout_seconds: float = Field(
+        60.0, gt=0, description="First lock-out after USSD_MAX_PIN_ATTEMPTS wrong PINs."
+    )
+    ussd_lockout_max_seconds: float = Field(
+        3600.0, gt=0, description="Longest lock-out; each further lock-out doubles, up to it."
+    )
+    ussd_phone_max_pin_attempts: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Wrong PINs from one phone (any account) before it is locked.",
+    )
+    api_key_failure_limit: str = Field(
+        "20/minute", description="Failed API-key attempts per client IP before 429."
+    )
+    workers: str = Field(
+        "1", pattern=r"^(auto|[1-9][0-9]{0,2})$", description="Processes of `twinhub serve`."
+    )
 
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
 
-    @field_validator("ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit")
+    @field_validator(
+        "ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit", "api_key_failure_limit"
+    )
     @classmethod
     def _rate_limit_parses(cls, value: str) -> str:
         value = value.strip()
@@ -205,6 +246,12 @@ class Settings(BaseSettings):
             value = f"{value}/minute"
         parse(value)  # raises ValueError with a clear message when malformed
         return value
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """`REDIS_URL=` (empty) means no Redis, as leaving it out does."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("gateway_disabled_methods")
     @classmethod
@@ -256,6 +303,10 @@ class Settings(BaseSettings):
     @cached_property
     def registry_rate_limit_item(self) -> RateLimitItem:
         return parse(self.registry_rate_limit)
+
+    @cached_property
+    def api_key_failure_limit_item(self) -> RateLimitItem:
+        return parse(self.api_key_failure_limit)
 
     @cached_property
     def gateway_rate_limit_item(self) -> RateLimitItem:

@@ -401,3 +401,19 @@ class CreditMovement(Base):
     actor: Mapped[str] = mapped_column(String(200))
     ledger_height: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# -- hardening: PIN lock-outs (revision 0006) -----------------------------------------------
+class PinLockout(Base):
+    """Wrong-PIN counting for one key: `account:<customer id>` (guesses from other phones),
+    `own:<customer id>` (from the account's own phone) or `phone:<number>` (one phone's
+    guesses at any account, unknown IDs included). Each lock-out lasts longer than the last
+    (`lockouts` of them so far), and every one ends by itself."""
+
+    __tablename__ = "pin_lockouts"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failed_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lockouts: Mapped[int] = mapped_column(Integer, default=0)
+    locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)

@@ -96,7 +96,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
 
     @staticmethod
     def _collection_id(text: str) -> int:
-        if not text.isdigit() or not 1 <= int(text) < 2**31:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) < 2**31:
             raise Invalid("id must be a collection number such as 1")
         return int(text)
 

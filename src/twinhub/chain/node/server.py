@@ -34,13 +34,14 @@ class NodeServer:
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port (0 picks a free port); returns the bound port."""
+    async def start(self, host: str, port: int, reuse_port: bool = False) -> int:
+        """Listen on host:port (0 picks a free port); returns the bound port. `reuse_port`
+        shares the port with other worker processes (`twinhub serve --workers`)."""
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", 1 if reuse_port else 0),
             ]
         )
         entity_grpc.add_QueryServicer_to_server(EntityQuery(self.platform), server)

@@ -17,6 +17,7 @@ from twinhub.registry.errors import install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
 from twinhub.registry.routes_claims import router as claims_router
+from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
@@ -171,6 +172,7 @@ def create_registry_app(
     # swallowed by the core router's greedy /domains/{did:path}.
     app.include_router(governance_router)
     app.include_router(claims_router)
+    app.include_router(events_router)
     app.include_router(router)
     app.include_router(create_graphql_router())
 

@@ -341,12 +341,12 @@ class Dispatcher:
                 if row.next_attempt_at is None:
                     row.status = FAILED
         if outcome.ok:
-            log.info("webhook delivered", webhook=job.webhook_id, event=job.event_id)
+            log.info("webhook delivered", webhook=job.webhook_id, event_id=job.event_id)
         else:
             log.info(
                 "webhook attempt failed",
                 webhook=job.webhook_id,
-                event=job.event_id,
+                event_id=job.event_id,
                 status=outcome.status_code,
                 error=outcome.error,
             )

@@ -312,3 +312,31 @@ async def test_the_stream_follows_live_and_resumes(events_registry: EventsRegist
     finally:
         server.should_exit = True
         await serving
+
+
+# -- the migration ---------------------------------------------------------------------------
+async def test_the_migration_goes_down_and_up_again(events_registry: EventsRegistry) -> None:
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from twinhub.db.migrate import alembic_config, upgrade_database
+
+    registry = await events_registry()
+    engine = registry.platform.engine
+    tables = {"events", "webhook_subscriptions", "webhook_deliveries", "webhook_attempts"}
+
+    def downgrade(connection: Any) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0005")
+
+    async with engine.begin() as connection:
+        await connection.run_sync(downgrade)
+        names = set(await connection.run_sync(lambda c: inspect(c).get_table_names()))
+    assert not tables & names
+    await upgrade_database(engine)
+    async with engine.connect() as connection:
+        names = set(await connection.run_sync(lambda c: inspect(c).get_table_names()))
+    assert tables <= names
+    await make_domain(registry)  # writes (and their events) work on the re-made tables
+    assert await registry.platform.events.sequencer.run_until_idle() == 2

@@ -272,7 +272,11 @@ class Dispatcher:
     async def _send(self, job: Job) -> Outcome:
         """One HTTP attempt under the whole-request deadline; never raises."""
         timestamp = int(self.clock().timestamp())
-        secret = self._box.open(job.secret, job.webhook_id)
+        try:
+            secret = self._box.open(job.secret, job.webhook_id)
+        except ValueError:
+            problem = "the signing secret does not open (was PIN_ENCRYPTION_KEY changed?)"
+            return Outcome(None, problem, 0.0, None)
         headers = {
             "content-type": "application/json",
             "webhook-id": job.event_id,

@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from tests.conftest import (
+    BACKENDS,
     BOOTSTRAP_KEY,
     Backend,
     Registry,
@@ -32,6 +33,7 @@ from tests.conftest import (
 )
 from tests.test_registry_basics import make_domain
 from tests.webhook_receiver import Receiver
+from twinhub.events.dispatcher import Dispatcher
 from twinhub.events.webhooks import address_problem, sign
 from twinhub.settings import Settings
 
@@ -440,3 +442,29 @@ def test_address_policy_units() -> None:
     assert "platform itself" in (
         address_problem(ipaddress.ip_address("127.0.0.1"), 8000, open_policy) or ""
     )
+
+
+@pytest.mark.parametrize(
+    "backend", [b for b in BACKENDS if b.database == "postgresql"], indirect=True, ids=str
+)
+async def test_two_dispatchers_share_the_work_and_send_nothing_twice(
+    events_registry: EventsRegistry, receiver: Receiver
+) -> None:
+    """Two processes' dispatchers on one database: every delivery is sent exactly once."""
+    registry = await events_registry(webhook_concurrency_per_endpoint=4)
+    platform = registry.platform
+    await subscribe(registry, receiver.url, ["domain.created"])
+    for _ in range(6):
+        await make_domain(registry)  # 12 domain.created events (each with its group)
+    await platform.events.sequencer.run_until_idle()
+    first = platform.events.dispatcher
+    second = Dispatcher(platform.sessionmaker, first._box, first.policy)
+    try:
+        for _ in range(20):
+            claimed = await asyncio.gather(first.run_once(), second.run_once())
+            if not any(claimed):
+                break
+        ids = [r.headers["webhook-id"] for r in receiver.received]
+        assert len(ids) == 12 and len(set(ids)) == 12
+    finally:
+        await second.stop()

@@ -39,6 +39,7 @@ class EventsHub:
         self.sequencer.listeners.append(self.dispatcher.wake)
         self._wake = asyncio.Event()
         self._stopping = False
+        self._closed = False  # streams end when the platform stops
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -48,6 +49,7 @@ class EventsHub:
 
     async def start(self) -> None:
         """Number events and deliver webhooks in the background (unless turned off)."""
+        self._closed = False
         if not self._settings.events_workers_enabled or self._task is not None:
             return
         self._unsubscribe = on_events_committed(self._wake.set)
@@ -55,6 +57,7 @@ class EventsHub:
         self.dispatcher.start()
 
     async def stop(self) -> None:
+        self._closed = True
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -88,7 +91,7 @@ class EventsHub:
         position = after
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
-        while True:
+        while not self._closed:
             events = await self.store.after(position, batch, types)
             for event in events:
                 position = event.position

@@ -60,7 +60,7 @@ def record_event(
             occurred_at=occurred_at or utcnow(),
         )
     )
-    session.sync_session.info[_WRITTEN] = True
+    getattr(session, "sync_session", session).info[_WRITTEN] = True
     return event_id
 
 

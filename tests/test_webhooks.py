@@ -468,3 +468,31 @@ async def test_two_dispatchers_share_the_work_and_send_nothing_twice(
         assert len(ids) == 12 and len(set(ids)) == 12
     finally:
         await second.stop()
+
+
+async def test_a_process_dying_mid_delivery_leaves_it_to_be_sent_again(
+    events_registry: EventsRegistry, receiver: Receiver
+) -> None:
+    """Claimed but never recorded (the process died): once the lease runs out, another
+    attempt sends it; a receiver answering 410 Gone is not asked again."""
+    registry = await events_registry()
+    clock = FakeClock()
+    registry.platform.events.set_clock(clock)
+    created = await subscribe(registry, receiver.url, ["protocol.created"])
+    response = await registry.client.post(
+        "/v1/protocols", json={"type": "Protocol", "name": f"Lease {free_port()}"}
+    )
+    assert response.status_code == 201, response.text
+    dispatcher = registry.platform.events.dispatcher
+    await registry.platform.events.sequencer.run_until_idle()
+    [claimed] = await dispatcher._claim()  # ... and the process dies here
+    assert await dispatcher.run_once() == 0  # leased: nobody else sends it meanwhile
+    clock.now += timedelta(seconds=dispatcher.policy.timeout + 31)
+    receiver.status = 410
+    assert await dispatcher.run_once() == 1
+    [delivery] = await deliveries(registry, created["id"])
+    assert delivery["id"] == claimed.delivery
+    assert delivery["status"] == "failed" and delivery["lastStatusCode"] == 410
+    clock.now += timedelta(hours=1)
+    assert await dispatcher.run_once() == 0
+    assert len(receiver.received) == 1

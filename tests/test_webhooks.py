@@ -166,6 +166,9 @@ async def test_an_event_reaches_the_receiver_signed_and_once(
     mine = next(d for d in log if d["event"]["id"] == event["id"])
     assert mine["status"] == "delivered" and mine["attempts"] == 1
     assert mine["log"][0]["statusCode"] == 200 and mine["log"][0]["durationMs"] >= 0
+    metrics = (await registry.client.get("/metrics")).text
+    assert 'twinhub_webhook_attempts_total{outcome="delivered"} 2.0' in metrics
+    assert "twinhub_webhook_in_flight 0.0" in metrics
 
 
 async def test_a_receiver_down_then_failing_comes_back_after_an_hour(

@@ -18,6 +18,7 @@ Time comes from an injected clock, so tests can live through a day of retries in
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import random
 import time
@@ -124,6 +125,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[Outcome]] = set()
+        self.outcomes: collections.Counter[str] = collections.Counter()  # for /metrics
         self._stopping = False
 
     # -- the background loop ----------------------------------------------------------------
@@ -344,6 +346,7 @@ class Dispatcher:
                 row.next_attempt_at = self.next_attempt(row, now, outcome.retry_after)
                 if row.next_attempt_at is None:
                     row.status = FAILED
+        self.outcomes[_outcome_label(outcome)] += 1
         if outcome.ok:
             log.info("webhook delivered", webhook=job.webhook_id, event_id=job.event_id)
         else:
@@ -354,6 +357,9 @@ class Dispatcher:
                 status=outcome.status_code,
                 error=outcome.error,
             )
+
+    def in_flight(self) -> int:
+        return sum(self._in_flight.values())
 
     def next_attempt(
         self, row: WebhookDelivery, now: datetime, retry_after: float | None = None
@@ -369,6 +375,18 @@ class Dispatcher:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.policy.retry_max_delay))
         return min(now + timedelta(seconds=delay), deadline)
+
+
+def _outcome_label(outcome: Outcome) -> str:
+    if outcome.ok:
+        return "delivered"
+    if outcome.status_code is not None:
+        return f"http_{outcome.status_code // 100}xx"
+    if outcome.error and outcome.error.startswith("refused"):
+        return "refused"
+    if outcome.error and outcome.error.startswith("no complete answer"):
+        return "timeout"
+    return "error"
 
 
 async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import utcnow
@@ -42,6 +44,28 @@ class EventsHub:
         self._closed = False  # streams end when the platform stops
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
+
+    def collector(self) -> Collector:
+        """Prometheus metrics of this process's webhook attempts, for a /metrics registry."""
+        dispatcher = self.dispatcher
+
+        class WebhookMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                attempts = CounterMetricFamily(
+                    "twinhub_webhook_attempts",
+                    "Webhook delivery attempts by outcome.",
+                    labels=["outcome"],
+                )
+                for outcome, count in sorted(dispatcher.outcomes.items()):
+                    attempts.add_metric([outcome], count)
+                yield attempts
+                yield GaugeMetricFamily(
+                    "twinhub_webhook_in_flight",
+                    "Webhook attempts in flight.",
+                    value=dispatcher.in_flight(),
+                )
+
+        return WebhookMetrics()
 
     def set_clock(self, clock: Callable[[], datetime]) -> None:
         """Tests live through hours of retries on a clock they move by hand."""

@@ -166,6 +166,7 @@ def create_registry_app(
         settings.registry_rate_limit_item, redis_url, settings.redis_key_prefix, "registry"
     )
     metrics = RegistryMetrics()
+    metrics.registry.register(platform.events.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be

@@ -36,7 +36,7 @@ class Sequencer:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._sessions = sessions
-        self._batch = batch
+        self.batch = batch
         self.clock = clock
         self._postgres = sessions.kw["bind"].dialect.name == "postgresql"
         self._sequenced = asyncio.Condition()
@@ -45,13 +45,14 @@ class Sequencer:
     async def run_once(self) -> int:
         """Number the committed, unnumbered events (at most one batch); how many."""
         try:
-            count = await self._number()
+            count, fanned_out = await self._number()
         except (IntegrityError, DBAPIError) as error:  # another sequencer won (SQLite)
             log.warning("event sequencing deferred", error=type(error).__name__)
             return 0
         if count:
             async with self._sequenced:
                 self._sequenced.notify_all()
+        if fanned_out:
             for listener in self.listeners:
                 listener()
         return count
@@ -62,33 +63,34 @@ class Sequencer:
             total += count
         return total
 
-    async def _number(self) -> int:
+    async def _number(self) -> tuple[int, int]:
+        """(events numbered, deliveries made for them)."""
         async with self._sessions.begin() as session:
             if self._postgres:
                 locked = await session.scalar(
                     text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
                 )
                 if not locked:
-                    return 0  # another process is numbering right now
+                    return 0, 0  # another process is numbering right now
             rows = (
                 await session.execute(
                     select(Event.id, Event.type)
                     .where(Event.position.is_(None))
                     .order_by(Event.id)
-                    .limit(self._batch)
+                    .limit(self.batch)
                 )
             ).all()
             if not rows:
-                return 0
+                return 0, 0
             top = await session.scalar(select(func.max(Event.position))) or 0
             await session.execute(
                 update(Event),
                 [{"id": pk, "position": top + n} for n, (pk, _) in enumerate(rows, start=1)],
             )
-            await self._fan_out(session, rows)
-        return len(rows)
+            deliveries = await self._fan_out(session, rows)
+        return len(rows), deliveries
 
-    async def _fan_out(self, session: AsyncSession, rows: list[tuple[int, str]]) -> None:
+    async def _fan_out(self, session: AsyncSession, rows: list[tuple[int, str]]) -> int:
         subscriptions = (
             await session.execute(
                 select(WebhookSubscription.id, WebhookSubscription.event_types).where(
@@ -97,7 +99,7 @@ class Sequencer:
             )
         ).all()
         if not subscriptions:
-            return
+            return 0
         now = self.clock()
         deliveries = [
             {
@@ -115,6 +117,7 @@ class Sequencer:
         ]
         if deliveries:
             await session.execute(WebhookDelivery.__table__.insert(), deliveries)
+        return len(deliveries)
 
     async def wait_for_more(self, seconds: float) -> None:
         """Return when this process numbered events, or after `seconds` (other processes

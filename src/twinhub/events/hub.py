@@ -24,7 +24,7 @@ from twinhub.settings import Settings
 log = get_logger(__name__)
 # After a commit wakes it, the sequencer waits this long so that a burst of writes is
 # numbered in one transaction rather than one each (half the write rate on SQLite otherwise).
-LINGER_SECONDS = 0.02
+LINGER_SECONDS = 0.05
 
 
 class EventsHub:

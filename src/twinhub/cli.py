@@ -233,8 +233,10 @@ def serve_registry(
 def serve_ussd(
     host: HostOption = None, port: PortOption = None, reuse_port: ReusePortOption = False
 ) -> None:
-    """Only the USSD gateway."""
-    _serve(load_settings(host=host, port=port), ["ussd"], reuse_port)
+    """Only the USSD gateway. The event sequencer and webhook dispatcher never run here:
+    the phones' process does no background work for the API."""
+    settings = load_settings(host=host, port=port, events_workers_enabled=False)
+    _serve(settings, ["ussd"], reuse_port)
 
 
 @serve_app.command("node")

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from twinhub.db.engine import create_engine, create_sessionmaker
 from twinhub.db.health import DatabaseMonitor
 from twinhub.db.migrate import upgrade_database
+from twinhub.events.hub import EventsHub
 from twinhub.logging import get_logger
 from twinhub.security.keys import load_key
 from twinhub.security.pins import PinCipher, load_pin_key
@@ -46,7 +47,8 @@ class Platform:
             interval=settings.database_health_interval_seconds,
             timeout=settings.database_connect_timeout_seconds,
         )
-        self.pin_cipher = PinCipher(load_pin_key(settings))
+        pin_key = load_pin_key(settings)
+        self.pin_cipher = PinCipher(pin_key)
         self.redis: Redis | None = (
             Redis.from_url(
                 settings.redis_url.get_secret_value(),
@@ -86,6 +88,7 @@ class Platform:
         self.api_keys = ApiKeyService(
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
         )
+        self.events = EventsHub(self.sessionmaker, settings, pin_key)
         self.started_at = time.monotonic()
         self._started = False
 
@@ -99,6 +102,7 @@ class Platform:
             log.info("built-in protocols created", count=created)
         await self._ensure_compliance_group()
         self.database.start()
+        await self.events.start()
         self._started = True
         log.info(
             "platform started",
@@ -128,6 +132,7 @@ class Platform:
             log.info("default compliance group created", members=len(members))
 
     async def stop(self) -> None:
+        await self.events.stop()
         await self.database.stop()
         if self.redis is not None:
             await self.redis.aclose()

@@ -9,6 +9,7 @@ development PIN key under `DATA_DIR`, sessions in process memory. Production
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,24 @@ _METHOD_NAME = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_.]*\.[A-Za-z_][A-Za-z0-9_]*/[A-Za-z_][A-Za-z0-9_]*$"
 )
 _ORIGIN = re.compile(r"^https?://[^/\s]+/?$")
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """What webhook delivery needs to know (WEBHOOK_* variables), in one value."""
+
+    timeout: float
+    retry_horizon: float
+    retry_base: float
+    retry_max_delay: float
+    concurrency: int
+    concurrency_per_endpoint: int
+    max_response_bytes: int
+    poll_interval: float
+    allow_private_networks: bool
+    denied_hosts: frozenset[str]
+    own_ports: frozenset[int]
+    own_host: str
 
 
 class Environment(StrEnum):
@@ -236,6 +255,57 @@ class Settings(BaseSettings):
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
 
+    # -- Events and webhooks (see WebhookSettings) ----------------------------------------
+    events_workers_enabled: bool = Field(
+        True,
+        description="Run the event sequencer and the webhook dispatcher in this process "
+        "(any number of processes may; they take turns safely).",
+    )
+    events_sequencer_interval_seconds: float = Field(
+        0.5, gt=0, le=60, description="How often to look for events other processes committed."
+    )
+    events_stream_heartbeat_seconds: float = Field(
+        15.0, gt=0, le=300, description="Comment line sent on an idle event stream."
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0, gt=0, le=120, description="Whole-request deadline of one delivery attempt."
+    )
+    webhook_retry_horizon_seconds: float = Field(
+        86_400.0, gt=0, description="How long a delivery is retried before it is marked failed."
+    )
+    webhook_retry_base_seconds: float = Field(
+        5.0, gt=0, description="First back-off; doubled after each failure (with jitter)."
+    )
+    webhook_retry_max_delay_seconds: float = Field(
+        3600.0, gt=0, description="Longest wait between two attempts."
+    )
+    webhook_concurrency: int = Field(
+        16, ge=1, le=1000, description="Deliveries in flight at once in one process."
+    )
+    webhook_concurrency_per_endpoint: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="In flight at once for one subscription (one slow "
+        "receiver never takes every slot).",
+    )
+    webhook_max_response_bytes: int = Field(
+        65_536, ge=0, description="Response bodies are read up to this size, then cut off."
+    )
+    webhook_poll_interval_seconds: float = Field(
+        1.0, gt=0, le=60, description="How often the dispatcher looks for due deliveries."
+    )
+    webhook_allow_private_networks: bool = Field(
+        False,
+        description="Allow webhook URLs on loopback, private, link-local or reserved "
+        "addresses (tests, closed networks); never for the platform's own ports.",
+    )
+    webhook_denied_hosts: str = Field(
+        "",
+        description="Comma list of host names webhooks may never target (e.g. the "
+        "platform's public name).",
+    )
+
     @field_validator(
         "ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit", "api_key_failure_limit"
     )
@@ -324,6 +394,24 @@ class Settings(BaseSettings):
     def gateway_tokens(self) -> tuple[bytes, ...]:
         keys = self.gateway_api_keys.get_secret_value() if self.gateway_api_keys else ""
         return tuple(key.encode() for key in split_list(keys))
+
+    @cached_property
+    def webhooks(self) -> WebhookSettings:
+        """The webhook settings as one value object, for the dispatcher and URL policy."""
+        return WebhookSettings(
+            timeout=self.webhook_timeout_seconds,
+            retry_horizon=self.webhook_retry_horizon_seconds,
+            retry_base=self.webhook_retry_base_seconds,
+            retry_max_delay=self.webhook_retry_max_delay_seconds,
+            concurrency=self.webhook_concurrency,
+            concurrency_per_endpoint=self.webhook_concurrency_per_endpoint,
+            max_response_bytes=self.webhook_max_response_bytes,
+            poll_interval=self.webhook_poll_interval_seconds,
+            allow_private_networks=self.webhook_allow_private_networks,
+            denied_hosts=frozenset(h.lower() for h in split_list(self.webhook_denied_hosts)),
+            own_ports=frozenset({self.port, self.registry_port, self.gateway_port, self.node_port}),
+            own_host=self.host,
+        )
 
     @property
     def console_ussd_endpoint(self) -> str:

@@ -417,3 +417,95 @@ class PinLockout(Base):
     lockouts: Mapped[int] = mapped_column(Integer, default=0)
     locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True, index=True)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+# -- Events and webhooks (issue 17) --------------------------------------------------------
+# An outbox: events are inserted in the transaction of the change they describe, with no
+# position; the sequencer (twinhub.events.sequencer) numbers committed ones in order.
+
+BigId = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements INTEGER only
+
+
+class Event(Base):
+    """Something of note that happened; `position` orders them once committed."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_type_position", "type", "position"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(40), unique=True)
+    position: Mapped[int | None] = mapped_column(BigInteger, nullable=True, unique=True)
+    type: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(200))
+    actor: Mapped[str] = mapped_column(String(200))
+    data: Mapped[str] = mapped_column(Text)  # JSON, exactly what readers and webhooks get
+    ledger_height: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    occurred_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# What the sequencer looks for, kept small: only rows not yet numbered are in it.
+Index(
+    "ix_events_unsequenced",
+    Event.id,
+    postgresql_where=Event.position.is_(None),
+    sqlite_where=Event.position.is_(None),
+)
+
+
+class WebhookSubscription(Base):
+    """A receiver of events; its signing secret is kept encrypted (it is needed to sign)."""
+
+    __tablename__ = "webhook_subscriptions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    webhook_id: Mapped[str] = mapped_column(String(40), unique=True)
+    url: Mapped[str] = mapped_column(Text)
+    event_types: Mapped[list[str]] = mapped_column(JsonDocument)  # empty: every type
+    secret_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    description: Mapped[str] = mapped_column(String(200), default="")
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class WebhookDelivery(Base):
+    """One event for one subscription: pending until a 2xx, failed after the retry horizon."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("subscription_id", "event_pk"),
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_subscription_id", "subscription_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    subscription_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("webhook_subscriptions.id", ondelete="CASCADE")
+    )
+    event_pk: Mapped[int] = mapped_column(BigInteger, ForeignKey("events.id"))
+    status: Mapped[str] = mapped_column(String(16))  # pending | delivered | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    window_started_at: Mapped[datetime] = mapped_column(UtcDateTime)  # retry horizon from here
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class WebhookAttempt(Base):
+    """One HTTP request of a delivery: the delivery log."""
+
+    __tablename__ = "webhook_attempts"
+    __table_args__ = (Index("ix_webhook_attempts_delivery_id", "delivery_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("webhook_deliveries.id", ondelete="CASCADE")
+    )
+    attempted_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -22,6 +22,7 @@ from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
 from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
+from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.settings import Settings
@@ -203,6 +204,7 @@ def create_registry_app(
         settings.api_key_failure_limit_item, redis_url, settings.redis_key_prefix, "key-failures"
     )
     metrics = RegistryMetrics()
+    metrics.registry.register(platform.events.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
@@ -211,6 +213,7 @@ def create_registry_app(
     app.include_router(claims_router)
     app.include_router(summaries_router)  # before the core router's greedy path, too
     app.include_router(admin_router)
+    app.include_router(events_router)
     app.include_router(router)
     app.include_router(create_graphql_router(settings))
 

@@ -32,6 +32,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import LedgerHead, LedgerTransaction, utcnow
+from twinhub.events.store import record_ledger_events
 
 GENESIS_HASH = "0" * 64
 HEAD_ROW = 1
@@ -125,6 +126,7 @@ class LedgerWrite:
         )
         self._head.height, self._head.tx_hash = height, tx_hash
         transaction = Transaction(height, tx_hash, prev_hash, kind, subject, actor, payload, at)
+        record_ledger_events(self.session, transaction)  # the outbox: same transaction
         self.appended.append(transaction)
         return transaction
 

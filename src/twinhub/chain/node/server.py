@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from twinhub.chain.node.claims import ClaimsQuery
+from twinhub.chain.node import reflection
 from twinhub.chain.node.entity import EntityQuery, IidQuery
+from twinhub.chain.node.tendermint import TendermintQuery
 from twinhub.chain.node.token import TokenQuery
+from twinhub.chain.protos.cosmos.base.tendermint.v1beta1 import (
+    query_pb2_grpc as tendermint_grpc,
+)
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2_grpc as claims_grpc
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
 from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
@@ -24,6 +28,7 @@ SERVICES = (
     "ixo.iid.v1beta1.Query",
     "ixo.claims.v1beta1.Query",
     "ixo.token.v1beta1.Query",
+    "cosmos.base.tendermint.v1beta1.Service",
 )
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -47,14 +52,10 @@ class NodeServer:
         iid_grpc.add_QueryServicer_to_server(IidQuery(self.platform), server)
         claims_grpc.add_QueryServicer_to_server(ClaimsQuery(self.platform), server)
         token_grpc.add_QueryServicer_to_server(TokenQuery(self.platform), server)
+        tendermint_grpc.add_ServiceServicer_to_server(TendermintQuery(self.platform), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (
-                *SERVICES,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            server,
+        reflection.enable(
+            server, (*SERVICES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
         )
         bound = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:

@@ -120,7 +120,13 @@ async def test_claims_and_token_routes_answer_registry_data(
     assert got["protocol"] == view["protocol"]
     assert got["state"] == "OPEN"  # enums by name
     assert got["count"] == "1" and got["approved"] == "1"  # uint64 as strings
-    assert got["payments"] is None and got["min_deposit_period"] is None
+    # Written as a gogoproto node writes them: never null.
+    assert got["min_deposit_period"] == "0s"
+    stages = got["payments"]
+    assert set(stages) == {"submission", "evaluation", "approval", "rejection"}
+    assert all(p["timeout_ns"] == "0s" and p["account"] == view["admin"] for p in stages.values())
+    assert stages["approval"]["is_oracle_payment"] is True
+    assert stages["submission"]["is_oracle_payment"] is False
     assert got["intents"] == "ALLOW"
     assert got["service_agent_deposit_required"] == []
     listed = await ok(

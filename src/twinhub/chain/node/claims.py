@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 
 from twinhub.chain.node.common import (
     NotServed,
@@ -38,6 +39,22 @@ STATUSES = {
 }
 
 
+def payments(view: dict[str, Any]) -> claims_pb2.Payments:
+    """What a collection pays per stage, as a chain collection always carries. twinhub pays
+    nothing for submission, evaluation or rejection, and on approval mints the amount the
+    oracle decided: ixo's `is_oracle_payment`. The paying account is the collection's
+    admin; no stage waits (`timeout_ns` 0s, written as a node writes it)."""
+
+    def stage(oracle_decides: bool = False) -> claims_pb2.Payment:
+        return claims_pb2.Payment(
+            account=view["admin"], timeout_ns=Duration(), is_oracle_payment=oracle_decides
+        )
+
+    return claims_pb2.Payments(
+        submission=stage(), evaluation=stage(), approval=stage(True), rejection=stage()
+    )
+
+
 def collection_message(view: dict[str, Any]) -> claims_pb2.Collection:
     counts = view["counts"]
     return claims_pb2.Collection(
@@ -57,6 +74,9 @@ def collection_message(view: dict[str, Any]) -> claims_pb2.Collection:
         invalidated=counts["invalidated"],
         flagged=counts["flagged"],
         flagged_active=counts["flagged"],
+        payments=payments(view),
+        # Non-nullable on ixo (gogoproto): a node always writes it, 0s when no deposit.
+        min_deposit_period=Duration(),
     )
 
 

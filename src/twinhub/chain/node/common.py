@@ -24,15 +24,7 @@ DEFAULT_LIMIT = 100  # Cosmos' default page size
 MAX_LIMIT = 1000
 
 
-class NotServed(ServiceError):
-    """A query of ixo's that twinhub keeps no data for (member budgets, deposits)."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"twinhub keeps no {what}; this query is not served")
-
-
 STATUS = {
-    NotServed: grpc.StatusCode.UNIMPLEMENTED,
     NotFound: grpc.StatusCode.NOT_FOUND,
     Invalid: grpc.StatusCode.INVALID_ARGUMENT,
     Conflict: grpc.StatusCode.FAILED_PRECONDITION,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from twinhub.chain.node.claims import ClaimsQuery
 from twinhub.chain.node import reflection
+from twinhub.chain.node.claims import ClaimsQuery
 from twinhub.chain.node.entity import EntityQuery, IidQuery
 from twinhub.chain.node.tendermint import TendermintQuery
 from twinhub.chain.node.token import TokenQuery

@@ -139,8 +139,7 @@ class TendermintQuery(Servicer, query_pb2_grpc.ServiceServicer):
             raise Invalid("height must be greater than 0")
         if request.height > latest:
             raise Invalid(
-                f"requested block height {request.height} is bigger than the chain length "
-                f"{latest}"
+                f"requested block height {request.height} is bigger than the chain length {latest}"
             )
         ident, comet, sdk = await self._block_at(request.height)
         return q.GetBlockByHeightResponse(block_id=ident, block=comet, sdk_block=sdk)

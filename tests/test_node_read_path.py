@@ -87,6 +87,10 @@ async def test_a_write_is_seen_by_the_next_query(
     height_before = int(dict(await before_call.initial_metadata())["x-cosmos-block-height"])
     listed = await entity.EntityList(entity_q.QueryEntityListRequest(pagination=PageRequest()))
     assert did in {e.id for e in listed.entities}
+    # Read again, the page comes from the built messages: the same answer.
+    assert await entity.EntityList(entity_q.QueryEntityListRequest()) == listed
+    documents = iid_q.QueryIidDocumentsRequest(pagination=PageRequest(limit=3, reverse=True))
+    assert await iid.IidDocuments(documents) == await iid.IidDocuments(documents)
     changed = await world.operator_client.patch(
         f"/v1/domains/{did}", json={"metadata": {"name": "Renamed Co-op"}}
     )

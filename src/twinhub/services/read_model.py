@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -42,11 +42,15 @@ SELECT_DOMAINS = (
     "created_at, updated_at FROM domains "
 )
 BY_DID = SELECT_DOMAINS + "WHERE did = ?"
+BY_DIDS = SELECT_DOMAINS + "WHERE did IN (SELECT value FROM json_each(?))"  # noqa: S608
+# A page is walked on the seq index reading only (did, seq, version); whole rows are
+# fetched only for the ones whose messages are not built yet.
+SELECT_KEYS = "SELECT did, seq, version FROM domains "
 PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
-    (False, False): SELECT_DOMAINS + "ORDER BY seq LIMIT ? OFFSET ?",
-    (False, True): SELECT_DOMAINS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
-    (True, False): SELECT_DOMAINS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
-    (True, True): SELECT_DOMAINS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (False, False): SELECT_KEYS + "ORDER BY seq LIMIT ? OFFSET ?",
+    (False, True): SELECT_KEYS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (True, False): SELECT_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
+    (True, True): SELECT_KEYS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
 }
 EDGES = "SELECT type, target_did FROM relationships WHERE source_did = ?"
 TYPES = "SELECT did, type FROM domains WHERE did IN (SELECT value FROM json_each(?))"
@@ -67,13 +71,13 @@ class DomainRow:
     did: str
     version: int
     seq: int
-    raw: tuple[Any, ...]
+    raw: tuple[Any, ...] | None  # None: not fetched, the caller had it built already
 
     def record(self, edges: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
         """The record `stored_record` makes of this row and its outgoing edges."""
         (did, _seq, kind, class_did, twin, parent, controller, services, credentials,
          meta, properties, valid_from, valid_until, status, verified, version, created,
-         updated) = self.raw  # fmt: skip
+         updated) = self.raw or ()  # fmt: skip
         return {
             "did": did,
             "type": kind,
@@ -173,18 +177,31 @@ class ReadModel:
         rows = self._db().execute(TYPES, (orjson.dumps(dids).decode(),))
         return dict(rows.fetchall())
 
-    async def domain_page(self, window: Window) -> WindowPage[DomainRow]:
+    async def domain_page(
+        self, window: Window, built: Callable[[str, int], bool] = lambda did, version: False
+    ) -> WindowPage[DomainRow]:
         """A Cosmos page of every domain by creation order: after the key (keyset, one
-        index range whatever the page number) or, when a client asks, at an offset."""
+        index range whatever the page number) or, when a client asks, at an offset. Rows
+        for which `built(did, version)` is true come without their columns."""
         keyed = window.key is not None
         params = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
-        found = self._db().execute(PAGES[(keyed, window.reverse)], params).fetchall()
-        rows = [_row(raw) for raw in found]
-        more = len(rows) > window.limit
-        rows = rows[: window.limit]
+        db = self._db()
+        keys = db.execute(PAGES[(keyed, window.reverse)], params).fetchall()
+        more = len(keys) > window.limit
+        keys = keys[: window.limit]
+        missing = [did for did, _seq, version in keys if not built(did, version)]
+        fetched: dict[str, tuple[Any, ...]] = {}
+        if missing:
+            found = db.execute(BY_DIDS, (orjson.dumps(missing).decode(),)).fetchall()
+            fetched = {raw[0]: raw for raw in found}
+        rows = []
+        for did, seq, version in keys:
+            raw = fetched.get(did)
+            # A row fetched after a newer commit carries its own (newer) version.
+            rows.append(_row(raw) if raw else DomainRow(did, version, seq, None))
         total = await asyncio.to_thread(self._count) if window.count_total else None
-        return WindowPage(rows, rows[-1].seq if more and rows else None, total)
+        return WindowPage(rows, keys[-1][1] if more and keys else None, total)
 
     def _count(self) -> int:
         """Counting is a scan: it runs on a worker thread, off the event loop."""

@@ -3,6 +3,7 @@ documents. An entity names its protocol by the IID context entry `class`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -92,6 +93,16 @@ class DomainReads(Servicer):
             raise NotFound(f"No domain {did}.")
         return row
 
+    def _has(self, kind: str) -> Callable[[str, int], bool]:
+        return lambda did, version: self.cache.get(kind, did, version) is not None
+
+    async def _complete(self, kind: str, row: DomainRow) -> DomainRow:
+        """A page row whose message was built when the page was read has no columns; if
+        that message has left the cache since, read the row again."""
+        if row.raw is None and self.cache.get(kind, row.did, row.version) is None:
+            return await self.reads.domain_row(row.did) or row
+        return row
+
     def _entity(self, row: DomainRow) -> entity_pb2.Entity:
         cached = self.cache.get("entity", row.did, row.version)
         return cached or self.cache.put(
@@ -118,15 +129,17 @@ class DomainReads(Servicer):
 
     async def _entity_page(self, request: Any) -> tuple[list[entity_pb2.Entity], Any]:
         if self.reads.fast:
-            rows = await self.reads.domain_page(window(request))
-            return [self._entity(row) for row in rows.items], page_response(rows)
+            rows = await self.reads.domain_page(window(request), self._has("entity"))
+            items = [await self._complete("entity", row) for row in rows.items]
+            return [self._entity(row) for row in items], page_response(rows)
         page = await self.platform.domains.window(DomainFilter(), window(request))
         return [entity_message(r) for r in page.items], page_response(page)
 
     async def _document_page(self, request: Any) -> tuple[list[iid_pb2.IidDocument], Any]:
         if self.reads.fast:
-            rows = await self.reads.domain_page(window(request))
-            documents = [await self._document(row) for row in rows.items]
+            rows = await self.reads.domain_page(window(request), self._has("iid"))
+            items = [await self._complete("iid", row) for row in rows.items]
+            documents = [await self._document(row) for row in items]
             return documents, page_response(rows)
         page = await self.platform.domains.window(DomainFilter(), window(request))
         return await self._iid(page.items), page_response(page)

@@ -62,34 +62,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-timeout", type=float, default=120.0)
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
     parser.add_argument("--tag", default="", help="a label stored with the results")
-    # Internal: the ceiling server runs as `python -m bench node --bare PORT REPLY_FILE`.
-    parser.add_argument("--bare", nargs=2, default=None, help=argparse.SUPPRESS)
+    # Internal: the ceiling server runs as `python -m bench node --bare PORT ENTITY LIST`.
+    parser.add_argument("--bare", nargs=3, default=None, help=argparse.SUPPRESS)
 
 
 # ------------------------------------------------------------------------- the ceiling
 
 
-def bare_main(port: int, reply_file: Path) -> int:
-    """A grpc.aio server that answers every Entity/EntityList call with fixed bytes: what
-    one core can serve with no work behind the call."""
+def bare_main(port: int, entity_file: Path, list_file: Path) -> int:
+    """A grpc.aio server that answers Entity and EntityList with fixed bytes (the node's
+    own replies): what one core can serve with no work behind the call."""
     import grpc
     import uvloop
 
-    reply = reply_file.read_bytes()
+    entity_reply, list_reply = entity_file.read_bytes(), list_file.read_bytes()
 
-    async def answer(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        return reply
+    async def entity(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return entity_reply
 
-    handler = grpc.unary_unary_rpc_method_handler(answer)  # bytes in, bytes out
+    async def entity_list(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return list_reply
+
+    handlers = {  # bytes in, bytes out: no (de)serialising
+        "Entity": grpc.unary_unary_rpc_method_handler(entity),
+        "EntityList": grpc.unary_unary_rpc_method_handler(entity_list),
+    }
 
     async def serve() -> None:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    "ixo.entity.v1beta1.Query", {"Entity": handler, "EntityList": handler}
-                ),
-            )
+            (grpc.method_handlers_generic_handler("ixo.entity.v1beta1.Query", handlers),)
         )
         server.add_insecure_port(f"{HOST}:{port}")
         await server.start()
@@ -185,22 +187,26 @@ def requests(dids: list[str], workdir: Path) -> dict[str, Path]:
     return files
 
 
-def entity_reply(port: int, did: str) -> bytes:
-    """The node's real Entity reply, for the ceiling server to answer with."""
+def node_replies(port: int, did: str) -> tuple[bytes, bytes]:
+    """The node's real Entity and first-page EntityList replies, for the ceiling server."""
     import grpc
 
+    from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
     from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as q
     from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc
 
     with grpc.insecure_channel(f"{HOST}:{port}") as channel:
-        reply = query_pb2_grpc.QueryStub(channel).Entity(q.QueryEntityRequest(id=did), timeout=10)
-    return reply.SerializeToString()
+        stub = query_pb2_grpc.QueryStub(channel)
+        one = stub.Entity(q.QueryEntityRequest(id=did), timeout=10)
+        page = q.QueryEntityListRequest(pagination=PageRequest(limit=PAGE_SIZE))
+        listed = stub.EntityList(page, timeout=10)
+    return one.SerializeToString(), listed.SerializeToString()
 
 
 def run(args: argparse.Namespace) -> int:
     """Seed, measure the node, the gateway and the ceiling; print and save."""
     if args.bare is not None:
-        return bare_main(int(args.bare[0]), Path(args.bare[1]))
+        return bare_main(int(args.bare[0]), Path(args.bare[1]), Path(args.bare[2]))
     for tool, package in (("h2load", "nghttp2-client"), ("wrk", "wrk"), ("taskset", "util-linux")):
         if shutil.which(tool) is None:
             print(f"{tool} is missing: apt-get install -y {package}", file=sys.stderr)
@@ -221,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.start()
         server.wait_ready(args.startup_timeout)
-        reply = entity_reply(node_port, dids[len(dids) // 2])
+        replies = node_replies(node_port, dids[len(dids) // 2])
         for name, body in bodies.items():
             path = ENTITY if name == "entity" else ENTITY_LIST
             node[name] = h2load(node_port, path, body, cpu=load_cpu, **h2)
@@ -245,37 +251,38 @@ def run(args: argparse.Namespace) -> int:
             )
     finally:
         server.stop()
-    reply_file = workdir / "reply.bin"
-    reply_file.write_bytes(reply)
+    reply_files = [workdir / "entity-reply.bin", workdir / "list-reply.bin"]
+    for file, reply in zip(reply_files, replies, strict=True):
+        file.write_bytes(reply)
     bare_port = free_port()
+    bare_cmd = ["taskset", "-c", str(server_cpu), sys.executable, "-m", "bench", "node"]
     bare = subprocess.Popen(
-        [
-            "taskset",
-            "-c",
-            str(server_cpu),
-            sys.executable,
-            "-m",
-            "bench",
-            "node",
-            "--bare",
-            str(bare_port),
-            str(reply_file),
-        ],
-        cwd=BENCH_DIR.parent,
+        [*bare_cmd, "--bare", str(bare_port), *map(str, reply_files)], cwd=BENCH_DIR.parent
     )
     try:
         wait_port(bare_port)
-        ceiling = h2load(bare_port, ENTITY, bodies["entity"], cpu=load_cpu, **h2)
+        ceilings = {
+            "entity": h2load(bare_port, ENTITY, bodies["entity"], cpu=load_cpu, **h2),
+            "list": h2load(bare_port, ENTITY_LIST, bodies["list_page_1"], cpu=load_cpu, **h2),
+        }
     finally:
         bare.terminate()
         bare.wait(10)
-    top = ceiling["requests_per_s"]
-    print(f"\nceiling (bare grpc.aio, same core): {top:,.0f} req/s")
-    print(f"{'call':<24}{'req/s':>10}{'of ceiling':>12}{'goal':>8}")
+    print(
+        f"\nceiling (bare grpc.aio, same core, fixed replies): Entity "
+        f"{ceilings['entity']['requests_per_s']:,.0f} req/s, EntityList page "
+        f"{ceilings['list']['requests_per_s']:,.0f} req/s"
+    )
+    print(f"{'call':<24}{'req/s':>10}{'ceiling':>10}{'ratio':>8}{'goal':>8}")
+    shares = {}
     for name, figures in node.items():
-        share = figures["requests_per_s"] / top
+        top = ceilings["entity" if name == "entity" else "list"]["requests_per_s"]
+        shares[name] = round(figures["requests_per_s"] / top, 3)
         goal = "" if "offset" in name else f"{TARGET_CEILING_RATIO:.0%}"
-        print(f"{name:<24}{figures['requests_per_s']:>10,.0f}{share:>12.0%}{goal:>8}")
+        print(
+            f"{name:<24}{figures['requests_per_s']:>10,.0f}{top:>10,.0f}"
+            f"{shares[name]:>8.0%}{goal:>8}"
+        )
     rest_ratio = rest["requests_per_s"] / node["entity"]["requests_per_s"]
     print(
         f"REST /ixo/entity/{{id}}: {rest['requests_per_s']:,.0f} req/s = {rest_ratio:.0%} "
@@ -295,10 +302,8 @@ def run(args: argparse.Namespace) -> int:
         "load_cpu": load_cpu,
         "revision": git_revision(),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "ceiling": ceiling,
-        "node": {
-            k: v | {"of_ceiling": round(v["requests_per_s"] / top, 3)} for k, v in node.items()
-        },
+        "ceiling": ceilings,
+        "node": {k: v | {"of_ceiling": shares[k]} for k, v in node.items()},
         "rest_entity": rest | {"of_node": round(rest_ratio, 3)},
         "paced": paced,
     }

@@ -257,7 +257,6 @@ def run(args: argparse.Namespace) -> int:
         "warmup": args.warmup,
         "streams": args.streams,
         "repeat": args.repeat,
-        "load_average_at_end": os.getloadavg(),  # other processes on this shared machine
     }
     node: dict[str, Any] = {}
     try:

@@ -30,6 +30,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.gateway",
         "chain REST gateway: GET /ixo/entity/{id} via the gateway vs direct gRPC, 100k entities",
     ),
+    "node": (
+        "bench.node",
+        "chain node read path: Entity and EntityList pages (h2load) vs a bare grpc.aio "
+        "ceiling on the same core, REST vs node (wrk), paced p50",
+    ),
 }
 
 

@@ -177,7 +177,7 @@ async def test_metrics_and_health(registry: Registry, node: str) -> None:
         await gateway.get("/ixo/token/params")
         await gateway.get("/nowhere")
         health = await gateway.get("/health")
-        assert health.json() == {"status": "ok", "upstream": "serving", "routes": 27}
+        assert health.json() == {"status": "ok", "upstream": "serving", "routes": 31}
         text = (await gateway.get("/metrics")).text
         assert (
             'twinhub_gateway_requests_total{route="ixo.token.v1beta1.Query/Params",status="200"}'

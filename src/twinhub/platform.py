@@ -18,6 +18,7 @@ from twinhub.security.signing import Issuer
 from twinhub.services.api_keys import ApiKeyService
 from twinhub.services.builtin_protocols import ensure_builtin_protocols
 from twinhub.services.claims import ClaimService
+from twinhub.services.collection_members import CollectionMemberService
 from twinhub.services.credentials import CredentialService
 from twinhub.services.credits import CreditService
 from twinhub.services.customers import CustomerService
@@ -79,6 +80,7 @@ class Platform:
         self.claims = ClaimService(
             self.sessionmaker, self.ledger, self.protocols, self.credentials, self.credits
         )
+        self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)
         self.idempotency = IdempotencyService(self.sessionmaker)
         # Dashboard figures. Telemetry wiring: pass the telemetry store (a TelemetrySource)

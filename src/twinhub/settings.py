@@ -143,6 +143,16 @@ class Settings(BaseSettings):
 
     node_port: int = Field(9090, ge=0, le=65535, description="Chain node (gRPC) port.")
     gateway_port: int = Field(1317, ge=0, le=65535, description="Chain REST gateway port.")
+    chain_id: str = Field(
+        "twinhub-1",
+        pattern=r"^[A-Za-z0-9._-]{1,50}$",
+        description="The chain id the node reports (node info, block headers).",
+    )
+    node_moniker: str = Field(
+        "twinhub",
+        pattern=r"^[A-Za-z0-9._ -]{1,70}$",
+        description="The node's name in its node info.",
+    )
     gateway_grpc_upstream: str | None = Field(
         None,
         pattern=r"^[^\s/]+:[0-9]{1,5}$",

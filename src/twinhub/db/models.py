@@ -509,3 +509,43 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     duration_ms: Mapped[float] = mapped_column(Float)
     response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+# -- collection members and agent deposits (chain surface: ixo's MemberBudget and
+#    AgentDepositBalance; see services/collection_members.py) ------------------------------
+class CollectionMember(Base):
+    """An agent taking part in a claim collection: its evaluators, and every agent that has
+    submitted a claim to it. The budget columns follow ixo's MemberBudget; twinhub sets
+    no budgets, so they stay empty (period 0, no limit, nothing spent)."""
+
+    __tablename__ = "collection_members"
+    __table_args__ = (
+        UniqueConstraint("collection_id", "member"),
+        Index("ix_collection_members_collection_seq", "collection_id", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    collection_id: Mapped[int] = mapped_column(Integer, ForeignKey("claim_collections.id"))
+    member: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))  # "evaluator" or "agent"
+    period_seconds: Mapped[int] = mapped_column(BigInteger, default=0)
+    spend_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    spent: Mapped[int] = mapped_column(BigInteger, default=0)
+    period_reset_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    joined_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class AgentDeposit(Base):
+    """What an agent has deposited with a collection, per denomination, and from when it
+    may be withdrawn. twinhub's collections require no deposit, so rows appear only when
+    one is recorded."""
+
+    __tablename__ = "agent_deposits"
+    __table_args__ = (UniqueConstraint("collection_id", "agent", "denom"),)
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    collection_id: Mapped[int] = mapped_column(Integer, ForeignKey("claim_collections.id"))
+    agent: Mapped[str] = mapped_column(String(200))
+    denom: Mapped[str] = mapped_column(String(64))
+    amount: Mapped[int] = mapped_column(BigInteger)
+    withdrawable_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)

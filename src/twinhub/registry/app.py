@@ -18,6 +18,7 @@ from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_governance import router as governance_router
+from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
@@ -169,6 +170,7 @@ def create_registry_app(
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
     # swallowed by the core router's greedy /domains/{did:path}.
+    app.include_router(telemetry_router)  # before the core router's greedy /domains/{did}
     app.include_router(governance_router)
     app.include_router(claims_router)
     app.include_router(router)

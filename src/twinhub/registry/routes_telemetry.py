@@ -172,7 +172,12 @@ async def events(request: Request, did: str, caller: Reader) -> StreamingRespons
 async def rejections(request: Request, caller: Reader) -> dict[str, Any]:
     _admin(caller)
     telemetry = _telemetry(request)
-    return {"items": list(telemetry.rejections), "counters": dict(telemetry.counters)}
+    mqtt = request.app.state.platform.mqtt
+    return {
+        "items": list(telemetry.rejections),
+        "counters": dict(telemetry.counters),
+        "mqtt": mqtt.as_record() if mqtt is not None else None,
+    }
 
 
 def _admin(caller: Principal) -> None:

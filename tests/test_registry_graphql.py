@@ -393,6 +393,7 @@ async def test_introspection_describes_the_entity(registry: Registry) -> None:
         "claims",
         "balances",
         "creditClass",
+        "telemetryState",
     }
 
 

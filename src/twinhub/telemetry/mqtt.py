@@ -139,6 +139,7 @@ class MqttIngest:
         try:
             await asyncio.Event().wait()
         finally:
+            self.connected = False  # a disconnect of our own is no warning
             client.disconnect()
             client.loop_stop()
             for task in list(self._tasks):

@@ -25,7 +25,8 @@ import hmac
 import json
 import os
 import socket
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
@@ -45,12 +46,15 @@ from twinhub.logging import get_logger
 from twinhub.services.device_tokens import DeviceTokenService, sign
 from twinhub.services.errors import ServiceError
 from twinhub.settings import Settings
-from twinhub.telemetry.service import TelemetryService
+from twinhub.telemetry.service import Prepared, TelemetryService
 
 log = get_logger(__name__)
 KEY_ID = "key-id"
 SIGNATURE = "signature"
-RECEIVE_MAXIMUM = 200
+RECEIVE_MAXIMUM = 1000  # unacknowledged messages the broker may send us at once
+COALESCE = 500  # messages stored in one transaction at most
+WORKERS = 2
+T = TypeVar("T")
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, OSError, TimeoutError)
 NOT_RETRYABLE = (IntegrityError, DataError, ProgrammingError)
 
@@ -91,7 +95,7 @@ class MqttIngest:
         self.retries = 0  # database failures retried
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: mqtt.Client | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue: asyncio.Queue[mqtt.MQTTMessage] = asyncio.Queue()
 
     @property
     def status(self) -> str:
@@ -136,14 +140,15 @@ class MqttIngest:
         )
         self._client = client
         client.loop_start()
+        workers = [asyncio.create_task(self._work()) for _ in range(WORKERS)]
         try:
-            await asyncio.Event().wait()
+            await asyncio.gather(*workers)
         finally:
+            for worker in workers:
+                worker.cancel()
             self.connected = False  # a disconnect of our own is no warning
             client.disconnect()
             client.loop_stop()
-            for task in list(self._tasks):
-                task.cancel()
             self.connected = False
 
     # -- paho callbacks (its network thread) ---------------------------------------------
@@ -168,32 +173,60 @@ class MqttIngest:
 
     def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._spawn, message)
-
-    def _spawn(self, message: mqtt.MQTTMessage) -> None:
-        task = asyncio.create_task(self._handle(message))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, message)
 
     # -- handling (the asyncio loop) -----------------------------------------------------
-    async def _handle(self, message: mqtt.MQTTMessage) -> None:
+    async def _work(self) -> None:
+        """Take what has arrived (up to COALESCE messages), store it in one transaction,
+        acknowledge it; forever."""
+        while True:
+            messages = [await self._queue.get()]
+            while len(messages) < COALESCE and not self._queue.empty():
+                messages.append(self._queue.get_nowait())
+            await self._handle(messages)
+
+    async def _handle(self, messages: list[mqtt.MQTTMessage]) -> None:
+        prepared: list[Prepared] = []
+        for message in messages:
+            found = await self._retrying(lambda m=message: self._check(m))
+            if found is not None:
+                prepared.append(found)
+        if prepared:
+            try:
+                await self._retrying(lambda: self._telemetry.commit(prepared))
+                self.stored += len(prepared)
+            except NOT_RETRYABLE:
+                await self._one_by_one(prepared)
+        for message in messages:
+            if self._client is not None and message.qos > 0:
+                self._client.ack(message.mid, message.qos)
+
+    async def _one_by_one(self, prepared: list[Prepared]) -> None:
+        """A group failed for a reason retrying cannot cure: store each alone, so only the
+        culprit is dropped."""
+        for one in prepared:
+            try:
+                await self._retrying(lambda o=one: self._telemetry.commit([o]))
+                self.stored += 1
+            except NOT_RETRYABLE as error:
+                self._drop(one.did, f"cannot be stored: {type(error).__name__}")
+
+    async def _retrying(self, work: Callable[[], Awaitable[T]]) -> T:
+        """`work()` until the database answers: the messages stay unacknowledged meanwhile."""
         delay = 0.2
         while True:
             try:
-                await self._process(message)
-                break
-            except NOT_RETRYABLE as error:
-                self._drop(message.topic, f"cannot be stored: {type(error).__name__}")
-                break
+                return await work()
+            except NOT_RETRYABLE:
+                raise
             except RETRYABLE as error:
                 self.retries += 1
                 log.warning("telemetry store failed; retrying", error=type(error).__name__)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        if self._client is not None and message.qos > 0:
-            self._client.ack(message.mid, message.qos)
 
-    async def _process(self, message: mqtt.MQTTMessage) -> None:
+    async def _check(self, message: mqtt.MQTTMessage) -> Prepared | None:
+        """The message's checked batch, or None when it is dropped (counted and listed)."""
         topic = message.topic
         did = topic[len(self._prefix) + 1 :] if topic.startswith(self._prefix + "/") else ""
         properties = dict(getattr(message.properties, "UserProperty", None) or [])
@@ -211,17 +244,14 @@ class MqttIngest:
         except (ValueError, UnicodeDecodeError):
             return self._drop(did, "malformed JSON")
         try:
-            result = await self._telemetry.ingest(did, credential, body, source="mqtt")
+            return await self._telemetry.prepare(did, credential, body, source="mqtt")
         except ServiceError as error:
             self.dropped += 1
             if error.code not in ("forbidden", "rate_limited"):  # the service listed those
                 self._telemetry.reject("mqtt", did, error.message)
             return None
-        self.stored += 1
-        if result.rejected:
-            log.info("mqtt readings rejected", device=did, rejected=len(result.rejected))
-        return None
 
     def _drop(self, did: str, reason: str) -> None:
         self.dropped += 1
         self._telemetry.reject("mqtt", did, reason)
+        return None

@@ -31,7 +31,7 @@ from twinhub.telemetry.schema import (
     parse_schema,
     parse_time,
 )
-from twinhub.telemetry.store import INTERVALS, TelemetryStore
+from twinhub.telemetry.store import INTERVALS, Batch, TelemetryStore
 from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
@@ -58,6 +58,16 @@ class TwinInfo:
     schema: TelemetrySchema
     scopes: list[str]  # projects and organisations whose rollups the twin's readings feed
     expires: float
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked batch, ready to store."""
+
+    did: str
+    info: TwinInfo
+    valid: list[Reading]
+    rejected: list[Rejection]
 
 
 @dataclass
@@ -119,6 +129,14 @@ class TelemetryService:
         self, did: str, credential: DeviceCredential, body: Any, source: str = "http"
     ) -> IngestResult:
         """Check and store a batch `{"readings": [...]}` sent by `credential`'s device."""
+        prepared = await self.prepare(did, credential, body, source)
+        return (await self.commit([prepared]))[0]
+
+    async def prepare(
+        self, did: str, credential: DeviceCredential, body: Any, source: str
+    ) -> Prepared:
+        """Authorise, rate-limit and check a batch; raise a ServiceError when none of it can
+        be stored (the reasons are listed for operators)."""
         if credential.domain != did:
             self.reject(source, did, "a token of another device")
             raise Forbidden("This device token writes only its own twin's telemetry.")
@@ -145,18 +163,35 @@ class TelemetryService:
                 "No reading of the batch is valid.",
                 [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
             )
-        lock = self._locks.setdefault(did, asyncio.Lock())
+        return Prepared(did, info, valid, rejected)
+
+    async def commit(self, prepared: list[Prepared]) -> list[IngestResult]:
+        """Store prepared batches in one transaction; database errors propagate (the caller
+        retries: nothing is half-stored)."""
+        dids = sorted({p.did for p in prepared})
         if len(self._locks) > 100_000:
-            self._locks = {did: lock}
-        async with lock:
-            stored = await self.store.store_batch(
-                did, valid, info.schema.numeric, info.schema.meter, info.scopes
+            self._locks = {}
+        locks = [self._locks.setdefault(did, asyncio.Lock()) for did in dids]
+        for lock in locks:
+            await lock.acquire()
+        try:
+            stored = await self.store.store_many(
+                [
+                    Batch(p.did, p.valid, p.info.schema.numeric, p.info.schema.meter, p.info.scopes)
+                    for p in prepared
+                ]
             )
-        self.counters["accepted"] += len(stored.inserted)
-        self.counters["duplicates"] += stored.duplicates
-        if stored.inserted:
-            self._publish(did, info, stored.inserted, stored.state, stored.was_online_at)
-        return IngestResult(len(stored.inserted), stored.duplicates, rejected)
+        finally:
+            for lock in locks:
+                lock.release()
+        results = []
+        for p, batch in zip(prepared, stored, strict=True):
+            self.counters["accepted"] += len(batch.inserted)
+            self.counters["duplicates"] += batch.duplicates
+            if batch.inserted:
+                self._publish(p.did, p.info, batch.inserted, batch.state, batch.was_online_at)
+            results.append(IngestResult(len(batch.inserted), batch.duplicates, p.rejected))
+        return results
 
     def _envelope(self, body: Any) -> list[Any]:
         if not isinstance(body, dict) or not isinstance(body.get("readings"), list):

@@ -43,6 +43,17 @@ def next_month(moment: datetime) -> datetime:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """One device's valid readings, and what its protocol and links say to roll up."""
+
+    did: str
+    readings: list[Reading]
+    numeric: Sequence[str]
+    meter: str | None
+    scopes: Sequence[str]
+
+
+@dataclass(frozen=True)
 class StoredBatch:
     inserted: list[Reading]
     duplicates: int
@@ -88,6 +99,22 @@ def rollup_rows(
     ]
     rows.sort(key=lambda r: (r["scope"], r["interval"], r["bucket"], r["field"]))
     return rows
+
+
+def merge_rollups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per key (an upsert statement may touch a row once), in key order."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["scope"], row["interval"], row["bucket"], row["field"])
+        held = merged.get(key)
+        if held is None:
+            merged[key] = dict(row)
+            continue
+        held["count"] += row["count"]
+        held["sum"] += row["sum"]
+        held["min"] = min(held["min"], row["min"])
+        held["max"] = max(held["max"], row["max"])
+    return [merged[key] for key in sorted(merged)]
 
 
 class TelemetryStore:
@@ -155,40 +182,62 @@ class TelemetryStore:
         scopes: Sequence[str],
     ) -> StoredBatch:
         """Insert the new readings, update rollups and state; one transaction."""
-        device_id = await self.device_id(did)
-        await self.ensure_partitions(r.time for r in readings)
+        return (await self.store_many([Batch(did, readings, numeric, meter, scopes)]))[0]
+
+    async def store_many(self, batches: list[Batch]) -> list[StoredBatch]:
+        """Several devices' batches in ONE transaction (MQTT coalesces messages this way):
+        one commit for many readings. Devices are locked in id order (no deadlocks)."""
+        ids = [await self.device_id(batch.did) for batch in batches]
+        await self.ensure_partitions(r.time for batch in batches for r in batch.readings)
+        order = sorted(range(len(batches)), key=lambda i: ids[i])
+        results: dict[int, StoredBatch] = {}
+        rollups: list[dict[str, Any]] = []
         async with self._sessions.begin() as session:
-            row = await session.scalar(
-                select(TelemetryDevice).where(TelemetryDevice.id == device_id).with_for_update()
-            )
-            assert row is not None
-            was = row.last_time
-            fresh = await self._new_readings(session, device_id, readings)
-            inserted: list[Reading] = []
-            if fresh:
-                statement = (
-                    self._insert(READINGS).on_conflict_do_nothing().returning(READINGS.c.seq)
+            rows = {
+                row.id: row
+                for row in await session.scalars(
+                    select(TelemetryDevice)
+                    .where(TelemetryDevice.id.in_(sorted(set(ids))))
+                    .order_by(TelemetryDevice.id)
+                    .with_for_update()
                 )
-                result = await session.execute(
-                    statement,
-                    [
-                        {"device_id": device_id, "seq": r.seq, "time": r.time, "values": r.values}
-                        for r in fresh
-                    ],
-                )
-                stored = {seq for (seq,) in result.all()}
-                inserted = [r for r in fresh if r.seq in stored]
-            if inserted:
-                await self._roll_up(session, rollup_rows(inserted, numeric, [did, *scopes]))
-                self._advance_state(row, inserted, meter)
-            state = {
-                "lastTime": row.last_time,
-                "lastSeq": row.last_seq,
-                "latest": dict(row.latest),
-                "meter": row.meter,
-                "readings": row.readings,
             }
-        return StoredBatch(inserted, len(readings) - len(inserted), state, was)
+            for i in order:
+                batch, device_id, row = batches[i], ids[i], rows[ids[i]]
+                was = row.last_time
+                fresh = await self._new_readings(session, device_id, batch.readings)
+                inserted: list[Reading] = []
+                if fresh:
+                    statement = (
+                        self._insert(READINGS).on_conflict_do_nothing().returning(READINGS.c.seq)
+                    )
+                    result = await session.execute(
+                        statement,
+                        [
+                            {
+                                "device_id": device_id,
+                                "seq": r.seq,
+                                "time": r.time,
+                                "values": r.values,
+                            }
+                            for r in fresh
+                        ],
+                    )
+                    stored = {seq for (seq,) in result.all()}
+                    inserted = [r for r in fresh if r.seq in stored]
+                if inserted:
+                    rollups += rollup_rows(inserted, batch.numeric, [batch.did, *batch.scopes])
+                    self._advance_state(row, inserted, batch.meter)
+                state = {
+                    "lastTime": row.last_time,
+                    "lastSeq": row.last_seq,
+                    "latest": dict(row.latest),
+                    "meter": row.meter,
+                    "readings": row.readings,
+                }
+                results[i] = StoredBatch(inserted, len(batch.readings) - len(inserted), state, was)
+            await self._roll_up(session, merge_rollups(rollups))
+        return [results[i] for i in range(len(batches))]
 
     async def _new_readings(
         self, session: AsyncSession, device_id: int, readings: list[Reading]

@@ -61,10 +61,14 @@ def publish(
     info.wait_for_publish(5)
 
 
-async def until(check: Callable[[], Awaitable[bool]], seconds: float = 15) -> None:
+async def until(
+    check: Callable[[], Awaitable[bool]],
+    seconds: float = 15,
+    what: Callable[[], object] = lambda: None,
+) -> None:
     deadline = asyncio.get_running_loop().time() + seconds
     while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in time: {what()}"
         await asyncio.sleep(0.05)
 
 
@@ -113,7 +117,15 @@ async def test_two_subscribers_share_the_stream_and_bad_messages_are_dropped(
         # Redelivered or repeated messages store nothing new.
         for seq in range(1, 11):
             publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
-        await until(lambda: _true(platform.telemetry.counters["duplicates"] >= 10))
+        await until(
+            lambda: _true(platform.telemetry.counters["duplicates"] >= 10),
+            what=lambda: (
+                platform.telemetry.counters,
+                list(platform.telemetry.rejections)[:5],
+                platform.mqtt.as_record(),
+                second.as_record(),
+            ),
+        )
         assert await readings_of(farm, stove) == 40
         # A message for the stove signed with the other device's token; a forged signature;
         # no signature; malformed JSON; an invalid reading: each dropped, counted, listed.

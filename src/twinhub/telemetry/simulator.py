@@ -31,6 +31,7 @@ SIM_OPERATOR = "did:ixo:org/sim-operator"
 SIM_ORGANISATION = "did:ixo:entity/sim-organisation"
 SIM_PROJECT = "did:ixo:entity/sim-project"
 STOVE_PROTOCOL = "did:ixo:protocol/clean-cooking"
+WINDOW = 500  # messages published and not yet handled, at most
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 Progress = Callable[[int, int], None]
 
@@ -254,6 +255,7 @@ async def send_mqtt(
     before = platform.telemetry.counters.copy()
     handled_before = ingest.stored + ingest.dropped
     sent = 0
+    info = None
     total = sum(len(day) for day in schedule)
     try:
         for day in schedule:
@@ -266,10 +268,13 @@ async def send_mqtt(
                     properties=device_properties(stove.token, payload),
                 )
                 sent += 1
-                if sent % 200 == 0:
-                    info.wait_for_publish(30)
-                handled = ingest.stored + ingest.dropped - handled_before
-                progress(handled, total)
+                # Stay within the broker's per-client queue (Mosquitto drops QoS 1
+                # messages beyond max_queued_messages, which no subscriber would see).
+                while sent - (ingest.stored + ingest.dropped - handled_before) > WINDOW:
+                    progress(ingest.stored + ingest.dropped - handled_before, total)
+                    await asyncio.sleep(0.01)
+        if info is not None:
+            info.wait_for_publish(30)
         deadline = asyncio.get_running_loop().time() + wait_seconds
         while ingest.stored + ingest.dropped - handled_before < sent:
             if asyncio.get_running_loop().time() > deadline:

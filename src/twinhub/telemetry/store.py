@@ -202,29 +202,35 @@ class TelemetryStore:
                     .with_for_update()
                 )
             }
+            wanted: dict[int, list[int]] = {}
+            for i in order:  # a device may have several batches in the group
+                wanted.setdefault(ids[i], []).extend(r.seq for r in batches[i].readings)
+            used = await self._used_seqs(session, wanted)
+            fresh: dict[int, list[Reading]] = {}
+            for i in order:  # a seq the device used, or one the group repeats, is a duplicate
+                taken = used.setdefault(ids[i], set())
+                fresh[i] = []
+                for reading in batches[i].readings:
+                    if reading.seq not in taken:
+                        taken.add(reading.seq)
+                        fresh[i].append(reading)
+            values = [
+                {"device_id": ids[i], "seq": r.seq, "time": r.time, "values": r.values}
+                for i in order
+                for r in fresh[i]
+            ]
+            stored: set[tuple[int, int]] = set()
+            if values:
+                statement = (
+                    self._insert(READINGS)
+                    .on_conflict_do_nothing()
+                    .returning(READINGS.c.device_id, READINGS.c.seq)
+                )
+                stored = {(d, q) for d, q in (await session.execute(statement, values)).all()}
             for i in order:
-                batch, device_id, row = batches[i], ids[i], rows[ids[i]]
+                batch, row = batches[i], rows[ids[i]]
                 was = row.last_time
-                fresh = await self._new_readings(session, device_id, batch.readings)
-                inserted: list[Reading] = []
-                if fresh:
-                    statement = (
-                        self._insert(READINGS).on_conflict_do_nothing().returning(READINGS.c.seq)
-                    )
-                    result = await session.execute(
-                        statement,
-                        [
-                            {
-                                "device_id": device_id,
-                                "seq": r.seq,
-                                "time": r.time,
-                                "values": r.values,
-                            }
-                            for r in fresh
-                        ],
-                    )
-                    stored = {seq for (seq,) in result.all()}
-                    inserted = [r for r in fresh if r.seq in stored]
+                inserted = [r for r in fresh[i] if (ids[i], r.seq) in stored]
                 if inserted:
                     rollups += rollup_rows(inserted, batch.numeric, [batch.did, *batch.scopes])
                     self._advance_state(row, inserted, batch.meter)
@@ -239,27 +245,35 @@ class TelemetryStore:
             await self._roll_up(session, merge_rollups(rollups))
         return [results[i] for i in range(len(batches))]
 
-    async def _new_readings(
-        self, session: AsyncSession, device_id: int, readings: list[Reading]
-    ) -> list[Reading]:
-        """The readings whose seq neither the device used before nor the batch repeats."""
-        seqs = sorted({r.seq for r in readings})
-        used: set[int] = set()
-        for start in range(0, len(seqs), 5000):
-            chunk = seqs[start : start + 5000]
-            used.update(
-                await session.scalars(
-                    select(READINGS.c.seq).where(
-                        READINGS.c.device_id == device_id, READINGS.c.seq.in_(chunk)
-                    )
+    async def _used_seqs(
+        self, session: AsyncSession, wanted: dict[int, list[int]]
+    ) -> dict[int, set[int]]:
+        """Which of the wanted seqs each device has stored already (few queries for many
+        devices: one per 100 devices or 5,000 seqs)."""
+        used: dict[int, set[int]] = {}
+        terms: list[Any] = []
+        size = 0
+
+        async def flush() -> None:
+            nonlocal terms, size
+            if terms:
+                rows = await session.execute(
+                    select(READINGS.c.device_id, READINGS.c.seq).where(or_(*terms))
                 )
-            )
-        fresh: list[Reading] = []
-        for reading in readings:
-            if reading.seq not in used:
-                used.add(reading.seq)
-                fresh.append(reading)
-        return fresh
+                for device_id, seq in rows:
+                    used.setdefault(device_id, set()).add(seq)
+            terms, size = [], 0
+
+        for device_id, seqs in wanted.items():
+            unique = sorted(set(seqs))
+            for start in range(0, len(unique), 5000):
+                chunk = unique[start : start + 5000]
+                terms.append(and_(READINGS.c.device_id == device_id, READINGS.c.seq.in_(chunk)))
+                size += len(chunk)
+                if len(terms) >= 100 or size >= 5000:
+                    await flush()
+        await flush()
+        return used
 
     async def _roll_up(self, session: AsyncSession, rows: list[dict[str, Any]]) -> None:
         if not rows:

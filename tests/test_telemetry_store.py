@@ -42,3 +42,38 @@ def test_merged_rollups_keep_one_row_per_key() -> None:
         ]
     )
     assert merged == [{**row, "count": 3, "sum": 3.0, "min": -1.0, "max": 2.0}]
+
+
+async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
+    """0006 on the test's backend: down to 0005 drops the telemetry tables and the
+    protocols' column, up again restores them (partitioned on PostgreSQL)."""
+    from alembic import command
+    from sqlalchemy import Connection, inspect, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()  # no background work while the schema moves
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> list[str]:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+        return inspect(connection).get_table_names()
+
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "0005", True)
+    assert "telemetry_readings" not in tables and "device_tokens" not in tables
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "head", False)
+        assert {"telemetry_readings", "telemetry_rollups", "device_tokens"} <= set(tables)
+        declared = await connection.scalar(
+            text("SELECT telemetry FROM protocols WHERE did = 'did:ixo:protocol/clean-cooking'")
+        )
+        assert declared is not None  # the built-in stove learns its telemetry again
+        if platform.engine.dialect.name == "postgresql":
+            kind = await connection.scalar(
+                text("SELECT relkind FROM pg_class WHERE relname = 'telemetry_readings'")
+            )
+            assert kind in ("p", b"p")  # a partitioned table
+    await platform.start()

@@ -77,3 +77,24 @@ async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
             )
             assert kind in ("p", b"p")  # a partitioned table
     await platform.start()
+
+
+async def test_retention_prunes_raw_readings_and_keeps_rollups(registry: Registry) -> None:
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    now = datetime.now(UTC)
+    old, recent = now - timedelta(days=100), now - timedelta(days=2)
+    response = await farm.send(
+        stove,
+        [
+            {"seq": 1, "time": old.isoformat(), "values": {"energyKwh": 1.0}},
+            {"seq": 2, "time": recent.isoformat(), "values": {"energyKwh": 2.0}},
+        ],
+    )
+    assert response.json()["accepted"] == 2
+    store = registry.platform.telemetry.store
+    assert await store.prune(now - timedelta(days=30)) >= 1
+    history = await store.history(stove, None, None, None, 10)
+    assert [r.seq for r in history] == [2]
+    months = await store.aggregates(stove, "month", None, None)
+    assert sum(cell["energyKwh"]["count"] for cell in months.values()) == 2  # rollups stay

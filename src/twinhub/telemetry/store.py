@@ -65,29 +65,43 @@ def rollup_rows(
     readings: Iterable[Reading], numeric: Sequence[str], scopes: Sequence[str]
 ) -> list[dict[str, Any]]:
     """The rollup increments of some readings, one row per (scope, interval, bucket, field),
-    sorted so that concurrent batches lock rows in one order (no deadlocks)."""
-    cells: dict[tuple[str, datetime, str], list[float]] = {}
+    sorted so that concurrent batches lock rows in one order (no deadlocks).
+
+    Buckets are found with integer arithmetic on the epoch seconds (hours and days are
+    whole multiples in UTC); months through a per-day cache. This runs for every reading.
+    """
+    cells: dict[tuple[str, int, str], list[float]] = {}
+    months: dict[int, int] = {}
     for reading in readings:
+        second = int(reading.time.timestamp())
+        hour = second - second % 3600
+        day = second - second % 86400
+        month = months.get(day)
+        if month is None:
+            start = datetime.fromtimestamp(day, UTC).replace(day=1)
+            month = months[day] = int(start.timestamp())
         for name in numeric:
             value = reading.values.get(name)
             if value is None:
                 continue
             value = float(value)
-            for interval in INTERVALS:
-                key = (interval, bucket_of(reading.time, interval), name)
+            for key in (("hour", hour, name), ("day", day, name), ("month", month, name)):
                 cell = cells.get(key)
                 if cell is None:
                     cells[key] = [1, value, value, value]
                 else:
                     cell[0] += 1
                     cell[1] += value
-                    cell[2] = min(cell[2], value)
-                    cell[3] = max(cell[3], value)
+                    if value < cell[2]:
+                        cell[2] = value
+                    if value > cell[3]:
+                        cell[3] = value
+    moments = {stamp: datetime.fromtimestamp(stamp, UTC) for _, stamp, _ in cells}
     rows = [
         {
             "scope": scope,
             "interval": interval,
-            "bucket": bucket,
+            "bucket": moments[stamp],
             "field": name,
             "count": int(cell[0]),
             "sum": cell[1],
@@ -95,7 +109,7 @@ def rollup_rows(
             "max": cell[3],
         }
         for scope in scopes
-        for (interval, bucket, name), cell in cells.items()
+        for (interval, stamp, name), cell in cells.items()
     ]
     rows.sort(key=lambda r: (r["scope"], r["interval"], r["bucket"], r["field"]))
     return rows

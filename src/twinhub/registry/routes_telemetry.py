@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import Field
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from twinhub.registry.auth import Reader, Writer
+from twinhub.registry.auth import Reader, Writer, bearer
 from twinhub.registry.errors import ERROR_RESPONSES, Unauthenticated
 from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body
@@ -86,11 +87,14 @@ async def revoke_device_token(
     f"/domains/{DID_PATH}/telemetry",
     summary="Send readings (Authorization: Bearer <device token>)",
 )
-async def ingest(request: Request, did: str) -> Response:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+async def ingest(
+    request: Request,
+    did: str,
+    bearer_token: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Response:
+    if bearer_token is None or bearer_token.scheme.lower() != "bearer":
         raise Unauthenticated("Send a device token as 'Authorization: Bearer <token>'.")
-    credential = await _tokens(request).authenticate(token.strip())
+    credential = await _tokens(request).authenticate(bearer_token.credentials)
     if credential is None:
         raise Unauthenticated("The device token is unknown or revoked.")
     raw = await request.body()

@@ -222,10 +222,38 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         }
         result["rss_after_http_mib"] = round(rss_mib(), 1)
         print(f"HTTP: {stored} readings in {seconds:.2f} s = {stored / seconds:,.0f} readings/s")
+        # The same flood again (new seqs, older times): growing memory would show here.
+        bodies = {
+            did: json.dumps(
+                {"readings": hourly(now - timedelta(hours=2000), 1000, first_seq=1001)}
+            ).encode()
+            for did in writers
+        }
+        started = time.perf_counter()
+        again = sum(await asyncio.gather(*(send(did) for did in writers)))
+        result["http_again"] = {
+            "readings_per_second": round(again / (time.perf_counter() - started))
+        }
+        result["rss_after_http_2_mib"] = round(rss_mib(), 1)
+        print(
+            f"HTTP again: {result['http_again']['readings_per_second']:,} readings/s; RSS "
+            f"{result['rss_after_http_mib']} MiB after the first flood, "
+            f"{result['rss_after_http_2_mib']} MiB after the second"
+        )
 
         # 2. MQTT flood
         if mqtt_on:
-            result["mqtt"] = await mqtt_flood(platform, stoves, args, actor)
+            result["mqtt"] = await mqtt_flood(platform, stoves, args, actor, 10_000_000)
+            result["rss_after_mqtt_1_mib"] = round(rss_mib(), 1)
+            # The same flood again (new seqs): memory that keeps growing would show here.
+            again = await mqtt_flood(platform, stoves, args, actor, 20_000_000)
+            result["mqtt_again"] = again
+            result["rss_after_mqtt_2_mib"] = round(rss_mib(), 1)
+            print(
+                f"MQTT again: {again['messages_per_second']:,} messages/s; RSS "
+                f"{result['rss_after_mqtt_1_mib']} MiB after the first flood, "
+                f"{result['rss_after_mqtt_2_mib']} MiB after the second"
+            )
             print(
                 f"MQTT: {result['mqtt']['messages']} messages in {result['mqtt']['seconds']} s"
                 f" = {result['mqtt']['messages_per_second']:,} messages/s"
@@ -352,7 +380,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def mqtt_flood(
-    platform: Any, stoves: list[str], args: argparse.Namespace, actor: Any
+    platform: Any, stoves: list[str], args: argparse.Namespace, actor: Any, first_seq: int
 ) -> dict[str, Any]:
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
@@ -370,7 +398,7 @@ async def mqtt_flood(
     messages = []
     for n in range(args.mqtt_messages):
         did = senders[n % len(senders)]
-        seq = 10_000_000 + n
+        seq = first_seq + n
         payload = json.dumps(
             {
                 "readings": [

@@ -209,3 +209,25 @@ async def test_a_database_outage_loses_nothing_and_doubles_nothing(
         assert await readings_of(farm, stove) == 21
         history = await registry.client.get(f"/v1/domains/{stove}/telemetry", params={"limit": 100})
         assert [r["seq"] for r in history.json()["items"]] == list(range(1, 22))
+
+
+async def test_a_broker_that_is_away_stops_nothing_else(make_registry: RegistryFactory) -> None:
+    """MQTT_URL names a port where nothing listens: twinhub starts, serves, ingests over
+    HTTP, and /health says the broker is disconnected (while it keeps retrying)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again at once: nothing listens there
+    registry = await make_registry(
+        mqtt_url=f"mqtt://127.0.0.1:{port}", mqtt_reconnect_max_seconds=1
+    )
+    health = await registry.client.get("/health")
+    assert health.status_code == 200
+    assert health.json()["mqtt"] == "disconnected" and health.json()["database"] == "connected"
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    sent = await farm.send(
+        stove, [{"seq": 1, "time": at(datetime.now(UTC), -1), "values": {"batteryPct": 80}}]
+    )
+    assert sent.json()["accepted"] == 1
+    listed = (await registry.client.get("/v1/telemetry/rejections")).json()
+    assert listed["mqtt"]["state"] == "disconnected"

@@ -13,21 +13,22 @@ import httpx
 import pytest
 import uvicorn
 
-from tests.conftest import BOOTSTRAP_KEY, Registry, free_port
+from tests.conftest import BOOTSTRAP_KEY, Registry, RegistryFactory, free_port
 from tests.telemetry_world import Farm, at, build_farm
 from twinhub.registry.app import create_registry_app
 
 
 @pytest.fixture
-async def served(registry: Registry) -> AsyncIterator[str]:
+async def served(make_registry: RegistryFactory) -> AsyncIterator[tuple[Registry, str]]:
     """The registry app on the test's platform, served by uvicorn on a loopback port."""
+    registry = await make_registry(telemetry_offline_after_seconds=2)
     port = free_port()
     app = create_registry_app(platform=registry.platform)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     while not server.started:  # noqa: ASYNC110 (uvicorn offers no event to wait on)
         await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
+    yield registry, f"http://127.0.0.1:{port}"
     server.should_exit = True
     await asyncio.wait_for(task, 10)
 
@@ -47,13 +48,16 @@ async def events(lines: AsyncIterator[str], count: int) -> list[dict[str, Any]]:
 
 
 async def test_a_twin_and_its_project_stream_readings_and_state(
-    registry: Registry, served: str
+    served: tuple[Registry, str],
 ) -> None:
+    """Readings and state changes, on the twin's stream and its project's; the twin goes
+    offline (TELEMETRY_OFFLINE_AFTER_SECONDS=2 here) and the streams say so."""
+    registry, url = served
     farm: Farm = await build_farm(registry)
     stove = await farm.stove()
     headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
     async with (
-        httpx.AsyncClient(base_url=served, headers=headers, timeout=10) as client,
+        httpx.AsyncClient(base_url=url, headers=headers, timeout=10) as client,
         client.stream("GET", f"/v1/domains/{stove}/events") as twin_response,
         client.stream("GET", f"/v1/domains/{farm.project}/events") as project_response,
     ):
@@ -66,8 +70,8 @@ async def test_a_twin_and_its_project_stream_readings_and_state(
         sent = await farm.send(
             stove,
             [
-                {"seq": 1, "time": at(now, -0.1), "values": {"energyKwh": 0.3}},
-                {"seq": 2, "time": at(now, -0.05), "values": {"meterKwh": 12.5}},
+                {"seq": 1, "time": at(now, -0.0003), "values": {"energyKwh": 0.3}},
+                {"seq": 2, "time": at(now, -0.0001), "values": {"meterKwh": 12.5}},
             ],
         )
         assert sent.json()["accepted"] == 2
@@ -77,8 +81,12 @@ async def test_a_twin_and_its_project_stream_readings_and_state(
         assert got[1] == {"kind": "state", "event": "state", "device": stove, "online": True}
         on_project = await asyncio.wait_for(events(project, 1), 10)
         assert on_project[0]["device"] == stove
+        quiet = await asyncio.wait_for(events(twin, 1), 15)
+        assert quiet == [{"kind": "state", "event": "state", "device": stove, "online": False}]
+        on_project = await asyncio.wait_for(events(project, 2), 15)
+        assert on_project[-1]["online"] is False
     # Anonymous callers get no stream.
-    async with httpx.AsyncClient(base_url=served) as anonymous:
+    async with httpx.AsyncClient(base_url=url) as anonymous:
         assert (await anonymous.get(f"/v1/domains/{stove}/events")).status_code == 401
 
 

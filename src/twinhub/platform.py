@@ -156,9 +156,12 @@ class Platform:
 
 
 def start_telemetry(platform: Platform) -> list[asyncio.Task[None]]:
-    """The telemetry background work: the retention pruner, and the MQTT subscriber when
-    MQTT_URL is set."""
-    tasks = [asyncio.create_task(platform.telemetry.run_pruner(), name="telemetry-prune")]
+    """The telemetry background work: the retention pruner, the offline watch, and the MQTT
+    subscriber when MQTT_URL is set."""
+    tasks = [
+        asyncio.create_task(platform.telemetry.run_pruner(), name="telemetry-prune"),
+        asyncio.create_task(platform.telemetry.run_offline_watch(), name="telemetry-offline"),
+    ]
     if platform.settings.mqtt_url is not None:
         from twinhub.telemetry.mqtt import MqttIngest
 

@@ -352,6 +352,26 @@ class TelemetryService:
             return 0
         return await self.store.prune(datetime.now(UTC) - timedelta(days=days))
 
+    async def run_offline_watch(self) -> None:
+        """Forever: publish `state` events (online false) for twins that just went quiet, so
+        the event streams show a device dropping off, not only coming back."""
+        offline_after = timedelta(seconds=self.settings.telemetry_offline_after_seconds)
+        interval = min(max(offline_after.total_seconds() / 4, 0.2), 30.0)
+        checked = datetime.now(UTC) - offline_after
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = datetime.now(UTC) - offline_after
+            try:
+                quiet = await self.store.went_quiet(checked, cutoff)
+            except Exception as error:  # retried next round, never fatal
+                log.warning("offline watch failed", error=type(error).__name__)
+                continue
+            checked = cutoff
+            for did in quiet:
+                info = self._info.get(did)
+                topics = [did, *(info.scopes if info else [])]
+                self.live.publish(topics, {"event": "state", "device": did, "online": False})
+
     async def run_pruner(self) -> None:
         """Forever: drop raw readings past the retention (rollups stay)."""
         while True:

@@ -393,6 +393,16 @@ class TelemetryStore:
                 out[bucket][name] = {"count": count, "sum": total, "min": low, "max": high}
         return out
 
+    async def went_quiet(self, after: datetime, upto: datetime) -> list[str]:
+        """Devices whose newest reading is in (after, upto]: those that just went offline."""
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(TelemetryDevice.did).where(
+                    TelemetryDevice.last_time > after, TelemetryDevice.last_time <= upto
+                )
+            )
+            return list(rows)
+
     # -- retention -----------------------------------------------------------------------
     async def prune(self, before: datetime) -> int:
         """Drop raw readings older than `before` (whole partitions on PostgreSQL first)."""

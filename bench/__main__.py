@@ -26,6 +26,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "claims: submissions, evaluations (credential + mint) and reads per second, "
         "with 1k and 100k claims stored (--claims N, --database sqlite|postgresql)",
     ),
+    "telemetry": (
+        "bench.telemetry",
+        "telemetry: HTTP readings/s, MQTT messages/s, history p99 among 10k stoves, "
+        "a month of project aggregates, memory under flood (--database sqlite|postgresql)",
+    ),
     "gateway": (
         "bench.gateway",
         "chain REST gateway: GET /ixo/entity/{id} via the gateway vs direct gRPC, 100k entities",

@@ -23,6 +23,7 @@ async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -
     second = run_cli("demo", "--stoves", "7", env=env, timeout=120)
     assert second.returncode == 0, second.stderr
     assert "nothing new" in second.stdout
+    assert "0 readings stored this run" in second.stdout  # the month of telemetry, once
 
     platform = Platform(Settings(data_dir=tmp_path / "data", environment="test"))
     await platform.start()
@@ -43,5 +44,9 @@ async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -
         assert len(collections.items) == 1
         assert collections.items[0]["evaluators"] == [demo.ORACLE]
         assert (await platform.ledger.verify()).ok
+        state = await platform.telemetry.state("did:ixo:entity/demo-stove-0003")
+        assert state["readings"] >= 150 and state["meterTotal"] > 0
+        month = await platform.telemetry.aggregates(demo.PROJECT, "day", None, None)
+        assert len(month["buckets"]) == 30
     finally:
         await platform.stop()

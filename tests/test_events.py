@@ -243,7 +243,7 @@ async def test_concurrent_writers_and_a_following_reader(events_registry: Events
 
 # -- the live stream -------------------------------------------------------------------------
 async def test_the_stream_follows_live_and_resumes(events_registry: EventsRegistry) -> None:
-    registry = await events_registry(events_workers_enabled=True)
+    registry = await events_registry(background_workers_enabled=True)
     port = free_port()
     from twinhub.registry.app import create_registry_app
 

@@ -394,6 +394,7 @@ async def test_introspection_describes_the_entity(registry: Registry) -> None:
         "balances",
         "creditClass",
         "summary",
+        "telemetryState",
     }
 
 

@@ -35,9 +35,12 @@ from tests.test_cli import base_env, run_cli
 from tests.test_registry_basics import make_domain, make_protocol
 from twinhub.registry.app import create_registry_app
 from twinhub.registry.routes import router as v1_router
+from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
+from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_summaries import router as summaries_router
+from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
 
@@ -2001,7 +2004,15 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
     assert len(bearer) == 1
 
     expected: set[tuple[str, str]] = set()
-    routers = [v1_router, governance_router, claims_router, summaries_router]
+    routers = [
+        v1_router,
+        governance_router,
+        claims_router,
+        summaries_router,
+        telemetry_router,
+        events_router,
+        admin_router,
+    ]
     for route in [r for router in routers for r in router.routes]:
         if getattr(route, "path", "").startswith("/v1/"):
             for method in route.methods - {"HEAD"}:

@@ -69,7 +69,7 @@ async def events_registry(
                 **{
                     **values,
                     "twinhub_bootstrap_api_key": BOOTSTRAP_KEY,
-                    "events_workers_enabled": False,
+                    "background_workers_enabled": False,
                     "webhook_allow_private_networks": True,
                     **overrides,
                 }

@@ -30,6 +30,10 @@ app.add_typer(serve_app, name="serve")
 app.add_typer(ussd_app, name="ussd")
 app.add_typer(keys_app, name="keys")
 app.add_typer(ledger_app, name="ledger")
+devices_app = typer.Typer(
+    help="Device tokens of physical twins (telemetry credentials).", no_args_is_help=True
+)
+app.add_typer(devices_app, name="devices")
 console = Console(stderr=True)
 
 HostOption = Annotated[
@@ -233,9 +237,9 @@ def serve_registry(
 def serve_ussd(
     host: HostOption = None, port: PortOption = None, reuse_port: ReusePortOption = False
 ) -> None:
-    """Only the USSD gateway. The event sequencer and webhook dispatcher never run here:
-    the phones' process does no background work for the API."""
-    settings = load_settings(host=host, port=port, events_workers_enabled=False)
+    """Only the USSD gateway. No background work (events, webhooks, telemetry) runs here:
+    the phones' process serves the phones only."""
+    settings = load_settings(host=host, port=port, background_workers_enabled=False)
     _serve(settings, ["ussd"], reuse_port)
 
 
@@ -471,7 +475,15 @@ def demo(
         def advance(label: str, done: int, total: int) -> None:
             bar.update(task, description=f"loading: {label}", completed=done, total=total)
 
-        report = _with_platform(lambda p: programme.load_demo(p, stoves, advance))
+        async def load(platform: Any) -> Any:
+            loaded = await programme.load_demo(platform, stoves, advance)
+            bar.update(task, description="loading: a month of telemetry", completed=0)
+            telemetry = await programme.load_telemetry(
+                platform, stoves, lambda done, total: advance("telemetry", done, total)
+            )
+            return loaded, telemetry
+
+        report, telemetry = _with_platform(load)
     made = (
         ", ".join(
             f"{n} {what if n > 1 else what.removesuffix('s')}"  # every kind is a plain plural
@@ -488,8 +500,126 @@ def demo(
     out.print(f"  collection    {report.collection} (protocol {programme.CLAIM_PROTOCOL})")
     out.print(f"  stoves        did:ixo:entity/demo-stove-0001 ... ({stoves}), one per customer")
     out.print(
+        f"  telemetry     30 days: {telemetry.accepted} readings stored this run "
+        f"({telemetry.duplicates} already there, {telemetry.rejected} rejected from the faulty "
+        "meters); GET /v1/domains/<stove>/state, .../telemetry, .../telemetry/aggregates"
+    )
+    out.print(
         f"Try it: dial as {report.sample_phone} (customer {report.sample_customer}, "
         f"PIN {programme.DEMO_PIN}); the README's walk-through has every command."
+    )
+
+
+# -- telemetry (issue 12) ------------------------------------------------------------------
+CLI_OPERATOR = "did:ixo:org/twinhub-cli"
+
+
+def _operator() -> Any:
+    from twinhub.services.principals import Principal
+
+    return Principal(CLI_OPERATOR, frozenset({"admin"}))
+
+
+def _device_call(work: Any) -> Any:
+    """Run a device-token operation; service errors become a message and exit code 1."""
+    from twinhub.services.errors import ServiceError
+
+    try:
+        return _with_platform(work)
+    except ServiceError as error:
+        console.print(f"[red]{error.message}[/red]")
+        for detail in error.details:
+            console.print(f"  {detail.field}: {detail.error}")
+        raise typer.Exit(1) from None
+
+
+@devices_app.command("create")
+def devices_create(
+    did: Annotated[str, typer.Argument(help="The physical twin's DID")],
+    label: Annotated[str, typer.Option(help="A note to recognise the device by")] = "",
+) -> None:
+    """Enrol a device: its token is printed once, on standard output, and never again."""
+    token, view = _device_call(lambda p: p.device_tokens.create(did, _operator(), label))
+    console.print(f"device token {view.id} for {view.domain}")
+    typer.echo(token)
+
+
+@devices_app.command("list")
+def devices_list(did: Annotated[str, typer.Argument(help="The physical twin's DID")]) -> None:
+    """A twin's device tokens (never the secret)."""
+    from rich.table import Table
+
+    table = Table("token id", "label", "created", "state")
+    for view in _device_call(lambda p: p.device_tokens.list(did, _operator())):
+        state = f"revoked {view.revoked_at:%Y-%m-%d}" if view.revoked_at else "active"
+        table.add_row(view.id, view.label, f"{view.created_at:%Y-%m-%d}", state)
+    Console().print(table)
+
+
+@devices_app.command("rotate")
+def devices_rotate(did: str, token_id: str) -> None:
+    """Revoke a token and print its successor (once)."""
+    token, view = _device_call(lambda p: p.device_tokens.rotate(did, token_id, _operator()))
+    console.print(f"token {token_id} revoked; new device token {view.id}")
+    typer.echo(token)
+
+
+@devices_app.command("revoke")
+def devices_revoke(did: str, token_id: str) -> None:
+    """Revoke a device token; it stops working within seconds on every process."""
+    _device_call(lambda p: p.device_tokens.revoke(did, token_id, _operator()))
+    console.print(f"[green]device token {token_id} revoked[/green]")
+
+
+def _telemetry_bar() -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+
+
+@app.command()
+def simulate(
+    stoves: Annotated[int, typer.Option(min=1, max=100_000, help="How many stoves.")] = 20,
+    days: Annotated[int, typer.Option(min=1, max=3660, help="How many days, up to today.")] = 7,
+    mqtt: Annotated[
+        bool, typer.Option("--mqtt", help="Publish to the MQTT_URL broker instead of HTTP.")
+    ] = False,
+    url: Annotated[
+        str | None,
+        typer.Option(help="A running registry API to post to (default: this process's)."),
+    ] = None,
+) -> None:
+    """Drive simulated clean-cooking households through the real ingestion paths."""
+    from twinhub.telemetry.simulator import SIM_PROJECT
+    from twinhub.telemetry.simulator import simulate as run_simulation
+
+    settings = load_settings()
+    if mqtt and settings.mqtt_url is None:
+        console.print("[red]--mqtt needs MQTT_URL[/red] (for example mqtt://127.0.0.1:1883)")
+        raise typer.Exit(2)
+    with _telemetry_bar() as bar:
+        task = bar.add_task(f"{stoves} stoves, {days} days", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        totals = _with_platform(lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url))
+    Console(soft_wrap=True).print(
+        f"[green]simulated[/green] {totals.batches} batches: {totals.accepted} readings stored, "
+        f"{totals.duplicates} duplicates, {totals.rejected} rejected, {totals.failed} failed; "
+        f"project {SIM_PROJECT}"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from twinhub.identifiers import customer_did
 from twinhub.platform import Platform
@@ -207,3 +208,19 @@ async def _customer_and_stove(platform: Platform, n: int, report: DemoReport) ->
         report.sample_phone = phone
         report.sample_customer = customer.customer_id
         report.sample_stove = f"did:ixo:entity/demo-stove-{n:04d}"
+
+
+async def load_telemetry(
+    platform: Platform, stoves: int, progress: Callable[[int, int], None]
+) -> Any:
+    """A month of simulated telemetry for the demo stoves, through the HTTP ingestion path;
+    the readings are fixed by (stove, day), so a second run on the same day adds none."""
+    from twinhub.telemetry.simulator import Stove, simulate
+
+    actor = as_actor(OPERATOR)
+    devices = []
+    for n in range(1, stoves + 1):
+        did = f"did:ixo:entity/demo-stove-{n:04d}"
+        token, _ = await platform.device_tokens.create(did, actor, "demo meter")
+        devices.append(Stove(did, token, n))
+    return await simulate(platform, stoves, 30, False, progress, stove_list=devices)

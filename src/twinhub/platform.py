@@ -3,7 +3,9 @@ core services. Interfaces receive a Platform; none builds its own connections.""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -22,6 +24,7 @@ from twinhub.services.collection_members import CollectionMemberService
 from twinhub.services.credentials import CredentialService
 from twinhub.services.credits import CreditService
 from twinhub.services.customers import CustomerService
+from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.services.domains import DomainService
 from twinhub.services.governance import GovernanceService, GroupSpec
 from twinhub.services.idempotency import IdempotencyService
@@ -30,6 +33,9 @@ from twinhub.services.protocols import ProtocolService
 from twinhub.services.stoves import StoveService
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
+from twinhub.telemetry.service import TelemetryService
+from twinhub.telemetry.store import TelemetryStore
+from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
 ISSUER_KEY_FILE = "credential-issuer.key"
@@ -91,6 +97,21 @@ class Platform:
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
         )
         self.events = EventsHub(self.sessionmaker, settings, pin_key)
+        self.device_tokens = DeviceTokenService(self.sessionmaker)
+        self.telemetry = TelemetryService(
+            TelemetryStore(self.sessionmaker, self.engine.dialect.name == "postgresql"),
+            settings,
+            self.protocols,
+            self.domains,
+            RateLimiter.create(
+                settings.telemetry_rate_limit_item,
+                settings.redis_url.get_secret_value() if settings.redis_url else None,
+                settings.redis_key_prefix,
+                "telemetry",
+            ),
+        )
+        self.background: list[asyncio.Task[None]] = []
+        self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set
         self.started_at = time.monotonic()
         self._started = False
 
@@ -105,6 +126,8 @@ class Platform:
         await self._ensure_compliance_group()
         self.database.start()
         await self.events.start()
+        if self.settings.background_workers_enabled:
+            self.background = start_telemetry(self)
         self._started = True
         log.info(
             "platform started",
@@ -135,6 +158,10 @@ class Platform:
 
     async def stop(self) -> None:
         await self.events.stop()
+        for task in self.background:
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
+        self.background = []
         await self.database.stop()
         if self.redis is not None:
             await self.redis.aclose()
@@ -143,3 +170,18 @@ class Platform:
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started_at, 3)
+
+
+def start_telemetry(platform: Platform) -> list[asyncio.Task[None]]:
+    """The telemetry background work: the retention pruner, the offline watch, and the MQTT
+    subscriber when MQTT_URL is set."""
+    tasks = [
+        asyncio.create_task(platform.telemetry.run_pruner(), name="telemetry-prune"),
+        asyncio.create_task(platform.telemetry.run_offline_watch(), name="telemetry-offline"),
+    ]
+    if platform.settings.mqtt_url is not None:
+        from twinhub.telemetry.mqtt import MqttIngest
+
+        platform.mqtt = MqttIngest(platform.settings, platform.telemetry, platform.device_tokens)
+        tasks.append(asyncio.create_task(platform.mqtt.run(), name="telemetry-mqtt"))
+    return tasks

@@ -260,16 +260,48 @@ class Settings(BaseSettings):
     workers: str = Field(
         "1", pattern=r"^(auto|[1-9][0-9]{0,2})$", description="Processes of `twinhub serve`."
     )
+    # -- telemetry (issue 12) ---------------------------------------------------------------
+    telemetry_batch_size: int = Field(
+        1000, ge=1, le=100_000, description="Most readings in one HTTP batch or MQTT message."
+    )
+    telemetry_future_skew_seconds: float = Field(
+        300.0, ge=0, description="Readings timed further ahead than this are rejected."
+    )
+    telemetry_offline_after_seconds: float = Field(
+        3600.0, gt=0, description="A twin with no reading for this long is shown offline."
+    )
+    telemetry_retention_days: int = Field(
+        730, ge=0, description="Raw readings older than this are pruned (0: kept); rollups stay."
+    )
+    telemetry_rate_limit: str = Field(
+        "600/minute", description="Telemetry requests/messages per device ('N/period')."
+    )
+    telemetry_prune_interval_seconds: float = Field(3600.0, gt=0)
+    mqtt_url: SecretStr | None = Field(
+        None, description="mqtt://[user:password@]host:port of the broker; unset: MQTT is off."
+    )
+    mqtt_topic_prefix: str = Field(
+        "twinhub", pattern=r"^[^#+$\s][^#+\s]*$", description="Devices publish to <prefix>/<did>."
+    )
+    mqtt_shared_group: str = Field(
+        "twinhub", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="MQTT 5 shared subscription group."
+    )
+    mqtt_client_id: str = Field(
+        "", max_length=64, description="Client id (empty: twinhub-<host>-<pid>)."
+    )
+    mqtt_qos: int = Field(1, ge=1, le=2, description="Subscription QoS (at least once).")
+    mqtt_reconnect_max_seconds: float = Field(30.0, gt=0, description="Backoff ceiling.")
 
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
 
     # -- Events and webhooks (see WebhookSettings) ----------------------------------------
-    events_workers_enabled: bool = Field(
+    background_workers_enabled: bool = Field(
         True,
-        description="Run the event sequencer and the webhook dispatcher in this process "
-        "(any number of processes may; they take turns safely).",
+        description="Run background work in this process: the event sequencer, the webhook "
+        "dispatcher, the telemetry pruner and offline watch, the MQTT subscriber (any number "
+        "of processes may; they share the work safely).",
     )
     events_sequencer_interval_seconds: float = Field(
         0.5, gt=0, le=60, description="How often to look for events other processes committed."
@@ -317,7 +349,11 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit", "api_key_failure_limit"
+        "ussd_rate_limit",
+        "registry_rate_limit",
+        "gateway_rate_limit",
+        "api_key_failure_limit",
+        "telemetry_rate_limit",
     )
     @classmethod
     def _rate_limit_parses(cls, value: str) -> str:
@@ -387,6 +423,10 @@ class Settings(BaseSettings):
     @cached_property
     def api_key_failure_limit_item(self) -> RateLimitItem:
         return parse(self.api_key_failure_limit)
+
+    @cached_property
+    def telemetry_rate_limit_item(self) -> RateLimitItem:
+        return parse(self.telemetry_rate_limit)
 
     @cached_property
     def gateway_rate_limit_item(self) -> RateLimitItem:

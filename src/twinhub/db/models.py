@@ -137,6 +137,7 @@ class Protocol(Base):
     relationships: Mapped[dict[str, str]] = mapped_column(JsonDocument)
     services: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
     token_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    telemetry: Mapped[dict[str, object] | None] = mapped_column(JsonDocument, nullable=True)
     seq: Mapped[int] = mapped_column(BigInteger, unique=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
@@ -549,3 +550,63 @@ class AgentDeposit(Base):
     denom: Mapped[str] = mapped_column(String(64))
     amount: Mapped[int] = mapped_column(BigInteger)
     withdrawable_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+# -- telemetry (issue 12) ------------------------------------------------------------------
+class DeviceToken(Base):
+    """A device's credential for writing its own twin's telemetry; only a hash is kept."""
+
+    __tablename__ = "device_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    token_id: Mapped[str] = mapped_column(String(16), unique=True)
+    domain_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(100), default="")
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class TelemetryDevice(Base):
+    """A twin that reports telemetry: a small integer id for the readings, and its live
+    state (latest value of each field, meter total, last reading)."""
+
+    __tablename__ = "telemetry_devices"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), unique=True)
+    last_time: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_seq: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    latest: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    meter: Mapped[float | None] = mapped_column(Float, nullable=True)
+    readings: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class TelemetryReading(Base):
+    """One raw reading. On PostgreSQL the table is range-partitioned by month on `time`
+    (see migration 0009); the key there is (device_id, time, seq)."""
+
+    __tablename__ = "telemetry_readings"
+
+    device_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    time: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
+    values: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+
+
+class TelemetryRollup(Base):
+    """count/sum/min/max of one numeric field over one hour, day or month, for a device or
+    for a project or organisation over its assets; kept as readings arrive."""
+
+    __tablename__ = "telemetry_rollups"
+
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
+    interval: Mapped[str] = mapped_column(String(8), primary_key=True)
+    bucket: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
+    field: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+    sum: Mapped[float] = mapped_column(Float)
+    min: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)

@@ -77,7 +77,7 @@ class EventsHub:
     async def start(self) -> None:
         """Number events and deliver webhooks in the background (unless turned off)."""
         self._closed = False
-        if not self._settings.events_workers_enabled or self._task is not None:
+        if not self._settings.background_workers_enabled or self._task is not None:
             return
         self._unsubscribe = on_events_committed(self._wake.set)
         self._task = asyncio.create_task(self._sequence_forever(), name="event-sequencer")

@@ -25,6 +25,7 @@ from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_summaries import router as summaries_router
+from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
@@ -209,6 +210,7 @@ def create_registry_app(
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
     # swallowed by the core router's greedy /domains/{did:path}.
+    app.include_router(telemetry_router)  # before the core router's greedy /domains/{did}
     app.include_router(governance_router)
     app.include_router(claims_router)
     app.include_router(summaries_router)  # before the core router's greedy path, too

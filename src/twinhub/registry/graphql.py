@@ -53,6 +53,18 @@ UNKNOWN_TYPE = "domain"  # linkedEntity type of a target the registry cannot fin
 MAX_SEQ = 2**63 - 1  # cursors wrap a BIGINT sequence number; beyond it the database fails
 
 
+@strawberry.type(description="The REST /v1/domains/{did}/state record.")
+class TelemetryState:
+    did: str
+    last_seen: str | None = strawberry.field(description="Time of the newest reading.")
+    online: bool = strawberry.field(description="A reading within TELEMETRY_OFFLINE_AFTER_SECONDS.")
+    last_seq: int | None = strawberry.field(description="seq of the newest reading.")
+    latest: JSON = strawberry.field(description="Field name to {value, time, seq}.")
+    meter_field: str | None = strawberry.field(description="The protocol's cumulative meter.")
+    meter_total: float | None = strawberry.field(description="The meter's newest value.")
+    readings: float = strawberry.field(description="Readings stored (a count).")
+
+
 class RegistryContext(BaseContext):
     """What resolvers need: the platform, the caller, and a per-request cache of types."""
 
@@ -419,6 +431,29 @@ class Query:
             minted=view["minted"],
             retired=view["retired"],
             supply=view["supply"],
+        )
+
+    @strawberry.field(
+        description="A physical twin's live state from its telemetry (issue 12); null when "
+        "the registry has no such DID."
+    )
+    async def telemetry_state(self, info: GraphQLInfo, id: str) -> TelemetryState | None:
+        context = _authorised(info)
+        try:
+            state = await context.platform.telemetry.state(id)
+        except NotFound:
+            return None
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        return TelemetryState(
+            did=state["did"],
+            last_seen=state["lastSeen"],
+            online=state["online"],
+            last_seq=state["lastSeq"],
+            latest=state["latest"],
+            meter_field=state["meterField"],
+            meter_total=state["meterTotal"],
+            readings=state["readings"],
         )
 
     @strawberry.field(description="One entity by DID; null when the registry has no such DID.")

@@ -65,6 +65,7 @@ def protocol_record(view: ProtocolView) -> dict[str, Any]:
         "twinClass": view.effective_twin_class,
         "entityType": view.effective_entity_type,
         "tokenClass": view.effective_token_class,
+        "telemetry": view.effective_telemetry,
     }
     return record
 
@@ -107,6 +108,7 @@ async def create_protocol(request: Request, body: ProtocolIn, caller: Writer) ->
             services=[s.model_dump() for s in body.services],
             extends=body.extends,
             token_class=body.tokenClass,
+            telemetry=body.telemetry,
         )
         view = await _protocols(request).create(spec, caller.did)
         return 201, protocol_record(view), _location("protocols", view.did)

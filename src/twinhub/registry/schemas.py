@@ -109,6 +109,11 @@ class ProtocolIn(Body):
         description="Credits minted for approved claims under this protocol, e.g. CARBON.",
         examples=["CARBON"],
     )
+    telemetry: dict[str, Any] | None = Field(
+        None,
+        description="What devices of this protocol report: {'fields': {name: {type, unit, "
+        "min, max, enum, cumulative}}}; at most one numeric field is the cumulative meter.",
+    )
 
 
 class DomainIn(Body):
@@ -218,6 +223,7 @@ class ProtocolOut(BaseModel):
     relationships: dict[str, str]
     services: list[ServiceOut]
     tokenClass: str | None = None
+    telemetry: dict[str, Any] | None = None
     effective: dict[str, Any] = Field(description="The template with everything inherited.")
     version: int
     createdAt: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from twinhub.services.errors import Conflict
 from twinhub.services.protocols import ProtocolService, ProtocolSpec
+from twinhub.telemetry.schema import STOVE_TELEMETRY
 
 SYSTEM_ACTOR = "did:ixo:org/twinhub"
 
@@ -69,6 +70,7 @@ BUILTIN: list[ProtocolSpec] = [
             "ownerCustomerId": "string",
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
+        telemetry=STOVE_TELEMETRY,
     ),
     ProtocolSpec(
         name="Oracle",

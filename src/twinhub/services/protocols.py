@@ -19,6 +19,7 @@ from twinhub.services.errors import Conflict, NotFound, Problems
 from twinhub.services.ledger import Ledger
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.twin_classes import TWIN_CLASSES
+from twinhub.telemetry.schema import check_declaration
 
 PROPERTY_TYPES = ("string", "number", "integer", "boolean", "object", "array", "date-time")
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -127,6 +128,7 @@ class ProtocolSpec:
     services: list[dict[str, str]] = field(default_factory=list)
     extends: str | None = None
     token_class: str | None = None
+    telemetry: dict[str, Any] | None = None  # what devices report (twinhub.telemetry.schema)
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ class ProtocolView:
     version: int
     created_at: datetime
     updated_at: datetime
+    telemetry: dict[str, Any] | None = None
+    effective_telemetry: dict[str, Any] | None = None
 
     def as_record(self) -> dict[str, Any]:
         return {
@@ -167,6 +171,7 @@ class ProtocolView:
             "relationships": self.relationships,
             "services": self.services,
             "tokenClass": self.token_class,
+            "telemetry": self.telemetry,
             "version": self.version,
             "createdAt": self.created_at.isoformat(),
             "updatedAt": self.updated_at.isoformat(),
@@ -209,6 +214,7 @@ class ProtocolService:
                     relationships=spec.relationships,
                     services=spec.services,
                     token_class=spec.token_class,
+                    telemetry=spec.telemetry,
                     seq=seq,
                     version=1,
                     created_at=now,
@@ -248,6 +254,8 @@ class ProtocolService:
         check_services(spec.services, "services", problems)
         if spec.token_class is not None and not TOKEN_CLASS_PATTERN.match(spec.token_class):
             problems.add("tokenClass", "expected 2 to 32 upper-case letters or digits, e.g. CARBON")
+        if spec.telemetry is not None:
+            check_declaration(spec.telemetry, problems)
 
     async def get(self, did: str) -> ProtocolView:
         view = self._views.get(did)
@@ -299,7 +307,9 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
     services: dict[str, dict[str, str]] = {}
     required: list[str] = []
     twin_class = entity_type = token_class = None
+    telemetry: dict[str, Any] | None = None
     for protocol in lineage:
+        telemetry = protocol.telemetry or telemetry
         properties.update(protocol.properties)
         relationships.update(protocol.relationships)
         services.update({service["id"]: service for service in protocol.services})
@@ -328,4 +338,6 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        telemetry=row.telemetry,
+        effective_telemetry=telemetry,
     )

@@ -28,6 +28,9 @@ async def health(platform: Platform, extra_checks: dict[str, Any] | None = None)
         "database": "connected" if database_ok else "disconnected",
     }
     healthy = database_ok
+    mqtt = getattr(platform, "mqtt", None)
+    if mqtt is not None:  # MQTT ingestion (issue 12): shown, never failing the rest
+        body["mqtt"] = mqtt.status
     for name, ok in (extra_checks or {}).items():
         body[name] = "connected" if ok else "disconnected"
         healthy = healthy and ok

@@ -1,0 +1,212 @@
+"""Device tokens: the credential a physical twin's device writes its telemetry with.
+
+A token reads `thd_<token id>_<secret>`; like API keys (services/api_keys.py) only the
+SHA-256 of the secret is stored. That digest is also the key an MQTT message is signed
+with (HMAC-SHA256): the device derives it from its token, twinhub has it stored. A token
+writes one twin's telemetry and nothing else. Enrolment, rotation and revocation are
+audited in the log (telemetry itself never goes through the ledger).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import DeviceToken, Domain, utcnow
+from twinhub.identifiers import is_did
+from twinhub.logging import get_logger
+from twinhub.services.api_keys import _digest
+from twinhub.services.errors import Conflict, Forbidden, NotFound, Problems
+from twinhub.services.principals import Principal, require_role
+
+log = get_logger(__name__)
+_PREFIX = "thd"
+_CACHE_SECONDS = 5.0  # a revoked token stops working within this time on every process
+PHYSICAL = "physical"
+
+
+@dataclass(frozen=True)
+class DeviceTokenView:
+    id: str
+    domain: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    def as_record(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "domain": self.domain,
+            "label": self.label,
+            "createdAt": self.created_at.isoformat(),
+            "revokedAt": self.revoked_at.isoformat() if self.revoked_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class DeviceCredential:
+    """What an authenticated token stands for: its id, its twin, and its signing key."""
+
+    token_id: str
+    domain: str
+    signing_key: bytes
+
+
+def signing_key(token: str) -> bytes:
+    """The HMAC key of MQTT messages, derived from a device token (the stored digest)."""
+    _, _, rest = token.partition("_")
+    _, _, secret = rest.partition("_")
+    return _digest(secret).encode()
+
+
+def sign(token: str, payload: bytes) -> str:
+    """The hex HMAC-SHA256 a device puts in an MQTT message's `signature` user property."""
+    return hmac.new(signing_key(token), payload, hashlib.sha256).hexdigest()
+
+
+def _view(row: DeviceToken) -> DeviceTokenView:
+    return DeviceTokenView(row.token_id, row.domain_did, row.label, row.created_at, row.revoked_at)
+
+
+class DeviceTokenService:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+        self._cache: dict[str, tuple[float, DeviceCredential | None]] = {}
+
+    async def _controlled_twin(self, session: AsyncSession, did: str, actor: Principal) -> Domain:
+        require_role(actor, "writer")
+        row = await session.get(Domain, did) if is_did(did) else None
+        if row is None:
+            raise NotFound(f"No domain {did}.")
+        if not (actor.is_admin or actor.did in row.controller):
+            raise Forbidden(f"Only a controller of {did} or an admin may manage its devices.")
+        if row.twin_class != PHYSICAL:
+            raise Conflict(f"{did} is a {row.twin_class} twin; only physical twins have devices.")
+        if row.status != "active":
+            raise Conflict(f"{did} is deactivated.")
+        return row
+
+    async def create(
+        self, did: str, actor: Principal, label: str = ""
+    ) -> tuple[str, DeviceTokenView]:
+        """A new token for the twin `did`; the token is returned once and never stored."""
+        problems = Problems()
+        if len(label) > 100:
+            problems.add("label", "at most 100 characters")
+        problems.raise_if_any("The device token request is invalid.")
+        async with self._sessions.begin() as session:
+            await self._controlled_twin(session, did, actor)
+            token, row = self._new_row(did, label, actor.did)
+            session.add(row)
+        log.info("device token created", domain=did, credential=row.token_id, actor=actor.did)
+        return token, _view(row)
+
+    @staticmethod
+    def _new_row(did: str, label: str, actor: str) -> tuple[str, DeviceToken]:
+        token_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        row = DeviceToken(
+            token_id=token_id,
+            domain_did=did,
+            secret_sha256=_digest(secret),
+            label=label,
+            created_by=actor,
+            created_at=utcnow(),
+        )
+        return f"{_PREFIX}_{token_id}_{secret}", row
+
+    async def list(self, did: str, actor: Principal) -> list[DeviceTokenView]:
+        async with self._sessions() as session:
+            await self._controlled_twin(session, did, actor)
+            rows = await session.scalars(
+                select(DeviceToken).where(DeviceToken.domain_did == did).order_by(DeviceToken.id)
+            )
+            return [_view(row) for row in rows]
+
+    async def revoke(self, did: str, token_id: str, actor: Principal) -> DeviceTokenView:
+        async with self._sessions.begin() as session:
+            await self._controlled_twin(session, did, actor)
+            row = await self._row(session, did, token_id)
+            if row.revoked_at is None:
+                row.revoked_at = utcnow()
+        self._cache.clear()
+        log.info("device token revoked", domain=did, credential=token_id, actor=actor.did)
+        return _view(row)
+
+    async def rotate(
+        self, did: str, token_id: str, actor: Principal
+    ) -> tuple[str, DeviceTokenView]:
+        """Revoke `token_id` and issue its successor (same label) in one transaction."""
+        async with self._sessions.begin() as session:
+            await self._controlled_twin(session, did, actor)
+            old = await self._row(session, did, token_id)
+            if old.revoked_at is not None:
+                raise Conflict(f"Token {token_id} is revoked; create a new one instead.")
+            await session.execute(
+                update(DeviceToken).where(DeviceToken.id == old.id).values(revoked_at=utcnow())
+            )
+            token, row = self._new_row(did, old.label, actor.did)
+            session.add(row)
+        self._cache.clear()
+        log.info("device token rotated", domain=did, credential=row.token_id, actor=actor.did)
+        return token, _view(row)
+
+    @staticmethod
+    async def _row(session: AsyncSession, did: str, token_id: str) -> DeviceToken:
+        row = await session.scalar(
+            select(DeviceToken).where(
+                DeviceToken.token_id == token_id, DeviceToken.domain_did == did
+            )
+        )
+        if row is None:
+            raise NotFound(f"{did} has no device token {token_id!r}.")
+        return row
+
+    async def authenticate(self, token: str) -> DeviceCredential | None:
+        """The credential of a valid, unrevoked device token; None otherwise."""
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        prefix, _, rest = token.partition("_")
+        token_id, _, secret = rest.partition("_")
+        found = None
+        if prefix == _PREFIX and token_id and secret:
+            found = await self._credential(token_id)
+            if found is not None and not hmac.compare_digest(
+                found.signing_key, _digest(secret).encode()
+            ):
+                found = None
+        if len(self._cache) > 100_000:
+            self._cache.clear()
+        self._cache[token] = (now + _CACHE_SECONDS, found)
+        return found
+
+    async def by_id(self, token_id: str) -> DeviceCredential | None:
+        """The credential of an unrevoked token id (MQTT messages name theirs)."""
+        key = "id:" + token_id
+        now = time.monotonic()
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        found = await self._credential(token_id)
+        if len(self._cache) > 100_000:
+            self._cache.clear()
+        self._cache[key] = (now + _CACHE_SECONDS, found)
+        return found
+
+    async def _credential(self, token_id: str) -> DeviceCredential | None:
+        if len(token_id) > 16:
+            return None
+        async with self._sessions() as session:
+            row = await session.scalar(select(DeviceToken).where(DeviceToken.token_id == token_id))
+        if row is None or row.revoked_at is not None:
+            return None
+        return DeviceCredential(row.token_id, row.domain_did, row.secret_sha256.encode())

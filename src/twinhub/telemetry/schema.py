@@ -1,0 +1,274 @@
+"""What a device reports, as its protocol declares it, and the check of every reading.
+
+A declaration reads `{"fields": {name: {"type", "unit", "min", "max", "enum",
+"cumulative"}}}`: type is number, integer, boolean or string; at most one numeric field is
+the cumulative meter (its latest value is the twin's meter total).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from twinhub.services.errors import Problems
+
+FIELD_TYPES = ("number", "integer", "boolean", "string")
+NUMERIC = ("number", "integer")
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_KEYS = {"type", "unit", "min", "max", "enum", "cumulative", "description"}
+MAX_STRING = 200
+SEQ_MAX = 2**63 - 1
+
+# The built-in clean-cooking stove: an electric (or pellet) stove with a metering board.
+STOVE_TELEMETRY: dict[str, Any] = {
+    "fields": {
+        "session": {
+            "type": "string",
+            "enum": ["start", "end"],
+            "description": "A cooking session starts or ends at this reading's time.",
+        },
+        "energyKwh": {
+            "type": "number",
+            "unit": "kWh",
+            "min": 0,
+            "max": 20,
+            "description": "Energy used since the previous reading.",
+        },
+        "fuelKg": {
+            "type": "number",
+            "unit": "kg",
+            "min": 0,
+            "max": 20,
+            "description": "Fuel (pellets) burnt since the previous reading.",
+        },
+        "meterKwh": {
+            "type": "number",
+            "unit": "kWh",
+            "min": 0,
+            "max": 1_000_000,
+            "cumulative": True,
+            "description": "The stove's cumulative energy meter.",
+        },
+        "temperatureC": {"type": "number", "unit": "°C", "min": -40, "max": 700},
+        "batteryPct": {"type": "number", "unit": "%", "min": 0, "max": 100},
+        "faultCode": {
+            "type": "string",
+            "enum": ["none", "overheat", "sensor", "meter", "power", "fan"],
+        },
+    }
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    type: str
+    unit: str | None
+    min: float | None
+    max: float | None
+    enum: tuple[str, ...] | None
+    cumulative: bool
+
+
+@dataclass(frozen=True)
+class TelemetrySchema:
+    fields: dict[str, FieldSpec]
+
+    @property
+    def meter(self) -> str | None:
+        return next((f.name for f in self.fields.values() if f.cumulative), None)
+
+    @property
+    def numeric(self) -> list[str]:
+        return [f.name for f in self.fields.values() if f.type in NUMERIC]
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "fields": {
+                f.name: {
+                    k: v
+                    for k, v in (
+                        ("type", f.type),
+                        ("unit", f.unit),
+                        ("min", f.min),
+                        ("max", f.max),
+                        ("enum", list(f.enum) if f.enum else None),
+                        ("cumulative", f.cumulative or None),
+                    )
+                    if v is not None
+                }
+                for f in self.fields.values()
+            },
+            "meter": self.meter,
+        }
+
+
+def check_declaration(declaration: Any, problems: Problems, where: str = "telemetry") -> None:
+    """Every problem of a protocol's telemetry declaration, added to `problems`."""
+    if not isinstance(declaration, dict) or set(declaration) - {"fields"}:
+        problems.add(where, "expected an object {'fields': {name: {type, unit, min, max}}}")
+        return
+    fields = declaration.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        problems.add(f"{where}.fields", "expected at least one field")
+        return
+    if len(fields) > 64:
+        problems.add(f"{where}.fields", "at most 64 fields")
+    meters = 0
+    for name, spec in fields.items():
+        at = f"{where}.fields.{name}"
+        if not _NAME.match(name):
+            problems.add(at, "names start with a letter, then letters, digits or _ (at most 64)")
+        if not isinstance(spec, dict):
+            problems.add(at, "expected an object with a type")
+            continue
+        unknown = set(spec) - _KEYS
+        if unknown:
+            problems.add(at, f"unknown keys: {', '.join(sorted(unknown))}")
+        kind = spec.get("type")
+        if kind not in FIELD_TYPES:
+            problems.add(f"{at}.type", f"expected one of {', '.join(FIELD_TYPES)}")
+            continue
+        unit = spec.get("unit")
+        if unit is not None and (not isinstance(unit, str) or not 1 <= len(unit) <= 20):
+            problems.add(f"{at}.unit", "expected a unit of 1 to 20 characters")
+        for bound in ("min", "max"):
+            value = spec.get(bound)
+            if value is None:
+                continue
+            if kind not in NUMERIC:
+                problems.add(f"{at}.{bound}", "only numeric fields have bounds")
+            elif not _finite(value):
+                problems.add(f"{at}.{bound}", "expected a finite number")
+        low, high = spec.get("min"), spec.get("max")
+        if _finite(low) and _finite(high) and low > high:
+            problems.add(at, "min is greater than max")
+        enum = spec.get("enum")
+        if enum is not None:
+            if kind != "string":
+                problems.add(f"{at}.enum", "only string fields have an enum")
+            elif (
+                not isinstance(enum, list)
+                or not enum
+                or not all(isinstance(item, str) and item for item in enum)
+            ):
+                problems.add(f"{at}.enum", "expected a list of non-empty strings")
+        cumulative = spec.get("cumulative", False)
+        if not isinstance(cumulative, bool):
+            problems.add(f"{at}.cumulative", "expected true or false")
+        elif cumulative:
+            meters += 1
+            if kind not in NUMERIC:
+                problems.add(f"{at}.cumulative", "only a numeric field can be the meter")
+    if meters > 1:
+        problems.add(f"{where}.fields", "at most one field is the cumulative meter")
+
+
+def parse_schema(declaration: dict[str, Any]) -> TelemetrySchema:
+    """A checked declaration as a schema (check_declaration first)."""
+    fields = {}
+    for name, spec in declaration["fields"].items():
+        enum = spec.get("enum")
+        fields[name] = FieldSpec(
+            name=name,
+            type=spec["type"],
+            unit=spec.get("unit"),
+            min=spec.get("min"),
+            max=spec.get("max"),
+            enum=tuple(enum) if enum else None,
+            cumulative=bool(spec.get("cumulative", False)),
+        )
+    return TelemetrySchema(fields)
+
+
+@dataclass(frozen=True)
+class Reading:
+    seq: int
+    time: datetime
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    index: int
+    field: str
+    error: str
+    seq: int | None = None
+
+    def as_detail(self) -> dict[str, Any]:
+        return {"field": f"readings[{self.index}].{self.field}".rstrip("."), "error": self.error}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp with its offset, in UTC; None when it is not one."""
+    if not isinstance(value, str) or not 10 <= len(value) <= 40 or "T" not in value.upper():
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.astimezone(UTC)
+
+
+def check_reading(
+    index: int, raw: Any, schema: TelemetrySchema, latest_allowed: datetime
+) -> Reading | Rejection:
+    """A valid reading, or the first reason it is not one."""
+    if not isinstance(raw, dict):
+        return Rejection(index, "", "expected an object with seq, time and values")
+    unknown = set(raw) - {"seq", "time", "values"}
+    if unknown:
+        return Rejection(index, sorted(unknown)[0], "unknown field")
+    seq = raw.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= SEQ_MAX:
+        return Rejection(index, "seq", "expected a whole number from 0 to 2^63-1")
+    if "time" not in raw:
+        return Rejection(index, "time", "required", seq)
+    time = parse_time(raw["time"])
+    if time is None:
+        return Rejection(index, "time", "expected an RFC 3339 time with its offset", seq)
+    if time > latest_allowed:
+        return Rejection(index, "time", "too far in the future", seq)
+    values = raw.get("values")
+    if not isinstance(values, dict) or not values:
+        return Rejection(index, "values", "expected an object with at least one field", seq)
+    for name, value in values.items():
+        spec = schema.fields.get(name)
+        if spec is None:
+            return Rejection(index, f"values.{name}", "not a telemetry field of the protocol", seq)
+        problem = _value_problem(spec, value)
+        if problem:
+            return Rejection(index, f"values.{name}", problem, seq)
+    return Reading(seq, time, values)
+
+
+def _value_problem(spec: FieldSpec, value: Any) -> str | None:
+    match spec.type:
+        case "number":
+            if not _finite(value):
+                return "expected a finite number"
+        case "integer":
+            if not isinstance(value, int) or isinstance(value, bool):
+                return "expected a whole number"
+        case "boolean":
+            return None if isinstance(value, bool) else "expected true or false"
+        case "string":
+            if not isinstance(value, str) or len(value) > MAX_STRING:
+                return f"expected a string of at most {MAX_STRING} characters"
+            if spec.enum and value not in spec.enum:
+                return f"expected one of {', '.join(spec.enum)}"
+            return None
+    if spec.min is not None and value < spec.min:
+        return f"below the minimum {spec.min}{(' ' + spec.unit) if spec.unit else ''}"
+    if spec.max is not None and value > spec.max:
+        return f"above the maximum {spec.max}{(' ' + spec.unit) if spec.unit else ''}"
+    return None

@@ -1,0 +1,390 @@
+"""TelemetryService: what HTTP and MQTT ingestion, state, history and aggregates share.
+
+Interfaces authenticate the device (services/device_tokens.py) and hand the parsed body
+here; every reading is checked against the twin's protocol, stored once per seq, rolled up
+and published to the live streams. Telemetry never goes through the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from twinhub.logging import get_logger
+from twinhub.services.device_tokens import DeviceCredential
+from twinhub.services.domains import DomainService
+from twinhub.services.errors import Conflict, FieldProblem, Forbidden, Invalid, ServiceError
+from twinhub.services.protocols import ProtocolService
+from twinhub.settings import Settings
+from twinhub.telemetry.live import LiveHub
+from twinhub.telemetry.schema import (
+    Reading,
+    Rejection,
+    TelemetrySchema,
+    check_reading,
+    parse_schema,
+    parse_time,
+)
+from twinhub.telemetry.store import INTERVALS, Batch, TelemetryStore
+from twinhub.web.ratelimit import RateLimiter
+
+log = get_logger(__name__)
+_INFO_SECONDS = 30.0  # how long a twin's protocol and project/organisation are cached
+SCOPE_ROLES = ("project", "owner", "operator")
+
+
+class Throttled(ServiceError):
+    """One device sent more than TELEMETRY_RATE_LIMIT allows."""
+
+    code = "rate_limited"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many telemetry requests from this device; retry in {retry_after} s.")
+        self.retry_after = retry_after
+
+
+class TooLarge(ServiceError):
+    code = "too_large"
+
+
+@dataclass(frozen=True)
+class TwinInfo:
+    schema: TelemetrySchema
+    scopes: list[str]  # projects and organisations whose rollups the twin's readings feed
+    expires: float
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked batch, ready to store."""
+
+    did: str
+    info: TwinInfo
+    valid: list[Reading]
+    rejected: list[Rejection]
+
+
+@dataclass
+class IngestResult:
+    accepted: int
+    duplicates: int
+    rejected: list[Rejection] = field(default_factory=list)
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "duplicates": self.duplicates,
+            "rejected": len(self.rejected),
+            "rejections": [
+                {"index": r.index, "seq": r.seq, **r.as_detail()} for r in self.rejected
+            ],
+        }
+
+
+def encode_cursor(moment: datetime, seq: int) -> str:
+    return base64.urlsafe_b64encode(f"{moment.isoformat()}|{seq}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        moment, _, seq = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        parsed = parse_time(moment)
+        if parsed is None:
+            raise ValueError
+        return parsed, int(seq)
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid(
+            "The cursor is not one this API gave out.", [FieldProblem("cursor", "malformed")]
+        ) from None
+
+
+class TelemetryService:
+    def __init__(
+        self,
+        store: TelemetryStore,
+        settings: Settings,
+        protocols: ProtocolService,
+        domains: DomainService,
+        limiter: RateLimiter,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._protocols = protocols
+        self._domains = domains
+        self._limiter = limiter
+        self.live = LiveHub()
+        self._info: dict[str, TwinInfo] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.rejections: deque[dict[str, Any]] = deque(maxlen=500)
+        self.counters: dict[str, int] = {"accepted": 0, "duplicates": 0, "rejected": 0}
+
+    # -- ingestion -----------------------------------------------------------------------
+    async def ingest(
+        self, did: str, credential: DeviceCredential, body: Any, source: str = "http"
+    ) -> IngestResult:
+        """Check and store a batch `{"readings": [...]}` sent by `credential`'s device."""
+        prepared = await self.prepare(did, credential, body, source)
+        return (await self.commit([prepared]))[0]
+
+    async def prepare(
+        self, did: str, credential: DeviceCredential, body: Any, source: str
+    ) -> Prepared:
+        """Authorise, rate-limit and check a batch; raise a ServiceError when none of it can
+        be stored (the reasons are listed for operators)."""
+        if credential.domain != did:
+            self.reject(source, did, "a token of another device")
+            raise Forbidden("This device token writes only its own twin's telemetry.")
+        retry_after = await self._limiter.hit(did)
+        if retry_after is not None:
+            self.reject(source, did, "rate limited")
+            raise Throttled(retry_after)
+        raw = self._envelope(body)
+        info = await self._twin(did)
+        latest = datetime.now(UTC) + timedelta(seconds=self.settings.telemetry_future_skew_seconds)
+        valid: list[Reading] = []
+        rejected: list[Rejection] = []
+        for index, item in enumerate(raw):
+            checked = check_reading(index, item, info.schema, latest)
+            if isinstance(checked, Rejection):
+                rejected.append(checked)
+            else:
+                valid.append(checked)
+        for rejection in rejected[:20]:
+            self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
+        self.counters["rejected"] += len(rejected)
+        if not valid:
+            raise Invalid(
+                "No reading of the batch is valid.",
+                [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
+            )
+        return Prepared(did, info, valid, rejected)
+
+    async def commit(self, prepared: list[Prepared]) -> list[IngestResult]:
+        """Store prepared batches in one transaction; database errors propagate (the caller
+        retries: nothing is half-stored)."""
+        dids = sorted({p.did for p in prepared})
+        if len(self._locks) > 100_000:
+            self._locks = {}
+        locks = [self._locks.setdefault(did, asyncio.Lock()) for did in dids]
+        for lock in locks:
+            await lock.acquire()
+        try:
+            stored = await self.store.store_many(
+                [
+                    Batch(p.did, p.valid, p.info.schema.numeric, p.info.schema.meter, p.info.scopes)
+                    for p in prepared
+                ]
+            )
+        finally:
+            for lock in locks:
+                lock.release()
+        results = []
+        for p, batch in zip(prepared, stored, strict=True):
+            self.counters["accepted"] += len(batch.inserted)
+            self.counters["duplicates"] += batch.duplicates
+            if batch.inserted:
+                self._publish(p.did, p.info, batch.inserted, batch.state, batch.was_online_at)
+            results.append(IngestResult(len(batch.inserted), batch.duplicates, p.rejected))
+        return results
+
+    def _envelope(self, body: Any) -> list[Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("readings"), list):
+            raise Invalid(
+                "Expected {'readings': [{seq, time, values}, ...]}.",
+                [FieldProblem("readings", "expected a list of readings")],
+            )
+        unknown = sorted(set(body) - {"readings"})
+        if unknown:
+            raise Invalid(
+                "The batch has unknown fields.", [FieldProblem(n, "unknown field") for n in unknown]
+            )
+        readings: list[Any] = body["readings"]
+        if not readings:
+            raise Invalid("The batch is empty.", [FieldProblem("readings", "at least one")])
+        limit = self.settings.telemetry_batch_size
+        if len(readings) > limit:
+            raise TooLarge(
+                f"A batch holds at most {limit} readings; this one has {len(readings)}.",
+                [FieldProblem("readings", f"at most {limit}")],
+            )
+        return readings
+
+    def reject(self, source: str, did: str, reason: str) -> None:
+        """Remember a rejection for the operators' list (most recent first, bounded)."""
+        self.rejections.appendleft(
+            {"at": datetime.now(UTC).isoformat(), "source": source, "device": did, "reason": reason}
+        )
+
+    async def _twin(self, did: str) -> TwinInfo:
+        info = self._info.get(did)
+        if info is not None and info.expires > time.monotonic():
+            return info
+        record = await self._domains.get(did)
+        if record.get("status") != "active":
+            raise Conflict(f"{did} is deactivated; it takes no telemetry.")
+        protocol = await self._protocols.get(record["class"])
+        declaration = protocol.effective_telemetry
+        if not declaration:
+            raise Conflict(f"The protocol {protocol.did} declares no telemetry.")
+        scopes: list[str] = []
+        for edge in record.get("relationships", []):
+            if edge["type"] in SCOPE_ROLES and edge["target"] not in scopes:
+                scopes.append(edge["target"])
+        for scope in list(scopes):  # a project's organisation counts its assets too
+            try:
+                parent = await self._domains.get(scope)
+            except ServiceError:
+                continue
+            for edge in parent.get("relationships", []):
+                if edge["type"] in ("implementedBy", "owner") and edge["target"] not in scopes:
+                    scopes.append(edge["target"])
+        info = TwinInfo(parse_schema(declaration), scopes, time.monotonic() + _INFO_SECONDS)
+        if len(self._info) > 100_000:
+            self._info.clear()
+        self._info[did] = info
+        return info
+
+    def _publish(
+        self,
+        did: str,
+        info: TwinInfo,
+        inserted: list[Reading],
+        state: dict[str, Any],
+        was: datetime | None,
+    ) -> None:
+        topics = [did, *info.scopes]
+        newest = max(inserted, key=lambda r: (r.time, r.seq))
+        self.live.publish(
+            topics,
+            {
+                "event": "readings",
+                "device": did,
+                "count": len(inserted),
+                "latest": {"seq": newest.seq, "time": newest.time.isoformat(), **newest.values},
+            },
+        )
+        if not self._online(was) and self._online(state["lastTime"]):
+            self.live.publish(topics, {"event": "state", "device": did, "online": True})
+
+    def _online(self, last: datetime | None) -> bool:
+        if last is None:
+            return False
+        age = (datetime.now(UTC) - last).total_seconds()
+        return age < self.settings.telemetry_offline_after_seconds
+
+    # -- reads ---------------------------------------------------------------------------
+    async def state(self, did: str) -> dict[str, Any]:
+        """Last seen, online or offline, latest value of each field, meter total."""
+        record = await self._domains.get(did)  # NotFound for an unknown twin
+        row = await self.store.device(did)
+        meter = None
+        try:
+            protocol = await self._protocols.get(record["class"])
+            if protocol.effective_telemetry:
+                meter = parse_schema(protocol.effective_telemetry).meter
+        except ServiceError:
+            pass
+        last = row.last_time if row else None
+        return {
+            "did": did,
+            "lastSeen": last.isoformat() if last else None,
+            "online": self._online(last),
+            "offlineAfterSeconds": self.settings.telemetry_offline_after_seconds,
+            "lastSeq": row.last_seq if row else None,
+            "latest": dict(row.latest) if row else {},
+            "meterField": meter,
+            "meterTotal": row.meter if row else None,
+            "readings": row.readings if row else 0,
+        }
+
+    async def history(
+        self,
+        did: str,
+        start: datetime | None,
+        end: datetime | None,
+        cursor: str | None,
+        limit: int,
+    ) -> dict[str, Any]:
+        await self._domains.get(did)
+        after = decode_cursor(cursor) if cursor else None
+        rows = await self.store.history(did, start, end, after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = encode_cursor(rows[-1].time, rows[-1].seq) if more and rows else None
+        return {
+            "items": [{"seq": r.seq, "time": r.time.isoformat(), "values": r.values} for r in rows],
+            "nextCursor": next_cursor,
+        }
+
+    async def aggregates(
+        self, did: str, interval: str, start: datetime | None, end: datetime | None
+    ) -> dict[str, Any]:
+        """count/sum/min/max/mean per field and bucket, from the rollups (a device's own, or
+        a project's/organisation's over its assets)."""
+        if interval not in INTERVALS:
+            raise Invalid(
+                "Unknown interval.", [FieldProblem("interval", f"one of {', '.join(INTERVALS)}")]
+            )
+        await self._domains.get(did)
+        cells = await self.store.aggregates(did, interval, start, end)
+        buckets = []
+        for bucket, fields in sorted(cells.items()):
+            buckets.append(
+                {
+                    "start": bucket.isoformat(),
+                    "fields": {
+                        name: {**cell, "mean": cell["sum"] / cell["count"]}
+                        for name, cell in fields.items()
+                    },
+                }
+            )
+        return {"did": did, "interval": interval, "buckets": buckets}
+
+    async def prune(self) -> int:
+        days = self.settings.telemetry_retention_days
+        if days <= 0:
+            return 0
+        return await self.store.prune(datetime.now(UTC) - timedelta(days=days))
+
+    async def run_offline_watch(self) -> None:
+        """Forever: publish `state` events (online false) for twins that just went quiet, so
+        the event streams show a device dropping off, not only coming back."""
+        offline_after = timedelta(seconds=self.settings.telemetry_offline_after_seconds)
+        interval = min(max(offline_after.total_seconds() / 4, 0.2), 30.0)
+        checked = datetime.now(UTC) - offline_after
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = datetime.now(UTC) - offline_after
+            try:
+                quiet = await self.store.went_quiet(checked, cutoff)
+            except Exception as error:  # retried next round, never fatal
+                log.warning("offline watch failed", error=type(error).__name__)
+                continue
+            checked = cutoff
+            for did in quiet:
+                info = self._info.get(did)
+                topics = [did, *(info.scopes if info else [])]
+                self.live.publish(topics, {"event": "state", "device": did, "online": False})
+
+    async def run_pruner(self) -> None:
+        """Forever: drop raw readings past the retention (rollups stay)."""
+        while True:
+            try:
+                removed = await self.prune()
+                if removed:
+                    log.info("telemetry pruned", removed=removed)
+            except Exception as error:
+                log.warning("telemetry prune failed", error=type(error).__name__)
+            await asyncio.sleep(self.settings.telemetry_prune_interval_seconds)
+
+
+def sse_frame(event: dict[str, Any]) -> bytes:
+    """One server-sent event."""
+    kind = event.get("event", "message")
+    return f"event: {kind}\ndata: {json.dumps(event, default=str)}\n\n".encode()

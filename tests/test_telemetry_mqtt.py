@@ -1,0 +1,233 @@
+"""Telemetry over MQTT against the real Mosquitto (issue 12, point 4): a shared subscription
+split between two subscribers, signed messages, drops counted and listed, redelivery and
+duplicates stored once, and a PostgreSQL outage that loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from tests.conftest import BACKENDS, POSTGRES_URL, RUN_ID, Registry, RegistryFactory, unavailable
+from tests.tcp_proxy import TcpProxy
+from tests.telemetry_world import Farm, at, build_farm
+from tests.test_ussd_resilience import address_of, with_address
+from twinhub.telemetry.mqtt import MqttIngest, device_properties, topic_for
+
+BROKER = ("127.0.0.1", 1883)
+
+
+@pytest.fixture
+def mqtt_settings() -> dict[str, Any]:
+    try:
+        socket.create_connection(BROKER, timeout=2).close()
+    except OSError as error:
+        unavailable("Mosquitto", error)
+    return {
+        "mqtt_url": f"mqtt://{BROKER[0]}:{BROKER[1]}",
+        "mqtt_topic_prefix": f"twinhub-test/{RUN_ID}/{secrets.token_hex(3)}",
+        "mqtt_client_id": f"twinhub-test-{secrets.token_hex(4)}",
+    }
+
+
+@pytest.fixture
+async def publisher() -> AsyncIterator[mqtt.Client]:
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    client.connect(*BROKER)
+    client.loop_start()
+    yield client
+    client.disconnect()
+    client.loop_stop()
+
+
+def publish(
+    client: mqtt.Client, prefix: str, did: str, token: str, body: Any, sign_as: str | None = None
+) -> None:
+    payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+    info = client.publish(
+        topic_for(prefix, did),
+        payload,
+        qos=1,
+        properties=device_properties(sign_as or token, payload),
+    )
+    info.wait_for_publish(5)
+
+
+async def until(
+    check: Callable[[], Awaitable[bool]],
+    seconds: float = 15,
+    what: Callable[[], object] = lambda: None,
+) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in time: {what()}"
+        await asyncio.sleep(0.05)
+
+
+async def readings_of(farm: Farm, did: str) -> int:
+    state = await farm.registry.client.get(f"/v1/domains/{did}/state")
+    return state.json()["readings"]
+
+
+def reading(seq: int) -> dict[str, Any]:
+    return {
+        "readings": [{"seq": seq, "time": at(datetime.now(UTC), -1), "values": {"energyKwh": 0.25}}]
+    }
+
+
+async def subscribed(*ingests: MqttIngest) -> None:
+    async def ready() -> bool:
+        return all(i.subscribed for i in ingests)
+
+    await until(ready)
+
+
+async def test_two_subscribers_share_the_stream_and_bad_messages_are_dropped(
+    make_registry: RegistryFactory, mqtt_settings: dict[str, Any], publisher: mqtt.Client
+) -> None:
+    registry = await make_registry(**mqtt_settings)
+    platform = registry.platform
+    second = MqttIngest(
+        registry.settings,
+        platform.telemetry,
+        platform.device_tokens,
+        client_id=mqtt_settings["mqtt_client_id"] + "-b",
+    )
+    task = asyncio.create_task(second.run())
+    try:
+        await subscribed(platform.mqtt, second)
+        health = await registry.client.get("/health")
+        assert health.json()["mqtt"] == "connected"
+        farm = await build_farm(registry)
+        stove, other = await farm.stove(), await farm.stove()
+        prefix = mqtt_settings["mqtt_topic_prefix"]
+        for seq in range(1, 41):
+            publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
+        await until(lambda: _equals(readings_of(farm, stove), 40))
+        assert platform.mqtt.stored + second.stored == 40
+        assert platform.mqtt.stored > 0 and second.stored > 0  # the group split the stream
+        # Redelivered or repeated messages store nothing new.
+        for seq in range(1, 11):
+            publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
+        await until(
+            lambda: _true(platform.telemetry.counters["duplicates"] >= 10),
+            what=lambda: (
+                platform.telemetry.counters,
+                list(platform.telemetry.rejections)[:5],
+                platform.mqtt.as_record(),
+                second.as_record(),
+            ),
+        )
+        assert await readings_of(farm, stove) == 40
+        # A message for the stove signed with the other device's token; a forged signature;
+        # no signature; malformed JSON; an invalid reading: each dropped, counted, listed.
+        dropped_before = platform.mqtt.dropped + second.dropped
+        publish(publisher, prefix, stove, farm.tokens[other], reading(100))
+        publish(
+            publisher,
+            prefix,
+            stove,
+            farm.tokens[stove],
+            reading(101),
+            sign_as="thd_" + farm.tokens[stove].split("_")[1] + "_forged",
+        )
+        publisher.publish(
+            topic_for(prefix, stove), json.dumps(reading(102)), qos=1
+        ).wait_for_publish(5)
+        publish(publisher, prefix, stove, farm.tokens[stove], b"{nope")
+        publish(
+            publisher,
+            prefix,
+            stove,
+            farm.tokens[stove],
+            {"readings": [{"seq": 103, "time": "x", "values": {}}]},
+        )
+        await until(lambda: _true(platform.mqtt.dropped + second.dropped - dropped_before == 5))
+        assert await readings_of(farm, stove) == 40
+        listed = (await registry.client.get("/v1/telemetry/rejections")).json()
+        reasons = {item["reason"] for item in listed["items"] if item["source"] == "mqtt"}
+        assert "a token of another device" in reasons
+        assert "bad signature" in reasons
+        assert "malformed JSON" in reasons
+        assert any(r.startswith("unsigned") for r in reasons)
+        assert any("readings[0].time" in r for r in reasons)
+        # The other device's own messages still go in.
+        publish(publisher, prefix, other, farm.tokens[other], reading(1))
+        await until(lambda: _equals(readings_of(farm, other), 1))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _equals(value: Awaitable[int], expected: int) -> bool:
+    return await value == expected
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+@pytest.mark.parametrize("backend", [BACKENDS[1]], indirect=True, ids=str)  # PostgreSQL only
+async def test_a_database_outage_loses_nothing_and_doubles_nothing(
+    make_registry: RegistryFactory,
+    mqtt_settings: dict[str, Any],
+    publisher: mqtt.Client,
+    postgres_url: str,
+) -> None:
+    async with TcpProxy(*address_of(POSTGRES_URL, 5432)) as proxy:
+        registry: Registry = await make_registry(
+            **mqtt_settings,
+            database_url=with_address(postgres_url, proxy.port),
+            database_connect_timeout_seconds=1,
+        )
+        platform = registry.platform
+        await subscribed(platform.mqtt)
+        farm = await build_farm(registry)
+        stove = await farm.stove()
+        prefix = mqtt_settings["mqtt_topic_prefix"]
+        publish(publisher, prefix, stove, farm.tokens[stove], reading(1))
+        await until(lambda: _equals(readings_of(farm, stove), 1))
+        await proxy.cut()
+        for seq in range(2, 22):
+            publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
+        await until(lambda: _true(platform.mqtt.retries >= 3))
+        assert platform.mqtt.stored == 1
+        await proxy.restore()
+        await until(lambda: _equals(readings_of(farm, stove), 21), seconds=30)
+        # Everything again (as a broker redelivers after a reconnect): nothing doubles.
+        for seq in range(1, 22):
+            publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
+        await until(lambda: _true(platform.telemetry.counters["duplicates"] >= 21))
+        assert await readings_of(farm, stove) == 21
+        history = await registry.client.get(f"/v1/domains/{stove}/telemetry", params={"limit": 100})
+        assert [r["seq"] for r in history.json()["items"]] == list(range(1, 22))
+
+
+async def test_a_broker_that_is_away_stops_nothing_else(make_registry: RegistryFactory) -> None:
+    """MQTT_URL names a port where nothing listens: twinhub starts, serves, ingests over
+    HTTP, and /health says the broker is disconnected (while it keeps retrying)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again at once: nothing listens there
+    registry = await make_registry(
+        mqtt_url=f"mqtt://127.0.0.1:{port}", mqtt_reconnect_max_seconds=1
+    )
+    health = await registry.client.get("/health")
+    assert health.status_code == 200
+    assert health.json()["mqtt"] == "disconnected" and health.json()["database"] == "connected"
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    sent = await farm.send(
+        stove, [{"seq": 1, "time": at(datetime.now(UTC), -1), "values": {"batteryPct": 80}}]
+    )
+    assert sent.json()["accepted"] == 1
+    listed = (await registry.client.get("/v1/telemetry/rejections")).json()
+    assert listed["mqtt"]["state"] == "disconnected"

@@ -1,0 +1,100 @@
+"""The store's group commit (what MQTT uses): several batches, some of one device, with
+repeated seqs, in one transaction; each reading counted, stored and rolled up once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from tests.conftest import Registry
+from tests.telemetry_world import build_farm
+from twinhub.telemetry.schema import Reading
+from twinhub.telemetry.store import Batch, bucket_of, merge_rollups
+
+
+async def test_a_group_with_one_device_twice_stores_each_seq_once(registry: Registry) -> None:
+    farm = await build_farm(registry)
+    a, b = await farm.stove(), await farm.stove()
+    store = registry.platform.telemetry.store
+    hour = bucket_of(datetime.now(UTC) - timedelta(hours=3), "hour")
+
+    def batch(did: str, seqs: list[int]) -> Batch:
+        readings = [Reading(s, hour + timedelta(minutes=s), {"energyKwh": float(s)}) for s in seqs]
+        return Batch(did, readings, ["energyKwh"], None, [farm.project])
+
+    first = await store.store_many([batch(a, [1, 2]), batch(b, [1]), batch(a, [2, 3])])
+    assert [len(r.inserted) for r in first] == [2, 1, 1]
+    assert [r.duplicates for r in first] == [0, 0, 1]
+    again = await store.store_many([batch(a, [1, 2, 3, 4]), batch(a, [4])])
+    assert [len(r.inserted) for r in again] == [1, 0]
+    cells = await store.aggregates(a, "hour", None, None)
+    assert cells[hour]["energyKwh"] == {"count": 4, "sum": 10.0, "min": 1.0, "max": 4.0}
+    project = await store.aggregates(farm.project, "hour", None, None)
+    assert project[hour]["energyKwh"]["count"] == 5 and project[hour]["energyKwh"]["sum"] == 11.0
+
+
+def test_merged_rollups_keep_one_row_per_key() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    row = {"scope": "s", "interval": "day", "bucket": start, "field": "f"}
+    merged = merge_rollups(
+        [
+            {**row, "count": 1, "sum": 2.0, "min": 2.0, "max": 2.0},
+            {**row, "count": 2, "sum": 1.0, "min": -1.0, "max": 2.0},
+        ]
+    )
+    assert merged == [{**row, "count": 3, "sum": 3.0, "min": -1.0, "max": 2.0}]
+
+
+async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
+    """0009 on the test's backend: down to 0008 drops the telemetry tables and the
+    protocols' column, up again restores them (partitioned on PostgreSQL)."""
+    from alembic import command
+    from sqlalchemy import Connection, inspect, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()  # no background work while the schema moves
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> list[str]:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+        return inspect(connection).get_table_names()
+
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "0008", True)
+    assert "telemetry_readings" not in tables and "device_tokens" not in tables
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "head", False)
+        assert {"telemetry_readings", "telemetry_rollups", "device_tokens"} <= set(tables)
+        declared = await connection.scalar(
+            text("SELECT telemetry FROM protocols WHERE did = 'did:ixo:protocol/clean-cooking'")
+        )
+        assert declared is not None  # the built-in stove learns its telemetry again
+        if platform.engine.dialect.name == "postgresql":
+            kind = await connection.scalar(
+                text("SELECT relkind FROM pg_class WHERE relname = 'telemetry_readings'")
+            )
+            assert kind in ("p", b"p")  # a partitioned table
+    await platform.start()
+
+
+async def test_retention_prunes_raw_readings_and_keeps_rollups(registry: Registry) -> None:
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    now = datetime.now(UTC)
+    old, recent = now - timedelta(days=100), now - timedelta(days=2)
+    response = await farm.send(
+        stove,
+        [
+            {"seq": 1, "time": old.isoformat(), "values": {"energyKwh": 1.0}},
+            {"seq": 2, "time": recent.isoformat(), "values": {"energyKwh": 2.0}},
+        ],
+    )
+    assert response.json()["accepted"] == 2
+    store = registry.platform.telemetry.store
+    assert await store.prune(now - timedelta(days=30)) >= 1
+    history = await store.history(stove, None, None, None, 10)
+    assert [r.seq for r in history] == [2]
+    months = await store.aggregates(stove, "month", None, None)
+    assert sum(cell["energyKwh"]["count"] for cell in months.values()) == 2  # rollups stay

@@ -107,6 +107,38 @@ async def test_postgres_outage_is_a_quick_json_503_and_service_resumes(
     assert response.status_code == 200, response.text
 
 
+async def test_a_hung_postgres_never_holds_a_request_past_the_request_deadline(
+    postgres_proxy: TcpProxy, postgres_url: str, make_registry: RegistryFactory
+) -> None:
+    """With the database timeouts at their defaults (a hung connection would hold a request
+    for a pre-ping, a reconnect and a statement), REGISTRY_REQUEST_TIMEOUT_SECONDS alone
+    bounds every request; the health monitor is slowed so that only the deadline answers."""
+    registry = await make_registry(
+        database_url=with_address(postgres_url, postgres_proxy.port),
+        registry_request_timeout_seconds=1.5,
+        database_retry_after_seconds=7,
+        database_health_interval_seconds=600,
+    )
+    created = await registry.client.post("/v1/domains", json=domain_body())
+    assert created.status_code == 201, created.text
+    did = created.json()["did"]
+    postgres_proxy.hang()
+    for call in (
+        lambda: registry.client.get(f"/v1/domains/{did}"),
+        lambda: registry.client.post("/v1/domains", json=domain_body()),
+        lambda: registry.client.get("/v1/domains"),
+    ):
+        response, took = await timed(call)
+        assert_unavailable(response)
+        assert "did not finish within 1.5 s" in response.json()["error"]["message"]
+        assert took < 2.5, f"a request was held {took:.1f} s"
+    postgres_proxy.unhang()
+    response = await wait_for(lambda: registry.client.get(f"/v1/domains/{did}"), within=20)
+    assert response.status_code == 200, response.text
+    report = await registry.platform.ledger.verify()
+    assert report.ok, report.problem
+
+
 async def test_sqlite_locked_by_another_writer_is_a_quick_json_503(
     make_registry: RegistryFactory,
 ) -> None:

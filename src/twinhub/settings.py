@@ -242,6 +242,13 @@ class Settings(BaseSettings):
     database_retry_after_seconds: int = Field(
         5, ge=1, le=3600, description="Retry-After of the 503 answered while the database is down."
     )
+    registry_request_timeout_seconds: float = Field(
+        8.0,
+        gt=0,
+        le=3600,
+        description="Longest an API request may take before its answer starts: beyond it "
+        "the work is cancelled and 503 answered (streams, once started, are not cut).",
+    )
     ussd_lockout_seconds: float = Field(
         60.0, gt=0, description="First lock-out after USSD_MAX_PIN_ATTEMPTS wrong PINs."
     )

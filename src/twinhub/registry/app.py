@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from twinhub import __version__
 from twinhub.console.app import create_console_app
 from twinhub.console.assets import SWAGGER_CSS, SWAGGER_FAVICON, SWAGGER_JS
 from twinhub.console.sessions import SessionStore
+from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.registry.errors import database_unavailable, install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
@@ -121,6 +123,66 @@ class DatabaseGuard:
 
 
 GUARDED = ("/v1/", "/graphql")
+log = get_logger(__name__)
+
+
+_unwinding: set[asyncio.Future[None]] = set()  # cancelled requests still unwinding
+
+
+def _unwound(work: asyncio.Future[None]) -> None:
+    _unwinding.discard(work)
+    if not work.cancelled() and work.exception() is not None:
+        log.info("cancelled request ended with", error=type(work.exception()).__name__)
+
+
+class RequestDeadline:
+    """No API request is held longer than REGISTRY_REQUEST_TIMEOUT_SECONDS before its answer
+    starts, whatever holds it (a hung database connection costs a pre-ping, a reconnect and
+    a statement before the driver gives up, more than any one of those timeouts). Past the
+    deadline the request's work is cancelled, so its transaction rolls back, and the client
+    gets the registry's JSON 503 with Retry-After. An answer that has started (an event
+    stream) is never cut."""
+
+    def __init__(self, app: ASGIApp, platform: Platform) -> None:
+        self._app = app
+        self._seconds = platform.settings.registry_request_timeout_seconds
+        self._retry_after = platform.settings.database_retry_after_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(GUARDED):
+            await self._app(scope, receive, send)
+            return
+        started = asyncio.Event()
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.set()
+            await send(message)
+
+        work = asyncio.ensure_future(self._app(scope, receive, sending))
+        answered = asyncio.ensure_future(started.wait())
+        try:
+            await asyncio.wait(
+                {work, answered}, timeout=self._seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            answered.cancel()
+        if work.done() or started.is_set():
+            await work  # finished, or streaming: let it run to its end
+            return
+        work.cancel()
+        log.warning("request past its deadline", path=scope["path"], seconds=self._seconds)
+        late = error_response(
+            503,
+            "unavailable",
+            f"The request did not finish within {self._seconds:g} s; try again later.",
+            headers={"Retry-After": str(self._retry_after)},
+        )
+        await late(scope, receive, send)
+        # Unwinding the cancelled work may itself wait on the dead connection: it finishes
+        # in the background, the client has its answer now.
+        _unwinding.add(work)
+        work.add_done_callback(_unwound)
 
 
 class RegistryMetrics:
@@ -248,6 +310,7 @@ def create_registry_app(
     if platform.settings.metrics_enabled:
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
 
+    app.add_middleware(RequestDeadline, platform=platform)
     app.add_middleware(DatabaseGuard, platform=platform)
     app.add_middleware(
         BodyLimit,

@@ -6,7 +6,13 @@ one (registry, gateway, ...) is one entry in ``BENCHMARKS`` and this file stays 
 
 import argparse
 import importlib
+import json
 import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 # subcommand -> (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -24,7 +30,45 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.gateway",
         "chain REST gateway: GET /ixo/entity/{id} via the gateway vs direct gRPC, 100k entities",
     ),
+    "node": (
+        "bench.node",
+        "chain node read path: Entity and EntityList pages (h2load) vs a bare grpc.aio "
+        "ceiling on the same core, REST vs node (wrk), paced p50",
+    ),
 }
+
+
+# `all --quick`: each benchmark's arguments for a short run; the whole set stays under five
+# minutes on a 2-core machine (the chain gateway has no --quick of its own, hence its sizes).
+QUICK_ARGS: dict[str, list[str]] = {
+    "ussd": ["--quick"],
+    "registry": ["--quick"],
+    "claims": ["--quick"],
+    "gateway": ["--entities", "2000", "--duration", "5", "--warmup", "1", "--paced-seconds", "3"],
+}
+
+
+def run_all(quick: bool, runners: dict[str, Any], parsers: dict[str, Any]) -> int:
+    """Every benchmark in turn (each prints its figure, ceiling and ratio and saves its
+    JSON); a summary of the statuses and times goes to bench/results/all.json."""
+    summary: dict[str, Any] = {"quick": quick, "benchmarks": {}}
+    started = time.monotonic()
+    code = 0
+    for name in BENCHMARKS:
+        args = parsers[name].parse_args(QUICK_ARGS[name] if quick else [])
+        print(f"\n######## {name} ({' '.join(QUICK_ARGS[name]) if quick else 'defaults'})")
+        began = time.monotonic()
+        result = runners[name](args)
+        seconds = round(time.monotonic() - began, 1)
+        summary["benchmarks"][name] = {"exit_status": result, "seconds": seconds}
+        code = code or result
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "all.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print("\n######## all:", summary["seconds"], "s")
+    for name, figures in summary["benchmarks"].items():
+        print(f"  {name:10} exit {figures['exit_status']}  {figures['seconds']:7.1f} s")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench", description="twinhub benchmarks (see bench/README.md)."
     )
     sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    runners = {}
+    everything = sub.add_parser(
+        "all",
+        help="every benchmark in turn; --quick for the short set (under five minutes)",
+        description="Run every benchmark in turn and summarise in bench/results/all.json.",
+    )
+    everything.add_argument("--quick", action="store_true", help="short runs of each")
+    runners: dict[str, Any] = {}
+    parsers: dict[str, Any] = {}
     for name, (module_name, help_text) in BENCHMARKS.items():
         module = importlib.import_module(module_name)
         sub_parser = sub.add_parser(
@@ -44,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         module.add_arguments(sub_parser)
         runners[name] = module.run
+        parsers[name] = sub_parser
     args = parser.parse_args(argv)
+    if args.benchmark == "all":
+        return run_all(args.quick, runners, parsers)
     return runners[args.benchmark](args)
 
 

@@ -39,14 +39,18 @@ from urllib.parse import urlencode
 from bench.registry import (
     AUTO_PACED_FRACTION,
     BENCH_DIR,
+    CEILING_TARGET,
     NOISE_WARN_PERCENT,
     Ctx,
     ReadRun,
     db_mib,
+    measure_ceiling,
     nice_rate,
+    print_ceiling,
     run_wrk,
     server_command,
     server_env,
+    versus_ceiling,
 )
 from bench.ussd import (
     BenchError,
@@ -90,6 +94,7 @@ OPS: dict[str, str] = {
     "list_deep": "list deep cursor",
 }
 WRITES = ("submit", "approve", "reject")
+WRITE_TARGETS = {"approve": 1000}  # issue #14: approvals with credential and mint per second
 READS = ("get", "list", "list_deep")
 OP_REQUESTS: dict[str, str] = {
     "submit": 'POST /v1/claim-collections/{id}/claims {"id", "asset", "data"}',
@@ -113,6 +118,19 @@ EVALUATIONS: dict[str, tuple[dict[str, Any], str]] = {  # op -> (body, expected 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `python -m bench claims`."""
+    parser.add_argument(
+        "--ceiling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the last size, drive a bare Starlette app (bench/ceiling.py) with the "
+        "GET-claim paths on the same core; report the CPU-per-request ratio (default: on)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short run for `bench all --quick`: 1,000 claims, one size, 5 s runs, 1 s "
+        "warm-up, no paced phases",
+    )
     parser.add_argument(
         "--claims",
         type=int,
@@ -378,6 +396,8 @@ class SizeResult:
 class RunResult:
     status: str = "ok"  # ok | failed
     reason: str = ""
+    ceiling: dict[str, Any] = field(default_factory=dict)  # GET claim vs bare Starlette
+    write_targets: dict[str, Any] = field(default_factory=dict)  # writes/s vs issue #14
     database: str = "sqlite"
     sizes: list[SizeResult] = field(default_factory=list)
     paced_rates: dict[str, float] = field(default_factory=dict)
@@ -1056,6 +1076,27 @@ async def bench_async(
         )
         bench = Bench(ctx, platform, prog, store, result)
         await bench_sizes(bench, sizes)
+        last = result.sizes[-1]
+        for op, target in WRITE_TARGETS.items():
+            got = last.ops[op].full.rps
+            result.write_targets[op] = {
+                "requests_per_s": round(got, 1),
+                "target_per_s": target,
+                "ratio": round(got / target, 3),
+                "server_cpu_ms_per_request": round(last.ops[op].full.cpu_ms_per_request or 0, 3),
+            }
+            print(
+                f"\n{OPS[op]}: {got:,.0f}/s against the target {target:,}/s -> {got / target:.3f}",
+                flush=True,
+            )
+        if args.ceiling:
+            result.ceiling = versus_ceiling(
+                "GET claim",
+                last.ops["get"].full,
+                measure_ceiling(ctx, workdir / "paths-get.txt"),
+                CEILING_TARGET,
+            )
+            print_ceiling(result.ceiling)
         result.rss_peak_mib = max([hwm_mib(server.pid), *(s.rss_mib for s in result.sizes)])
         if result.errors > args.max_errors:
             result.status = "failed"
@@ -1257,6 +1298,8 @@ def to_json(result: RunResult, args: argparse.Namespace, extra: dict[str, Any]) 
         "sizes": [s.to_json() for s in result.sizes],
         "paced_rates": result.paced_rates,
         "ratio_large_to_small": ratios(result),
+        "versus_ceiling": result.ceiling,
+        "write_targets": result.write_targets,
         "checks": targets(result),
         "errors": result.errors,
         "max_foreign_cpu_percent_on_server_core": round(noise_percent(result), 1),
@@ -1282,6 +1325,8 @@ def to_json(result: RunResult, args: argparse.Namespace, extra: dict[str, Any]) 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of `python -m bench claims`; non-zero on missing tools or failures."""
+    if args.quick:
+        args.claims, args.small, args.duration, args.warmup, args.paced_rate = 1000, 0, 5, 1, 0
     problem = check_tools(args)
     if problem:
         print(problem, file=sys.stderr)

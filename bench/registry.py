@@ -35,12 +35,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 # Shared machinery of the USSD benchmark (server process, pinning, /proc, histograms,
 # table formatting).
+from bench import ceiling
 from bench.ussd import (
     HOST,
     BenchError,
@@ -74,6 +75,7 @@ FLAT_FACTOR = 1.5  # p99 at the largest size may be at most this times p99 at th
 AUTO_PACED_FRACTION = 0.25  # auto paced rate: this share of the smallest size's throughput
 WALK_PAGE = 500  # page size of the cursor walk (the server clamps to its own maximum)
 MIB = 1024 * 1024
+CEILING_TARGET = 0.5  # issue #14: GET by DID at >= 50 % of the bare Starlette ceiling
 NOISE_WARN_PERCENT = 10.0  # warn when other processes took more of the server's core
 
 # endpoint key -> how the table and the JSON name it
@@ -100,6 +102,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="1000,10000,100000",
         help="registry sizes (domains created through POST) to measure at, ascending; "
         "creates are cumulative (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="the server's database: a fresh SQLite file, or a database created on "
+        "--postgres-url's server and dropped at the end (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="PostgreSQL server for --database postgresql (any database on it; the run "
+        "creates its own) (default: $BENCH_POSTGRES_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--ceiling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the last size, drive a bare Starlette app (bench/ceiling.py) with the "
+        "GET-by-DID paths on the same core; report the CPU-per-request ratio (default: on)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short run for `bench all --quick`: 2,000 domains, 5 s reads, 1 s warm-up, "
+        "no paced phases",
     )
     parser.add_argument(
         "--connections",
@@ -806,6 +834,57 @@ def measure_reads(
     return out
 
 
+def measure_ceiling(ctx: Ctx, paths: Path) -> ReadRun:
+    """The same wrk script and paths against a bare Starlette app (bench/ceiling.py) pinned
+    to the server's core: what a request costs when the server does nothing."""
+    port = free_port()
+    workdir = ctx.workdir / "ceiling"
+    workdir.mkdir(exist_ok=True)
+    command = ["taskset", "-c", str(ctx.server_cpu), *ceiling.command(HOST, port)]
+    server = Server(command, ceiling.env(), workdir, port)
+    bare = replace(ctx, server=server)
+    try:
+        server.start()
+        server.wait_ready(ctx.args.startup_timeout)
+        if ctx.args.warmup > 0:
+            run_wrk(bare, "ceiling", "warmup", paths, ctx.args.warmup)
+        return run_wrk(bare, "ceiling", "full", paths, ctx.args.duration)
+    finally:
+        server.stop()
+
+
+def versus_ceiling(label: str, ours: ReadRun, bare: ReadRun, target: float) -> dict[str, Any]:
+    """One endpoint against the ceiling: CPU per request, throughput, and the ratios."""
+    mine, floor = ours.cpu_ms_per_request, bare.cpu_ms_per_request
+    ratio = floor / mine if mine and floor else None
+    return {
+        "endpoint": label,
+        "ceiling": "bare Starlette app (bench/ceiling.py), same uvicorn settings, core, wrk",
+        "twinhub_cpu_ms_per_request": round(mine or 0.0, 4),
+        "ceiling_cpu_ms_per_request": round(floor or 0.0, 4),
+        "ratio_cpu": round(ratio, 3) if ratio else None,
+        "twinhub_requests_per_s": round(ours.rps, 1),
+        "ceiling_requests_per_s": round(bare.rps, 1),
+        "ratio_throughput": round(ours.rps / bare.rps, 3) if bare.rps else None,
+        "ceiling_errors": bare.all_errors,
+        "target_ratio_cpu": target,
+        "target_met": ratio is not None and ratio >= target,
+    }
+
+
+def print_ceiling(figures: dict[str, Any]) -> None:
+    print(
+        f"\n{figures['endpoint']} vs bare Starlette ceiling (same core, same run): twinhub "
+        f"{figures['twinhub_cpu_ms_per_request']:.3f} ms CPU/req, ceiling "
+        f"{figures['ceiling_cpu_ms_per_request']:.3f} ms -> ratio {figures['ratio_cpu']} "
+        f"(target >= {figures['target_ratio_cpu']}: "
+        f"{'PASS' if figures['target_met'] else 'MISS'}); throughput "
+        f"{figures['twinhub_requests_per_s']:,.0f} vs {figures['ceiling_requests_per_s']:,.0f} "
+        f"req/s = {figures['ratio_throughput']}",
+        flush=True,
+    )
+
+
 # ------------------------------------------------------------------------------ one size
 
 
@@ -855,6 +934,7 @@ class SizeResult:
 class RunResult:
     status: str = "ok"  # ok | failed
     reason: str = ""
+    ceiling: dict[str, Any] = field(default_factory=dict)  # GET by DID vs bare Starlette
     sizes: list[SizeResult] = field(default_factory=list)
     paced_rates: dict[str, float] = field(default_factory=dict)
     rss_peak_mib: float = 0.0
@@ -890,9 +970,15 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
     api_key = secrets.token_urlsafe(36)  # 48 characters; the server wants 32 or more
     (workdir / "api-key").write_text(api_key + "\n")
     port = args.port or free_port()
-    server = Server(
-        server_command(args, port, cpus[0]), server_env(workdir, api_key), workdir, port
-    )
+    env = server_env(workdir, api_key)
+    database_url = None
+    if args.database == "postgresql":
+        from bench.claims import create_postgres_database  # claims imports this module
+
+        database_url = asyncio.run(create_postgres_database(args.postgres_url, "reg_" + tag))
+        env["DATABASE_URL"] = database_url
+        print(f"database {database_url.rsplit('/', 1)[1]} created", flush=True)
+    server = Server(server_command(args, port, cpus[0]), env, workdir, port)
     ctx = Ctx(args, server, api_key, cpus[0], cpus[1], workdir, workdir / "wrk.log")
     registry = Registry()
     ok = False
@@ -942,6 +1028,12 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
         result.rss_peak_mib = max(
             [hwm_mib(server.pid), *(s.rss_after_reads_mib for s in result.sizes)]
         )
+        if args.ceiling and result.sizes:
+            last = result.sizes[-1].reads["get"].full
+            result.ceiling = versus_ceiling(
+                "GET by DID", last, measure_ceiling(ctx, files["get"]), CEILING_TARGET
+            )
+            print_ceiling(result.ceiling)
         if result.errors > args.max_errors:
             result.status = "failed"
             result.reason = f"{result.errors} errors (allowed: {args.max_errors})"
@@ -952,6 +1044,10 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
     finally:
         result.server_exit_code = server.stop()
         result.server_stderr_tail = server.stderr_tail()
+        if database_url is not None and not args.keep:
+            from bench.claims import drop_postgres_database
+
+            asyncio.run(drop_postgres_database(args.postgres_url, database_url))
         if ok and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
             result.workdir = ""
@@ -1193,6 +1289,7 @@ def to_json(
         "paced_rates": result.paced_rates,
         "ratio_largest_to_smallest": p99_ratios(result),
         "targets": targets(result),
+        "versus_ceiling": result.ceiling,
         "errors": result.errors,
         "max_foreign_cpu_percent_on_server_core": round(noise_percent(result), 1),
         "rss_peak_mib": round(result.rss_peak_mib, 2),
@@ -1203,6 +1300,7 @@ def to_json(
             "sizes": sizes,
             "connections": args.connections,
             "create_concurrency": args.create_concurrency,
+            "database": args.database,
             "duration_seconds": args.duration,
             "warmup_seconds": args.warmup,
             "paced_rate": args.paced_rate,
@@ -1220,6 +1318,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
+    if args.quick:
+        args.sizes, args.duration, args.warmup, args.paced_rate = "2000", 5, 1, 0
     try:
         sizes = parse_sizes(args.sizes)
     except ValueError as exc:
@@ -1236,7 +1336,8 @@ def run(args: argparse.Namespace) -> int:
     with pinned_to(cpus[1]):  # the create client runs in this process
         result = bench(args, sizes, cpus, tag)
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    out = args.results_dir / "registry.json"
+    name = "registry.json" if args.database == "sqlite" else f"registry-{args.database}.json"
+    out = args.results_dir / name
     out.write_text(json.dumps(to_json(result, args, sizes, extra), indent=2) + "\n")
     print_table(result, args, cpus)
     print(f"wrote {out}")

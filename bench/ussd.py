@@ -31,12 +31,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import ceiling
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 LUA_SCRIPT = BENCH_DIR / "ussd_sessions.lua"
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 
 HOST = "127.0.0.1"
+CEILING = "ceiling"  # the bare Starlette app run beside the memory store
+CEILING_TARGET = 0.8  # issue #14: USSD at >= 80 % of the ceiling (CPU per request)
 STEPS = ("", "1", "1*2", "1*2*0")  # one session: welcome, Know More, Pricing, back
 TARGET_RPS = 5000.0
 TARGET_P99_MS = 10.0
@@ -177,6 +181,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--service-code", default="*384*1#", help="serviceCode field (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--ceiling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the memory store, drive a bare Starlette app (bench/ceiling.py) on the "
+        "same core the same way, and report twinhub's CPU per request as a ratio of it "
+        "(default: on)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short run for `bench all --quick`: 20,000 sessions, memory store, 2 s "
+        "warm-up, 5 s paced",
     )
     add_server_options(
         parser, "ussd", "ussd-<store>.json", "keep each store's temp dir (logs, SQLite, key)"
@@ -442,9 +460,14 @@ class Server:
         return "\n".join(tail) if tail else "(stderr is empty)"
 
 
-def server_command(args: argparse.Namespace, port: int, cpu: int) -> list[str]:
-    """`taskset -c CPU twinhub serve ussd ...` (or --server-cmd), pinned to the server core."""
-    if args.server_cmd:
+def server_command(
+    args: argparse.Namespace, port: int, cpu: int, store: str = "memory"
+) -> list[str]:
+    """`taskset -c CPU twinhub serve ussd ...` (or --server-cmd, or the bare Starlette
+    ceiling), pinned to the server core."""
+    if store == CEILING:
+        cmd = ceiling.command(HOST, port)
+    elif args.server_cmd:
         cmd = [w.format(host=HOST, port=port) for w in shlex.split(args.server_cmd)]
     else:
         twinhub = Path(sys.executable).parent / "twinhub"
@@ -919,12 +942,8 @@ def bench_store(
     workdir = Path(tempfile.mkdtemp(prefix=f"twinhub-bench-{store}-"))
     result.workdir = str(workdir)
     port = args.port or free_port()
-    server = Server(
-        server_command(args, port, server_cpu),
-        server_env(args, workdir, redis_prefix),
-        workdir,
-        port,
-    )
+    env = ceiling.env() if store == CEILING else server_env(args, workdir, redis_prefix)
+    server = Server(server_command(args, port, server_cpu, store), env, workdir, port)
     wrk_log = workdir / "wrk.log"
     url = server.base_url + "/api/ussd"
     ok = False
@@ -996,7 +1015,7 @@ def bench_store(
         result.rss_peak_mib = max(
             hwm_mib(server.pid), result.rss_after_mib, *(r.rss_mib for r in result.rounds)
         )
-        if args.paced_rate > 0 and args.paced_seconds > 0:
+        if store != CEILING and args.paced_rate > 0 and args.paced_seconds > 0:
             paced = run_wrk(
                 url,
                 args,
@@ -1188,6 +1207,42 @@ def print_table(
             print(f"{r.store}: sample error replies:", *errs, sep="\n  ")
 
 
+def cpu_ms_per_request(result: StoreResult) -> float | None:
+    """Server CPU per reply over the full-load rounds: robust to queueing and to other
+    processes on the core (they delay requests but add nothing to the server's CPU time)."""
+    responses = result.responses
+    cpu = sum(r.server_cpu_seconds for r in result.rounds)
+    return 1000 * cpu / responses if responses else None
+
+
+def versus_ceiling(twinhub: StoreResult, bare: StoreResult) -> dict[str, Any]:
+    """twinhub's memory store against the bare Starlette app, same core, same run."""
+    ours, floor = cpu_ms_per_request(twinhub), cpu_ms_per_request(bare)
+    ratio = floor / ours if ours and floor else None
+    return {
+        "ceiling": "bare Starlette app (bench/ceiling.py), same uvicorn settings and core",
+        "twinhub_cpu_ms_per_request": round(ours or 0.0, 4),
+        "ceiling_cpu_ms_per_request": round(floor or 0.0, 4),
+        "ratio_cpu": round(ratio, 3) if ratio else None,
+        "twinhub_requests_per_s": round(twinhub.rps, 1),
+        "ceiling_requests_per_s": round(bare.rps, 1),
+        "ratio_throughput": round(twinhub.rps / bare.rps, 3) if bare.rps else None,
+        "target_ratio_cpu": CEILING_TARGET,
+        "target_met": ratio is not None and ratio >= CEILING_TARGET,
+    }
+
+
+def print_ceiling(figures: dict[str, Any]) -> None:
+    print(
+        f"\nUSSD vs bare Starlette ceiling (same core, same run): twinhub "
+        f"{figures['twinhub_cpu_ms_per_request']:.3f} ms CPU/req, ceiling "
+        f"{figures['ceiling_cpu_ms_per_request']:.3f} ms -> ratio {figures['ratio_cpu']} "
+        f"(target >= {CEILING_TARGET}: {'PASS' if figures['target_met'] else 'MISS'}); "
+        f"throughput {figures['twinhub_requests_per_s']:,.0f} vs "
+        f"{figures['ceiling_requests_per_s']:,.0f} req/s = {figures['ratio_throughput']}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of `python -m bench ussd`; non-zero on missing tools, failures, errors."""
     problem = check_tools()
@@ -1197,9 +1252,13 @@ def run(args: argparse.Namespace) -> int:
     if args.connections < 1 or args.sessions < 1:
         print("--connections and --sessions must be positive", file=sys.stderr)
         return 2
+    if args.quick:
+        args.sessions, args.store, args.warmup, args.paced_seconds = 20_000, "memory", 2, 5
     cpus = pick_cpus(args.server_cpu, args.wrk_cpu)
     run_tag = secrets.token_hex(4)
     stores = ["memory", "redis"] if args.store == "both" else [args.store]
+    if args.ceiling and "memory" in stores and not args.server_cmd:
+        stores.insert(stores.index("memory") + 1, CEILING)
     extra = run_metadata(cpus, run_tag, load_key="wrk_cpu")
     results: list[StoreResult] = []
     for store in stores:
@@ -1209,10 +1268,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n!! store {store} SKIPPED: {result.reason}", file=sys.stderr)
             continue
         args.results_dir.mkdir(parents=True, exist_ok=True)
+        data = result.to_json(args, extra)
+        if store == CEILING and result.status == "ok":
+            memory = next(r for r in results if r.store == "memory")
+            data["versus"] = extra["ceiling"] = versus_ceiling(memory, result)
+            (args.results_dir / "ussd-memory.json").write_text(
+                json.dumps(memory.to_json(args, extra), indent=2) + "\n"
+            )
         out = args.results_dir / f"ussd-{store}.json"
-        out.write_text(json.dumps(result.to_json(args, extra), indent=2) + "\n")
+        out.write_text(json.dumps(data, indent=2) + "\n")
         print(f"wrote {out}")
-    print_table(results, args, cpus)
+    print_table([r for r in results if r.store != CEILING], args, cpus)
+    if "ceiling" in extra:
+        print_ceiling(extra["ceiling"])
 
     code = 0
     if any(r.status == "failed" for r in results):

@@ -8,6 +8,8 @@ proxy's address reconnect by themselves.
         url = f"postgresql://postgres@127.0.0.1:{proxy.port}/db"
         await proxy.cut()
         await proxy.restore()
+        proxy.hang()      # connections stay open but nothing passes: a hung server
+        proxy.unhang()
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class TcpProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._generation = 0  # bumped by every cut
+        self.hanging = False  # while set, bytes are swallowed both ways
 
     @property
     def is_up(self) -> bool:
@@ -62,6 +65,13 @@ class TcpProxy:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+
+    def hang(self) -> None:
+        """Keep every connection open (and accept new ones) but pass no byte either way."""
+        self.hanging = True
+
+    def unhang(self) -> None:
+        self.hanging = False
 
     async def restore(self) -> None:
         """Listen again on the same port."""
@@ -99,7 +109,9 @@ class TcpProxy:
             if generation != self._generation:
                 return  # cut while connecting upstream: this connection is dead too
             self._writers.add(upstream)
-            await asyncio.gather(_pipe(reader, upstream), _pipe(upstream_reader, client))
+            await asyncio.gather(
+                _pipe(reader, upstream, self), _pipe(upstream_reader, client, self)
+            )
         finally:
             self._tasks.discard(task)
             for writer in (client, upstream):
@@ -108,10 +120,14 @@ class TcpProxy:
                     writer.transport.abort()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, proxy: TcpProxy
+) -> None:
     """Copy until EOF, then half-close; a reset on either side ends the copy quietly."""
     with contextlib.suppress(ConnectionError, OSError):
         while data := await reader.read(CHUNK):
+            if proxy.hanging:
+                continue
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():

@@ -122,6 +122,14 @@ async def test_cors_grants_only_listed_origins(registry: Registry, node: str) ->
         refused = await gateway.get("/ixo/token/params", headers={"Origin": other})
         assert refused.status_code == 200
         assert "access-control-allow-origin" not in refused.headers
+        assert refused.headers["vary"] == "Origin"  # caches must key on Origin (issue 15.6)
+        long_path = await gateway.get("/ixo/entity/" + "a" * 9000)
+        assert long_path.status_code == 414
+        assert long_path.json() == {
+            "code": 3,
+            "message": "the path is longer than 8192 bytes",
+            "details": [],
+        }
         preflight = await gateway.client.options(
             "/ixo/token/params",
             headers={"Origin": listed, "Access-Control-Request-Method": "GET"},
@@ -169,7 +177,7 @@ async def test_metrics_and_health(registry: Registry, node: str) -> None:
         await gateway.get("/ixo/token/params")
         await gateway.get("/nowhere")
         health = await gateway.get("/health")
-        assert health.json() == {"status": "ok", "upstream": "serving", "routes": 27}
+        assert health.json() == {"status": "ok", "upstream": "serving", "routes": 31}
         text = (await gateway.get("/metrics")).text
         assert (
             'twinhub_gateway_requests_total{route="ixo.token.v1beta1.Query/Params",status="200"}'

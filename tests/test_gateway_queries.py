@@ -120,7 +120,13 @@ async def test_claims_and_token_routes_answer_registry_data(
     assert got["protocol"] == view["protocol"]
     assert got["state"] == "OPEN"  # enums by name
     assert got["count"] == "1" and got["approved"] == "1"  # uint64 as strings
-    assert got["payments"] is None and got["min_deposit_period"] is None
+    # Written as a gogoproto node writes them: never null.
+    assert got["min_deposit_period"] == "0s"
+    stages = got["payments"]
+    assert set(stages) == {"submission", "evaluation", "approval", "rejection"}
+    assert all(p["timeout_ns"] == "0s" and p["account"] == view["admin"] for p in stages.values())
+    assert stages["approval"]["is_oracle_payment"] is True
+    assert stages["submission"]["is_oracle_payment"] is False
     assert got["intents"] == "ALLOW"
     assert got["service_agent_deposit_required"] == []
     listed = await ok(
@@ -155,9 +161,18 @@ async def test_claims_and_token_routes_answer_registry_data(
     assert doc["tokenDoc"]["name"] == "CARBON"
     disputes = await ok(gateway, "/ixo/claims/disputes", registry)
     assert disputes == {"disputes": [], "pagination": {"next_key": None, "total": "0"}}
-    # A method twinhub has no data for: the node says UNIMPLEMENTED, the gateway 501.
-    members = await gateway.get(f"/ixo/claims/collection/{collection['id']}/members")
-    assert members.status_code == 501 and members.json()["code"] == 12
+    members = await ok(gateway, f"/ixo/claims/collection/{collection['id']}/members", registry)
+    oracle = next(m for m in members["member_budgets"] if m["member_address"] == world.oracle)
+    assert oracle == {
+        "collection_id": str(collection["id"]),
+        "member_address": world.oracle,
+        "period": "0s",  # non-nullable on ixo: written, never null
+        "period_spend_limit": [],
+        "period_spent": [],
+        "period_cw20_spend_limit": [],
+        "period_cw20_spent": [],
+        "period_reset_at": None,
+    }
     bad = await gateway.get("/ixo/claims/collection/not-a-number")
     assert bad.status_code == 400 and bad.json()["code"] == 3
 

@@ -35,7 +35,7 @@ async def test_routes_learnt_by_reflection_alone(
         running_gateway(settings, node, routes_from="reflection") as gateway,
     ):
         table = gateway.app.table
-        assert table is not None and len(table) == 37  # 27 annotated routes + 10 aliases
+        assert table is not None and len(table) == 41  # 31 annotated routes + 10 aliases
         entity_route = next(r for r in table if r.template == "/ixo/entity/{id}")
         # The message classes come from the reflected descriptors, not twinhub's modules.
         pool = entity_route.method.request_type.DESCRIPTOR.file.pool

@@ -21,6 +21,7 @@ QUERY_MODULES = {
     "ixo.iid.v1beta1.Query": f"{PROTOS}.ixo.iid.v1beta1.query_pb2",
     "ixo.claims.v1beta1.Query": f"{PROTOS}.ixo.claims.v1beta1.query_pb2",
     "ixo.token.v1beta1.Query": f"{PROTOS}.ixo.token.v1beta1.query_pb2",
+    "cosmos.base.tendermint.v1beta1.Service": f"{PROTOS}.cosmos.base.tendermint.v1beta1.query_pb2",
 }
 
 
@@ -47,7 +48,7 @@ def test_committed_code_is_what_the_generator_writes(tmp_path: Path) -> None:
 
 def _service(full_name: str):
     module = importlib.import_module(QUERY_MODULES[full_name])
-    return module.DESCRIPTOR.services_by_name["Query"]
+    return module.DESCRIPTOR.services_by_name[full_name.rsplit(".", 1)[1]]
 
 
 def _http_get(full_name: str, method: str) -> str:
@@ -63,15 +64,17 @@ def test_every_query_method_has_an_http_get_rule(full_name: str) -> None:
     assert service.full_name == full_name
     assert service.methods, full_name
     for method in service.methods:
-        assert _http_get(full_name, method.name).startswith("/ixo/"), method.full_name
+        root = "/ixo/" if full_name.startswith("ixo.") else "/cosmos/"
+        assert _http_get(full_name, method.name).startswith(root), method.full_name
 
 
 @pytest.mark.parametrize("full_name", QUERY_SERVICES)
 def test_grpc_modules_offer_stub_servicer_and_registration(full_name: str) -> None:
     grpc_module = importlib.import_module(QUERY_MODULES[full_name] + "_grpc")
-    assert hasattr(grpc_module, "QueryStub")
-    assert hasattr(grpc_module, "QueryServicer")
-    assert hasattr(grpc_module, "add_QueryServicer_to_server")
+    name = full_name.rsplit(".", 1)[1]
+    assert hasattr(grpc_module, f"{name}Stub")
+    assert hasattr(grpc_module, f"{name}Servicer")
+    assert hasattr(grpc_module, f"add_{name}Servicer_to_server")
 
 
 def test_method_names_and_routes_follow_ixo() -> None:
@@ -153,7 +156,7 @@ def test_descriptor_set_gives_the_same_routes_as_the_modules() -> None:
         for method in _service(name).methods
     }
     assert from_set == from_modules
-    assert len(from_set) == 6 + 2 + 15 + 4
+    assert len(from_set) == 6 + 2 + 15 + 4 + 4  # entity, iid, claims, token, tendermint
 
 
 def test_unknown_service_is_refused() -> None:

@@ -393,6 +393,7 @@ async def test_introspection_describes_the_entity(registry: Registry) -> None:
         "claims",
         "balances",
         "creditClass",
+        "summary",
     }
 
 
@@ -402,5 +403,8 @@ async def test_graphiql_opens_without_a_key(registry: Registry) -> None:
         page = await anonymous.get("/graphql", headers={"accept": "text/html"})
         assert page.status_code == 200
         assert "graphiql" in page.text.lower()
+        # Its scripts come from the package, never a CDN (it must work offline).
+        assert "unpkg.com" not in page.text and "https://" not in page.text
+        assert "/console/static/vendor/graphiql-3.8.3/graphiql.min.js" in page.text
     finally:
         await anonymous.aclose()

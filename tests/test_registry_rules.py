@@ -37,6 +37,7 @@ from twinhub.registry.app import create_registry_app
 from twinhub.registry.routes import router as v1_router
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_governance import router as governance_router
+from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
 
@@ -2000,7 +2001,8 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
     assert len(bearer) == 1
 
     expected: set[tuple[str, str]] = set()
-    for route in [*v1_router.routes, *governance_router.routes, *claims_router.routes]:
+    routers = [v1_router, governance_router, claims_router, summaries_router]
+    for route in [r for router in routers for r in router.routes]:
         if getattr(route, "path", "").startswith("/v1/"):
             for method in route.methods - {"HEAD"}:
                 expected.add((method.lower(), route.path.replace(":path", "")))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.conftest import Gateway, new_phone
+from tests.conftest import Gateway, GatewayFactory, new_phone, running_registry
 from tests.ussd_flows import Journey, create_account, log_in
 from twinhub.services.customer_ids import new_customer_id
 
@@ -158,13 +158,42 @@ async def test_malformed_customer_id_is_caught_before_lookup(gateway: Gateway, t
     assert (await journey.send(typed)).startswith("CON Check the customer ID and try again.")
 
 
-async def test_unknown_but_well_formed_customer_id(gateway: Gateway) -> None:
-    journey = Journey(gateway, new_phone())
-    await journey.dial()
-    await journey.send("2")
-    await journey.send("1")
+async def test_unknown_id_and_wrong_pin_get_the_same_reply(gateway: Gateway) -> None:
+    """Issue 15.5: a stranger cannot tell which customer IDs exist."""
+    customer_id = await create_account(gateway, new_phone(), "Amina Otieno", PIN)
+    stranger = new_phone()
     unknown = new_customer_id()  # well formed (check digit right), registered to nobody
-    assert (await journey.send(unknown)).startswith("CON Customer ID not found.")
+    _, to_unknown = await log_in(gateway, stranger, unknown, "60719")
+    _, to_real = await log_in(gateway, stranger, customer_id, "60719")
+    assert to_unknown == to_real
+    assert to_real.startswith("CON Wrong customer ID or PIN.\nEnter your 5-digit PIN")
+
+
+async def test_a_stranger_cannot_lock_the_owner_out(make_gateway: GatewayFactory) -> None:
+    """Guesses from other phones lock the account against other phones only, for a while;
+    the owner's phone still logs in, and the guessing phone is itself locked in the end."""
+    gateway = await make_gateway(ussd_phone_max_pin_attempts=5, ussd_lockout_seconds=60)
+    owner = new_phone()
+    customer_id = await create_account(gateway, owner, "Amina Otieno", PIN)
+    stranger = new_phone()
+    replies = [(await log_in(gateway, stranger, customer_id, "60719"))[1] for _ in range(4)]
+    assert all(r.startswith("CON Wrong customer ID or PIN.") for r in replies), replies
+    # Locked against strangers now: even the right PIN from another phone is refused, and
+    # in the very words of a wrong one.
+    _, right_pin = await log_in(gateway, new_phone(), customer_id, PIN)
+    assert right_pin.startswith("CON Wrong customer ID or PIN.")
+    _, owners = await log_in(gateway, owner, customer_id, PIN)
+    assert MAIN_MENU.match(owners), owners
+    _, fifth = await log_in(gateway, stranger, new_customer_id(), "60719")
+    assert fifth.startswith("CON Wrong customer ID or PIN.")  # the phone's 5th: now locked
+    _, sixth = await log_in(gateway, stranger, new_customer_id(), "60719")
+    assert sixth.startswith("END Too many wrong PINs from this phone. Try again in 1 minute.")
+    platform = gateway.app.state.platform
+    keys = {lock.key for lock in await platform.customers.lockouts()}
+    assert {f"account:{customer_id}", f"phone:{stranger}"} <= keys
+    assert await platform.customers.unlock(stranger)
+    _, lifted = await log_in(gateway, stranger, new_customer_id(), "60719")
+    assert lifted.startswith("CON Wrong customer ID or PIN.")
 
 
 async def test_three_wrong_pins_lock_the_account(gateway: Gateway) -> None:
@@ -174,13 +203,10 @@ async def test_three_wrong_pins_lock_the_account(gateway: Gateway) -> None:
     assert reply.startswith("CON Wrong PIN. 2 attempts left.\nEnter your 5-digit PIN")
     assert (await journey.send("60718")).startswith("CON Wrong PIN. 1 attempt left.")
     locked = await journey.send("60717")
-    assert locked.startswith("END Your account is locked after 3 wrong PINs.")
-    # Even the right PIN in a new session is refused now, at the customer ID screen.
-    journey = Journey(gateway, phone)
-    await journey.dial()
-    await journey.send("2")
-    await journey.send("1")
-    assert (await journey.send(customer_id)).startswith("END Your account is locked")
+    assert locked.startswith("END Your account is locked for 1 minute after 3 wrong PINs.")
+    # Even the right PIN in a new session is refused now, until the lock-out ends.
+    _, again = await log_in(gateway, phone, customer_id, PIN)
+    assert again.startswith("END Your account is locked for 1 minute")
 
 
 async def test_right_pin_resets_the_wrong_pin_count(gateway: Gateway) -> None:
@@ -256,3 +282,24 @@ async def test_wrong_input_on_every_account_screen_gets_a_notice(gateway: Gatewa
     ]:
         reply = await created.send(step)
         assert reply.startswith(prefix), (step, reply)
+
+
+async def test_operator_sees_and_lifts_lockouts_through_the_registry(gateway: Gateway) -> None:
+    phone = new_phone()
+    customer_id = await create_account(gateway, phone, "Amina Otieno", PIN)
+    journey, _ = await log_in(gateway, phone, customer_id, "60719")
+    await journey.send("60718")
+    assert (await journey.send("60717")).startswith("END Your account is locked")
+    platform = gateway.app.state.platform
+    async with running_registry(gateway.settings, platform) as registry:
+        admin = registry.as_key(await registry.key("did:ixo:org/operator", "admin"))
+        reader = registry.as_key(await registry.key("did:ixo:org/reader", "reader"))
+        async with admin, reader:
+            assert (await reader.get("/v1/admin/lockouts")).status_code == 403
+            listed = (await admin.get("/v1/admin/lockouts")).json()["items"]
+            assert f"own:{customer_id}" in {item["key"] for item in listed}
+            assert (await admin.delete(f"/v1/admin/lockouts/{customer_id}")).status_code == 204
+            assert (await admin.delete(f"/v1/admin/lockouts/{customer_id}")).status_code == 404
+            assert (await admin.delete("/v1/admin/lockouts/not-an-id")).status_code == 422
+    _, reply = await log_in(gateway, phone, customer_id, PIN)
+    assert MAIN_MENU.match(reply), reply

@@ -138,3 +138,36 @@ async def test_metrics_count_replies_by_outcome(gateway: Gateway) -> None:
     assert 'twinhub_ussd_replies_total{outcome="invalid"} 1.0' in text
     assert "twinhub_ussd_sessions_started_total 1.0" in text
     assert "twinhub_ussd_request_seconds_count 3.0" in text
+
+
+async def test_operator_endpoints_refuse_callers_not_provably_local(
+    make_gateway: GatewayFactory,
+) -> None:
+    """Issue 15.4: behind a proxy (declared, or betrayed by a forwarding header) and in
+    production, loopback proves nothing: the operator token is needed."""
+    session = new_session_id()
+    behind_proxy = await make_gateway(trust_proxy_enabled=True)
+    await behind_proxy.say(session, new_phone(), "")
+    for path in (f"/api/ussd/debug/{session}", "/api/ussd/sessions"):
+        response = await behind_proxy.client.get(path)
+        assert response.status_code == 403, response.text
+        assert response.json()["error"]["code"] == "forbidden"
+
+    local = await make_gateway()
+    await local.say(session, new_phone(), "")
+    for header in ("X-Forwarded-For", "Forwarded", "X-Real-IP"):
+        response = await local.client.get("/api/ussd/sessions", headers={header: "203.0.113.9"})
+        assert response.status_code == 403, (header, response.text)
+    assert (await local.client.get("/api/ussd/sessions")).status_code == 200
+
+    production = await make_gateway(environment="production", credential_issuer_key="11" * 32)
+    response = await production.client.get("/api/ussd/sessions")
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+    token = "operator-" + "x" * 32
+    with_token = await make_gateway(trust_proxy_enabled=True, ussd_operator_token=token)
+    response = await with_token.client.get(
+        "/api/ussd/sessions", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 200, response.text

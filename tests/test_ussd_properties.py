@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import socket
 import threading
 import time
@@ -33,7 +34,8 @@ INVALID = "END Invalid input. Please try again."
 UNAVAILABLE = "END Service temporarily unavailable. Please try again later."
 
 PROPERTY_SETTINGS = settings(
-    max_examples=250,
+    # `./dev fuzz` raises it (TWINHUB_FUZZ_EXAMPLES) for the long run.
+    max_examples=int(os.environ.get("TWINHUB_FUZZ_EXAMPLES", "250")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

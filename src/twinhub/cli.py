@@ -62,17 +62,19 @@ def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coroutine)
 
 
-def _serve(settings: Settings, interfaces: list[str]) -> None:
+def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) -> None:
     """Run `interfaces` (ussd, registry, node, gateway) in this process, on one loop.
 
     The gateway fronts GATEWAY_GRPC_UPSTREAM when set, else a node started here; a gateway
-    fronting another node needs no database, so then no platform is opened.
+    fronting another node needs no database, so then no platform is opened. A start-up
+    failure is one line and its exit status (see twinhub.startup).
     """
     from twinhub.chain.gateway import create_gateway_app
     from twinhub.chain.gateway.app import resolve_routes_from
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
     from twinhub.server import Listener, NodeListener, run, serve
+    from twinhub.startup import StartupError
     from twinhub.ussd.app import create_ussd_app
 
     upstream = settings.gateway_grpc_upstream
@@ -87,9 +89,15 @@ def _serve(settings: Settings, interfaces: list[str]) -> None:
     builders = {
         "ussd": Listener("ussd", lambda p: create_ussd_app(p), settings.host, settings.port),
         "registry": Listener(
-            "registry", lambda p: create_registry_app(p), settings.host, settings.registry_port
+            "registry",
+            lambda p: create_registry_app(p),
+            settings.host,
+            settings.registry_port,
+            "REGISTRY_PORT",
         ),
-        "gateway": Listener("gateway", gateway, settings.host, settings.gateway_port),
+        "gateway": Listener(
+            "gateway", gateway, settings.host, settings.gateway_port, "GATEWAY_PORT"
+        ),
     }
     listeners = [builders[name] for name in interfaces if name in builders]
     needs_platform = runs_node or any(name in ("ussd", "registry") for name in interfaces)
@@ -100,9 +108,43 @@ def _serve(settings: Settings, interfaces: list[str]) -> None:
         except RuntimeError as error:
             console.print(f"[red]refusing to start[/red]: {error}")
             raise SystemExit(2) from None
-        await serve(platform, listeners, node)
+        await serve(platform, listeners, node, reuse_port=reuse_port)
 
-    run(main)
+    try:
+        run(main)
+    except StartupError as error:
+        _startup_failed(error)
+
+
+def _startup_failed(error: Exception) -> None:
+    """One line on stderr and the cause's exit status."""
+    from twinhub.startup import StartupError
+
+    assert isinstance(error, StartupError)
+    print(f"twinhub: cannot start: {error}", file=sys.stderr)
+    raise SystemExit(int(error.code))
+
+
+def _prepare(settings: Settings) -> None:
+    """Migrate the database and make the development keys once, in the parent, before the
+    workers start (they would otherwise race to do it)."""
+    from twinhub.platform import Platform
+    from twinhub.startup import database_failure
+
+    async def main() -> None:
+        try:
+            platform = Platform(settings)
+        except RuntimeError as error:
+            console.print(f"[red]refusing to start[/red]: {error}")
+            raise SystemExit(2) from None
+        try:
+            await platform.start()
+        except Exception as error:
+            raise database_failure(error) from None
+        finally:
+            await platform.stop()
+
+    asyncio.run(main())
 
 
 RegistryPortOption = Annotated[
@@ -125,18 +167,55 @@ def serve_all(
     registry_port: RegistryPortOption = None,
     node_port: NodePortOption = None,
     gateway_port: GatewayPortOption = None,
+    workers: Annotated[
+        str | None,
+        typer.Option(
+            "--workers",
+            help="Processes of each kind (default WORKERS, 1; auto: one per core); more than "
+            "one needs REDIS_URL.",
+        ),
+    ] = None,
 ) -> None:
     """Every interface: USSD gateway (3000), registry API (8000), chain node (9090) and
-    chain REST gateway (1317)."""
+    chain REST gateway (1317). The USSD gateway runs in processes of its own, so that no
+    API traffic can delay a phone's reply."""
     if ctx.invoked_subcommand is None:
+        from twinhub.processes import check_ports, check_workers, supervise, worker_count
+        from twinhub.startup import StartupError
+
         settings = load_settings(
             host=host,
             port=port,
             registry_port=registry_port,
             node_port=node_port,
             gateway_port=gateway_port,
+            workers=workers,
         )
-        _serve(settings, ["ussd", "registry", "node", "gateway"])
+        try:
+            count = worker_count(settings.workers)
+            check_workers(settings, count)
+            check_ports(settings)
+            _prepare(settings)
+        except StartupError as error:
+            _startup_failed(error)
+        raise SystemExit(supervise(settings, count))
+
+
+ReusePortOption = Annotated[
+    bool,
+    typer.Option(
+        "--reuse-port",
+        hidden=True,
+        help="Share the ports with other processes (SO_REUSEPORT); set by `serve --workers`.",
+    ),
+]
+
+
+@serve_app.command("api")
+def serve_api(host: HostOption = None, reuse_port: ReusePortOption = False) -> None:
+    """The registry API, the chain node and the chain REST gateway, in one process (the
+    ports come from REGISTRY_PORT, NODE_PORT and GATEWAY_PORT)."""
+    _serve(load_settings(host=host), ["registry", "node", "gateway"], reuse_port)
 
 
 @serve_app.command("registry")
@@ -151,9 +230,13 @@ def serve_registry(
 
 
 @serve_app.command("ussd")
-def serve_ussd(host: HostOption = None, port: PortOption = None) -> None:
-    """Only the USSD gateway."""
-    _serve(load_settings(host=host, port=port), ["ussd"])
+def serve_ussd(
+    host: HostOption = None, port: PortOption = None, reuse_port: ReusePortOption = False
+) -> None:
+    """Only the USSD gateway. The event sequencer and webhook dispatcher never run here:
+    the phones' process does no background work for the API."""
+    settings = load_settings(host=host, port=port, events_workers_enabled=False)
+    _serve(settings, ["ussd"], reuse_port)
 
 
 @serve_app.command("node")
@@ -224,9 +307,25 @@ def migrate() -> None:
     _run(main())
 
 
+@ussd_app.command("locks")
+def ussd_locks() -> None:
+    """The PIN lock-outs in force: key (account:ID, own:ID or phone:NUMBER) and end."""
+
+    async def work(platform: Any) -> Any:
+        return await platform.customers.lockouts()
+
+    locks = _with_platform(work)
+    for lock in locks:
+        until = lock.locked_until.isoformat() if lock.locked_until else "until unlocked"
+        print(f"{lock.key}\t{until}\tlock-outs so far: {lock.lockouts}")
+    if not locks:
+        console.print("no lock-outs in force")
+
+
 @ussd_app.command("unlock")
 def ussd_unlock(customer_id: str) -> None:
-    """Unlock a customer locked out by wrong PINs (after checking who is asking)."""
+    """Lift the PIN lock-outs of a customer ID, or of a phone (+E.164), after checking who
+    is asking."""
     from twinhub.platform import Platform
 
     settings = load_settings()
@@ -240,7 +339,7 @@ def ussd_unlock(customer_id: str) -> None:
             await platform.stop()
 
     if not _run(main()):
-        console.print(f"[red]no customer with ID {customer_id}[/red]")
+        console.print(f"[red]no customer or lock-out for {customer_id}[/red]")
         raise typer.Exit(1)
     console.print(f"[green]customer {customer_id} unlocked[/green]")
 
@@ -313,8 +412,11 @@ def keys_revoke(key_id: str) -> None:
 
 @ledger_app.command("verify")
 def ledger_verify() -> None:
-    """Recompute the hash chain of every transaction; exit 1 at the first that does not fit."""
+    """Recompute the hash chain, then replay the ledger and reconcile balances, supplies,
+    domains and claims with the tables; exit 1 naming every place that does not fit."""
     from rich.progress import Progress
+
+    from twinhub.services.ledger_state import reconcile
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("verifying the ledger", total=None)
@@ -322,12 +424,31 @@ def ledger_verify() -> None:
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        report = _with_platform(lambda p: p.ledger.verify(progress=advance))
+        async def check(platform: Any) -> tuple[Any, list[Any]]:
+            report = await platform.ledger.verify(progress=advance)
+            if not report.ok:
+                return report, []
+            progress.update(task, description="replaying the ledger", completed=0)
+            replayed = await reconcile(
+                platform.sessionmaker, progress=lambda h: progress.update(task, completed=h)
+            )
+            return report, replayed
+
+        report, differences = _with_platform(check)
     if not report.ok:
         console.print(f"[red]ledger damaged[/red] at height {report.bad_height}: {report.problem}")
         raise typer.Exit(1)
+    if differences:
+        console.print(
+            f"[red]tables disagree with the ledger[/red] in {len(differences)} place(s) "
+            f"(hash chain intact, {report.checked} transactions):"
+        )
+        for difference in differences:
+            console.print(f"  {difference}", markup=False, highlight=False)
+        raise typer.Exit(1)
     console.print(
-        f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}"
+        f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}; "
+        "balances, supplies, domains and claims match it"
     )
 
 

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from twinhub.db.engine import create_engine, create_sessionmaker
 from twinhub.db.health import DatabaseMonitor
 from twinhub.db.migrate import upgrade_database
+from twinhub.events.hub import EventsHub
 from twinhub.logging import get_logger
 from twinhub.security.keys import load_key
 from twinhub.security.pins import PinCipher, load_pin_key
@@ -17,6 +18,7 @@ from twinhub.security.signing import Issuer
 from twinhub.services.api_keys import ApiKeyService
 from twinhub.services.builtin_protocols import ensure_builtin_protocols
 from twinhub.services.claims import ClaimService
+from twinhub.services.collection_members import CollectionMemberService
 from twinhub.services.credentials import CredentialService
 from twinhub.services.credits import CreditService
 from twinhub.services.customers import CustomerService
@@ -26,6 +28,7 @@ from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
 from twinhub.services.stoves import StoveService
+from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
 
 log = get_logger(__name__)
@@ -45,7 +48,8 @@ class Platform:
             interval=settings.database_health_interval_seconds,
             timeout=settings.database_connect_timeout_seconds,
         )
-        self.pin_cipher = PinCipher(load_pin_key(settings))
+        pin_key = load_pin_key(settings)
+        self.pin_cipher = PinCipher(pin_key)
         self.redis: Redis | None = (
             Redis.from_url(
                 settings.redis_url.get_secret_value(),
@@ -57,9 +61,14 @@ class Platform:
             else None
         )
         self.customers = CustomerService(
-            self.sessionmaker, self.pin_cipher, settings.ussd_max_pin_attempts
+            self.sessionmaker,
+            self.pin_cipher,
+            settings.ussd_max_pin_attempts,
+            phone_max_pin_attempts=settings.ussd_phone_max_pin_attempts,
+            lockout_seconds=settings.ussd_lockout_seconds,
+            lockout_max_seconds=settings.ussd_lockout_max_seconds,
         )
-        self.ledger = Ledger(self.sessionmaker)
+        self.ledger = Ledger(self.sessionmaker, max_batch=settings.ledger_max_batch)
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)
         self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
         self.governance = GovernanceService(self.sessionmaker, self.ledger, self.domains)
@@ -71,12 +80,17 @@ class Platform:
         self.claims = ClaimService(
             self.sessionmaker, self.ledger, self.protocols, self.credentials, self.credits
         )
+        self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)
         self.idempotency = IdempotencyService(self.sessionmaker)
+        # Dashboard figures. Telemetry wiring: pass the telemetry store (a TelemetrySource)
+        # as SummaryService(self.sessionmaker, telemetry=...) once one exists.
+        self.summaries = SummaryService(self.sessionmaker)
         bootstrap = settings.twinhub_bootstrap_api_key
         self.api_keys = ApiKeyService(
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
         )
+        self.events = EventsHub(self.sessionmaker, settings, pin_key)
         self.started_at = time.monotonic()
         self._started = False
 
@@ -90,6 +104,7 @@ class Platform:
             log.info("built-in protocols created", count=created)
         await self._ensure_compliance_group()
         self.database.start()
+        await self.events.start()
         self._started = True
         log.info(
             "platform started",
@@ -119,6 +134,7 @@ class Platform:
             log.info("default compliance group created", members=len(members))
 
     async def stop(self) -> None:
+        await self.events.stop()
         await self.database.stop()
         if self.redis is not None:
             await self.redis.aclose()

@@ -1,5 +1,11 @@
 """Running one or several interfaces in one process, on one event loop, sharing one Platform.
 
+Every HTTP port is bound before anything starts (see `twinhub.startup`): a taken port is
+one line and exit status 3, not a crash. A database that does not answer at start is one
+line and status 4. Background work of a process (a subscriber, say) goes in `background`:
+each is a coroutine factory run as a task after the platform started and cancelled before
+it stops.
+
 Uvicorn's own signal handling assumes one server per process; here every server's
 `capture_signals` is disabled and a single handler asks all of them to stop together. The
 chain node is a grpc.aio server on the same loop: it starts before the HTTP servers (the
@@ -12,7 +18,7 @@ import asyncio
 import contextlib
 import gc
 import signal
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,6 +27,7 @@ from starlette.types import ASGIApp
 
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
+from twinhub.startup import ExitCode, StartupError, bind_socket, database_failure
 
 if TYPE_CHECKING:
     from twinhub.chain.node import NodeServer
@@ -34,6 +41,7 @@ class Listener:
     build: Callable[[Platform | None], ASGIApp]
     host: str
     port: int
+    setting: str = "PORT"  # the setting that chooses the port, named when it is taken
 
 
 @dataclass
@@ -43,6 +51,7 @@ class NodeListener:
     host: str
     port: int
     server: NodeServer | None = None
+    reuse_port: bool = False
 
     @property
     def address(self) -> str:
@@ -54,7 +63,15 @@ class NodeListener:
         from twinhub.chain.node import NodeServer
 
         self.server = NodeServer(platform)
-        self.port = await self.server.start(self.host, self.port)
+        try:
+            self.port = await self.server.start(self.host, self.port, self.reuse_port)
+        except (OSError, RuntimeError):  # grpc reports a busy port as RuntimeError
+            await self.stop()
+            raise StartupError(
+                ExitCode.port_unavailable,
+                f"{self.host}:{self.port} is already in use or cannot be bound; choose "
+                "another with NODE_PORT (or HOST)",
+            ) from None
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -69,20 +86,41 @@ class _Server(uvicorn.Server):
 
 
 async def serve(
-    platform: Platform | None, listeners: list[Listener], node: NodeListener | None = None
+    platform: Platform | None,
+    listeners: list[Listener],
+    node: NodeListener | None = None,
+    reuse_port: bool = False,
+    background: list[Callable[[], Awaitable[None]]] | None = None,
 ) -> None:
-    """Start the platform (when there is one: a gateway fronting another node needs none),
-    the node, then every listener; return when all have stopped."""
+    """Bind every port, start the platform (when there is one: a gateway fronting another
+    node needs none), the node, then every listener; return when all have stopped.
+    Raises StartupError (nothing left running) when a port or the database fails."""
+    sockets = []
+    try:
+        for listener in listeners:
+            sockets.append(bind_socket(listener.host, listener.port, listener.setting, reuse_port))
+    except StartupError:
+        for sock in sockets:
+            sock.close()
+        raise
     if platform is not None:
-        await platform.start()
+        try:
+            await platform.start()
+        except Exception as error:  # unreachable, missing, refused, not migratable
+            await platform.stop()
+            for sock in sockets:
+                sock.close()
+            raise database_failure(error) from None
     if node is not None:
         assert platform is not None, "the node answers from a platform"
+        node.reuse_port = reuse_port
         try:
             await node.start(platform)
-        except (OSError, RuntimeError) as error:  # grpc reports a busy port as RuntimeError
-            log.error("interface failed", interface="node", error=str(error))
+        except StartupError:
             await platform.stop()
-            raise SystemExit(1) from None
+            for sock in sockets:
+                sock.close()
+            raise
     servers = [
         _Server(
             uvicorn.Config(
@@ -122,17 +160,24 @@ async def serve(
             interface=listener.name,
             url=f"http://{listener.host}:{listener.port}",
         )
+    tasks: list[asyncio.Task[None]] = []
     try:
+        tasks = [asyncio.create_task(work()) for work in background or ()]
         if not servers:  # the node alone: wait for the signal
             await stopping.wait()
-        results = await asyncio.gather(*(s.serve() for s in servers), return_exceptions=True)
+        results = await asyncio.gather(
+            *(s.serve(sockets=[sock]) for s, sock in zip(servers, sockets, strict=True)),
+            return_exceptions=True,
+        )
         for listener, result in zip(listeners, results, strict=True):
             if isinstance(result, BaseException):
                 log.error("interface failed", interface=listener.name, error=repr(result))
-        if any(not s.started for s in servers):
-            stop_all()
-            raise SystemExit(1)  # a port could not be bound: say so with the exit code
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sock in sockets:
+            sock.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         if node is not None:

@@ -9,6 +9,7 @@ development PIN key under `DATA_DIR`, sessions in process memory. Production
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,24 @@ _METHOD_NAME = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_.]*\.[A-Za-z_][A-Za-z0-9_]*/[A-Za-z_][A-Za-z0-9_]*$"
 )
 _ORIGIN = re.compile(r"^https?://[^/\s]+/?$")
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """What webhook delivery needs to know (WEBHOOK_* variables), in one value."""
+
+    timeout: float
+    retry_horizon: float
+    retry_base: float
+    retry_max_delay: float
+    concurrency: int
+    concurrency_per_endpoint: int
+    max_response_bytes: int
+    poll_interval: float
+    allow_private_networks: bool
+    denied_hosts: frozenset[str]
+    own_ports: frozenset[int]
+    own_host: str
 
 
 class Environment(StrEnum):
@@ -51,6 +70,13 @@ class Settings(BaseSettings):
     )
     database_health_interval_seconds: float = Field(
         2.0, gt=0, description="How often the database is probed between requests."
+    )
+    # -- ledger (group commit; docs/ledger.md) --
+    ledger_max_batch: int = Field(
+        256,
+        ge=1,
+        le=10_000,
+        description="Most writes one ledger commit carries (queued writes share a commit).",
     )
     redis_url: SecretStr | None = Field(
         None, description="When set, USSD sessions and rate-limit counters live in Redis."
@@ -117,6 +143,16 @@ class Settings(BaseSettings):
 
     node_port: int = Field(9090, ge=0, le=65535, description="Chain node (gRPC) port.")
     gateway_port: int = Field(1317, ge=0, le=65535, description="Chain REST gateway port.")
+    chain_id: str = Field(
+        "twinhub-1",
+        pattern=r"^[A-Za-z0-9._-]{1,50}$",
+        description="The chain id the node reports (node info, block headers).",
+    )
+    node_moniker: str = Field(
+        "twinhub",
+        pattern=r"^[A-Za-z0-9._ -]{1,70}$",
+        description="The node's name in its node info.",
+    )
     gateway_grpc_upstream: str | None = Field(
         None,
         pattern=r"^[^\s/]+:[0-9]{1,5}$",
@@ -172,11 +208,117 @@ class Settings(BaseSettings):
     )
     compliance_group_voting_period_seconds: int = Field(7 * 86400, ge=60, le=366 * 86400)
 
+    # -- operator console (/console on the registry port) -----------------------------------
+    console_enabled: bool = Field(True, description="Serve the operator console at /console.")
+    console_session_ttl_seconds: int = Field(
+        8 * 3600, ge=60, le=7 * 86400, description="A console sign-in lasts this long."
+    )
+    console_max_sessions: int = Field(
+        10_000, ge=10, description="Cap of signed-in console sessions held by one process."
+    )
+    console_ussd_url: str | None = Field(
+        None,
+        description="The USSD gateway's /api/ussd the console's phone simulator forwards to; "
+        "default http://127.0.0.1:PORT/api/ussd.",
+    )
+    # -- hardening: request limits, database timeouts, lock-outs, processes ------------------
+    graphql_max_body_bytes: int = Field(
+        65_536, ge=1024, description="Larger /graphql request bodies are refused (413)."
+    )
+    graphql_max_depth: int = Field(10, ge=1, le=100, description="Deepest selection allowed.")
+    graphql_max_tokens: int = Field(
+        2_000,
+        ge=100,
+        le=1_000_000,
+        description="Most lexical tokens one GraphQL document may hold.",
+    )
+    graphql_max_aliases: int = Field(20, ge=1, le=1000, description="Most aliases per document.")
+    database_statement_timeout_seconds: float = Field(
+        5.0, gt=0, le=600, description="Longest a single SQL statement may run."
+    )
+    database_pool_timeout_seconds: float = Field(
+        3.0, gt=0, le=600, description="Longest a request waits for a free database connection."
+    )
+    database_retry_after_seconds: int = Field(
+        5, ge=1, le=3600, description="Retry-After of the 503 answered while the database is down."
+    )
+    ussd_lockout_seconds: float = Field(
+        60.0, gt=0, description="First lock-out after USSD_MAX_PIN_ATTEMPTS wrong PINs."
+    )
+    ussd_lockout_max_seconds: float = Field(
+        3600.0, gt=0, description="Longest lock-out; each further lock-out doubles, up to it."
+    )
+    ussd_phone_max_pin_attempts: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Wrong PINs from one phone (any account) before it is locked.",
+    )
+    api_key_failure_limit: str = Field(
+        "20/minute", description="Failed API-key attempts per client IP before 429."
+    )
+    workers: str = Field(
+        "1", pattern=r"^(auto|[1-9][0-9]{0,2})$", description="Processes of `twinhub serve`."
+    )
+
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
 
-    @field_validator("ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit")
+    # -- Events and webhooks (see WebhookSettings) ----------------------------------------
+    events_workers_enabled: bool = Field(
+        True,
+        description="Run the event sequencer and the webhook dispatcher in this process "
+        "(any number of processes may; they take turns safely).",
+    )
+    events_sequencer_interval_seconds: float = Field(
+        0.5, gt=0, le=60, description="How often to look for events other processes committed."
+    )
+    events_stream_heartbeat_seconds: float = Field(
+        15.0, gt=0, le=300, description="Comment line sent on an idle event stream."
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0, gt=0, le=120, description="Whole-request deadline of one delivery attempt."
+    )
+    webhook_retry_horizon_seconds: float = Field(
+        86_400.0, gt=0, description="How long a delivery is retried before it is marked failed."
+    )
+    webhook_retry_base_seconds: float = Field(
+        5.0, gt=0, description="First back-off; doubled after each failure (with jitter)."
+    )
+    webhook_retry_max_delay_seconds: float = Field(
+        3600.0, gt=0, description="Longest wait between two attempts."
+    )
+    webhook_concurrency: int = Field(
+        16, ge=1, le=1000, description="Deliveries in flight at once in one process."
+    )
+    webhook_concurrency_per_endpoint: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="In flight at once for one subscription (one slow "
+        "receiver never takes every slot).",
+    )
+    webhook_max_response_bytes: int = Field(
+        65_536, ge=0, description="Response bodies are read up to this size, then cut off."
+    )
+    webhook_poll_interval_seconds: float = Field(
+        1.0, gt=0, le=60, description="How often the dispatcher looks for due deliveries."
+    )
+    webhook_allow_private_networks: bool = Field(
+        False,
+        description="Allow webhook URLs on loopback, private, link-local or reserved "
+        "addresses (tests, closed networks); never for the platform's own ports.",
+    )
+    webhook_denied_hosts: str = Field(
+        "",
+        description="Comma list of host names webhooks may never target (e.g. the "
+        "platform's public name).",
+    )
+
+    @field_validator(
+        "ussd_rate_limit", "registry_rate_limit", "gateway_rate_limit", "api_key_failure_limit"
+    )
     @classmethod
     def _rate_limit_parses(cls, value: str) -> str:
         value = value.strip()
@@ -184,6 +326,12 @@ class Settings(BaseSettings):
             value = f"{value}/minute"
         parse(value)  # raises ValueError with a clear message when malformed
         return value
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """`REDIS_URL=` (empty) means no Redis, as leaving it out does."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("gateway_disabled_methods")
     @classmethod
@@ -237,6 +385,10 @@ class Settings(BaseSettings):
         return parse(self.registry_rate_limit)
 
     @cached_property
+    def api_key_failure_limit_item(self) -> RateLimitItem:
+        return parse(self.api_key_failure_limit)
+
+    @cached_property
     def gateway_rate_limit_item(self) -> RateLimitItem:
         return parse(self.gateway_rate_limit)
 
@@ -252,6 +404,28 @@ class Settings(BaseSettings):
     def gateway_tokens(self) -> tuple[bytes, ...]:
         keys = self.gateway_api_keys.get_secret_value() if self.gateway_api_keys else ""
         return tuple(key.encode() for key in split_list(keys))
+
+    @cached_property
+    def webhooks(self) -> WebhookSettings:
+        """The webhook settings as one value object, for the dispatcher and URL policy."""
+        return WebhookSettings(
+            timeout=self.webhook_timeout_seconds,
+            retry_horizon=self.webhook_retry_horizon_seconds,
+            retry_base=self.webhook_retry_base_seconds,
+            retry_max_delay=self.webhook_retry_max_delay_seconds,
+            concurrency=self.webhook_concurrency,
+            concurrency_per_endpoint=self.webhook_concurrency_per_endpoint,
+            max_response_bytes=self.webhook_max_response_bytes,
+            poll_interval=self.webhook_poll_interval_seconds,
+            allow_private_networks=self.webhook_allow_private_networks,
+            denied_hosts=frozenset(h.lower() for h in split_list(self.webhook_denied_hosts)),
+            own_ports=frozenset({self.port, self.registry_port, self.gateway_port, self.node_port}),
+            own_host=self.host,
+        )
+
+    @property
+    def console_ussd_endpoint(self) -> str:
+        return self.console_ussd_url or f"http://127.0.0.1:{self.port}/api/ussd"
 
     @property
     def resolved_database_url(self) -> str:

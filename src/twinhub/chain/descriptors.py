@@ -23,6 +23,7 @@ QUERY_SERVICES = (
     "ixo.iid.v1beta1.Query",
     "ixo.claims.v1beta1.Query",
     "ixo.token.v1beta1.Query",
+    "cosmos.base.tendermint.v1beta1.Service",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import event
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.util import await_
 
 from twinhub.settings import Settings
 
@@ -21,22 +23,52 @@ def is_sqlite(url: str) -> bool:
 
 
 def create_engine(settings: Settings) -> AsyncEngine:
-    """An engine that survives database restarts (pre-ping) and never hangs on connect."""
+    """An engine that survives database restarts (pre-ping) and never holds a request
+    longer than its timeouts: connect (DATABASE_CONNECT_TIMEOUT_SECONDS), waiting for a pooled
+    connection (DATABASE_POOL_TIMEOUT_SECONDS) and one statement
+    (DATABASE_STATEMENT_TIMEOUT_SECONDS: on PostgreSQL both the server's statement_timeout
+    and the client's own deadline, so a hung connection is given up too; on SQLite the
+    longest wait for another writer's lock, and a progress handler interrupts a statement
+    running past it)."""
     url = settings.resolved_database_url
     timeout = settings.database_connect_timeout_seconds
+    statement = settings.database_statement_timeout_seconds
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": timeout}, hide_parameters=True)
+        engine = create_async_engine(
+            url,
+            connect_args={"timeout": statement},
+            hide_parameters=True,
+            pool_timeout=settings.database_pool_timeout_seconds,
+        )
         cache_kib = settings.sqlite_cache_mib * 1024
+        busy_ms = int(statement * 1000)
 
-        def pragmas(dbapi_connection: Any, _record: Any) -> None:
-            _sqlite_pragmas(dbapi_connection, cache_kib)
+        def pragmas(dbapi_connection: Any, record: Any) -> None:
+            _sqlite_pragmas(dbapi_connection, cache_kib, busy_ms)
+            record.info[_CLOCK] = _statement_clock(dbapi_connection)
+
+        def started(connection: Any, *_: Any) -> None:
+            clock = connection.info.get(_CLOCK)
+            if clock is not None:
+                clock.deadline = time.monotonic() + statement
+
+        def finished(connection: Any, *_: Any) -> None:
+            clock = connection.info.get(_CLOCK)
+            if clock is not None:
+                clock.deadline = None
 
         event.listen(engine.sync_engine, "connect", pragmas)
+        event.listen(engine.sync_engine, "before_cursor_execute", started)
+        event.listen(engine.sync_engine, "after_cursor_execute", finished)
         return engine
-    connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": max(timeout * 5, 15)}
+    connect_args: dict[str, Any] = {
+        "timeout": timeout,
+        "command_timeout": statement + 0.5,  # the server's own timeout speaks first
+        "server_settings": {"statement_timeout": str(int(statement * 1000))},
+    }
     return create_async_engine(
         url,
         connect_args=connect_args,
@@ -44,17 +76,41 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
-        pool_timeout=timeout,
+        pool_timeout=settings.database_pool_timeout_seconds,
     )
 
 
-def _sqlite_pragmas(dbapi_connection: Any, cache_kib: int) -> None:
+_CLOCK = "twinhub_statement_clock"
+
+
+class _Clock:
+    """The running statement's deadline on one SQLite connection (None: none running)."""
+
+    deadline: float | None = None
+
+
+def _statement_clock(dbapi_connection: Any) -> _Clock:
+    """SQLite has no statement timeout: a progress handler, called by SQLite every 10,000
+    virtual-machine steps on the connection's own thread, interrupts a statement running
+    past its deadline (`sqlite3.OperationalError: interrupted`)."""
+    clock = _Clock()
+
+    def progress() -> int:
+        deadline = clock.deadline
+        return 1 if deadline is not None and time.monotonic() > deadline else 0
+
+    connection = dbapi_connection._connection  # aiosqlite's: sqlite3 lives on its thread
+    await_(connection._execute(connection._conn.set_progress_handler, progress, 10_000))
+    return clock
+
+
+def _sqlite_pragmas(dbapi_connection: Any, cache_kib: int, busy_ms: int = 5000) -> None:
     """WAL lets readers run beside the writer; busy_timeout queues writers instead of failing;
     a page cache and memory map sized for a registry (SQLite's default cache is 2 MiB) keep
     reads from slowing down as the file outgrows it."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute(f"PRAGMA cache_size=-{int(cache_kib)}")

@@ -401,3 +401,151 @@ class CreditMovement(Base):
     actor: Mapped[str] = mapped_column(String(200))
     ledger_height: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# -- hardening: PIN lock-outs (revision 0006) -----------------------------------------------
+class PinLockout(Base):
+    """Wrong-PIN counting for one key: `account:<customer id>` (guesses from other phones),
+    `own:<customer id>` (from the account's own phone) or `phone:<number>` (one phone's
+    guesses at any account, unknown IDs included). Each lock-out lasts longer than the last
+    (`lockouts` of them so far), and every one ends by itself."""
+
+    __tablename__ = "pin_lockouts"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failed_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lockouts: Mapped[int] = mapped_column(Integer, default=0)
+    locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+# -- Events and webhooks (issue 17) --------------------------------------------------------
+# An outbox: events are inserted in the transaction of the change they describe, with no
+# position; the sequencer (twinhub.events.sequencer) numbers committed ones in order.
+
+BigId = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements INTEGER only
+
+
+class Event(Base):
+    """Something of note that happened; `position` orders them once committed."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_type_position", "type", "position"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(40), unique=True)
+    position: Mapped[int | None] = mapped_column(BigInteger, nullable=True, unique=True)
+    type: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(200))
+    actor: Mapped[str] = mapped_column(String(200))
+    data: Mapped[str] = mapped_column(Text)  # JSON, exactly what readers and webhooks get
+    ledger_height: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    occurred_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# What the sequencer looks for, kept small: only rows not yet numbered are in it.
+Index(
+    "ix_events_unsequenced",
+    Event.id,
+    postgresql_where=Event.position.is_(None),
+    sqlite_where=Event.position.is_(None),
+)
+
+
+class WebhookSubscription(Base):
+    """A receiver of events; its signing secret is kept encrypted (it is needed to sign)."""
+
+    __tablename__ = "webhook_subscriptions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    webhook_id: Mapped[str] = mapped_column(String(40), unique=True)
+    url: Mapped[str] = mapped_column(Text)
+    event_types: Mapped[list[str]] = mapped_column(JsonDocument)  # empty: every type
+    secret_ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    description: Mapped[str] = mapped_column(String(200), default="")
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class WebhookDelivery(Base):
+    """One event for one subscription: pending until a 2xx, failed after the retry horizon."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("subscription_id", "event_pk"),
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_subscription_id", "subscription_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    subscription_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("webhook_subscriptions.id", ondelete="CASCADE")
+    )
+    event_pk: Mapped[int] = mapped_column(BigInteger, ForeignKey("events.id"))
+    status: Mapped[str] = mapped_column(String(16))  # pending | delivered | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    window_started_at: Mapped[datetime] = mapped_column(UtcDateTime)  # retry horizon from here
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class WebhookAttempt(Base):
+    """One HTTP request of a delivery: the delivery log."""
+
+    __tablename__ = "webhook_attempts"
+    __table_args__ = (Index("ix_webhook_attempts_delivery_id", "delivery_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("webhook_deliveries.id", ondelete="CASCADE")
+    )
+    attempted_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+# -- collection members and agent deposits (chain surface: ixo's MemberBudget and
+#    AgentDepositBalance; see services/collection_members.py) ------------------------------
+class CollectionMember(Base):
+    """An agent taking part in a claim collection: its evaluators, and every agent that has
+    submitted a claim to it. The budget columns follow ixo's MemberBudget; twinhub sets
+    no budgets, so they stay empty (period 0, no limit, nothing spent)."""
+
+    __tablename__ = "collection_members"
+    __table_args__ = (
+        UniqueConstraint("collection_id", "member"),
+        Index("ix_collection_members_collection_seq", "collection_id", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    collection_id: Mapped[int] = mapped_column(Integer, ForeignKey("claim_collections.id"))
+    member: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))  # "evaluator" or "agent"
+    period_seconds: Mapped[int] = mapped_column(BigInteger, default=0)
+    spend_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    spent: Mapped[int] = mapped_column(BigInteger, default=0)
+    period_reset_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    joined_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class AgentDeposit(Base):
+    """What an agent has deposited with a collection, per denomination, and from when it
+    may be withdrawn. twinhub's collections require no deposit, so rows appear only when
+    one is recorded."""
+
+    __tablename__ = "agent_deposits"
+    __table_args__ = (UniqueConstraint("collection_id", "agent", "denom"),)
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    collection_id: Mapped[int] = mapped_column(Integer, ForeignKey("claim_collections.id"))
+    agent: Mapped[str] = mapped_column(String(200))
+    denom: Mapped[str] = mapped_column(String(64))
+    amount: Mapped[int] = mapped_column(BigInteger)
+    withdrawable_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)

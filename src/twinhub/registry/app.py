@@ -7,17 +7,24 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twinhub import __version__
+from twinhub.console.app import create_console_app
+from twinhub.console.assets import SWAGGER_CSS, SWAGGER_FAVICON, SWAGGER_JS
+from twinhub.console.sessions import SessionStore
 from twinhub.platform import Platform
-from twinhub.registry.errors import install_error_handlers
+from twinhub.registry.errors import database_unavailable, install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import router
+from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
+from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
+from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
@@ -40,18 +47,25 @@ class BodyLimit:
     inside the app's own body reading would surface as a parse error (400) instead.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, graphql_limit: int | None = None) -> None:
         self._app = app
-        self._limit = limit
+        self._default = limit
+        self._graphql = graphql_limit or limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        # GraphQL documents are parsed in one go on the event loop: a smaller limit keeps
+        # that parse short (GRAPHQL_MAX_BODY_BYTES), beside the token limit of the schema.
+        limit = self._graphql if scope["path"].startswith("/graphql") else self._default
+        await self._limited(scope, receive, send, limit)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None:
-            if not declared.isdigit() or int(declared) > self._limit:
-                await self._too_large(scope, receive, send)
+            if not declared.isdigit() or int(declared) > limit:
+                await self._too_large(scope, receive, send, limit)
             else:
                 await self._app(scope, receive, send)
             return
@@ -60,10 +74,10 @@ class BodyLimit:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break  # the client went away; let the app see it as usual
+                return  # the client went away mid-body: nobody to answer, nothing to log
             size += len(message.get("body", b""))
-            if size > self._limit:
-                await self._too_large(scope, receive, send)
+            if size > limit:
+                await self._too_large(scope, receive, send, limit)
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -79,11 +93,33 @@ class BodyLimit:
 
         await self._app(scope, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = error_response(
-            413, "too_large", f"Request bodies are limited to {self._limit} bytes."
-        )
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        response = error_response(413, "too_large", f"Request bodies are limited to {limit} bytes.")
         await response(scope, receive, send)
+
+
+class DatabaseGuard:
+    """While the database is known to be down, API requests are answered 503 with
+    Retry-After at once, in the registry's error shape, instead of each waiting for its own
+    connect timeout; health, metrics and the documentation keep answering."""
+
+    def __init__(self, app: ASGIApp, platform: Platform) -> None:
+        self._app = app
+        self._platform = platform
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and not self._platform.database.healthy
+            and scope["path"].startswith(GUARDED)
+        ):
+            retry_after = self._platform.settings.database_retry_after_seconds
+            await database_unavailable(retry_after)(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+
+GUARDED = ("/v1/", "/graphql")
 
 
 class RegistryMetrics:
@@ -155,7 +191,7 @@ def create_registry_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served below with the package's own Swagger UI files (no CDN)
         redoc_url=None,
     )
     app.state.platform = platform
@@ -164,15 +200,22 @@ def create_registry_app(
     app.state.rate_limiter = RateLimiter.create(
         settings.registry_rate_limit_item, redis_url, settings.redis_key_prefix, "registry"
     )
+    app.state.key_failures = RateLimiter.create(
+        settings.api_key_failure_limit_item, redis_url, settings.redis_key_prefix, "key-failures"
+    )
     metrics = RegistryMetrics()
+    metrics.registry.register(platform.events.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
     # swallowed by the core router's greedy /domains/{did:path}.
     app.include_router(governance_router)
     app.include_router(claims_router)
+    app.include_router(summaries_router)  # before the core router's greedy path, too
+    app.include_router(admin_router)
+    app.include_router(events_router)
     app.include_router(router)
-    app.include_router(create_graphql_router())
+    app.include_router(create_graphql_router(settings))
 
     @app.get("/health", tags=["health"], include_in_schema=True)
     async def health_endpoint() -> Response:
@@ -182,9 +225,32 @@ def create_registry_app(
     async def root_endpoint() -> Response:
         return root(platform, "twinhub registry API is running")
 
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> Response:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="twinhub registry",
+            swagger_js_url=SWAGGER_JS,
+            swagger_css_url=SWAGGER_CSS,
+            swagger_favicon_url=SWAGGER_FAVICON,
+        )
+
+    # The operator console shares this port; its sessions also let the console's browser
+    # code read GET routes of /v1 (see registry/auth.py).
+    app.state.console_sessions = SessionStore(
+        settings.console_session_ttl_seconds, settings.console_max_sessions
+    )
+    if settings.console_enabled:
+        app.mount("/console", create_console_app(platform, app.state.console_sessions))
+
     if platform.settings.metrics_enabled:
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
 
-    app.add_middleware(BodyLimit, limit=platform.settings.registry_max_body_bytes)
+    app.add_middleware(DatabaseGuard, platform=platform)
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.registry_max_body_bytes,
+        graphql_limit=settings.graphql_max_body_bytes,
+    )
     app.add_middleware(ObserveRequests, metrics=metrics)
     return app

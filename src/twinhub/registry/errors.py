@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
+from starlette.routing import Match
 
+from twinhub.logging import get_logger
 from twinhub.services.errors import (
     Conflict,
     Forbidden,
@@ -18,6 +23,8 @@ from twinhub.services.errors import (
     StaleVersion,
 )
 from twinhub.web.errors import error_response
+
+log = get_logger(__name__)
 
 STATUS: dict[type[ServiceError], int] = {
     NotFound: 404,
@@ -62,15 +69,39 @@ def _validation_error(_: Request, exc: Exception) -> Response:
     return error_response(422, "validation_failed", "The request is not valid.", details)
 
 
-def _http_error(_: Request, exc: Exception) -> Response:
+def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 400: "bad_request"}
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
     return error_response(
         exc.status_code,
         codes.get(exc.status_code, "http_error"),
         str(exc.detail),
-        headers=exc.headers,
+        headers=headers,
     )
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path: Starlette names only the first route's,
+    which left `Allow` short of what the OpenAPI document lists (a DID path matches several)."""
+    methods: set[str] = set()
+    for route in _routes(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods - {"HEAD"}))
+
+
+def _routes(routes: list[Any]) -> Iterator[Any]:
+    """The routes, with those of included routers (FastAPI keeps them apart) in line."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _routes(included.routes)
+        else:
+            yield route
 
 
 def _unauthenticated(_: Request, exc: Exception) -> Response:
@@ -89,7 +120,43 @@ def _rate_limited(_: Request, exc: Exception) -> Response:
     )
 
 
+def database_unavailable(retry_after: int) -> Response:
+    """The answer while the database is down or too slow: the client may retry later."""
+    return error_response(
+        503,
+        "unavailable",
+        "The database is unavailable; try again later.",
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    """A database failure (down, timed out, pool exhausted) is an outage, not a bug: 503
+    with Retry-After. The database is marked down at once (later requests get their 503
+    without waiting) until the health monitor's next probe finds it answering again."""
+    platform = request.app.state.platform
+    log.error("database error", path=request.url.path, error=type(exc).__name__)
+    platform.database.mark_down(exc)
+    return database_unavailable(platform.settings.database_retry_after_seconds)
+
+
+def _internal_error(_: Request, exc: Exception) -> Response:
+    """Anything else unforeseen: logged with its traceback by the server, answered in the
+    registry's JSON shape without any internal detail."""
+    return error_response(500, "internal_error", "Internal error; logged.")
+
+
+def _client_gone(_: Request, exc: Exception) -> Response:
+    """The client disconnected mid-body: nobody is left to answer, nothing worth a traceback."""
+    return Response(status_code=400)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ClientDisconnect, _client_gone)
+    app.add_exception_handler(SQLAlchemyError, _database_error)
+    app.add_exception_handler(TimeoutError, _database_error)
+    app.add_exception_handler(OSError, _database_error)
+    app.add_exception_handler(Exception, _internal_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
@@ -106,4 +173,5 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"description": "Body larger than REGISTRY_MAX_BODY_BYTES"},
     422: {"description": "Validation failed: one detail per field"},
     429: {"description": "More than REGISTRY_RATE_LIMIT requests from this key's principal"},
+    503: {"description": "The database is unavailable (Retry-After says when to retry)"},
 }

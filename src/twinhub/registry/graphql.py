@@ -20,18 +20,19 @@ from typing import Annotated, Any, NewType
 import strawberry
 from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's views raise
 from fastapi import Depends, Request
-from fastapi.routing import APIWebSocketRoute
+from fastapi.routing import APIRoute, APIWebSocketRoute
 from fastapi.security import HTTPAuthorizationCredentials
 from graphql import GraphQLError
 from starlette.responses import Response
 from starlette.websockets import WebSocket
-from strawberry.extensions import MaskErrors, MaxAliasesLimiter
+from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
 from strawberry.fastapi import BaseContext, GraphQLRouter
 from strawberry.scalars import JSON
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
+from twinhub.console.assets import offline_graphiql
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES
@@ -40,6 +41,7 @@ from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
 from twinhub.services.errors import NotFound, ServiceError
 from twinhub.services.paging import decode_cursor
 from twinhub.services.principals import Principal
+from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 
 # ixo's entity status (int32): 0 created, 1 closed, 2 transferred. A twinhub domain is
@@ -48,7 +50,6 @@ IXO_STATUS = {ACTIVE: 0, DEACTIVATED: 1}
 TRANSFERRED = "transferred"  # matches no twinhub domain; kept so `status: 2` is valid
 REGISTRY_STATUS = {0: ACTIVE, 1: DEACTIVATED, 2: TRANSFERRED}
 UNKNOWN_TYPE = "domain"  # linkedEntity type of a target the registry cannot find
-MAX_ALIASES = 20  # one request cannot fan out into many page reads through aliases
 MAX_SEQ = 2**63 - 1  # cursors wrap a BIGINT sequence number; beyond it the database fails
 
 
@@ -320,8 +321,51 @@ class CreditClass:
     supply: Long
 
 
+@strawberry.type(
+    description="Dashboard figures of a project or organisation over a period (the REST "
+    "`/v1/domains/{did}/summary`): stoves by state, claims by status, credits issued and "
+    "retired, telemetry per day (empty until a telemetry store is wired in)."
+)
+class Summary:
+    domain: str
+    type: str
+    start: datetime = strawberry.field(name="from")
+    end: datetime = strawberry.field(name="to")
+    stoves: JSON
+    claims: JSON
+    credits: JSON
+    telemetry: JSON
+
+
 @strawberry.type(description="Status checks of registry domains (read-only).")
 class Query:
+    @strawberry.field(
+        description="A project's or organisation's summary; `from` defaults to "
+        "30 days before `to`, `to` to now."
+    )
+    async def summary(
+        self,
+        info: GraphQLInfo,
+        id: str,
+        start: Annotated[datetime | None, strawberry.argument(name="from")] = None,
+        end: Annotated[datetime | None, strawberry.argument(name="to")] = None,
+    ) -> Summary:
+        context = _authorised(info)
+        try:
+            view = await context.platform.summaries.summary(id, start, end)
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        return Summary(
+            domain=view["domain"],
+            type=view["type"],
+            start=datetime.fromisoformat(view["from"]),
+            end=datetime.fromisoformat(view["to"]),
+            stoves=view["stoves"],
+            claims=view["claims"],
+            credits=view["credits"],
+            telemetry=view["telemetry"],
+        )
+
     @strawberry.field(description="One claim by id; null when there is none.")
     async def claim(self, info: GraphQLInfo, id: str) -> Claim | None:
         context = _authorised(info)
@@ -449,15 +493,26 @@ class _Schema(strawberry.Schema):
         super().process_errors([e for e in errors if _unexpected(e)], execution_context)
 
 
-schema = _Schema(
-    query=Query,
-    config=StrawberryConfig(scalar_map={Long: LONG_SCALAR}),
-    extensions=[
-        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
-        # Internal failures (a database error, say) must not leak SQL or hosts to callers.
-        lambda: MaskErrors(should_mask_error=_unexpected, error_message="Internal error; logged."),
-    ],
-)
+def build_schema(settings: Settings) -> strawberry.Schema:
+    """The schema with the request limits of `settings`: a hostile document is refused
+    while it is parsed (tokens) or validated (depth, aliases), before anything runs."""
+    return _Schema(
+        query=Query,
+        config=StrawberryConfig(scalar_map={Long: LONG_SCALAR}),
+        extensions=[
+            lambda: MaxTokensLimiter(max_token_count=settings.graphql_max_tokens),
+            # Introspection (GraphiQL's own query nests ofType deeply) is bounded by tokens.
+            lambda: QueryDepthLimiter(
+                max_depth=settings.graphql_max_depth,
+                should_ignore=lambda ignored: ignored.field_name.startswith("__"),
+            ),
+            lambda: MaxAliasesLimiter(max_alias_count=settings.graphql_max_aliases),
+            # Internal failures (a database error, say) must not leak SQL or hosts to callers.
+            lambda: MaskErrors(
+                should_mask_error=_unexpected, error_message="Internal error; logged."
+            ),
+        ],
+    )
 
 
 def _answers_nothing(request: Request) -> bool:
@@ -484,7 +539,12 @@ _HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
 
 class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
     """Strawberry's router, answering its own HTTP errors (a body that is not JSON, no query)
-    in the registry's JSON error shape instead of plain text."""
+    in the registry's JSON error shape instead of plain text, and serving GraphiQL with the
+    scripts shipped in the package (no CDN: it must work offline)."""
+
+    @property
+    def graphql_ide_html(self) -> str:
+        return offline_graphiql(super().graphql_ide_html)
 
     async def run(  # type: ignore[override]
         self,
@@ -499,16 +559,20 @@ class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
             return error_response(error.status_code, code, error.reason)
 
 
-def create_graphql_router() -> GraphQLRouter[RegistryContext, None]:
+def create_graphql_router(settings: Settings) -> GraphQLRouter[RegistryContext, None]:
     """The `/graphql` routes (POST and GET queries, GraphiQL) for one registry app."""
     router = RegistryGraphQLRouter(
-        schema,
+        build_schema(settings),
         path="/graphql",
         context_getter=registry_context,
         graphql_ide="graphiql",
         tags=["graphql"],
-        responses={code: ERROR_RESPONSES[code] for code in (400, 401, 403)},
+        responses={code: ERROR_RESPONSES[code] for code in (400, 401, 403, 413, 503)},
     )
     # No subscriptions: drop the websocket route rather than serve an unauthenticated one.
     router.routes = [route for route in router.routes if not isinstance(route, APIWebSocketRoute)]
+    for route in router.routes:
+        if isinstance(route, APIRoute) and "GET" in route.methods:
+            # A GET without a query answers the GraphiQL page (HTML), with one the result.
+            route.responses.setdefault(200, {}).setdefault("content", {})["text/html"] = {}
     return router

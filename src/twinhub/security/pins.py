@@ -7,6 +7,7 @@ associated data, so a ciphertext copied onto another account does not decrypt.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import itertools
 import os
@@ -30,10 +31,19 @@ class PinCipher:
         if len(key) != 32:
             raise ValueError("the PIN key must be 32 bytes (AES-256)")
         self._aead = AESGCM(key)
+        # A separate key for digests, so a digest never reveals anything about the AES key.
+        self._digest_key = hmac.digest(key, b"twinhub digest v1", hashlib.sha256)
 
     def encrypt(self, pin: str, context: str) -> bytes:
         nonce = os.urandom(_NONCE_BYTES)
         return _FORMAT_V1 + nonce + self._aead.encrypt(nonce, pin.encode(), context.encode())
+
+    def digest(self, text: str, context: str) -> str:
+        """A keyed digest (HMAC-SHA256) of text that may hold PIN digits, for comparing it
+        later without keeping it: unkeyed, the 100,000 five-digit PINs would be guessed at
+        once."""
+        message = context.encode() + b"\x00" + text.encode()
+        return hmac.digest(self._digest_key, message, hashlib.sha256)[:16].hex()
 
     def matches(self, ciphertext: bytes, candidate: str, context: str) -> bool:
         """True when `candidate` is the PIN; a damaged or foreign ciphertext never matches."""

@@ -356,10 +356,10 @@ class ClaimService:
             protocol = await self._protocols.get(collection.protocol_did)
             check_values(data, protocol, problems, partial=False, where="data")
             problems.raise_if_any("The claim does not follow the collection's protocol.")
-            seq = (await session.scalar(select(Claim.seq).order_by(Claim.seq.desc()).limit(1))) or 0
+            seq = await write.next_seq(Claim.seq)
             row = Claim(
                 id=claim_id or uuid.uuid4().hex,
-                seq=seq + 1,
+                seq=seq,
                 collection_id=collection.id,
                 agent=actor.did,
                 asset_did=asset,
@@ -556,7 +556,10 @@ class ClaimService:
                 await self._credits.mint(
                     write, token, protocol.did, owner, amount, claim.id, actor.did
                 )
-        return await self.claim(claim_id)
+            # The reply, read in the write's own transaction: no second session for it.
+            evaluations = (await self._evaluations_of(session, [claim.id])).get(claim.id, [])
+            reply = claim_view(claim, evaluations)
+        return reply
 
     async def _evaluator(
         self,

@@ -200,11 +200,11 @@ class DomainService:
         controller: list[str],
         parent: str | None,
     ) -> Domain:
-        seq = (await write.session.scalar(select(func.max(Domain.seq)))) or 0
+        seq = await write.next_seq(Domain.seq)
         now = utcnow()
         row = Domain(
             did=did,
-            seq=seq + 1,
+            seq=seq,
             type=entity_type,
             class_did=protocol.did,
             twin_class=twin_class(entity_type, protocol.effective_twin_class),

@@ -5,8 +5,16 @@ changes, so the two can never disagree. Each transaction's hash covers its heigh
 before it, its kind, subject, actor, time and payload (canonical JSON), so editing,
 removing or reordering any stored transaction breaks the chain, and `verify` finds where.
 
-Appends are serialised: PostgreSQL locks the single `ledger_head` row (across processes);
-SQLite, which has one writer anyway, takes a process-wide asyncio lock.
+Writes are group-committed (docs/ledger.md has the design and why it stays tamper-evident):
+the writes that queue up while one runs share one database transaction, each inside a
+SAVEPOINT of its own, and commit together once nobody waits any more (or `max_batch` writes
+are in). A write that fails rolls back its savepoint alone; its neighbours still commit.
+`write()` returns only after the shared commit, so a caller never sees a write that could
+still be lost. Heights are handed out in the order the writes ran, under the same lock:
+in-process an asyncio lock, across processes the database's (PostgreSQL: the `ledger_head`
+row `FOR UPDATE`; SQLite: `BEGIN IMMEDIATE`, its single writer lock), each held for one
+batch. The BEGIN, the head row's read and update, and the COMMIT (PostgreSQL's WAL flush)
+are paid once per batch instead of once per write.
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import LedgerHead, LedgerTransaction, utcnow
+from twinhub.events.store import record_ledger_events
 
 GENESIS_HASH = "0" * 64
 HEAD_ROW = 1
@@ -66,13 +75,34 @@ def _transaction(row: LedgerTransaction) -> Transaction:
     )
 
 
+@dataclass
+class Head:
+    """The chain's end as the open batch sees it; written to `ledger_head` once per batch."""
+
+    height: int
+    tx_hash: str
+
+
 class LedgerWrite:
     """One atomic registry write: change rows through `session`, record them with `append`."""
 
-    def __init__(self, session: AsyncSession, head: LedgerHead) -> None:
+    def __init__(
+        self, session: AsyncSession, head: Head, sequences: dict[Any, int] | None = None
+    ) -> None:
         self.session = session
         self._head = head
+        self._sequences = {} if sequences is None else sequences
         self.appended: list[Transaction] = []
+
+    async def next_seq(self, column: Any) -> int:
+        """The next value of a creation-order column (`Domain.seq`, ...): `max + 1` read
+        once per batch, then counted on. The batch holds the database's write lock, so no
+        other process inserts meanwhile; a write rolled back leaves a gap, which ordering
+        and cursors do not mind."""
+        if column not in self._sequences:
+            self._sequences[column] = (await self.session.scalar(select(func.max(column)))) or 0
+        self._sequences[column] += 1
+        return self._sequences[column]
 
     async def append(
         self, kind: str, subject: str, actor: str, payload: dict[str, Any]
@@ -96,6 +126,7 @@ class LedgerWrite:
         )
         self._head.height, self._head.tx_hash = height, tx_hash
         transaction = Transaction(height, tx_hash, prev_hash, kind, subject, actor, payload, at)
+        record_ledger_events(self.session, transaction)  # the outbox: same transaction
         self.appended.append(transaction)
         return transaction
 
@@ -109,29 +140,134 @@ class VerifyReport:
     bad_height: int | None = None
 
 
+class _Batch:
+    """One database transaction shared by consecutive writes, and its commit's outcome."""
+
+    def __init__(self, session: AsyncSession, head: Head) -> None:
+        self.session = session
+        self.head = head
+        self.sequences: dict[Any, int] = {}  # LedgerWrite.next_seq's counters
+        self.writes = 0  # writes whose savepoint was released into this batch
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Retrieved here so a failed commit nobody awaits (its writers all failed or were
+        # cancelled) is not reported as "exception never retrieved".
+        self.committed.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
 class Ledger:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], max_batch: int = 256) -> None:
         self._sessions = sessions
-        self._local_writer = asyncio.Lock()
-        self._serialise_locally = sessions.kw["bind"].dialect.name == "sqlite"
+        self._turn = asyncio.Lock()  # one write body at a time in this process
+        self._queued = 0  # writes waiting for their turn: the batch stays open while > 0
+        self._batch: _Batch | None = None
+        self._closer: asyncio.Future[None] | None = None
+        self._is_sqlite = sessions.kw["bind"].dialect.name == "sqlite"
+        self.max_batch = max_batch
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[LedgerWrite]:
-        """Rows changed and transactions appended inside commit together, or not at all."""
-        if self._serialise_locally:
-            async with self._local_writer, self._write() as write:
-                yield write
-        else:
-            async with self._write() as write:
-                yield write
+        """Rows changed and transactions appended inside commit together, or not at all;
+        on return they are committed (with whichever writes shared the batch)."""
+        self._queued += 1
+        try:
+            await self._turn.acquire()
+        except BaseException:
+            self._queued -= 1
+            if self._batch is not None and not self._queued:
+                # The batch stayed open for this write, which will never run: close it.
+                self._closer = asyncio.ensure_future(self._close_when_idle())
+            raise
+        self._queued -= 1
+        joined: _Batch | None = None
+        try:
+            batch = self._batch or await self._open()
+            self._batch = batch
+            write = LedgerWrite(batch.session, batch.head, batch.sequences)
+            if batch.writes == 0:
+                # Alone in its transaction so far: no savepoint needed, since failing
+                # discards the whole (otherwise empty) batch. A write nobody queues behind
+                # costs what it did before group commit.
+                try:
+                    yield write
+                    await batch.session.flush()  # a broken row fails here, not in the commit
+                except BaseException:
+                    self._batch = None
+                    batch.committed.cancel()
+                    await asyncio.shield(batch.session.close())  # rolls back
+                    raise
+            else:
+                before = Head(batch.head.height, batch.head.tx_hash)
+                try:
+                    async with batch.session.begin_nested():
+                        yield write
+                except BaseException:
+                    # The savepoint is rolled back; so are the heights this write took.
+                    batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
+                    batch.session.expunge_all()
+                    raise
+            # Each write starts with an empty identity map, as with a session of its own:
+            # no write sees another's objects, only the rows they flushed.
+            batch.session.expunge_all()
+            batch.writes += 1
+            joined = batch
+        finally:
+            await self._maybe_close()
+            self._turn.release()
+        assert joined is not None
+        await asyncio.shield(joined.committed)
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[LedgerWrite]:
-        async with self._sessions.begin() as session:
-            head = await session.get(LedgerHead, HEAD_ROW, with_for_update=True)
-            if head is None:
-                raise RuntimeError("the ledger head row is missing; run `twinhub migrate`")
-            yield LedgerWrite(session, head)
+    async def _close_when_idle(self) -> None:
+        async with self._turn:
+            await self._maybe_close()
+
+    async def _open(self) -> _Batch:
+        session = self._sessions()
+        try:
+            await session.begin()
+            if self._is_sqlite:
+                # Take SQLite's write lock now (as FOR UPDATE does on PostgreSQL), so the
+                # savepoints below nest in this transaction and another process's writer
+                # waits for the whole batch rather than interleaving.
+                await session.execute(text("BEGIN IMMEDIATE"))
+            row = (
+                await session.execute(
+                    select(LedgerHead.height, LedgerHead.tx_hash)
+                    .where(LedgerHead.id == HEAD_ROW)
+                    .with_for_update()
+                )
+            ).one_or_none()
+        except BaseException:
+            await session.close()
+            raise
+        if row is None:
+            await session.close()
+            raise RuntimeError("the ledger head row is missing; run `twinhub migrate`")
+        return _Batch(session, Head(row.height, row.tx_hash))
+
+    async def _maybe_close(self) -> None:
+        """Commit the open batch unless another write is queued to join it (and it is not
+        full). Runs under the turn lock, so the next batch starts after this one's commit."""
+        batch = self._batch
+        if batch is None or (self._queued and batch.writes < self.max_batch):
+            return
+        self._batch = None
+        try:
+            if batch.writes:
+                await batch.session.execute(
+                    update(LedgerHead)
+                    .where(LedgerHead.id == HEAD_ROW)
+                    .values(height=batch.head.height, tx_hash=batch.head.tx_hash)
+                )
+                await batch.session.commit()
+            else:
+                await batch.session.rollback()
+        except BaseException as error:
+            batch.committed.set_exception(error)
+            raise
+        else:
+            batch.committed.set_result(None)
+        finally:
+            await asyncio.shield(batch.session.close())
 
     async def height(self) -> int:
         async with self._sessions() as session:

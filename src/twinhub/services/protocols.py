@@ -197,7 +197,7 @@ class ProtocolService:
         now = utcnow()
         try:
             async with self._ledger.write() as write:
-                seq = (await write.session.scalar(select(func.max(Protocol.seq)))) or 0
+                seq = await write.next_seq(Protocol.seq)
                 row = Protocol(
                     did=did,
                     name=spec.name,
@@ -209,7 +209,7 @@ class ProtocolService:
                     relationships=spec.relationships,
                     services=spec.services,
                     token_class=spec.token_class,
-                    seq=seq + 1,
+                    seq=seq,
                     version=1,
                     created_at=now,
                     updated_at=now,

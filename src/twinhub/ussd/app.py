@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from twinhub.logging import get_logger, scrub
 from twinhub.platform import Platform
-from twinhub.settings import Settings
+from twinhub.settings import Environment, Settings
 from twinhub.ussd.engine import UssdEngine
 from twinhub.ussd.menu import Menu, Reply
 from twinhub.ussd.metrics import UssdMetrics
@@ -102,8 +102,10 @@ def create_ussd_app(
         create_session_store(platform),
         Menu(platform.customers, platform.pin_cipher, content, platform.stoves),
         content,
+        digest=platform.pin_cipher.digest,
         on_session_started=metrics.sessions_started.inc,
     )
+    production = settings.environment is Environment.production
     unavailable = Reply(True, content.unavailable).render()
     invalid = Reply(True, content.invalid_request).render()
 
@@ -129,7 +131,9 @@ def create_ussd_app(
         return PlainTextResponse(rendered)
 
     async def debug_endpoint(request: Request) -> Response:
-        denial = operator_denial(request, settings.ussd_operator_token)
+        denial = operator_denial(
+            request, settings.ussd_operator_token, settings.trust_proxy_enabled, production
+        )
         if denial is not None:
             return denial
         session_id = request.path_params["session_id"]
@@ -147,7 +151,9 @@ def create_ussd_app(
         return JSONResponse(view)
 
     async def sessions_endpoint(request: Request) -> Response:
-        denial = operator_denial(request, settings.ussd_operator_token)
+        denial = operator_denial(
+            request, settings.ussd_operator_token, settings.trust_proxy_enabled, production
+        )
         if denial is not None:
             return denial
         try:

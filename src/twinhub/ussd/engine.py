@@ -11,6 +11,7 @@ The rules of seed part B that concern sessions live here:
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Callable
 
@@ -30,10 +31,12 @@ class UssdEngine:
         store: SessionStore,
         menu: Menu,
         content: Content,
+        digest: Callable[[str, str], str],
         clock: Callable[[], float] = time.time,
         on_session_started: Callable[[], object] = lambda: None,
     ) -> None:
         self.store = store
+        self._digest = digest  # keyed: see PinCipher.digest
         self._on_session_started = on_session_started
         self._menu = menu
         self._content = content
@@ -65,19 +68,41 @@ class UssdEngine:
                 return Reply(True, self._content.invalid_request), "invalid"
             elif session.is_expired(now, self.store.ttl):  # before replay: a stale menu misleads
                 return Reply(True, self._content.expired), "end"
-            elif request.text == session.last_text:
+            elif self._is_last_text(session, request.text):
                 return _parse(session.last_reply), "retry"
             elif session.status == ENDED:
                 return Reply(True, self._content.ended), "end"
             else:
-                reply = await self._apply(session, session.last_text, request.text)
-            session.last_text = request.text
+                reply = await self._apply(
+                    session, self._previous(session, request.text), request.text
+                )
+            session.last_text_digest = self._digest(request.text, session.session_id)
+            session.last_text_length = len(request.text)
             session.last_reply = reply.render()
             session.updated_at = now
             await self.store.save(session)
         if reply.end:
             log.info("ussd session ended", session_id=session.session_id, state=session.state)
         return reply, "end" if reply.end else "con"
+
+    def _is_last_text(self, session: Session, text: str) -> bool:
+        """True when `text` is the one the previous request carried (a gateway retry)."""
+        return (
+            session.last_text_digest is not None
+            and len(text) == session.last_text_length
+            and hmac.compare_digest(
+                self._digest(text, session.session_id), session.last_text_digest
+            )
+        )
+
+    def _previous(self, session: Session, text: str) -> str:
+        """The previous request's text when `text` starts with it, else a text that is no
+        prefix of anything (control characters never pass validation), so that only the
+        newest answer is taken, as for a gateway that sends the latest input alone."""
+        candidate = text[: session.last_text_length]
+        if len(candidate) == session.last_text_length and self._is_last_text(session, candidate):
+            return candidate
+        return "\x00"
 
     async def _apply(self, session: Session, previous: str | None, text: str) -> Reply:
         reply = await self._menu.start(session) if previous is None else None

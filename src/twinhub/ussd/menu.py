@@ -23,6 +23,7 @@ from twinhub.services.customers import (
     CustomerService,
     CustomerView,
     LoginOutcome,
+    LoginResult,
     PhoneAlreadyRegistered,
     clean_full_name,
 )
@@ -329,38 +330,41 @@ class Menu:
         return await self._show(session, State.account_created, Notice.invalid_choice)
 
     async def _login_id(self, session: Session, answer: str) -> Reply:
+        """A well-formed ID goes on to the PIN screen whether or not it exists: whether an ID
+        is registered is never told to a phone that is not its own (see CustomerService)."""
         if answer == "1":
             customer = await self._customers.by_phone(session.phone_number)
             if customer is None:
                 return await self._show(session, State.login_id, Notice.no_phone_account)
+            customer_id = customer.customer_id
         elif len(answer) == CUSTOMER_ID_LENGTH and answer.isdigit():
             if not is_valid_customer_id(answer):
                 return await self._show(session, State.login_id, Notice.bad_customer_id)
-            customer = await self._customers.by_customer_id(answer)
-            if customer is None:
-                return await self._show(session, State.login_id, Notice.unknown_customer)
+            customer_id = answer
         else:
             return await self._show(session, State.login_id, Notice.bad_customer_id)
-        if customer.locked:
-            return self._end(session, self._content.locked(self._customers.max_pin_attempts))
-        session.scratch[LOGIN_ID] = customer.customer_id
+        session.scratch[LOGIN_ID] = customer_id
         return await self._show(session, State.login_pin)
 
     async def _login_pin(self, session: Session, answer: str) -> Reply:
         if not _looks_like_pin(answer):
             return await self._show(session, State.login_pin, Notice.pin_digits)
-        result = await self._customers.login(session.scratch[LOGIN_ID], answer)
+        result = await self._customers.login(
+            session.scratch[LOGIN_ID], answer, session.phone_number
+        )
         if result.outcome is LoginOutcome.ok and result.customer is not None:
             session.scratch.clear()
             session.customer_id = result.customer.customer_id
             return await self._show(session, State.main_menu)
-        if result.outcome is LoginOutcome.wrong_pin:
-            return await self._show(
-                session, State.login_pin, Notice.wrong_pin(result.attempts_left)
-            )
         if result.outcome is LoginOutcome.locked:
-            return self._end(session, self._content.locked(self._customers.max_pin_attempts))
-        return await self._show(session, State.login_id, Notice.unknown_customer)
+            return self._locked(session, result)
+        return await self._show(session, State.login_pin, _wrong(result))
+
+    def _locked(self, session: Session, result: LoginResult) -> Reply:
+        if result.phone_locked:
+            return self._end(session, self._content.phone_locked(result.locked_seconds))
+        attempts = self._customers.max_pin_attempts
+        return self._end(session, self._content.locked(attempts, result.locked_seconds))
 
     async def _main_menu(self, session: Session, answer: str) -> Reply:
         if answer == "1":
@@ -385,13 +389,12 @@ class Menu:
         if not _looks_like_pin(answer):
             return await self._show(session, State.change_pin_current, Notice.pin_digits)
         assert session.customer_id is not None
-        result = await self._customers.login(session.customer_id, answer)
+        result = await self._customers.login(session.customer_id, answer, session.phone_number)
         if result.outcome is LoginOutcome.ok:
             return await self._show(session, State.change_pin_new)
-        if result.outcome is LoginOutcome.wrong_pin:
-            notice = Notice.wrong_pin(result.attempts_left)
-            return await self._show(session, State.change_pin_current, notice)
-        return self._end(session, self._content.locked(self._customers.max_pin_attempts))
+        if result.outcome is LoginOutcome.locked:
+            return self._locked(session, result)
+        return await self._show(session, State.change_pin_current, _wrong(result))
 
     async def _change_pin_new(self, session: Session, answer: str) -> Reply:
         assert session.customer_id is not None
@@ -540,6 +543,14 @@ def _small_number(answer: str) -> int | None:
     if answer.isascii() and answer.isdigit() and len(answer) <= 6:
         return int(answer)
     return None
+
+
+def _wrong(result: LoginResult) -> str:
+    """The account's own phone learns its attempts left; any other phone the same words
+    for an unknown ID, a wrong PIN and an account locked against it."""
+    if result.attempts_left:
+        return Notice.wrong_pin(result.attempts_left)
+    return Notice.wrong_id_or_pin
 
 
 def _looks_like_pin(answer: str) -> bool:

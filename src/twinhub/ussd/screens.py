@@ -78,9 +78,14 @@ class Content:
     def goodbye(self) -> str:
         return f"Thank you for using {self.service_name}. Goodbye."
 
-    def locked(self, attempts: int) -> str:
+    def locked(self, attempts: int, seconds: int = 0) -> str:
         contact = f" Call {self.support_contact}." if self.support_contact else ""
-        return f"Your account is locked after {attempts} wrong PINs. Contact support.{contact}"
+        wait = f" for {_duration(seconds)}" if seconds else ""
+        return f"Your account is locked{wait} after {attempts} wrong PINs. Try later.{contact}"
+
+    def phone_locked(self, seconds: int) -> str:
+        contact = f" Call {self.support_contact}." if self.support_contact else ""
+        return f"Too many wrong PINs from this phone. Try again in {_duration(seconds)}.{contact}"
 
     # -- menus (CON) -----------------------------------------------------------------------
     def welcome(self) -> str:
@@ -212,6 +217,17 @@ class Content:
         return "My Credits\n" + "\n".join(rows) + f"\n{FOOTER}"
 
 
+def _duration(seconds: int) -> str:
+    """'45 seconds', '2 minutes', '1 hour': a lock-out's length in a few characters."""
+    if seconds < 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = (seconds + 59) // 60
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    hours = (minutes + 59) // 60
+    return f"{hours} hour{'s' if hours != 1 else ''}"
+
+
 class Notice:
     """One-line messages put above a re-shown screen after a wrong answer."""
 
@@ -222,6 +238,7 @@ class Notice:
     pin_changed = "PIN changed."
     bad_customer_id = "Check the customer ID and try again."
     unknown_customer = "Customer ID not found."
+    wrong_id_or_pin = "Wrong customer ID or PIN."
     no_phone_account = "No account for this phone."
     phone_registered = "This phone has an account. Log in."
     pin_digits = "PIN must be 5 digits."

@@ -30,7 +30,11 @@ class Session:
     state: str
     status: str = ACTIVE
     message: str = ""
-    last_text: str | None = None
+    # The last request's `text` holds every digit typed, PINs included, so only a keyed
+    # digest and its length are kept: enough to spot a gateway retry and to tell which
+    # answers a longer text adds, and nothing a reader of Redis or memory can use.
+    last_text_digest: str | None = None
+    last_text_length: int = 0
     last_reply: str = ""
     customer_id: str | None = None
     scratch: dict[str, str] = field(default_factory=dict)
@@ -49,7 +53,9 @@ class Session:
 
     @classmethod
     def loads(cls, blob: bytes) -> Session:
-        return cls(**orjson.loads(blob))
+        fields = orjson.loads(blob)
+        fields.pop("last_text", None)  # a record saved before texts were digested
+        return cls(**fields)
 
 
 class SessionBusy(Exception):

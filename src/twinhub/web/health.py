@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +43,7 @@ def root(platform: Platform, message: str) -> JSONResponse:
             "message": message,
             "environment": platform.settings.environment.value,
             "timestamp": _now(),
+            "process": os.getpid(),  # which worker answered, with `serve --workers N`
         }
     )
 

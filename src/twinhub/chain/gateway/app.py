@@ -49,6 +49,9 @@ UNGATED_PATHS = frozenset({"/health", "/metrics"})
 REFLECTION_RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)  # then every 5 s until learnt
 
 
+MAX_PATH_BYTES = 8192  # a longer path is 414 (it once reached the node and came back 429)
+
+
 class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -233,6 +236,12 @@ class GatewayApp:
             )
         raw_path = scope.get("raw_path")
         raw = raw_path.decode("latin-1") if raw_path else scope["path"]
+        if len(raw) > MAX_PATH_BYTES:  # no id is this long; the node would refuse the call
+            raise GatewayError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the path is longer than {MAX_PATH_BYTES} bytes",
+                http_status=414,
+            )
         try:
             found = table.match(raw)
         except UnicodeDecodeError:
@@ -312,7 +321,8 @@ class GatewayApp:
 
     def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
         if origin is None or not self._origin_allowed(origin):
-            return []
+            # The answer depends on Origin whenever origins are configured: say so to caches.
+            return [(b"vary", b"Origin")] if self.settings.gateway_origins else []
         return [
             (b"access-control-allow-origin", origin.encode("latin-1")),
             (b"access-control-expose-headers", HEIGHT_HEADER.encode()),

@@ -19,7 +19,11 @@ from twinhub.chain.gateway.routes import RouteTable
 
 _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_STRING: {"type": "string"},
-    FieldDescriptor.TYPE_BYTES: {"type": "string", "format": "byte"},
+    FieldDescriptor.TYPE_BYTES: {
+        "type": "string",
+        "format": "byte",
+        "nullable": True,
+    },  # empty: null
     FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
     FieldDescriptor.TYPE_DOUBLE: {"type": "number", "format": "double"},
     FieldDescriptor.TYPE_FLOAT: {"type": "number", "format": "float"},

@@ -1,10 +1,11 @@
 """`ixo.claims.v1beta1.Query`: claim collections, claims and their evaluations.
 
-twinhub keeps no disputes, intents, member budgets or agent deposits: the single-item
-queries of disputes and intents answer NOT_FOUND, their lists are empty, and member and
-deposit queries are UNIMPLEMENTED (the gateway shows 501). An evaluation's `reason` is a
-number on ixo; twinhub's reasons are text (in the registry API), so it is 0 here, and an
-approval's `verification_proof` is the id of the credential it issued.
+twinhub keeps no disputes or intents: their single-item queries answer NOT_FOUND and
+their lists are empty. Collection members (its evaluators and the agents that submitted
+claims, see services/collection_members.py) and agent deposits come from their tables.
+An evaluation's `reason` is a number on ixo; twinhub's reasons are text (in the registry
+API), so it is 0 here, and an approval's `verification_proof` is the id of the credential
+it issued.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 
 from twinhub.chain.node.common import (
-    NotServed,
     Servicer,
     page_response,
     query,
@@ -25,6 +26,7 @@ from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
 from twinhub.chain.protos.cosmos.base.v1beta1 import coin_pb2
 from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2, query_pb2_grpc
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as q
+from twinhub.services.collection_members import DepositBalance, Member
 from twinhub.services.errors import Invalid, NotFound
 
 STATES = {"open": claims_pb2.OPEN, "paused": claims_pb2.PAUSED, "closed": claims_pb2.CLOSED}
@@ -36,6 +38,22 @@ STATUSES = {
     "invalidated": claims_pb2.INVALIDATED,
     "flagged": claims_pb2.FLAGGED,
 }
+
+
+def payments(view: dict[str, Any]) -> claims_pb2.Payments:
+    """What a collection pays per stage, as a chain collection always carries. twinhub pays
+    nothing for submission, evaluation or rejection, and on approval mints the amount the
+    oracle decided: ixo's `is_oracle_payment`. The paying account is the collection's
+    admin; no stage waits (`timeout_ns` 0s, written as a node writes it)."""
+
+    def stage(oracle_decides: bool = False) -> claims_pb2.Payment:
+        return claims_pb2.Payment(
+            account=view["admin"], timeout_ns=Duration(), is_oracle_payment=oracle_decides
+        )
+
+    return claims_pb2.Payments(
+        submission=stage(), evaluation=stage(), approval=stage(True), rejection=stage()
+    )
 
 
 def collection_message(view: dict[str, Any]) -> claims_pb2.Collection:
@@ -57,6 +75,9 @@ def collection_message(view: dict[str, Any]) -> claims_pb2.Collection:
         invalidated=counts["invalidated"],
         flagged=counts["flagged"],
         flagged_active=counts["flagged"],
+        payments=payments(view),
+        # Non-nullable on ixo (gogoproto): a node always writes it, 0s when no deposit.
+        min_deposit_period=Duration(),
     )
 
 
@@ -88,6 +109,29 @@ def claim_message(claim: dict[str, Any], token: str | None) -> claims_pb2.Claim:
     )
 
 
+def member_message(member: Member) -> claims_pb2.MemberBudget:
+    """A collection member as ixo's MemberBudget; `period` is written even when 0s, as a
+    node writes its non-nullable fields. The limit and spending are in the collection's
+    credits; twinhub sets no budgets, so both lists are usually empty."""
+    period = Duration()
+    period.FromSeconds(member.period_seconds)
+    return claims_pb2.MemberBudget(
+        collection_id=str(member.collection_id),
+        member_address=member.member,
+        period=period,
+        period_reset_at=timestamp(member.period_reset_at),
+    )
+
+
+def deposit_message(balance: DepositBalance) -> claims_pb2.AgentDepositBalance:
+    return claims_pb2.AgentDepositBalance(
+        collection_id=str(balance.collection_id),
+        agent_address=balance.agent,
+        amount=[coin_pb2.Coin(denom=d, amount=str(a)) for d, a in balance.amounts],
+        withdrawable_at=timestamp(balance.withdrawable_at),
+    )
+
+
 class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def _token_of(self, collection_id: int) -> str | None:
         collection = await self.platform.claims.collection(collection_id)
@@ -96,7 +140,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
 
     @staticmethod
     def _collection_id(text: str) -> int:
-        if not text.isdigit() or not 1 <= int(text) < 2**31:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) < 2**31:
             raise Invalid("id must be a collection number such as 1")
         return int(text)
 
@@ -194,22 +238,43 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def CollectionMember(
         self, request: q.QueryCollectionMemberRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionMemberResponse:
-        raise NotServed("member budgets")
+        collection_id = self._collection_id(request.collectionId)
+        if not request.memberAddress:
+            raise Invalid("memberAddress is required")
+        member = await self.platform.collection_members.member(collection_id, request.memberAddress)
+        return q.QueryCollectionMemberResponse(member_budget=member_message(member))
 
     @query
     async def CollectionMemberList(
         self, request: q.QueryCollectionMemberListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionMemberListResponse:
-        raise NotServed("member budgets")
+        collection_id = self._collection_id(request.collectionId)
+        page = await self.platform.collection_members.members_window(collection_id, window(request))
+        return q.QueryCollectionMemberListResponse(
+            member_budgets=[member_message(m) for m in page.items],
+            pagination=page_response(page),
+        )
 
     @query
     async def AgentDepositBalance(
         self, request: q.QueryAgentDepositBalanceRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryAgentDepositBalanceResponse:
-        raise NotServed("agent deposits")
+        collection_id = self._collection_id(request.collectionId)
+        if not request.agentAddress:
+            raise Invalid("agentAddress is required")
+        balance = await self.platform.collection_members.deposit(
+            collection_id, request.agentAddress
+        )
+        return q.QueryAgentDepositBalanceResponse(balance=deposit_message(balance))
 
     @query
     async def AgentDepositBalanceList(
         self, request: q.QueryAgentDepositBalanceListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryAgentDepositBalanceListResponse:
-        raise NotServed("agent deposits")
+        collection_id = self._collection_id(request.collectionId)
+        page = await self.platform.collection_members.deposits_window(
+            collection_id, window(request)
+        )
+        return q.QueryAgentDepositBalanceListResponse(
+            balances=[deposit_message(b) for b in page.items], pagination=page_response(page)
+        )

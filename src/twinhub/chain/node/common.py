@@ -4,6 +4,7 @@ header, Cosmos pagination and timestamps."""
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from twinhub.services.paging import Window, WindowPage
+from twinhub.services.read_model import ReadModel
 
 log = get_logger(__name__)
 HEIGHT_HEADER = "x-cosmos-block-height"
@@ -24,15 +26,7 @@ DEFAULT_LIMIT = 100  # Cosmos' default page size
 MAX_LIMIT = 1000
 
 
-class NotServed(ServiceError):
-    """A query of ixo's that twinhub keeps no data for (member budgets, deposits)."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"twinhub keeps no {what}; this query is not served")
-
-
 STATUS = {
-    NotServed: grpc.StatusCode.UNIMPLEMENTED,
     NotFound: grpc.StatusCode.NOT_FOUND,
     Invalid: grpc.StatusCode.INVALID_ARGUMENT,
     Conflict: grpc.StatusCode.FAILED_PRECONDITION,
@@ -41,11 +35,39 @@ STATUS = {
 R = TypeVar("R")
 
 
-class Servicer:
-    """Base of the query servicers: holds the platform every answer comes from."""
+class VersionCache:
+    """Protobuf messages built once per record version: a domain's messages depend only on
+    its row at one version (a change of any field, edge or status makes a new version),
+    on its protocol (immutable) and on its links' types (fixed at creation). Bounded; the
+    oldest entries go first."""
 
-    def __init__(self, platform: Platform) -> None:
+    def __init__(self, size: int = 20_000) -> None:
+        self._size = size
+        self._items: dict[tuple[str, str, int], Any] = {}
+
+    def get(self, kind: str, did: str, version: int) -> Any:
+        return self._items.get((kind, did, version))
+
+    def put(self, kind: str, did: str, version: int, message: R) -> R:
+        if len(self._items) >= self._size:
+            del self._items[next(iter(self._items))]
+        self._items[(kind, did, version)] = message
+        return message
+
+
+class Servicer:
+    """Base of the query servicers: holds the platform every answer comes from, the
+    node's read path over it and the messages built per version."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        reads: ReadModel | None = None,
+        cache: VersionCache | None = None,
+    ) -> None:
         self.platform = platform
+        self.reads = reads or ReadModel(platform)
+        self.cache = cache or VersionCache()
 
 
 def query(
@@ -57,7 +79,7 @@ def query(
     @functools.wraps(method)
     async def wrapper(self: Servicer, request: Any, context: grpc.aio.ServicerContext) -> R:
         try:
-            height = await self.platform.ledger.height()
+            height = await self.reads.height()
             await context.send_initial_metadata(((HEIGHT_HEADER, str(height)),))
             check_requested_height(context, height)
             return await method(self, request, context)
@@ -67,7 +89,7 @@ def query(
                 grpc.StatusCode.FAILED_PRECONDITION,
             )
             await context.abort(code, error.message)
-        except (OperationalError, DBAPIError, OSError):
+        except (OperationalError, DBAPIError, OSError, sqlite3.Error):
             log.warning("node query failed: database unavailable", method=method.__name__)
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the database is unavailable")
         raise AssertionError("unreachable")  # abort() raises

@@ -3,6 +3,7 @@ documents. An entity names its protocol by the IID context entry `class`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -16,7 +17,8 @@ from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2 as iid_query
 from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR
 from twinhub.services.domains import ACTIVE, DomainFilter
-from twinhub.services.errors import Invalid
+from twinhub.services.errors import Invalid, NotFound
+from twinhub.services.read_model import DomainRow
 
 CREATED, CLOSED = 0, 1  # ixo entity status
 
@@ -69,7 +71,9 @@ def iid_document(record: dict[str, Any], types: dict[str, str]) -> iid_pb2.IidDo
 
 
 class DomainReads(Servicer):
-    """Reads both services share: a domain's record, its IID documents."""
+    """Reads both services share: a domain's messages, built once per version on the
+    node's read path (see services/read_model.py), or from the domain service where that
+    path is not available (PostgreSQL)."""
 
     async def _record(self, did: str) -> dict[str, Any]:
         if not did:
@@ -78,8 +82,67 @@ class DomainReads(Servicer):
 
     async def _iid(self, records: list[dict[str, Any]]) -> list[iid_pb2.IidDocument]:
         targets = sorted({edge["target"] for r in records for edge in r["relationships"]})
-        types = await self.platform.domains.types_of(targets)
+        types = await self.reads.types_of(targets)
         return [iid_document(record, types) for record in records]
+
+    async def _row(self, did: str) -> DomainRow:
+        if not did:
+            raise Invalid("id is required")
+        row = await self.reads.domain_row(did)
+        if row is None:
+            raise NotFound(f"No domain {did}.")
+        return row
+
+    def _has(self, kind: str) -> Callable[[str, int], bool]:
+        return lambda did, version: self.cache.get(kind, did, version) is not None
+
+    async def _complete(self, kind: str, row: DomainRow) -> DomainRow:
+        """A page row whose message was built when the page was read has no columns; if
+        that message has left the cache since, read the row again."""
+        if row.raw is None and self.cache.get(kind, row.did, row.version) is None:
+            return await self.reads.domain_row(row.did) or row
+        return row
+
+    def _entity(self, row: DomainRow) -> entity_pb2.Entity:
+        cached = self.cache.get("entity", row.did, row.version)
+        return cached or self.cache.put(
+            "entity", row.did, row.version, entity_message(row.record())
+        )
+
+    async def _document(self, row: DomainRow) -> iid_pb2.IidDocument:
+        cached = self.cache.get("iid", row.did, row.version)
+        if cached is None:
+            (document,) = await self._iid([await self.reads.domain(row)])
+            cached = self.cache.put("iid", row.did, row.version, document)
+        return cached
+
+    async def _entity_of(self, did: str) -> entity_pb2.Entity:
+        if self.reads.fast:
+            return self._entity(await self._row(did))
+        return entity_message(await self._record(did))
+
+    async def _document_of(self, did: str) -> iid_pb2.IidDocument:
+        if self.reads.fast:
+            return await self._document(await self._row(did))
+        (document,) = await self._iid([await self._record(did)])
+        return document
+
+    async def _entity_page(self, request: Any) -> tuple[list[entity_pb2.Entity], Any]:
+        if self.reads.fast:
+            rows = await self.reads.domain_page(window(request), self._has("entity"))
+            items = [await self._complete("entity", row) for row in rows.items]
+            return [self._entity(row) for row in items], page_response(rows)
+        page = await self.platform.domains.window(DomainFilter(), window(request))
+        return [entity_message(r) for r in page.items], page_response(page)
+
+    async def _document_page(self, request: Any) -> tuple[list[iid_pb2.IidDocument], Any]:
+        if self.reads.fast:
+            rows = await self.reads.domain_page(window(request), self._has("iid"))
+            items = [await self._complete("iid", row) for row in rows.items]
+            documents = [await self._document(row) for row in items]
+            return documents, page_response(rows)
+        page = await self.platform.domains.window(DomainFilter(), window(request))
+        return await self._iid(page.items), page_response(page)
 
 
 class EntityQuery(DomainReads, entity_grpc.QueryServicer):
@@ -95,16 +158,26 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
     async def Entity(
         self, request: entity_query.QueryEntityRequest, context: grpc.aio.ServicerContext
     ) -> entity_query.QueryEntityResponse:
-        record = await self._record(request.id)
-        (document,) = await self._iid([record])
-        return entity_query.QueryEntityResponse(entity=entity_message(record), iidDocument=document)
+        if not self.reads.fast:
+            record = await self._record(request.id)
+            (document,) = await self._iid([record])
+            return entity_query.QueryEntityResponse(
+                entity=entity_message(record), iidDocument=document
+            )
+        row = await self._row(request.id)
+        cached = self.cache.get("entity_response", row.did, row.version)
+        if cached is None:
+            answer = entity_query.QueryEntityResponse(
+                entity=self._entity(row), iidDocument=await self._document(row)
+            )
+            cached = self.cache.put("entity_response", row.did, row.version, answer)
+        return cached
 
     @query
     async def EntityMetaData(
         self, request: entity_query.QueryEntityMetadataRequest, context: grpc.aio.ServicerContext
     ) -> entity_query.QueryEntityMetadataResponse:
-        record = await self._record(request.id)
-        return entity_query.QueryEntityMetadataResponse(entity=entity_message(record))
+        return entity_query.QueryEntityMetadataResponse(entity=await self._entity_of(request.id))
 
     @query
     async def EntityIidDocument(
@@ -112,24 +185,23 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
         request: entity_query.QueryEntityIidDocumentRequest,
         context: grpc.aio.ServicerContext,
     ) -> entity_query.QueryEntityIidDocumentResponse:
-        (document,) = await self._iid([await self._record(request.id)])
-        return entity_query.QueryEntityIidDocumentResponse(iidDocument=document)
+        return entity_query.QueryEntityIidDocumentResponse(
+            iidDocument=await self._document_of(request.id)
+        )
 
     @query
     async def EntityVerified(
         self, request: entity_query.QueryEntityVerifiedRequest, context: grpc.aio.ServicerContext
     ) -> entity_query.QueryEntityVerifiedResponse:
-        record = await self._record(request.id)
-        return entity_query.QueryEntityVerifiedResponse(entity_verified=record["verified"])
+        entity = await self._entity_of(request.id)
+        return entity_query.QueryEntityVerifiedResponse(entity_verified=entity.entity_verified)
 
     @query
     async def EntityList(
         self, request: entity_query.QueryEntityListRequest, context: grpc.aio.ServicerContext
     ) -> entity_query.QueryEntityListResponse:
-        page = await self.platform.domains.window(DomainFilter(), window(request))
-        return entity_query.QueryEntityListResponse(
-            entities=[entity_message(r) for r in page.items], pagination=page_response(page)
-        )
+        entities, pagination = await self._entity_page(request)
+        return entity_query.QueryEntityListResponse(entities=entities, pagination=pagination)
 
 
 class IidQuery(DomainReads, iid_grpc.QueryServicer):
@@ -137,14 +209,11 @@ class IidQuery(DomainReads, iid_grpc.QueryServicer):
     async def IidDocument(
         self, request: iid_query.QueryIidDocumentRequest, context: grpc.aio.ServicerContext
     ) -> iid_query.QueryIidDocumentResponse:
-        (document,) = await self._iid([await self._record(request.id)])
-        return iid_query.QueryIidDocumentResponse(iidDocument=document)
+        return iid_query.QueryIidDocumentResponse(iidDocument=await self._document_of(request.id))
 
     @query
     async def IidDocuments(
         self, request: iid_query.QueryIidDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> iid_query.QueryIidDocumentsResponse:
-        page = await self.platform.domains.window(DomainFilter(), window(request))
-        return iid_query.QueryIidDocumentsResponse(
-            iidDocuments=await self._iid(page.items), pagination=page_response(page)
-        )
+        documents, pagination = await self._document_page(request)
+        return iid_query.QueryIidDocumentsResponse(iidDocuments=documents, pagination=pagination)

@@ -1,0 +1,117 @@
+"""The console's ASGI app, mounted at /console by the registry app.
+
+Pages are rendered on the server (Jinja2, autoescaped) and call the same services as the
+API with the signed-in key's principal; small JS modules add charts, the graph and the
+phone. Every response carries a Content-Security-Policy without 'unsafe-inline' scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from twinhub.console import pages
+from twinhub.console.assets import STATIC_DIR
+from twinhub.console.auth import SignInRequired
+from twinhub.console.sessions import SessionStore
+from twinhub.platform import Platform
+
+# Scripts only from the package, never inline. Styles may be inline: cytoscape injects its
+# own small stylesheet, and a style cannot run code.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+class SecurityHeaders:
+    """CSP and friends on every console response; pages are never cached (they hold data
+    the next user of a shared field-office computer must not see from the cache)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        static = scope["path"].startswith(f"{scope.get('root_path', '')}/static/")
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), *SECURITY_HEADERS]
+                if not static:
+                    headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self._app(scope, receive, sending)
+
+
+async def _sign_in_required(request: Request, exc: Exception) -> Response:
+    target = request.url.path
+    if request.url.query:
+        target += f"?{request.url.query}"
+    response = RedirectResponse(pages.url("/sign-in", next=target), status_code=303)
+    return response
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return pages.render(
+        request,
+        "error.html",
+        {"status": exc.status_code, "message": exc.detail},
+        status_code=exc.status_code,
+    )
+
+
+def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
+    app = Starlette(
+        routes=[
+            Route("/", pages.dashboard, name="dashboard"),
+            Route("/sign-in", pages.sign_in_form, methods=["GET"]),
+            Route("/sign-in", pages.sign_in, methods=["POST"]),
+            Route("/sign-out", pages.sign_out, methods=["POST"]),
+            Route("/graph", pages.graph),
+            Route("/graph.json", pages.graph_data),
+            Route("/twins/{did:path}", pages.twin),
+            Route("/claims", pages.claims),
+            Route("/claims/{claim_id}/evaluation", pages.evaluate, methods=["POST"]),
+            Route("/governance", pages.governance),
+            Route("/governance/proposals/{proposal_id:int}/votes", pages.vote, methods=["POST"]),
+            Route(
+                "/governance/proposals/{proposal_id:int}/execution",
+                pages.execute,
+                methods=["POST"],
+            ),
+            Route("/ussd", pages.ussd_phone),
+            Route("/ussd/send", pages.ussd_send, methods=["POST"]),
+            Route("/keys", pages.keys),
+            Route("/keys", pages.create_key, methods=["POST"]),
+            Route("/keys/{key_id}/revocation", pages.revoke_key, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+        ],
+        middleware=[Middleware(SecurityHeaders)],
+        exception_handlers={SignInRequired: _sign_in_required, HTTPException: _http_error},
+    )
+    state: Any = app.state
+    state.platform = platform
+    state.sessions = sessions
+    return app

@@ -1,0 +1,64 @@
+"""Who is using the console: the session cookie, the API key behind it, and CSRF checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from twinhub.console.sessions import COOKIE, ConsoleSession, SessionStore
+from twinhub.services.principals import Principal
+
+
+class SignInRequired(Exception):
+    """No session, or its key no longer works: back to the sign-in page."""
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    session: ConsoleSession
+    principal: Principal
+
+    @property
+    def role(self) -> str:
+        """The strongest role, for display and for what pages offer."""
+        for role in ("admin", "writer", "reader"):
+            if role in self.principal.roles:
+                return role
+        return "none"
+
+    def can(self, role: str) -> bool:
+        return self.principal.is_admin or role in self.principal.roles
+
+
+async def signed_in(request: Request) -> SignedIn:
+    """The caller's session and principal; the key is checked anew on every request."""
+    sessions: SessionStore = request.app.state.sessions
+    session = sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        raise SignInRequired
+    principal = await request.app.state.platform.api_keys.authenticate(session.api_key)
+    if principal is None:  # revoked (or a bootstrap key that changed) since sign-in
+        sessions.drop(session.id)
+        raise SignInRequired
+    return SignedIn(session, principal)
+
+
+def check_csrf(user: SignedIn, sent: str | None) -> None:
+    if not user.session.csrf_ok(sent):
+        raise HTTPException(403, "The form was stale or not sent by this console; reload it.")
+
+
+async def console_principal(request: Request, sessions: SessionStore) -> Principal | None:
+    """For the registry API: the principal of a console session cookie, or None.
+
+    Lets the console's browser code read GET routes (the live telemetry stream) without the
+    API key ever reaching the browser. Only safe methods: SameSite=Strict and the CSRF
+    tokens guard the console's own forms, not the API's."""
+    if request.method not in ("GET", "HEAD"):
+        return None
+    session = sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        return None
+    return await request.app.state.platform.api_keys.authenticate(session.api_key)

@@ -1,0 +1,496 @@
+"""The console's pages: each parses the request, calls the services as the signed-in
+principal, and renders a template. No SQL here and no calls to twinhub's own HTTP API."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from jinja2 import Environment, FileSystemLoader
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from twinhub.console.assets import STATIC_URL, TEMPLATE_DIR
+from twinhub.console.auth import SignedIn, check_csrf, signed_in
+from twinhub.console.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore
+from twinhub.db.models import utcnow
+from twinhub.logging import get_logger
+from twinhub.platform import Platform
+from twinhub.services.claims import ClaimFilter
+from twinhub.services.errors import NotFound, ServiceError
+from twinhub.services.principals import ROLES
+
+log = get_logger(__name__)
+# Autoescaping everywhere: every name, DID and reason shown comes from users.
+templates = Jinja2Templates(
+    env=Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, auto_reload=False)
+)
+PERIODS = {"7": 7, "30": 30, "90": 90, "365": 365}
+GRAPH_ASSETS = 50  # assets whose claims the graph shows
+GRAPH_CLAIMS = 5  # newest claims shown per asset
+_PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
+_SERVICE_CODE = re.compile(r"^\*[0-9]+(\*[0-9]+)*#$")
+
+
+def url(path: str, **query: Any) -> str:
+    """A console URL (the console is mounted at /console)."""
+    params = {k: v for k, v in query.items() if v is not None}
+    return f"/console{path}" + (f"?{urlencode(params)}" if params else "")
+
+
+def twin_url(did: str) -> str:
+    return f"/console/twins/{did}"
+
+
+templates.env.globals.update(url=url, twin_url=twin_url, static=STATIC_URL)
+
+
+def _platform(request: Request) -> Platform:
+    return request.app.state.platform  # type: ignore[no-any-return]
+
+
+def render(
+    request: Request,
+    template: str,
+    context: dict[str, Any],
+    status_code: int = 200,
+    user: SignedIn | None = None,
+) -> Response:
+    return templates.TemplateResponse(
+        request,
+        template,
+        {
+            "user": user,
+            "csrf": user.session.csrf if user else None,
+            "notice": request.query_params.get("notice"),
+            **context,
+        },
+        status_code=status_code,
+    )
+
+
+def _done(path: str, notice: str, **query: Any) -> RedirectResponse:
+    return RedirectResponse(url(path, notice=notice, **query), status_code=303)
+
+
+async def _form(request: Request) -> tuple[SignedIn, FormData]:
+    """The signed-in user and the posted form, after its CSRF token is checked."""
+    user = await signed_in(request)
+    form = await request.form()
+    token = form.get("csrf")
+    check_csrf(user, token if isinstance(token, str) else None)
+    return user, form
+
+
+def _text(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+# -- sign in and out -------------------------------------------------------------------------
+def _safe_next(target: str | None) -> str:
+    """Only console paths: never an open redirect to another site."""
+    if target and target.startswith("/console/") and not target.startswith("//"):
+        return target
+    return url("/")
+
+
+async def sign_in_form(request: Request, error: str | None = None, status: int = 200) -> Response:
+    token = secrets.token_urlsafe(32)
+    response = render(
+        request,
+        "sign_in.html",
+        {"sign_in_csrf": token, "error": error, "next": request.query_params.get("next", "")},
+        status_code=status,
+    )
+    _cookie(request, response, SIGN_IN_COOKIE, token, max_age=3600)
+    return response
+
+
+def _cookie(request: Request, response: Response, name: str, value: str, max_age: int) -> None:
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=_over_https(request),
+    )
+
+
+def _over_https(request: Request) -> bool:
+    """https here, or at the trusted reverse proxy in front (TRUST_PROXY_ENABLED)."""
+    if request.url.scheme == "https":
+        return True
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return _platform(request).settings.trust_proxy_enabled and forwarded == "https"
+
+
+async def sign_in(request: Request) -> Response:
+    form = await request.form()
+    sent, expected = form.get("csrf"), request.cookies.get(SIGN_IN_COOKIE)
+    if not isinstance(sent, str) or not expected or not secrets.compare_digest(sent, expected):
+        return await sign_in_form(request, "The sign-in form expired; try again.", 403)
+    api_key = _text(form, "api_key")
+    if not api_key:
+        return await sign_in_form(request, "Enter an API key.", 422)
+    principal = await _platform(request).api_keys.authenticate(api_key)
+    if principal is None:
+        log.info("console sign-in refused")
+        return await sign_in_form(request, "That API key is unknown or revoked.", 401)
+    sessions: SessionStore = request.app.state.sessions
+    sessions.drop(request.cookies.get(COOKIE))
+    session = sessions.create(api_key)
+    target = _safe_next(_text(form, "next"))
+    response = RedirectResponse(target, status_code=303)
+    ttl = _platform(request).settings.console_session_ttl_seconds
+    _cookie(request, response, COOKIE, session.id, max_age=ttl)
+    response.delete_cookie(SIGN_IN_COOKIE, path="/")
+    log.info("console sign-in", principal=principal.did)
+    return response
+
+
+async def sign_out(request: Request) -> Response:
+    _, _ = await _form(request)
+    request.app.state.sessions.drop(request.cookies.get(COOKIE))
+    response = RedirectResponse(url("/sign-in"), status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+# -- dashboard -------------------------------------------------------------------------------
+async def dashboard(request: Request) -> Response:
+    user = await signed_in(request)
+    platform = _platform(request)
+    scopes = await platform.summaries.scopes()
+    did = request.query_params.get("did") or None
+    days = PERIODS.get(request.query_params.get("days", "30"), 30)
+    end = utcnow()
+    error = None
+    try:
+        summary = await platform.summaries.summary(did, end - timedelta(days=days), end)
+    except ServiceError as problem:
+        error = problem.message
+        summary = await platform.summaries.summary(None, end - timedelta(days=days), end)
+        did = None
+    credits_chart = {
+        "title": "Credits issued per day",
+        "dates": [row["date"] for row in summary["credits"]["issuedPerDay"]],
+        "series": {
+            token: [row[token] for row in summary["credits"]["issuedPerDay"]]
+            for token in summary["credits"]["issued"]
+        },
+    }
+    telemetry = summary["telemetry"]
+    usage_chart = {
+        "title": "Cooking sessions and energy per day",
+        "dates": [row["date"] for row in telemetry["days"]],
+        "series": {
+            "cooking sessions": [row["cookingSessions"] for row in telemetry["days"]],
+            "energy (kWh)": [row["energyKwh"] for row in telemetry["days"]],
+        },
+    }
+    claims_total = max(summary["claims"]["submitted"], 1)
+    return render(
+        request,
+        "dashboard.html",
+        {
+            "summary": summary,
+            "scopes": scopes,
+            "did": did,
+            "days": str(days),
+            "periods": PERIODS,
+            "error": error,
+            "claims_total": claims_total,
+            "credits_chart": json.dumps(credits_chart),
+            "usage_chart": json.dumps(usage_chart),
+        },
+        status_code=422 if error else 200,
+        user=user,
+    )
+
+
+# -- graph and twins -------------------------------------------------------------------------
+async def _default_root(platform: Platform) -> str | None:
+    scopes = await platform.summaries.scopes(1)
+    return scopes[0]["did"] if scopes else None
+
+
+async def graph(request: Request) -> Response:
+    user = await signed_in(request)
+    platform = _platform(request)
+    did = request.query_params.get("did") or await _default_root(platform)
+    return render(
+        request,
+        "graph.html",
+        {"did": did, "scopes": await platform.summaries.scopes()},
+        user=user,
+    )
+
+
+async def graph_data(request: Request) -> Response:
+    await signed_in(request)
+    did = request.query_params.get("did", "")
+    try:
+        depth = min(max(int(request.query_params.get("depth", "3")), 0), 5)
+        data = await _platform(request).domains.graph(did, depth)
+    except ValueError:
+        return JSONResponse({"error": "depth must be a number"}, status_code=422)
+    except ServiceError as problem:
+        return JSONResponse({"error": problem.message}, status_code=404)
+    await _add_claims(_platform(request), data)
+    return JSONResponse(data)
+
+
+async def _add_claims(platform: Platform, data: dict[str, Any]) -> None:
+    """Extend the domain graph with the newest claims about its assets and the credentials
+    their approvals issued (assets -> claims -> credentials), a few per asset."""
+    assets = [n["did"] for n in data["nodes"] if n["twinClass"] == "physical"][:GRAPH_ASSETS]
+    for asset in assets:
+        page = await platform.claims.claims(ClaimFilter(asset=asset), None, GRAPH_CLAIMS)
+        for claim in page.items:
+            node = f"claim:{claim['id']}"
+            data["nodes"].append(
+                {
+                    "did": node,
+                    "type": "Claim",
+                    "name": f"claim {claim['id'][:6]} ({claim['status']})",
+                }
+            )
+            data["edges"].append({"source": asset, "type": "claim", "target": node})
+            if claim["credential"]:
+                data["nodes"].append(
+                    {"did": claim["credential"], "type": "Credential", "name": "credential"}
+                )
+                data["edges"].append(
+                    {"source": node, "type": "credential", "target": claim["credential"]}
+                )
+
+
+async def twin(request: Request) -> Response:
+    user = await signed_in(request)
+    platform = _platform(request)
+    did = request.path_params["did"]
+    try:
+        record = await platform.domains.get(did)
+        history = await platform.domains.history(did, None, 100)
+        proposals = await platform.governance.proposals_of(did)
+    except NotFound as problem:
+        raise HTTPException(404, problem.message) from problem
+    claims = await platform.claims.claims(ClaimFilter(asset=did), None, 20)
+    incoming = await platform.domains.graph(did, 1)
+    return render(
+        request,
+        "twin.html",
+        {
+            "record": record,
+            "history": list(reversed(history.items)),
+            "proposals": proposals,
+            "claims": claims.items,
+            "neighbours": [n for n in incoming["nodes"] if n["did"] != did],
+            "edges": incoming["edges"],
+            "events_url": f"/v1/domains/{did}/events",
+        },
+        user=user,
+    )
+
+
+# -- claims queue ----------------------------------------------------------------------------
+async def _queue(platform: Platform) -> list[dict[str, Any]]:
+    pending = await platform.claims.claims(ClaimFilter(status="pending"), None, 100)
+    flagged = await platform.claims.claims(ClaimFilter(status="flagged"), None, 100)
+    return [*flagged.items, *pending.items]
+
+
+async def claims(
+    request: Request,
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+    sent: dict[str, dict[str, str]] | None = None,
+) -> Response:
+    user = await signed_in(request)
+    queue = await _queue(_platform(request))
+    errors = errors or {}
+    shown = {claim["id"] for claim in queue}
+    stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
+    return render(
+        request,
+        "claims.html",
+        {"queue": queue, "errors": errors, "stray": stray, "sent": sent or {}},
+        status_code=status,
+        user=user,
+    )
+
+
+async def evaluate(request: Request) -> Response:
+    user, form = await _form(request)
+    claim_id = request.path_params["claim_id"]
+    decision = _text(form, "decision")
+    reason = _text(form, "reason") or None
+    amount_text = _text(form, "amount")
+    error = None
+    amount: int | None = None
+    if decision not in ("approved", "rejected", "flagged"):
+        error = "Choose approve, reject or flag."
+    elif decision == "approved":
+        if not amount_text.isdigit() or int(amount_text) < 1:
+            error = "An approval needs a whole number of credits (1 or more)."
+        else:
+            amount = int(amount_text)
+    elif reason is None:
+        error = f"Say why the claim is {decision}."
+    if error is None:
+        try:
+            await _platform(request).claims.evaluate(
+                claim_id, decision, user.principal, reason, amount
+            )
+        except ServiceError as problem:
+            details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
+            error = problem.message + (f" ({details})" if details else "")
+    if error is not None:
+        sent = {"decision": decision, "amount": amount_text, "reason": reason or ""}
+        return await claims(request, {claim_id: error}, 422, {claim_id: sent})
+    return _done("/claims", f"Claim {claim_id} {decision}.")
+
+
+# -- governance ------------------------------------------------------------------------------
+async def governance(request: Request, error: str | None = None, status: int = 200) -> Response:
+    user = await signed_in(request)
+    platform = _platform(request)
+    proposals = [
+        await platform.governance.proposal(pid)
+        for pid in await platform.summaries.recent_proposal_ids()
+    ]
+    return render(
+        request,
+        "governance.html",
+        {"groups": await platform.summaries.groups(), "proposals": proposals, "error": error},
+        status_code=status,
+        user=user,
+    )
+
+
+async def vote(request: Request) -> Response:
+    user, form = await _form(request)
+    proposal_id = request.path_params["proposal_id"]
+    option = _text(form, "option")
+    try:
+        await _platform(request).governance.vote(proposal_id, option, user.principal)
+    except ServiceError as problem:
+        return await governance(request, f"Proposal {proposal_id}: {problem.message}", 422)
+    return _done("/governance", f"Your {option} vote on proposal {proposal_id} is counted.")
+
+
+async def execute(request: Request) -> Response:
+    user, _ = await _form(request)
+    proposal_id = request.path_params["proposal_id"]
+    try:
+        await _platform(request).governance.execute(proposal_id, user.principal)
+    except ServiceError as problem:
+        return await governance(request, f"Proposal {proposal_id}: {problem.message}", 422)
+    return _done("/governance", f"Proposal {proposal_id} executed.")
+
+
+# -- USSD phone ------------------------------------------------------------------------------
+async def ussd_phone(request: Request) -> Response:
+    user = await signed_in(request)
+    return render(request, "ussd.html", {}, user=user)
+
+
+async def ussd_send(request: Request) -> Response:
+    """Forward one phone input to the USSD gateway, as a telecom aggregator would."""
+    user = await signed_in(request)
+    check_csrf(user, request.headers.get("x-csrf-token"))
+    try:
+        body = await request.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return JSONResponse({"reply": "END The phone sent no valid request."}, status_code=422)
+    phone = str(body.get("phoneNumber", ""))
+    service_code = str(body.get("serviceCode", ""))
+    if not _PHONE.match(phone):
+        return JSONResponse({"reply": "END Enter the phone number as +<country><number>."}, 422)
+    if not _SERVICE_CODE.match(service_code):
+        return JSONResponse({"reply": "END A service code looks like *384*1#."}, 422)
+    payload = {
+        "sessionId": str(body.get("sessionId", ""))[:100],
+        "serviceCode": service_code,
+        "phoneNumber": phone,
+        "text": str(body.get("text", "")),
+    }
+    endpoint = _platform(request).settings.console_ussd_endpoint
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.post(endpoint, json=payload)
+    except httpx.HTTPError as error:
+        log.warning("console USSD forward failed", error=type(error).__name__)
+        return JSONResponse(
+            {"reply": "END The USSD gateway did not answer. Is it running?"}, status_code=502
+        )
+    return JSONResponse({"reply": answer.text, "status": answer.status_code})
+
+
+# -- API keys --------------------------------------------------------------------------------
+async def _admin(request: Request) -> SignedIn:
+    user = await signed_in(request)
+    if not user.principal.is_admin:
+        raise HTTPException(403, "API keys are managed by admins.")
+    return user
+
+
+async def keys(
+    request: Request,
+    user: SignedIn | None = None,
+    created: str | None = None,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    user = user or await _admin(request)
+    return render(
+        request,
+        "keys.html",
+        {
+            "keys": await _platform(request).api_keys.list(),
+            "roles": ROLES,
+            "created": created,
+            "error": error,
+        },
+        status_code=status,
+        user=user,
+    )
+
+
+async def create_key(request: Request) -> Response:
+    user, form = await _form(request)
+    if not user.principal.is_admin:
+        raise HTTPException(403, "API keys are managed by admins.")
+    roles = [r for r in form.getlist("roles") if isinstance(r, str)]
+    try:
+        token, _ = await _platform(request).api_keys.create(
+            _text(form, "principal"), roles, _text(form, "label")
+        )
+    except ServiceError as problem:
+        details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
+        return await keys(request, user, error=f"{problem.message} {details}", status=422)
+    # Shown once, on this answer only (never in a URL, never stored in the clear).
+    return await keys(request, user, created=token, status=201)
+
+
+async def revoke_key(request: Request) -> Response:
+    user, _ = await _form(request)
+    if not user.principal.is_admin:
+        raise HTTPException(403, "API keys are managed by admins.")
+    key_id = request.path_params["key_id"]
+    if not await _platform(request).api_keys.revoke(key_id):
+        return await keys(request, user, error=f"No active key {key_id}.", status=404)
+    return _done("/keys", f"Key {key_id} revoked.")

@@ -1,0 +1,135 @@
+"""Events and webhooks wired together for one Platform: the store, the sequencer, the
+webhook service and the dispatcher, and the background tasks that run them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import utcnow
+from twinhub.events.dispatcher import Dispatcher, stop_between_steps
+from twinhub.events.sequencer import Sequencer
+from twinhub.events.store import EventStore, StoredEvent, on_events_committed
+from twinhub.events.subscriptions import WebhookService
+from twinhub.events.webhooks import SecretBox
+from twinhub.logging import get_logger
+from twinhub.settings import Settings
+
+log = get_logger(__name__)
+# After a commit wakes it, the sequencer waits this long so that a burst of writes is
+# numbered in one transaction rather than one each (half the write rate on SQLite otherwise).
+LINGER_SECONDS = 0.05
+
+
+class EventsHub:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        platform_key: bytes,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._settings = settings
+        box = SecretBox(platform_key)
+        self.store = EventStore(sessions)
+        self.sequencer = Sequencer(sessions, clock=clock)
+        self.webhooks = WebhookService(sessions, box, settings.webhooks, clock=clock)
+        self.dispatcher = Dispatcher(sessions, box, settings.webhooks, clock=clock)
+        self.sequencer.listeners.append(self.dispatcher.wake)
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._closed = False  # streams end when the platform stops
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def collector(self) -> Collector:
+        """Prometheus metrics of this process's webhook attempts, for a /metrics registry."""
+        dispatcher = self.dispatcher
+
+        class WebhookMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                attempts = CounterMetricFamily(
+                    "twinhub_webhook_attempts",
+                    "Webhook delivery attempts by outcome.",
+                    labels=["outcome"],
+                )
+                for outcome, count in sorted(dispatcher.outcomes.items()):
+                    attempts.add_metric([outcome], count)
+                yield attempts
+                yield GaugeMetricFamily(
+                    "twinhub_webhook_in_flight",
+                    "Webhook attempts in flight.",
+                    value=dispatcher.in_flight(),
+                )
+
+        return WebhookMetrics()
+
+    def set_clock(self, clock: Callable[[], datetime]) -> None:
+        """Tests live through hours of retries on a clock they move by hand."""
+        self.sequencer.clock = self.webhooks.clock = self.dispatcher.clock = clock
+
+    async def start(self) -> None:
+        """Number events and deliver webhooks in the background (unless turned off)."""
+        self._closed = False
+        if not self._settings.events_workers_enabled or self._task is not None:
+            return
+        self._unsubscribe = on_events_committed(self._wake.set)
+        self._task = asyncio.create_task(self._sequence_forever(), name="event-sequencer")
+        self.dispatcher.start()
+
+    async def stop(self) -> None:
+        self._closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            # Never cancelled mid-transaction: a cancelled SQLite write can leave its
+            # connection holding the database's write lock. The loop ends between steps.
+            self._stopping = True
+            self._wake.set()
+            await stop_between_steps(self._task)
+            self._task = None
+            self._stopping = False
+        await self.dispatcher.stop()
+
+    async def _sequence_forever(self) -> None:
+        interval = self._settings.events_sequencer_interval_seconds
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                if await self.sequencer.run_once() >= self.sequencer.batch:
+                    continue  # a full batch: there may be more waiting
+            except Exception as error:  # the database may be away; try again next tick
+                log.warning("event sequencing failed", error=f"{type(error).__name__}: {error}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+            if self._wake.is_set():
+                await asyncio.sleep(LINGER_SECONDS)
+
+    async def follow(
+        self, after: int, types: list[str] | None, heartbeat: float, batch: int = 100
+    ) -> AsyncIterator[StoredEvent | None]:
+        """Events after `after`, then each new one as it is numbered, for ever; None when
+        nothing came for `heartbeat` seconds (the stream sends a comment to keep alive)."""
+        position = after
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while not self._closed:
+            events = await self.store.after(position, batch, types)
+            for event in events:
+                position = event.position
+                yield event
+            if events:
+                quiet_since = loop.time()
+                continue
+            if loop.time() - quiet_since >= heartbeat:
+                quiet_since = loop.time()
+                yield None
+            wait = min(heartbeat, self._settings.events_sequencer_interval_seconds * 2)
+            await self.sequencer.wait_for_more(wait)

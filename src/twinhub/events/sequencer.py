@@ -1,0 +1,127 @@
+"""Numbering committed events, so that readers paging by position never skip one.
+
+A cursor over an autoincrement id skips rows on PostgreSQL: ids are taken when a row is
+inserted, but rows become visible when their transaction commits, so id 7 may appear after
+a reader has passed id 8. Here rows are inserted with no position; one sequencer at a time
+(a PostgreSQL advisory lock across processes; SQLite has a single writer) gives the rows it
+can see, which are committed ones, the next positions. A late commit simply gets a later
+position. In the same transaction each numbered event is fanned out to the webhook
+subscriptions that want it, so every event is delivered once per subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription, utcnow
+from twinhub.logging import get_logger
+
+log = get_logger(__name__)
+_PG_SEQUENCER_LOCK = 0x74776576  # "twev": shared by every twinhub process
+PENDING = "pending"
+
+
+class Sequencer:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        batch: int = 1000,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._sessions = sessions
+        self.batch = batch
+        self.clock = clock
+        self._postgres = sessions.kw["bind"].dialect.name == "postgresql"
+        self._sequenced = asyncio.Condition()
+        self.listeners: list[Callable[[], None]] = []  # told after each numbering
+
+    async def run_once(self) -> int:
+        """Number the committed, unnumbered events (at most one batch); how many."""
+        try:
+            count, fanned_out = await self._number()
+        except (IntegrityError, DBAPIError) as error:  # another sequencer won (SQLite)
+            log.warning("event sequencing deferred", error=type(error).__name__)
+            return 0
+        if count:
+            async with self._sequenced:
+                self._sequenced.notify_all()
+        if fanned_out:
+            for listener in self.listeners:
+                listener()
+        return count
+
+    async def run_until_idle(self) -> int:
+        total = 0
+        while count := await self.run_once():
+            total += count
+        return total
+
+    async def _number(self) -> tuple[int, int]:
+        """(events numbered, deliveries made for them)."""
+        async with self._sessions.begin() as session:
+            if self._postgres:
+                locked = await session.scalar(
+                    text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
+                )
+                if not locked:
+                    return 0, 0  # another process is numbering right now
+            rows = (
+                await session.execute(
+                    select(Event.id, Event.type)
+                    .where(Event.position.is_(None))
+                    .order_by(Event.id)
+                    .limit(self.batch)
+                )
+            ).all()
+            if not rows:
+                return 0, 0
+            top = await session.scalar(select(func.max(Event.position))) or 0
+            await session.execute(
+                update(Event),
+                [{"id": pk, "position": top + n} for n, (pk, _) in enumerate(rows, start=1)],
+            )
+            deliveries = await self._fan_out(session, rows)
+        return len(rows), deliveries
+
+    async def _fan_out(self, session: AsyncSession, rows: list[tuple[int, str]]) -> int:
+        subscriptions = (
+            await session.execute(
+                select(WebhookSubscription.id, WebhookSubscription.event_types).where(
+                    WebhookSubscription.deleted_at.is_(None)
+                )
+            )
+        ).all()
+        if not subscriptions:
+            return 0
+        now = self.clock()
+        deliveries = [
+            {
+                "subscription_id": subscription,
+                "event_pk": pk,
+                "status": PENDING,
+                "attempts": 0,
+                "next_attempt_at": now,
+                "window_started_at": now,
+                "created_at": now,
+            }
+            for pk, type_ in rows
+            for subscription, types in subscriptions
+            if not types or type_ in types
+        ]
+        if deliveries:
+            await session.execute(WebhookDelivery.__table__.insert(), deliveries)
+        return len(deliveries)
+
+    async def wait_for_more(self, seconds: float) -> None:
+        """Return when this process numbered events, or after `seconds` (other processes
+        may have): what an event stream waits on."""
+        async with self._sequenced:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sequenced.wait(), seconds)

@@ -1,0 +1,177 @@
+"""Writing events inside the transaction of the change they describe, and reading them in
+the order the sequencer gave them.
+
+An event is a row added to the writer's own session: it commits with the change or not at
+all (a transactional outbox), so a crash can neither lose nor invent one. Rows are written
+without a position; readers see only numbered rows (see `sequencer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import event as sa_event
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session
+
+from twinhub.db.models import Event, utcnow
+from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for_transaction
+from twinhub.services.errors import FieldProblem, Invalid
+
+_WRITTEN = "twinhub.events.written"
+_wakers: dict[Callable[[], None], asyncio.AbstractEventLoop] = {}
+
+
+def new_event_id() -> str:
+    """Stable for ever: receivers de-duplicate by it (it is the `webhook-id`)."""
+    return "evt_" + secrets.token_hex(12)
+
+
+def record_event(
+    session: AsyncSession,
+    type: str,
+    subject: str,
+    actor: str,
+    data: dict[str, Any],
+    *,
+    ledger_height: int | None = None,
+    occurred_at: datetime | None = None,
+) -> str:
+    """Add an event to `session`'s transaction; it exists once that commits. Its id."""
+    if type not in CATALOGUE:
+        raise ValueError(f"unknown event type {type!r}; add it to events.types.CATALOGUE")
+    event_id = new_event_id()
+    session.add(
+        Event(
+            event_id=event_id,
+            position=None,
+            type=type,
+            subject=subject,
+            actor=actor,
+            data=orjson.dumps(data).decode(),
+            ledger_height=ledger_height,
+            occurred_at=occurred_at or utcnow(),
+        )
+    )
+    getattr(session, "sync_session", session).info[_WRITTEN] = True
+    return event_id
+
+
+def record_ledger_events(session: AsyncSession, transaction: LedgerEntry) -> None:
+    """The events a ledger transaction means, in the same transaction (LedgerWrite.append)."""
+    occurred_at = getattr(transaction, "created_at", None)
+    for record in events_for_transaction(transaction):
+        record_event(
+            session,
+            record.type,
+            record.subject,
+            record.actor,
+            record.data,
+            ledger_height=transaction.height,
+            occurred_at=occurred_at,
+        )
+
+
+def on_events_committed(wake: Callable[[], None]) -> Callable[[], None]:
+    """Call `wake` after any session of this process commits events; returns an unsubscribe."""
+    _wakers[wake] = asyncio.get_running_loop()
+    return lambda: _wakers.pop(wake, None) and None
+
+
+@sa_event.listens_for(Session, "after_commit")
+def _after_commit(session: Session) -> None:
+    if session.info.pop(_WRITTEN, False):
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for wake, loop in list(_wakers.items()):
+            if loop is current:
+                wake()
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(wake)  # a platform on another loop (tests)
+
+
+@sa_event.listens_for(Session, "after_rollback")
+def _after_rollback(session: Session) -> None:
+    session.info.pop(_WRITTEN, None)
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    id: str
+    position: int
+    type: str
+    subject: str
+    actor: str
+    occurred_at: datetime
+    data: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "position": self.position,
+            "type": self.type,
+            "subject": self.subject,
+            "actor": self.actor,
+            "timestamp": self.occurred_at.isoformat().replace("+00:00", "Z"),
+            "data": self.data,
+        }
+
+
+def stored(row: Event) -> StoredEvent:
+    assert row.position is not None
+    return StoredEvent(
+        row.event_id,
+        row.position,
+        row.type,
+        row.subject,
+        row.actor,
+        row.occurred_at,
+        orjson.loads(row.data),
+    )
+
+
+def check_types(types: list[str]) -> list[str]:
+    """The event types asked for, each one of the catalogue (Invalid otherwise)."""
+    unknown = [t for t in types if t not in CATALOGUE]
+    if unknown:
+        raise Invalid(
+            "Unknown event type.",
+            [FieldProblem("type", f"{t!r} is not in the catalogue") for t in unknown],
+        )
+    return types
+
+
+class EventStore:
+    """Reads: pages of numbered events after a position, optionally of some types."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def after(
+        self, position: int, limit: int, types: list[str] | None = None
+    ) -> list[StoredEvent]:
+        query = (
+            select(Event)
+            .where(Event.position.is_not(None), Event.position > position)
+            .order_by(Event.position)
+            .limit(limit)
+        )
+        if types:
+            query = query.where(Event.type.in_(types))
+        async with self._sessions() as session:
+            return [stored(row) for row in await session.scalars(query)]
+
+    async def all_records(self) -> list[EventRecord]:
+        """Every event, numbered or not, oldest first (operators' checks and tests)."""
+        async with self._sessions() as session:
+            rows = await session.scalars(select(Event).order_by(Event.id))
+            return [EventRecord(r.type, r.subject, r.actor, orjson.loads(r.data)) for r in rows]

@@ -1,0 +1,1 @@
+"""Oracle twins: methodologies kept as data and the evaluations that apply them."""

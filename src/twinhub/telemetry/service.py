@@ -177,7 +177,14 @@ class TelemetryService:
         try:
             stored = await self.store.store_many(
                 [
-                    Batch(p.did, p.valid, p.info.schema.numeric, p.info.schema.meter, p.info.scopes)
+                    Batch(
+                        p.did,
+                        p.valid,
+                        p.info.schema.numeric,
+                        p.info.schema.meter,
+                        p.info.scopes,
+                        p.info.schema.counted,
+                    )
                     for p in prepared
                 ]
             )

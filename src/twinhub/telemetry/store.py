@@ -26,6 +26,7 @@ from twinhub.telemetry.schema import Reading
 INTERVALS = ("hour", "day", "month")
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
+FIELD_LENGTH = 64  # telemetry_rollups.field
 
 
 def bucket_of(moment: datetime, interval: str) -> datetime:
@@ -51,6 +52,7 @@ class Batch:
     numeric: Sequence[str]
     meter: str | None
     scopes: Sequence[str]
+    counted: Sequence[str] = ()  # enum fields whose values are counted (`session=start`)
 
 
 @dataclass(frozen=True)
@@ -61,11 +63,22 @@ class StoredBatch:
     was_online_at: datetime | None  # the device's last reading before this batch
 
 
+def counted_field(name: str, value: str) -> str:
+    """The rollup field that counts readings whose enum field `name` is `value`."""
+    return f"{name}={value}"
+
+
 def rollup_rows(
-    readings: Iterable[Reading], numeric: Sequence[str], scopes: Sequence[str]
+    readings: Iterable[Reading],
+    numeric: Sequence[str],
+    scopes: Sequence[str],
+    counted: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The rollup increments of some readings, one row per (scope, interval, bucket, field),
     sorted so that concurrent batches lock rows in one order (no deadlocks).
+
+    An enum field named in `counted` rolls up as one field per value (`session=start`,
+    value 1 per reading), so a day's cooking sessions are read from the rollups.
 
     Buckets are found with integer arithmetic on the epoch seconds (hours and days are
     whole multiples in UTC); months through a per-day cache. This runs for every reading.
@@ -80,11 +93,16 @@ def rollup_rows(
         if month is None:
             start = datetime.fromtimestamp(day, UTC).replace(day=1)
             month = months[day] = int(start.timestamp())
+        items: list[tuple[str, float]] = []
         for name in numeric:
             value = reading.values.get(name)
-            if value is None:
-                continue
-            value = float(value)
+            if value is not None:
+                items.append((name, float(value)))
+        for name in counted:
+            value = reading.values.get(name)
+            if isinstance(value, str) and len(counted_field(name, value)) <= FIELD_LENGTH:
+                items.append((counted_field(name, value), 1.0))
+        for name, value in items:
             for key in (("hour", hour, name), ("day", day, name), ("month", month, name)):
                 cell = cells.get(key)
                 if cell is None:
@@ -246,7 +264,9 @@ class TelemetryStore:
                 was = row.last_time
                 inserted = [r for r in fresh[i] if (ids[i], r.seq) in stored]
                 if inserted:
-                    rollups += rollup_rows(inserted, batch.numeric, [batch.did, *batch.scopes])
+                    rollups += rollup_rows(
+                        inserted, batch.numeric, [batch.did, *batch.scopes], batch.counted
+                    )
                     self._advance_state(row, inserted, batch.meter)
                 state = {
                     "lastTime": row.last_time,

@@ -1,0 +1,97 @@
+"""Telemetry meets the console: the dashboard's figures come from the day rollups (REST and
+GraphQL), on SQLite and PostgreSQL, checked against sums worked out by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.conftest import Registry
+from tests.telemetry_world import at, build_farm, day_start
+
+
+async def test_summary_shows_sessions_energy_and_online_stoves(registry: Registry) -> None:
+    farm = await build_farm(registry)
+    stoves = [await farm.stove(), await farm.stove(), await farm.stove()]
+    day = day_start(2)
+    # Two days ago: stove 0 cooks twice (1.0 + 1.5 kWh), stove 1 once (2.0 kWh).
+    # Yesterday: stove 1 cooks once (0.5 kWh). Stove 2 reports now (online), no session.
+    sent = [
+        await farm.send(
+            stoves[0],
+            [
+                {"seq": 1, "time": at(day, 7), "values": {"session": "start"}},
+                {"seq": 2, "time": at(day, 8), "values": {"session": "end", "energyKwh": 1.0}},
+                {"seq": 3, "time": at(day, 18), "values": {"session": "start"}},
+                {"seq": 4, "time": at(day, 19), "values": {"energyKwh": 1.5}},
+            ],
+        ),
+        await farm.send(
+            stoves[1],
+            [
+                {"seq": 1, "time": at(day, 12), "values": {"session": "start", "energyKwh": 2.0}},
+                {"seq": 2, "time": at(day, 30), "values": {"session": "start"}},
+                {"seq": 3, "time": at(day, 31), "values": {"energyKwh": 0.5}},
+            ],
+        ),
+        await farm.send(
+            stoves[2],
+            [{"seq": 1, "time": _seconds_ago(5), "values": {"temperatureC": 20}}],
+        ),
+    ]
+    assert all(r.status_code == 200 for r in sent), [r.text for r in sent]
+    # A reading sent twice is counted once (the rollups take only inserted readings).
+    again = await farm.send(
+        stoves[0], [{"seq": 1, "time": at(day, 7), "values": {"session": "start"}}]
+    )
+    assert again.json()["duplicates"] == 1
+
+    expected = {
+        day.date().isoformat(): {"cookingSessions": 3, "energyKwh": 4.5},
+        (day + timedelta(days=1)).date().isoformat(): {"cookingSessions": 1, "energyKwh": 0.5},
+    }
+    for scope in (farm.project, farm.organisation):
+        answer = await registry.client.get(f"/v1/domains/{scope}/summary")
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        telemetry = body["telemetry"]
+        assert telemetry["available"] is True
+        assert telemetry["onlineNow"] == body["stoves"]["onlineNow"] == 1
+        days = {d["date"]: d for d in telemetry["days"]}
+        for date, figures in expected.items():
+            assert days[date]["cookingSessions"] == figures["cookingSessions"]
+            assert days[date]["energyKwh"] == pytest.approx(figures["energyKwh"])
+        others = [d for d in telemetry["days"] if d["date"] not in expected]
+        assert all(d["cookingSessions"] == 0 and d["energyKwh"] == 0 for d in others)
+
+    query = """query($id: String!) { summary(id: $id) { telemetry } }"""
+    graphql = await registry.client.post(
+        "/graphql", json={"query": query, "variables": {"id": farm.project}}
+    )
+    found = graphql.json()["data"]["summary"]["telemetry"]
+    assert {d["date"]: d["cookingSessions"] for d in found["days"] if d["cookingSessions"]} == {
+        date: f["cookingSessions"] for date, f in expected.items()
+    }
+
+
+async def test_online_now_counts_stoves_seen_within_the_window(registry: Registry) -> None:
+    """A stove that reported seconds ago is online; one quiet for longer than
+    TELEMETRY_OFFLINE_AFTER_SECONDS is not."""
+    farm = await build_farm(registry)
+    fresh, quiet = await farm.stove(), await farm.stove()
+    window = registry.platform.settings.telemetry_offline_after_seconds
+    sent = [
+        await farm.send(fresh, [{"seq": 1, "time": _seconds_ago(5), "values": {"fuelKg": 0.1}}]),
+        await farm.send(
+            quiet, [{"seq": 1, "time": _seconds_ago(window + 60), "values": {"fuelKg": 0.1}}]
+        ),
+    ]
+    assert all(r.status_code == 200 for r in sent), [r.text for r in sent]
+    body = (await registry.client.get(f"/v1/domains/{farm.project}/summary")).json()
+    assert body["telemetry"]["onlineNow"] == 1
+    assert body["stoves"]["registered"] == 2
+
+
+def _seconds_ago(seconds: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat()

@@ -74,6 +74,8 @@ async def until(
 
 async def readings_of(farm: Farm, did: str) -> int:
     state = await farm.registry.client.get(f"/v1/domains/{did}/state")
+    if state.status_code == 503:  # the database monitor has not seen it come back yet
+        return -1
     return state.json()["readings"]
 
 

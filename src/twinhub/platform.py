@@ -102,7 +102,11 @@ class Platform:
         self.events = EventsHub(self.sessionmaker, settings, pin_key)
         self.device_tokens = DeviceTokenService(self.sessionmaker)
         self.telemetry = TelemetryService(
-            TelemetryStore(self.sessionmaker, self.engine.dialect.name == "postgresql"),
+            TelemetryStore(
+                self.sessionmaker,
+                self.engine.dialect.name == "postgresql",
+                settings.telemetry_offline_after_seconds,
+            ),
             settings,
             self.protocols,
             self.domains,

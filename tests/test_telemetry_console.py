@@ -3,12 +3,15 @@ GraphQL), on SQLite and PostgreSQL, checked against sums worked out by hand."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from tests.conftest import Registry
+from tests.conftest import BOOTSTRAP_KEY, Registry, unique
 from tests.telemetry_world import at, build_farm, day_start
+from tests.test_console import console, sign_in
 
 
 async def test_summary_shows_sessions_energy_and_online_stoves(registry: Registry) -> None:
@@ -95,3 +98,77 @@ async def test_online_now_counts_stoves_seen_within_the_window(registry: Registr
 
 def _seconds_ago(seconds: float) -> str:
     return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat()
+
+
+async def test_console_manages_a_twins_device_tokens(registry: Registry) -> None:
+    """List, enrol (secret shown once), rotate and revoke through the keys page, with the
+    REST routes' rules: an admin or the twin's controller, a writer; CSRF on every form."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    async with console(registry) as browser:
+        csrf = await sign_in(browser, BOOTSTRAP_KEY)
+        page = await browser.get("/console/keys", params={"twin": stove})
+        assert page.status_code == 200
+        assert "meter board" in page.text and len(TOKEN_ROW.findall(page.text)) == 1
+        # A form without the session's CSRF token changes nothing.
+        forged = await browser.post("/console/keys/devices", data={"twin": stove, "label": "x"})
+        assert forged.status_code == 403
+        made = await browser.post(
+            "/console/keys/devices", data={"csrf": csrf, "twin": stove, "label": "second meter"}
+        )
+        assert made.status_code == 201, made.text
+        secret = NEW_TOKEN.search(made.text)
+        assert secret, "the new device token is shown"
+        first = secret.group(1)
+        listed = await browser.get("/console/keys", params={"twin": stove})
+        assert first not in listed.text  # shown once, never listed
+        token_id = first.split("_")[1]
+        assert token_id in TOKEN_ROW.findall(listed.text)
+        assert (await farm.send(stove, [reading(1)], token=first)).status_code == 200
+
+        rotated = await browser.post(
+            f"/console/keys/devices/{token_id}/rotation", data={"csrf": csrf, "twin": stove}
+        )
+        assert rotated.status_code == 200, rotated.text
+        found = NEW_TOKEN.search(rotated.text)
+        assert found and found.group(1) != first
+        second = found.group(1)
+        assert (await farm.send(stove, [reading(2)], token=first)).status_code == 401
+        assert (await farm.send(stove, [reading(3)], token=second)).status_code == 200
+        token_id = second.split("_")[1]  # the successor has an id of its own
+
+        revoked = await browser.post(
+            f"/console/keys/devices/{token_id}/revocation", data={"csrf": csrf, "twin": stove}
+        )
+        assert revoked.status_code == 303
+        shown = await browser.get(revoked.headers["location"])
+        assert f"Device token {token_id} revoked." in shown.text
+        assert (await farm.send(stove, [reading(4)], token=second)).status_code == 401
+
+    # A writer who does not control the twin may see the page but not its tokens.
+    stranger = await registry.key(f"did:ixo:org/{unique('stranger')}", "writer")
+    async with console(registry) as browser:
+        csrf = await sign_in(browser, stranger)
+        page = await browser.get("/console/keys", params={"twin": stove})
+        assert page.status_code == 200 and "Only a controller" in page.text
+        assert "Create a key" not in page.text  # API keys stay an admin's
+        refused = await browser.post(
+            "/console/keys/devices", data={"csrf": csrf, "twin": stove, "label": "mine"}
+        )
+        assert refused.status_code == 403 and "Only a controller" in refused.text
+    reader = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+    async with console(registry) as browser:
+        await sign_in(browser, reader)
+        assert (await browser.get("/console/keys", params={"twin": stove})).status_code == 403
+    listed = await registry.client.get(f"/v1/domains/{stove}/device-tokens")
+    items = listed.json()["items"]
+    assert sorted(t["label"] for t in items) == ["meter board", "second meter", "second meter"]
+    assert [t["label"] for t in items if t["revokedAt"] is None] == ["meter board"]
+
+
+TOKEN_ROW = re.compile(r'id="device-token-([^"]+)"')
+NEW_TOKEN = re.compile(r'id="new-device-token" readonly value="([^"]+)"')
+
+
+def reading(seq: int) -> dict[str, Any]:
+    return {"seq": seq, "time": _seconds_ago(1), "values": {"fuelKg": 0.1}}

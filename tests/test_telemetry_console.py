@@ -68,6 +68,15 @@ async def test_summary_shows_sessions_energy_and_online_stoves(registry: Registr
         others = [d for d in telemetry["days"] if d["date"] not in expected]
         assert all(d["cookingSessions"] == 0 and d["energyKwh"] == 0 for d in others)
 
+    # The whole deployment sums the stoves' own rollups (the database may hold other
+    # tests' stoves too, so at least this programme's figures).
+    everything = await registry.platform.summaries.summary(None)
+    whole = {d["date"]: d for d in everything["telemetry"]["days"]}
+    for date, figures in expected.items():
+        assert whole[date]["cookingSessions"] >= figures["cookingSessions"]
+        assert whole[date]["energyKwh"] >= figures["energyKwh"] - 1e-9
+    assert everything["telemetry"]["onlineNow"] >= 1
+
     query = """query($id: String!) { summary(id: $id) { telemetry } }"""
     graphql = await registry.client.post(
         "/graphql", json={"query": query, "variables": {"id": farm.project}}

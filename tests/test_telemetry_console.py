@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BOOTSTRAP_KEY, Registry, unique
-from tests.telemetry_world import at, build_farm, day_start
+from tests.telemetry_world import STOVE, at, build_farm, day_start
 from tests.test_console import console, sign_in
 
 
@@ -181,3 +181,57 @@ NEW_TOKEN = re.compile(r'id="new-device-token" readonly value="([^"]+)"')
 
 def reading(seq: int) -> dict[str, Any]:
     return {"seq": seq, "time": _seconds_ago(1), "values": {"fuelKg": 0.1}}
+
+
+async def test_an_organisation_sums_its_projects_and_only_them(registry: Registry) -> None:
+    """Two projects of one organisation add up; a stove of another organisation's project
+    that names this organisation its `operator` is not this organisation's stove."""
+    farm = await build_farm(registry)
+    ours = await farm.stove()
+    second = await build_farm(registry)  # another organisation and project
+    second.organisation = farm.organisation  # ...then a second project of ours:
+    project = await registry.client.post(
+        "/v1/domains",
+        json={
+            "type": "Project",
+            "class": "did:ixo:protocol/project",
+            "id": unique("project"),
+            "metadata": {"name": "Second"},
+            "relationships": {"implementedBy": [farm.organisation]},
+        },
+    )
+    assert project.status_code == 201, project.text
+    second.project = project.json()["did"]
+    theirs_in_ours = await second.stove()
+    other = await build_farm(registry)
+    made = await registry.client.post(
+        "/v1/domains",
+        json={
+            "type": "Device",
+            "class": STOVE,
+            "id": unique("stove"),
+            "metadata": {"name": "stove"},
+            "relationships": {"project": [other.project], "operator": [farm.organisation]},
+        },
+    )
+    assert made.status_code == 201, made.text
+    outsider = made.json()["did"]
+    enrolled = await registry.client.post(f"/v1/domains/{outsider}/device-tokens", json={})
+    other.tokens[outsider] = enrolled.json()["token"]
+    day = day_start(1)
+    start = {"session": "start", "energyKwh": 1.0}
+    for farm_of, did in ((farm, ours), (second, theirs_in_ours), (other, outsider)):
+        sent = await farm_of.send(did, [{"seq": 1, "time": at(day, 9), "values": start}])
+        assert sent.status_code == 200, sent.text
+
+    def sessions(body: dict[str, Any]) -> int:
+        found = [d for d in body["telemetry"]["days"] if d["date"] == day.date().isoformat()]
+        return found[0]["cookingSessions"]
+
+    summary = registry.client.get
+    assert sessions((await summary(f"/v1/domains/{farm.project}/summary")).json()) == 1
+    assert sessions((await summary(f"/v1/domains/{second.project}/summary")).json()) == 1
+    assert sessions((await summary(f"/v1/domains/{other.project}/summary")).json()) == 1
+    organisation = (await summary(f"/v1/domains/{farm.organisation}/summary")).json()
+    assert organisation["stoves"]["registered"] == 2
+    assert sessions(organisation) == 2

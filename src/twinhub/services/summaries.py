@@ -64,10 +64,14 @@ class TelemetrySource(Protocol):
     """What the summary needs from a telemetry store (the telemetry issue provides one)."""
 
     async def figures(
-        self, scope: str | None, stoves: Select[tuple[str]], start: datetime, end: datetime
+        self,
+        projects: Select[tuple[str]] | None,
+        stoves: Select[tuple[str]],
+        start: datetime,
+        end: datetime,
     ) -> TelemetryFigures:
         """Online-now count and per-day usage of the stoves the query selects (their DIDs),
-        which are `scope`'s (a project or organisation; None: the whole deployment)."""
+        the assets of the projects `projects` selects (None: every stove)."""
         ...
 
 
@@ -75,7 +79,11 @@ class NoTelemetry:
     """The telemetry source of a platform without a telemetry store: nothing to report."""
 
     async def figures(
-        self, scope: str | None, stoves: Select[tuple[str]], start: datetime, end: datetime
+        self,
+        projects: Select[tuple[str]] | None,
+        stoves: Select[tuple[str]],
+        start: datetime,
+        end: datetime,
     ) -> TelemetryFigures:
         return TelemetryFigures()
 
@@ -131,7 +139,7 @@ class SummaryService:
             stove_counts = await self._stoves(session, stoves, period)
             claims = await self._claims(session, projects, period)
             credits = await self._credits(session, projects, period)
-        telemetry = await self.telemetry.figures(did, stoves, period.start, period.end)
+        telemetry = await self.telemetry.figures(projects, stoves, period.start, period.end)
         usage = {row.day: row for row in telemetry.days}
         return {
             "domain": did,

@@ -1,9 +1,11 @@
 """The dashboard's telemetry figures (services.summaries.TelemetrySource), read from the
 telemetry store's day rollups and devices' last reading, never from raw readings.
 
-A project's or organisation's figures come from the rollups the store keeps for that scope
-as readings arrive (one row per day and field: at most a few hundred rows for a year,
-whatever the number of stoves); the deployment-wide figures sum the stoves' own rollups.
+The store keeps rollups per project as its stoves' readings arrive, so a project's figures
+are one row per day and field whatever its number of stoves, and an organisation's sum its
+projects' rows (the summary's own definition: the organisation's stoves are its projects'
+stoves; the organisation's own rollup would also count stoves linked to it by `owner` or
+`operator`). The deployment-wide figures sum the stoves' own rollups.
 """
 
 from __future__ import annotations
@@ -32,11 +34,15 @@ class RollupTelemetry:
         self._offline_after = timedelta(seconds=offline_after_seconds)
 
     async def figures(
-        self, scope: str | None, stoves: Select[tuple[str]], start: datetime, end: datetime
+        self,
+        projects: Select[tuple[str]] | None,
+        stoves: Select[tuple[str]],
+        start: datetime,
+        end: datetime,
     ) -> TelemetryFigures:
         since = datetime.now(UTC) - self._offline_after
         rollup = TelemetryRollup
-        in_scope = rollup.scope == scope if scope is not None else rollup.scope.in_(stoves)
+        in_scope = rollup.scope.in_(projects if projects is not None else stoves)
         query = (
             select(rollup.bucket, rollup.field, func.sum(rollup.sum))
             .where(

@@ -359,6 +359,16 @@ async def test_keys_are_created_used_and_revoked(
     token = await tab.page.get_by_label("Key", exact=True).input_value()
     assert token.startswith("thk_")
     await tab.shot("keys")
+    # A stove's device tokens: enrol a meter, its token shown once, then listed by id.
+    await tab.page.get_by_label("Twin (DID)").fill(STOVE)
+    await tab.page.get_by_role("button", name="Show tokens").click()
+    await tab.page.get_by_label("Device label").fill("browser meter")
+    await tab.page.get_by_role("button", name="Enrol a device").click()
+    device = await tab.page.get_by_label("Device token", exact=True).input_value()
+    assert device.startswith("thd_")
+    row = tab.page.locator(f"#device-token-{device.split('_')[1]}")
+    assert "browser meter" in await row.inner_text()
+    await tab.shot("device-tokens")
     # The new reader key signs in elsewhere, sees the queue but may not decide or manage keys.
     other = await browser.new_context()
     reader = Tab(await other.new_page(), programme.console)

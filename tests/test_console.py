@@ -78,8 +78,12 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
         today = datetime.now(UTC).date().isoformat()
         assert {"date": today, "CARBON": 4} in body["credits"]["issuedPerDay"]
         assert len(body["credits"]["issuedPerDay"]) in (30, 31)
-        # No telemetry store yet: the telemetry part is present and empty.
-        assert body["telemetry"] == {"available": False, "onlineNow": 0, "days": []}
+        # No stove reported telemetry: every day of the period is there, at zero
+        # (tests/test_telemetry_console.py checks the figures once readings arrive).
+        telemetry = body["telemetry"]
+        assert telemetry["available"] is True and telemetry["onlineNow"] == 0
+        assert len(telemetry["days"]) == len(body["credits"]["issuedPerDay"])
+        assert all(d["cookingSessions"] == 0 and d["energyKwh"] == 0 for d in telemetry["days"])
 
         # The organisation sums its projects; another project's figures stay apart.
         other = await world.project_domain(verified=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,9 +214,9 @@ async def test_sign_in_refuses_a_wrong_key_then_shows_the_dashboard(
     assert session["httpOnly"] and session["sameSite"] == "Strict"
     assert await tab.page.locator("#stoves-registered").inner_text() == "3"
     assert await tab.page.locator("#claims-submitted").inner_text() == "2"
-    assert "no telemetry yet" in (
-        await tab.page.locator("#stoves-online").locator("..").inner_text()
-    )
+    # The demo's month of telemetry: online now is a count, sessions and energy are drawn.
+    assert (await tab.page.locator("#stoves-online").inner_text()).isdigit()
+    await tab.page.locator("#telemetry [data-chart] .u-legend").wait_for()
     await tab.shot("dashboard")
     assert tab.errors == []
 
@@ -271,7 +272,7 @@ async def test_graph_zooms_and_opens_a_twin(tab: Tab, programme: Programme) -> N
     assert tab.errors == []
 
 
-async def test_twin_page_shows_the_record_history_and_no_live_data(
+async def test_twin_page_shows_the_record_history_and_a_live_reading_arrive(
     tab: Tab, programme: Programme
 ) -> None:
     await tab.sign_in(programme.operator)
@@ -279,10 +280,31 @@ async def test_twin_page_shows_the_record_history_and_no_live_data(
     assert await tab.page.locator("#verification").inner_text() in ("verified", "not verified")
     assert await tab.page.locator("#history tbody tr").count() >= 1
     await tab.page.get_by_text("project →").first.wait_for()
-    # No telemetry stream exists yet: the chart says so instead of waiting forever.
-    await tab.page.get_by_text("No live data").wait_for()
-    await tab.shot("twin")
-    assert [e for e in tab.errors if "404" not in e and "401" not in e] == []
+    # The stream is open: its first event (the twin's state) has been drawn.
+    await tab.page.locator("#live-chart[data-state='live']").wait_for()
+    await tab.page.locator("#live-status", has_text="waiting for readings").wait_for()
+    # A meter sends a reading with its device token, over HTTP, as a stove would.
+    seq = 2_000_000_000 + secrets.randbelow(1_000_000)
+    async with httpx.AsyncClient(base_url=programme.served.registry, timeout=10) as api:
+        enrolled = await api.post(
+            f"/v1/domains/{STOVE}/device-tokens",
+            json={"label": "browser test meter"},
+            headers={"authorization": f"Bearer {programme.admin}"},
+        )
+        assert enrolled.status_code == 201, enrolled.text
+        when = datetime.now(UTC).isoformat()
+        sent = await api.post(
+            f"/v1/domains/{STOVE}/telemetry",
+            json={"readings": [{"seq": seq, "time": when, "values": {"temperatureC": 321.5}}]},
+            headers={"authorization": f"Bearer {enrolled.json()['token']}"},
+        )
+        assert sent.status_code == 200 and sent.json()["accepted"] == 1, sent.text
+    await tab.page.locator(f"#live-chart[data-last-seq='{seq}']").wait_for()
+    status = await tab.page.locator("#live-status").inner_text()
+    assert f"reading {seq} arrived" in status and status.startswith("Online")
+    assert await tab.page.locator("#live-chart .u-legend", has_text="temperatureC").count() == 1
+    await tab.shot("twin-live")
+    assert tab.errors == []
 
 
 async def test_governance_shows_groups_thresholds_and_proposals(
@@ -337,6 +359,16 @@ async def test_keys_are_created_used_and_revoked(
     token = await tab.page.get_by_label("Key", exact=True).input_value()
     assert token.startswith("thk_")
     await tab.shot("keys")
+    # A stove's device tokens: enrol a meter, its token shown once, then listed by id.
+    await tab.page.get_by_label("Twin (DID)").fill(STOVE)
+    await tab.page.get_by_role("button", name="Show tokens").click()
+    await tab.page.get_by_label("Device label").fill("browser meter")
+    await tab.page.get_by_role("button", name="Enrol a device").click()
+    device = await tab.page.get_by_label("Device token", exact=True).input_value()
+    assert device.startswith("thd_")
+    row = tab.page.locator(f"#device-token-{device.split('_')[1]}")
+    assert "browser meter" in await row.inner_text()
+    await tab.shot("device-tokens")
     # The new reader key signs in elsewhere, sees the queue but may not decide or manage keys.
     other = await browser.new_context()
     reader = Tab(await other.new_page(), programme.console)

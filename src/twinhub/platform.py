@@ -33,6 +33,7 @@ from twinhub.services.protocols import ProtocolService
 from twinhub.services.stoves import StoveService
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
+from twinhub.telemetry.figures import RollupTelemetry
 from twinhub.telemetry.service import TelemetryService
 from twinhub.telemetry.store import TelemetryStore
 from twinhub.web.ratelimit import RateLimiter
@@ -89,9 +90,11 @@ class Platform:
         self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)
         self.idempotency = IdempotencyService(self.sessionmaker)
-        # Dashboard figures. Telemetry wiring: pass the telemetry store (a TelemetrySource)
-        # as SummaryService(self.sessionmaker, telemetry=...) once one exists.
-        self.summaries = SummaryService(self.sessionmaker)
+        # Dashboard figures; telemetry's from the store's day rollups.
+        self.summaries = SummaryService(
+            self.sessionmaker,
+            RollupTelemetry(self.sessionmaker, settings.telemetry_offline_after_seconds),
+        )
         bootstrap = settings.twinhub_bootstrap_api_key
         self.api_keys = ApiKeyService(
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
@@ -99,7 +102,11 @@ class Platform:
         self.events = EventsHub(self.sessionmaker, settings, pin_key)
         self.device_tokens = DeviceTokenService(self.sessionmaker)
         self.telemetry = TelemetryService(
-            TelemetryStore(self.sessionmaker, self.engine.dialect.name == "postgresql"),
+            TelemetryStore(
+                self.sessionmaker,
+                self.engine.dialect.name == "postgresql",
+                settings.telemetry_offline_after_seconds,
+            ),
             settings,
             self.protocols,
             self.domains,

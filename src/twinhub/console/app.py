@@ -106,6 +106,11 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
             Route("/keys", pages.keys),
             Route("/keys", pages.create_key, methods=["POST"]),
             Route("/keys/{key_id}/revocation", pages.revoke_key, methods=["POST"]),
+            Route("/keys/devices", pages.create_device_token, methods=["POST"]),
+            Route("/keys/devices/{token_id}/rotation", pages.rotate_device_token, methods=["POST"]),
+            Route(
+                "/keys/devices/{token_id}/revocation", pages.revoke_device_token, methods=["POST"]
+            ),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         middleware=[Middleware(SecurityHeaders)],

@@ -454,16 +454,32 @@ async def keys(
     created: str | None = None,
     error: str | None = None,
     status: int = 200,
+    twin: str | None = None,
+    device_secret: str | None = None,
 ) -> Response:
-    user = user or await _admin(request)
+    """API keys (admins) and a twin's device tokens (its controllers and admins: the rules
+    of DeviceTokenService, as for the REST routes)."""
+    user = user or await signed_in(request)
+    if not user.can("writer"):
+        raise HTTPException(403, "API keys are managed by admins, device tokens by writers.")
+    twin = twin if twin is not None else request.query_params.get("twin", "").strip()
+    tokens: list[Any] = []
+    if twin:
+        try:
+            tokens = await _platform(request).device_tokens.list(twin, user.principal)
+        except ServiceError as problem:
+            error = error or problem.message
     return render(
         request,
         "keys.html",
         {
-            "keys": await _platform(request).api_keys.list(),
+            "keys": await _platform(request).api_keys.list() if user.principal.is_admin else [],
             "roles": ROLES,
             "created": created,
             "error": error,
+            "twin": twin,
+            "device_tokens": tokens,
+            "device_secret": device_secret,
         },
         status_code=status,
         user=user,
@@ -494,3 +510,46 @@ async def revoke_key(request: Request) -> Response:
     if not await _platform(request).api_keys.revoke(key_id):
         return await keys(request, user, error=f"No active key {key_id}.", status=404)
     return _done("/keys", f"Key {key_id} revoked.")
+
+
+# -- device tokens (telemetry credentials of a physical twin) --------------------------------
+async def create_device_token(request: Request) -> Response:
+    user, form = await _form(request)
+    twin = _text(form, "twin")
+    try:
+        token, _ = await _platform(request).device_tokens.create(
+            twin, user.principal, _text(form, "label")
+        )
+    except ServiceError as problem:
+        return await _refused(request, user, problem, twin)
+    # Shown once, on this answer only, as for API keys.
+    return await keys(request, user, status=201, twin=twin, device_secret=token)
+
+
+async def rotate_device_token(request: Request) -> Response:
+    user, form = await _form(request)
+    twin, token_id = _text(form, "twin"), request.path_params["token_id"]
+    try:
+        token, _ = await _platform(request).device_tokens.rotate(twin, token_id, user.principal)
+    except ServiceError as problem:
+        return await _refused(request, user, problem, twin)
+    return await keys(request, user, twin=twin, device_secret=token)
+
+
+async def revoke_device_token(request: Request) -> Response:
+    user, form = await _form(request)
+    twin, token_id = _text(form, "twin"), request.path_params["token_id"]
+    try:
+        await _platform(request).device_tokens.revoke(twin, token_id, user.principal)
+    except ServiceError as problem:
+        return await _refused(request, user, problem, twin)
+    return _done("/keys", f"Device token {token_id} revoked.", twin=twin)
+
+
+async def _refused(request: Request, user: SignedIn, problem: ServiceError, twin: str) -> Response:
+    """The keys page again, saying why the device token service refused."""
+    details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
+    status = {"not_found": 404, "forbidden": 403, "conflict": 409}.get(problem.code, 422)
+    return await keys(
+        request, user, error=f"{problem.message} {details}".strip(), status=status, twin=twin
+    )

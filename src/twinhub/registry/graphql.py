@@ -336,7 +336,7 @@ class CreditClass:
 @strawberry.type(
     description="Dashboard figures of a project or organisation over a period (the REST "
     "`/v1/domains/{did}/summary`): stoves by state, claims by status, credits issued and "
-    "retired, telemetry per day (empty until a telemetry store is wired in)."
+    "retired, telemetry online now and per day (cooking sessions, energy) from the day rollups."
 )
 class Summary:
     domain: str

@@ -11,8 +11,8 @@ queries as one of ten:
   and retired in the period by the holders those approvals credited (credits are
   fungible, so a retirement is counted for the scope whose holder made it);
 - telemetry: stoves online now, cooking sessions and energy per day, from a
-  `TelemetrySource`. Until a telemetry store exists the platform passes `NoTelemetry`,
-  which reports nothing; wiring one in is one constructor argument (see Platform).
+  `TelemetrySource`: the platform passes telemetry.figures.RollupTelemetry (day rollups
+  of the project/organisation, devices' last reading); `NoTelemetry` reports nothing.
 """
 
 from __future__ import annotations
@@ -64,9 +64,14 @@ class TelemetrySource(Protocol):
     """What the summary needs from a telemetry store (the telemetry issue provides one)."""
 
     async def figures(
-        self, stoves: Select[tuple[str]], start: datetime, end: datetime
+        self,
+        projects: Select[tuple[str]] | None,
+        stoves: Select[tuple[str]],
+        start: datetime,
+        end: datetime,
     ) -> TelemetryFigures:
-        """Online-now count and per-day usage of the stoves the query selects (their DIDs)."""
+        """Online-now count and per-day usage of the stoves the query selects (their DIDs),
+        the assets of the projects `projects` selects (None: every stove)."""
         ...
 
 
@@ -74,7 +79,11 @@ class NoTelemetry:
     """The telemetry source of a platform without a telemetry store: nothing to report."""
 
     async def figures(
-        self, stoves: Select[tuple[str]], start: datetime, end: datetime
+        self,
+        projects: Select[tuple[str]] | None,
+        stoves: Select[tuple[str]],
+        start: datetime,
+        end: datetime,
     ) -> TelemetryFigures:
         return TelemetryFigures()
 
@@ -130,7 +139,7 @@ class SummaryService:
             stove_counts = await self._stoves(session, stoves, period)
             claims = await self._claims(session, projects, period)
             credits = await self._credits(session, projects, period)
-        telemetry = await self.telemetry.figures(stoves, period.start, period.end)
+        telemetry = await self.telemetry.figures(projects, stoves, period.start, period.end)
         usage = {row.day: row for row in telemetry.days}
         return {
             "domain": did,

@@ -85,6 +85,11 @@ class TelemetrySchema:
     def numeric(self) -> list[str]:
         return [f.name for f in self.fields.values() if f.type in NUMERIC]
 
+    @property
+    def counted(self) -> list[str]:
+        """Enum fields: their values are counted in the rollups (e.g. sessions started)."""
+        return [f.name for f in self.fields.values() if f.enum]
+
     def as_record(self) -> dict[str, Any]:
         return {
             "fields": {

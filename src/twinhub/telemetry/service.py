@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from twinhub.logging import get_logger
 from twinhub.services.device_tokens import DeviceCredential
 from twinhub.services.domains import DomainService
@@ -68,6 +70,7 @@ class Prepared:
     info: TwinInfo
     valid: list[Reading]
     rejected: list[Rejection]
+    source: str = "http"
 
 
 @dataclass
@@ -85,6 +88,33 @@ class IngestResult:
                 {"index": r.index, "seq": r.seq, **r.as_detail()} for r in self.rejected
             ],
         }
+
+
+REASONS_IN_EVENT = 5
+
+
+def rejection_data(source: str, readings: int, rejected: list[Rejection]) -> dict[str, Any]:
+    """A telemetry.rejected event's data: counts and the first few reasons (one event per
+    batch or message, never one per reading)."""
+    return {
+        "source": source,
+        "readings": readings,
+        "rejected": len(rejected),
+        "reasons": [
+            {"index": r.index, "seq": r.seq, **r.as_detail()} for r in rejected[:REASONS_IN_EVENT]
+        ],
+    }
+
+
+def _refused(source: str, message: str, details: list[FieldProblem]) -> dict[str, Any]:
+    """A telemetry.rejected event's data for a batch refused whole (bad envelope)."""
+    return {
+        "source": source,
+        "readings": None,
+        "rejected": None,
+        "reasons": [{"field": d.field, "error": d.error} for d in details[:REASONS_IN_EVENT]]
+        or [{"field": "", "error": message}],
+    }
 
 
 def encode_cursor(moment: datetime, seq: int) -> str:
@@ -144,7 +174,11 @@ class TelemetryService:
         if retry_after is not None:
             self.reject(source, did, "rate limited")
             raise Throttled(retry_after)
-        raw = self._envelope(body)
+        try:
+            raw = self._envelope(body)
+        except (Invalid, TooLarge) as error:
+            await self._record_rejection(did, _refused(source, error.message, error.details))
+            raise
         info = await self._twin(did)
         latest = datetime.now(UTC) + timedelta(seconds=self.settings.telemetry_future_skew_seconds)
         valid: list[Reading] = []
@@ -159,11 +193,12 @@ class TelemetryService:
             self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
         self.counters["rejected"] += len(rejected)
         if not valid:
+            await self._record_rejection(did, rejection_data(source, len(raw), rejected))
             raise Invalid(
                 "No reading of the batch is valid.",
                 [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
             )
-        return Prepared(did, info, valid, rejected)
+        return Prepared(did, info, valid, rejected, source)
 
     async def commit(self, prepared: list[Prepared]) -> list[IngestResult]:
         """Store prepared batches in one transaction; database errors propagate (the caller
@@ -177,7 +212,17 @@ class TelemetryService:
         try:
             stored = await self.store.store_many(
                 [
-                    Batch(p.did, p.valid, p.info.schema.numeric, p.info.schema.meter, p.info.scopes)
+                    Batch(
+                        p.did,
+                        p.valid,
+                        p.info.schema.numeric,
+                        p.info.schema.meter,
+                        p.info.scopes,
+                        p.info.schema.counted,
+                        rejection_data(p.source, len(p.valid) + len(p.rejected), p.rejected)
+                        if p.rejected
+                        else None,
+                    )
                     for p in prepared
                 ]
             )
@@ -214,6 +259,14 @@ class TelemetryService:
                 [FieldProblem("readings", f"at most {limit}")],
             )
         return readings
+
+    async def _record_rejection(self, did: str, data: dict[str, Any]) -> None:
+        """The outbox event of a batch refused whole; with the database away the refusal
+        still answers (the operators' list keeps it), so a failure here is only logged."""
+        try:
+            await self.store.record_rejection(did, data)
+        except (SQLAlchemyError, OSError) as error:
+            log.warning("telemetry.rejected event not written", error=type(error).__name__)
 
     def reject(self, source: str, did: str, reason: str) -> None:
         """Remember a rejection for the operators' list (most recent first, bounded)."""

@@ -21,11 +21,13 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
+from twinhub.events.store import record_event
 from twinhub.telemetry.schema import Reading
 
 INTERVALS = ("hour", "day", "month")
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
+FIELD_LENGTH = 64  # telemetry_rollups.field
 
 
 def bucket_of(moment: datetime, interval: str) -> datetime:
@@ -51,6 +53,8 @@ class Batch:
     numeric: Sequence[str]
     meter: str | None
     scopes: Sequence[str]
+    counted: Sequence[str] = ()  # enum fields whose values are counted (`session=start`)
+    rejection: dict[str, Any] | None = None  # a telemetry.rejected event's data, if any
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,22 @@ class StoredBatch:
     was_online_at: datetime | None  # the device's last reading before this batch
 
 
+def counted_field(name: str, value: str) -> str:
+    """The rollup field that counts readings whose enum field `name` is `value`."""
+    return f"{name}={value}"
+
+
 def rollup_rows(
-    readings: Iterable[Reading], numeric: Sequence[str], scopes: Sequence[str]
+    readings: Iterable[Reading],
+    numeric: Sequence[str],
+    scopes: Sequence[str],
+    counted: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The rollup increments of some readings, one row per (scope, interval, bucket, field),
     sorted so that concurrent batches lock rows in one order (no deadlocks).
+
+    An enum field named in `counted` rolls up as one field per value (`session=start`,
+    value 1 per reading), so a day's cooking sessions are read from the rollups.
 
     Buckets are found with integer arithmetic on the epoch seconds (hours and days are
     whole multiples in UTC); months through a per-day cache. This runs for every reading.
@@ -80,11 +95,16 @@ def rollup_rows(
         if month is None:
             start = datetime.fromtimestamp(day, UTC).replace(day=1)
             month = months[day] = int(start.timestamp())
+        items: list[tuple[str, float]] = []
         for name in numeric:
             value = reading.values.get(name)
-            if value is None:
-                continue
-            value = float(value)
+            if value is not None:
+                items.append((name, float(value)))
+        for name in counted:
+            value = reading.values.get(name)
+            if isinstance(value, str) and len(counted_field(name, value)) <= FIELD_LENGTH:
+                items.append((counted_field(name, value), 1.0))
+        for name, value in items:
             for key in (("hour", hour, name), ("day", day, name), ("month", month, name)):
                 cell = cells.get(key)
                 if cell is None:
@@ -132,8 +152,17 @@ def merge_rollups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class TelemetryStore:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], postgres: bool) -> None:
+    """Also writes the devices' events (device.online, device.offline, telemetry.rejected)
+    into the event outbox, in the transaction of the change that causes them."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        postgres: bool,
+        offline_after_seconds: float = 3600.0,
+    ) -> None:
         self._sessions = sessions
+        self.offline_after = timedelta(seconds=offline_after_seconds)
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
         self.postgres = postgres
@@ -246,7 +275,10 @@ class TelemetryStore:
                 was = row.last_time
                 inserted = [r for r in fresh[i] if (ids[i], r.seq) in stored]
                 if inserted:
-                    rollups += rollup_rows(inserted, batch.numeric, [batch.did, *batch.scopes])
+                    self._online_event(session, batch.did, was, inserted)
+                    rollups += rollup_rows(
+                        inserted, batch.numeric, [batch.did, *batch.scopes], batch.counted
+                    )
                     self._advance_state(row, inserted, batch.meter)
                 state = {
                     "lastTime": row.last_time,
@@ -256,8 +288,39 @@ class TelemetryStore:
                     "readings": row.readings,
                 }
                 results[i] = StoredBatch(inserted, len(batch.readings) - len(inserted), state, was)
+                if batch.rejection is not None:
+                    record_event(
+                        session, "telemetry.rejected", batch.did, batch.did, batch.rejection
+                    )
             await self._roll_up(session, merge_rollups(rollups))
         return [results[i] for i in range(len(batches))]
+
+    def online(self, last: datetime | None, now: datetime | None = None) -> bool:
+        """Whether a device whose newest reading is at `last` counts as online."""
+        if last is None:
+            return False
+        return (now or datetime.now(UTC)) - last < self.offline_after
+
+    def _online_event(
+        self, session: AsyncSession, did: str, was: datetime | None, inserted: list[Reading]
+    ) -> None:
+        """device.online when these readings bring an offline (or new) device online."""
+        newest = max(r.time for r in inserted)
+        if self.online(was) or not self.online(newest):
+            return
+        record_event(
+            session,
+            "device.online",
+            did,
+            did,
+            {"device": did, "lastSeen": newest.isoformat(), "offlineSince": _iso(was)},
+        )
+
+    async def record_rejection(self, did: str, data: dict[str, Any]) -> None:
+        """telemetry.rejected for a batch none of which could be stored (its own transaction:
+        there is no telemetry write to join)."""
+        async with self._sessions.begin() as session:
+            record_event(session, "telemetry.rejected", did, did, data)
 
     async def _used_seqs(
         self, session: AsyncSession, wanted: dict[int, list[int]]
@@ -394,14 +457,40 @@ class TelemetryStore:
         return out
 
     async def went_quiet(self, after: datetime, upto: datetime) -> list[str]:
-        """Devices whose newest reading is in (after, upto]: those that just went offline."""
-        async with self._sessions() as session:
-            rows = await session.scalars(
-                select(TelemetryDevice.did).where(
-                    TelemetryDevice.last_time > after, TelemetryDevice.last_time <= upto
+        """Devices whose newest reading is in (after, upto]: those that just went offline.
+
+        Each gets one device.offline event, in this transaction. A device's `updated_at`
+        marks it reported: ingestion sets it to the time of arrival, the watch to now, so a
+        row already reported (by this or another process) has `updated_at` at least
+        OFFLINE_AFTER past its last reading; the rows are locked, so two watches never both
+        report one device."""
+        now = utcnow()
+        async with self._sessions.begin() as session:
+            rows = list(
+                await session.scalars(
+                    select(TelemetryDevice)
+                    .where(TelemetryDevice.last_time > after, TelemetryDevice.last_time <= upto)
+                    .order_by(TelemetryDevice.id)
+                    .with_for_update()
                 )
             )
-            return list(rows)
+            for row in rows:
+                assert row.last_time is not None
+                if row.updated_at >= row.last_time + self.offline_after:
+                    continue  # reported already, or never online (a late upload)
+                row.updated_at = max(now, row.last_time + self.offline_after)
+                record_event(
+                    session,
+                    "device.offline",
+                    row.did,
+                    row.did,
+                    {
+                        "device": row.did,
+                        "lastSeen": row.last_time.isoformat(),
+                        "offlineAfterSeconds": self.offline_after.total_seconds(),
+                    },
+                )
+            return [row.did for row in rows]
 
     # -- retention -----------------------------------------------------------------------
     async def prune(self, before: datetime) -> int:
@@ -428,3 +517,7 @@ class TelemetryStore:
         async with self._sessions.begin() as session:
             result = await session.execute(delete(READINGS).where(READINGS.c.time < before))
         return dropped + (result.rowcount or 0)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None

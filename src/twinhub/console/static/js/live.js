@@ -1,23 +1,79 @@
 // The twin's live chart: reads the server-sent events of GET /v1/domains/{did}/events (the
-// session cookie authenticates it) and plots each reading as it arrives. Without a
-// telemetry stream (404, or no such route yet) it says "No live data".
+// session cookie authenticates it) and plots each reading as it arrives. The stream (see
+// registry/routes_telemetry.py) sends
+//   event: state     {"did", "lastSeen", "online", "latest": {name: {value, time, seq}}, ...}
+//                    first, then {"device", "online"} whenever the twin comes or goes;
+//   event: readings  {"device", "count", "latest": {"seq", "time", name: value, ...}}
+//                    for each stored batch (its newest reading).
+// Without a stream (an error answer) it says "No live data".
 const box = document.getElementById("live-chart");
 const status = document.getElementById("live-status");
 const MAX_POINTS = 300;
+const COLOURS = ["#0f766e", "#b45309", "#4338ca", "#be123c", "#15803d", "#6d28d9"];
 
-function readingOf(data) {
-  // ThingsBoard-style {"ts": ms, "values": {...}} or a flat {"ts"|"time": ..., name: number}.
-  const values = data.values && typeof data.values === "object" ? data.values : data;
-  const raw = data.ts ?? data.time ?? data.timestamp ?? Date.now();
-  const seconds = typeof raw === "number" ? (raw > 1e12 ? raw / 1000 : raw) : Date.parse(raw) / 1000;
-  const numbers = Object.entries(values).filter(([k, v]) => typeof v === "number" && !["ts", "time", "timestamp"].includes(k));
-  return { seconds, numbers };
+function seconds(time) {
+  const parsed = Date.parse(time);
+  return Number.isFinite(parsed) ? parsed / 1000 : Date.now() / 1000;
+}
+
+function numbers(values) {
+  return Object.entries(values).filter(([, v]) => typeof v === "number" && Number.isFinite(v));
+}
+
+// A point from an event, or null: a batch's newest reading, or the twin's last known values.
+function pointOf(kind, data) {
+  if (kind === "readings" && data.latest && typeof data.latest === "object") {
+    const { seq, time, ...values } = data.latest;
+    return { seconds: seconds(time), seq, values: numbers(values) };
+  }
+  if (kind === "state" && data.latest && data.lastSeen) {
+    const values = Object.entries(data.latest).map(([name, cell]) => [name, cell && cell.value]);
+    return { seconds: seconds(data.lastSeen), seq: data.lastSeq, values: numbers(Object.fromEntries(values)) };
+  }
+  return null;
 }
 
 function noLiveData(text) {
   status.textContent = text;
   box.hidden = true;
   box.dataset.state = "none";
+}
+
+function utc(secondsValue) {
+  return `${new Date(secondsValue * 1000).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+class Chart {
+  constructor() {
+    this.names = [];
+    this.points = [];
+    this.plot = null;
+  }
+
+  add(point) {
+    for (const [name] of point.values) {
+      if (!this.names.includes(name)) {
+        this.names.push(name);
+        this.plot?.destroy();
+        this.plot = null;
+      }
+    }
+    // Keep time order: a late batch may be older than what is shown.
+    let at = this.points.length;
+    while (at > 0 && this.points[at - 1].seconds > point.seconds) at -= 1;
+    this.points.splice(at, 0, point);
+    if (this.points.length > MAX_POINTS) this.points.shift();
+    const columns = [this.points.map((p) => p.seconds)];
+    for (const name of this.names) {
+      columns.push(this.points.map((p) => p.values.find(([n]) => n === name)?.[1] ?? null));
+    }
+    if (!this.plot) {
+      const series = this.names.map((n, i) => ({ label: n, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: true }));
+      this.plot = new uPlot({ width: Math.max(box.clientWidth, 280), height: 220, series: [{}, ...series] }, columns, box);
+    } else {
+      this.plot.setData(columns);
+    }
+  }
 }
 
 async function follow() {
@@ -32,9 +88,10 @@ async function follow() {
   }
   status.textContent = "Waiting for readings…";
   box.dataset.state = "live";
-  const names = [];
-  const columns = [[]];
-  let plot = null;
+  const chart = new Chart();
+  let arrived = 0;
+  let online = null;
+  let detail = "waiting for readings…";
   const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
@@ -45,35 +102,36 @@ async function follow() {
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
-      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
-      if (!data) continue;
-      let reading;
+      let kind = "message";
+      const lines = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) kind = line.slice(6).trim();
+        else if (line.startsWith("data:")) lines.push(line.slice(5).trim());
+      }
+      if (!lines.length) continue; // a keep-alive comment
+      let data;
       try {
-        reading = readingOf(JSON.parse(data));
+        data = JSON.parse(lines.join("\n"));
       } catch {
         continue;
       }
-      for (const [name] of reading.numbers) {
-        if (!names.includes(name)) {
-          names.push(name);
-          columns.push(columns[0].map(() => null));
-          plot?.destroy();
-          plot = null;
-        }
+      if (kind === "state" && typeof data.online === "boolean") {
+        online = data.online;
+        box.dataset.online = String(online);
       }
-      columns[0].push(reading.seconds);
-      names.forEach((name, i) => {
-        const found = reading.numbers.find(([n]) => n === name);
-        columns[i + 1].push(found ? found[1] : null);
-      });
-      if (columns[0].length > MAX_POINTS) columns.forEach((c) => c.shift());
-      if (!plot) {
-        plot = new uPlot({ width: Math.max(box.clientWidth, 280), height: 220, series: [{}, ...names.map((n, i) => ({ label: n, stroke: ["#0f766e", "#b45309", "#4338ca"][i % 3], width: 2 }))] }, columns, box);
-      } else {
-        plot.setData(columns);
+      const point = pointOf(kind, data);
+      if (point && point.values.length) chart.add(point);
+      if (kind === "readings") {
+        arrived += 1;
+        box.dataset.readings = String(arrived);
+        box.dataset.lastSeq = String(point?.seq ?? "");
+        detail = `reading ${point?.seq ?? ""} arrived (${utc(point?.seconds ?? Date.now() / 1000)})`;
+      } else if (kind === "state" && data.did) {
+        detail = data.lastSeen ? `last reading ${utc(seconds(data.lastSeen))}; waiting for readings…` : "no reading yet; waiting for readings…";
       }
-      box.dataset.readings = String(columns[0].length);
-      status.textContent = `Last reading ${new Date(reading.seconds * 1000).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+      if (kind === "readings" || kind === "state") {
+        status.textContent = `${online === false ? "Offline" : online ? "Online" : "Live"} · ${detail}`;
+      }
     }
   }
   status.textContent = "The event stream closed.";

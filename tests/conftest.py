@@ -125,6 +125,9 @@ def backend_values(
         "pin_encryption_key": secrets.token_hex(32),
         "log_level": "warning",
         "database_health_interval_seconds": 0.2,
+        # Twice in full runs a module's first PostgreSQL connect stalled past the default 3 s
+        # (never alone); the outage tests set their own short timeouts.
+        "database_connect_timeout_seconds": 10,
         # Suites send hundreds of requests a second as one admin; the limits' own tests
         # set theirs explicitly.
         "registry_rate_limit": "1000000/minute",

@@ -91,7 +91,11 @@ async def test_no_pin_in_clear_after_login_and_pin_change(
     async with platform.engine.connect() as connection:
         for table in Base.metadata.sorted_tables:
             for row in await connection.execute(select(table)):
-                rows.append(" ".join(repr(value) for value in row))
+                # Text, bytes and JSON: where a PIN could be written. Numbers and times are
+                # left out: in a database shared by a whole run, some integer (a reading's
+                # seq, a count) or a timestamp's microseconds equals five random digits.
+                texts = [v for v in row if isinstance(v, str | bytes | dict | list)]
+                rows.append(" ".join(repr(value) for value in texts))
     places["database"] = "\n".join(rows)
     assert customer_id in places["database"]
 

@@ -399,6 +399,8 @@ def test_ledger_verify_cli(tmp_path: Path) -> None:
     )
     actor = Principal("did:ixo:org/cli-writer", frozenset({"writer"}))
 
+    heads: list[str] = []
+
     async def build() -> tuple[int, int]:
         platform = Platform(settings)
         await platform.start()
@@ -416,7 +418,11 @@ def test_ledger_verify_cli(tmp_path: Path) -> None:
                 actor,
             )
             target = (await platform.ledger.history(project["did"]))[0].height
-            return target, await platform.ledger.height()
+            height = await platform.ledger.height()
+            head = await platform.ledger.transaction(height)
+            assert head is not None
+            heads.append(head.tx_hash)
+            return target, height
         finally:
             await platform.stop()
 
@@ -437,6 +443,7 @@ def test_ledger_verify_cli(tmp_path: Path) -> None:
     assert intact.returncode == 0, intact.stderr
     assert "ledger intact" in intact.stderr
     assert f"{height} transactions" in intact.stderr and f"height {height}" in intact.stderr
+    assert f"head hash at height {height}: {heads[0]}" in intact.stderr
 
     asyncio.run(tamper(target))
     damaged = run_cli("ledger", "verify", env=env)

@@ -454,6 +454,11 @@ def ledger_verify() -> None:
         f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}; "
         "balances, supplies, domains and claims match it"
     )
+    # Publish this elsewhere (a report, a notary, a chain): a chain alone cannot reveal a
+    # rewrite of everything after a point by someone who controls the database.
+    console.print(
+        f"head hash at height {report.height}: {report.head_hash}", highlight=False, soft_wrap=True
+    )
 
 
 @app.command()

@@ -138,6 +138,7 @@ class VerifyReport:
     height: int
     problem: str | None = None
     bad_height: int | None = None
+    head_hash: str | None = None  # of the last transaction: what an operator publishes
 
 
 class _Batch:
@@ -330,7 +331,7 @@ class Ledger:
                 "the head does not match the last transaction",
                 checked + 1,
             )
-        return VerifyReport(True, checked, head_height)
+        return VerifyReport(True, checked, head_height, head_hash=expected_prev)
 
 
 def _problem(row: LedgerTransaction, height: int, prev_hash: str) -> str | None:

@@ -348,11 +348,13 @@ def ussd_unlock(customer_id: str) -> None:
     console.print(f"[green]customer {customer_id} unlocked[/green]")
 
 
-def _with_platform(work: Any) -> Any:
-    """Run `work(platform)` against a started platform (migrated database), then stop it."""
+def _with_platform(work: Any, background: bool = False) -> Any:
+    """Run `work(platform)` against a started platform (migrated database), then stop it.
+    A one-shot command runs no background work (no webhook is sent from `keys create`);
+    `background` starts it for a command that needs it (the simulator's MQTT ingestion)."""
     from twinhub.platform import Platform
 
-    settings = load_settings()
+    settings = load_settings(background_workers_enabled=background)
 
     async def main() -> Any:
         platform = Platform(settings)
@@ -620,7 +622,9 @@ def simulate(
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        totals = _with_platform(lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url))
+        totals = _with_platform(
+            lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url), background=mqtt
+        )
     Console(soft_wrap=True).print(
         f"[green]simulated[/green] {totals.batches} batches: {totals.accepted} readings stored, "
         f"{totals.duplicates} duplicates, {totals.rejected} rejected, {totals.failed} failed; "

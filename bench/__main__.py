@@ -31,6 +31,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "telemetry: HTTP readings/s, MQTT messages/s, history p99 among 10k stoves, "
         "a month of project aggregates, memory under flood (--database sqlite|postgresql)",
     ),
+    "oracle": (
+        "bench.oracle",
+        "oracle: methodology evaluations/s, a monitoring period of 10,000 stoves x 30 days "
+        "(rollups read from SQLite, learned plausibility, methodology, report)",
+    ),
     "gateway": (
         "bench.gateway",
         "chain REST gateway: GET /ixo/entity/{id} via the gateway vs direct gRPC, 100k entities",
@@ -39,6 +44,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.node",
         "chain node read path: Entity and EntityList pages (h2load) vs a bare grpc.aio "
         "ceiling on the same core, REST vs node (wrk), paced p50",
+    ),
+    "verify": (
+        "bench.verify",
+        "batch stove verification: one governance proposal verifying 100k stoves in chunks",
     ),
 }
 
@@ -50,6 +59,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "registry": ["--quick"],
     "claims": ["--quick"],
     "gateway": ["--entities", "2000", "--duration", "5", "--warmup", "1", "--paced-seconds", "3"],
+    "verify": ["--stoves", "5000"],
 }
 
 

@@ -78,7 +78,10 @@ READ_SCRIPT = BENCH_DIR / "registry_reads.lua"
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
-CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
+CLAIM_CONSTRAINTS = {
+    "reportType": {"enum": ["cooking", "fuel"]},
+    "mealsCooked": {"minimum": 0, "maximum": 1000},
+}
 FLAT_FACTOR = 1.5  # server CPU per request at the large store: at most this times the small
 LIST_PAGE = 50  # page size of the measured lists
 WALK_PAGE = 500  # page size of the cursor walk (the server's largest)
@@ -605,12 +608,42 @@ async def build_programme(
                 return str((await call(op, "POST", "/v1/domains", 201, body))["did"])
 
         prog.assets = list(await asyncio.gather(*(stove(i) for i in range(assets))))
+        # Only verified stoves' claims are approved: one batch proposal verifies them all.
+        batch = await call(
+            member1,
+            "POST",
+            f"/v1/domains/{prog.project}/batch-verification-proposals",
+            201,
+            {"group": prog.group, "protocol": "did:ixo:protocol/clean-cooking"},
+        )
+        for member in (member1, member2):
+            await call(member, "POST", f"/v1/proposals/{batch['id']}/votes", 200, {"option": "yes"})
+        await call(member1, "POST", f"/v1/proposals/{batch['id']}/execute", 200)
+        # The built-in claim protocol counts one claim per stove and month; thousands of
+        # claims on a few hundred stoves need a usage protocol without reporting periods.
+        protocol = await call(
+            admin,
+            "POST",
+            "/v1/protocols",
+            201,
+            {
+                "type": "Protocol",
+                "id": f"bench-usage-claim-{tag}",
+                "entityType": "Claim",
+                "twinClass": "system",
+                "properties": {"reportType": "string", "mealsCooked": "integer"},
+                "required": ["reportType"],
+                "relationships": {"verifier": "Oracle"},
+                "tokenClass": "CARBON",
+                "constraints": CLAIM_CONSTRAINTS,
+            },
+        )
         collection = await call(
             op,
             "POST",
             "/v1/claim-collections",
             201,
-            {"project": prog.project, "protocol": CLAIM_PROTOCOL, "evaluators": [prog.oracle]},
+            {"project": prog.project, "protocol": protocol["did"], "evaluators": [prog.oracle]},
         )
         prog.collection = collection["id"]
     return prog

@@ -4,6 +4,7 @@ by a real proposal and vote), oracle, assets, a claim collection, and keys for e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -11,6 +12,22 @@ import httpx
 from tests.conftest import Registry, unique
 
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
+METERED_START = datetime(2026, 10, 1, tzinfo=UTC)
+METERED_DAYS = 10
+# 10 kWh over 10 days, household 5, efficiency 0.85 (worked example 1 of
+# docs/methodology.md, a third of its 30 kWh): ER = 0.0226615... tCO2e, in millionths.
+METERED_AMOUNT = 22661
+
+
+def metered_claim(meals: int = 20) -> dict[str, Any]:
+    """A cooking claim over the metered days."""
+    end = METERED_START + timedelta(days=METERED_DAYS)
+    return {
+        "reportType": "cooking",
+        "mealsCooked": meals,
+        "periodStart": METERED_START.isoformat(),
+        "periodEnd": end.isoformat(),
+    }
 
 
 @dataclass
@@ -41,20 +58,133 @@ class World:
         assert response.status_code == 201, response.text
         return response.json()["did"]
 
-    async def asset(self, owner: str | None = None, project: str | None = None) -> str:
-        """A stove of the project; `owner` (a DID) becomes its first controller."""
+    async def asset(
+        self, owner: str | None = None, project: str | None = None, verified: bool = True
+    ) -> str:
+        """A stove of the project; `owner` (a DID) becomes its first controller. Verified
+        by governance (a batch proposal naming it) unless `verified` is False: only a
+        verified stove's claims are approved."""
         controller = [owner, self.operator] if owner else [self.operator]
-        return await self.domain(
+        did = await self.domain(
             self.operator_client,
             {
                 "type": "Device",
                 "class": "did:ixo:protocol/clean-cooking",
                 "metadata": {"name": unique("stove")},
-                "properties": {"fuelType": "lpg", "serialNumber": unique("sn")},
+                "properties": {
+                    "fuelType": "electric",
+                    "serialNumber": unique("sn"),
+                    "efficiency": 0.85,
+                    "householdSize": 5,
+                },
                 "controller": controller,
                 "relationships": {"project": [project or self.project]},
             },
         )
+        if verified:
+            await self.verify_batch(project or self.project, domains=[did])
+        return did
+
+    async def verify_batch(self, project: str, **selection: Any) -> dict[str, Any]:
+        """Propose verifying the project's stoves (`domains` or a `protocol` filter), vote
+        yes with every member, execute; the executed proposal."""
+        proposed = await self.group_clients[0].post(
+            f"/v1/domains/{project}/batch-verification-proposals",
+            json={"group": self.group, "evidence": {"audit": "enrolment"}, **selection},
+        )
+        assert proposed.status_code == 201, proposed.text
+        proposal = proposed.json()["id"]
+        await self.vote_all(proposal)
+        executed = await self.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
+        assert executed.status_code == 200, executed.text
+        return executed.json()
+
+    async def vote_all(self, proposal: int) -> None:
+        for client in self.group_clients:
+            voted = await client.post(f"/v1/proposals/{proposal}/votes", json={"option": "yes"})
+            if voted.status_code == 409:  # passed already with the earlier votes
+                break
+            assert voted.status_code == 200, voted.text
+
+    async def metered_asset(
+        self,
+        owner: str | None = None,
+        project: str | None = None,
+        kwh_per_day: float = 1.0,
+        days: int = METERED_DAYS,
+    ) -> str:
+        """A stove verified by governance, enrolled, that cooked twice a day from
+        METERED_START for `days` days using `kwh_per_day`: its claims' credits compute."""
+        stove = await self.asset(owner, project)  # verified by a batch proposal
+        await self.cook(stove, kwh_per_day, days)
+        return stove
+
+    async def cook(self, stove: str, kwh_per_day: float, days: int = METERED_DAYS) -> None:
+        token = await self.registry.client.post(
+            f"/v1/domains/{stove}/device-tokens", json={"label": "meter"}
+        )
+        assert token.status_code == 201, token.text
+        readings = []
+        meter = 0.0
+        # Days differ a little (a household never cooks the same energy twice), in pairs
+        # that cancel, so ten days still sum to 10 x kwh_per_day; each stove its own swing.
+        swing = 0.02 + (sum(stove.encode()) % 7) * 0.01
+        for day in range(days):
+            base = METERED_START + timedelta(days=day)
+            today = kwh_per_day * (1 + (swing if day % 2 == 0 else -swing))
+            for hour in (7, 18):
+                seq = day * 100 + hour
+                meter += today / 2
+                at = base + timedelta(hours=hour)
+                readings.append(
+                    {"seq": seq, "time": at.isoformat(), "values": {"session": "start"}}
+                )
+                readings.append(
+                    {
+                        "seq": seq + 1,
+                        "time": (at + timedelta(minutes=45)).isoformat(),
+                        "values": {
+                            "session": "end",
+                            "energyKwh": today / 2,
+                            "meterKwh": round(meter, 6),
+                        },
+                    }
+                )
+        async with self.registry.as_key(token.json()["token"]) as device:
+            sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": readings})
+        assert sent.status_code in (200, 202), sent.text
+
+    async def approved_claim(
+        self, owner: str | None = None
+    ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """A metered stove of `owner` (a new customer by default), a new collection, and a
+        cooking claim on it the oracle approved: (stove, collection, claim). The credits
+        are what the methodology computes (METERED_AMOUNT for the default stove)."""
+        stove = await self.metered_asset(owner=owner or f"did:ixo:customer/{unique('c')}")
+        collection = await self.collection()
+        submitted = await self.operator_client.post(
+            f"/v1/claim-collections/{collection['id']}/claims",
+            json={"asset": stove, "data": metered_claim()},
+        )
+        assert submitted.status_code == 201, submitted.text
+        evaluated = await self.oracle_client.post(
+            f"/v1/claims/{submitted.json()['id']}/evaluations", json={"status": "approved"}
+        )
+        assert evaluated.status_code == 200, evaluated.text
+        return stove, collection, evaluated.json()
+
+    async def approvable(
+        self, collection: int, owner: str | None = None, client: httpx.AsyncClient | None = None
+    ) -> dict[str, Any]:
+        """A claim whose credits compute (METERED_AMOUNT): a new metered stove of `owner`,
+        a cooking claim over its metered days, submitted by `client` (the operator)."""
+        stove = await self.metered_asset(owner=owner)
+        submitted = await (client or self.operator_client).post(
+            f"/v1/claim-collections/{collection}/claims",
+            json={"asset": stove, "data": metered_claim()},
+        )
+        assert submitted.status_code == 201, submitted.text
+        return submitted.json()
 
     async def project_domain(self, verified: bool) -> str:
         did = await self.domain(
@@ -85,25 +215,6 @@ class World:
             assert voted.status_code == 200, voted.text
         executed = await self.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
         assert executed.status_code == 200, executed.text
-
-    async def approved_claim(
-        self, owner: str | None = None
-    ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """A stove of `owner` (a new customer by default), a new collection, and a fuel
-        claim on it the oracle approved for 4 credits: (stove, collection, claim)."""
-        stove = await self.asset(owner=owner or f"did:ixo:customer/{unique('c')}")
-        collection = await self.collection()
-        submitted = await self.operator_client.post(
-            f"/v1/claim-collections/{collection['id']}/claims",
-            json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 2.5}},
-        )
-        assert submitted.status_code == 201, submitted.text
-        evaluated = await self.oracle_client.post(
-            f"/v1/claims/{submitted.json()['id']}/evaluations",
-            json={"status": "approved", "amount": 4},
-        )
-        assert evaluated.status_code == 200, evaluated.text
-        return stove, collection, evaluated.json()
 
     async def collection(self, project: str | None = None, **extra: Any) -> dict[str, Any]:
         response = await self.operator_client.post(

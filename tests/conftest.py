@@ -132,6 +132,8 @@ def backend_values(
         # set theirs explicitly.
         "registry_rate_limit": "1000000/minute",
         "api_key_failure_limit": "1000000/minute",
+        # Claims are evaluated by the tests themselves; the oracle's own tests start it.
+        "oracle_enabled": False,
     }
     if backend.database == "postgresql":
         values["database_url"] = request.getfixturevalue("postgres_url")
@@ -324,3 +326,25 @@ async def registry(make_registry: RegistryFactory) -> Registry:
 def unique(prefix: str) -> str:
     """A slug no other test uses (tests share one PostgreSQL database per run)."""
     return f"{prefix}-{secrets.token_hex(4)}"
+
+
+async def saved_token_decimals(engine: Any) -> list[tuple[str, int]]:
+    """Each credit token's decimals, before a migration test goes below revision 0013."""
+    from sqlalchemy import text
+
+    async with engine.begin() as connection:
+        rows = await connection.execute(text("SELECT name, decimals FROM credit_tokens"))
+        return [(name, places) for name, places in rows.all()]
+
+
+async def restore_token_decimals(engine: Any, saved: list[tuple[str, int]]) -> None:
+    """Put back what 0013's downgrade forgot (upgrading again counts a token that existed
+    before it in whole units): the run's PostgreSQL database is shared by later tests."""
+    from sqlalchemy import text
+
+    async with engine.begin() as connection:
+        for name, places in saved:
+            await connection.execute(
+                text("UPDATE credit_tokens SET decimals = :d WHERE name = :n"),
+                {"d": places, "n": name},
+            )

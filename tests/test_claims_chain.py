@@ -3,7 +3,7 @@ asset → claim → evaluation → signed credential → credits, then transfer 
 
 from __future__ import annotations
 
-from tests.claims_world import build_world
+from tests.claims_world import METERED_AMOUNT, build_world, metered_claim
 from tests.conftest import Registry, unique
 
 
@@ -11,24 +11,24 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
     world = await build_world(registry)
     try:
         owner = f"did:ixo:customer/{unique('c')}"
-        stove = await world.asset(owner=owner)
+        stove = await world.metered_asset(owner=owner)
         collection = await world.collection(quota=10)
         submitted = await world.operator_client.post(
             f"/v1/claim-collections/{collection['id']}/claims",
-            json={"asset": stove, "data": {"reportType": "cooking", "mealsCooked": 42}},
+            json={"asset": stove, "data": metered_claim(42)},
         )
         assert submitted.status_code == 201, submitted.text
         claim = submitted.json()
         assert claim["status"] == "pending"
         approved = await world.oracle_client.post(
-            f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved", "amount": 7}
+            f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved"}
         )
         assert approved.status_code == 200, approved.text
         assert approved.json()["status"] == "approved"
         assert approved.json()["oracle"] == world.oracle
         credential = (await registry.client.get(f"/v1/claims/{claim['id']}/credential")).json()
         assert credential["credentialSubject"]["id"] == stove
-        assert credential["credentialSubject"]["evaluation"]["amount"] == 7
+        assert credential["credentialSubject"]["evaluation"]["amount"] == METERED_AMOUNT
         check = await registry.client.post("/v1/credentials/verify", json=credential)
         assert check.json() == {
             "verified": True,
@@ -40,7 +40,7 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
         tampered = await registry.client.post("/v1/credentials/verify", json=credential)
         assert tampered.json()["verified"] is False
         balances = (await registry.client.get(f"/v1/balances/{owner}")).json()["balances"]
-        assert {"token": "CARBON", "amount": 7, "retired": 0} in balances
+        assert {"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0} in balances
         counts = (await registry.client.get(f"/v1/claim-collections/{collection['id']}")).json()
         assert counts["counts"]["approved"] == 1 and counts["counts"]["pending"] == 0
         # The owner (custodied by an admin) transfers and retires.
@@ -70,16 +70,16 @@ async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
     world = await build_world(registry)
     try:
         owner = f"did:ixo:customer/{unique('c')}"
-        stove = await world.asset(owner=owner)
+        stove = await world.metered_asset(owner=owner)
         collection = await world.collection()
         claim = (
             await world.operator_client.post(
                 f"/v1/claim-collections/{collection['id']}/claims",
-                json={"asset": stove, "data": {"reportType": "cooking", "mealsCooked": 3}},
+                json={"asset": stove, "data": metered_claim(20)},
             )
         ).json()
         approved = await world.oracle_client.post(
-            f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved", "amount": 5}
+            f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved"}
         )
         assert approved.status_code == 200, approved.text
         query = (
@@ -99,12 +99,12 @@ async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
         data = answer.json()["data"]
         assert data["claim"] == {
             "status": "approved",
-            "amount": 5,
+            "amount": METERED_AMOUNT,
             "credential": approved.json()["credential"],
             "asset": stove,
         }
         assert data["claims"]["nodes"] == [{"id": claim["id"], "status": "approved"}]
-        assert data["balances"] == [{"token": "CARBON", "amount": 5, "retired": 0}]
+        assert data["balances"] == [{"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0}]
         supply = (await registry.client.get("/v1/credits/CARBON")).json()
         assert data["creditClass"] == {"minted": supply["minted"], "supply": supply["supply"]}
     finally:

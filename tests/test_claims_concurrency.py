@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from tests.claims_world import World, build_world
+from tests.claims_world import METERED_AMOUNT, World, build_world
 from tests.conftest import Registry, unique
 from tests.test_claims_rules import (
     balance,
@@ -25,7 +25,6 @@ from tests.test_claims_rules import (
     movements_of,
     outcome,
     submit,
-    submitted,
     token_state,
 )
 from twinhub.db.models import Credential, CreditMovement
@@ -53,7 +52,9 @@ async def test_concurrent_submissions_stop_exactly_at_the_quota(
     collection = (await world.collection(quota=20))["id"]
     responses = await asyncio.gather(
         *(
-            submit(world.operator_client, collection, data={"reportType": f"r{i}"})
+            submit(
+                world.operator_client, collection, data={"reportType": "cooking", "mealsCooked": i}
+            )
             for i in range(30)
         )
     )
@@ -73,7 +74,12 @@ async def test_concurrent_submissions_of_one_id_make_one_claim(
     chosen = unique("meter-reading")
     responses = await asyncio.gather(
         *(
-            submit(world.operator_client, collection, id=chosen, data={"reportType": f"r{i}"})
+            submit(
+                world.operator_client,
+                collection,
+                id=chosen,
+                data={"reportType": "cooking", "mealsCooked": i},
+            )
             for i in range(10)
         )
     )
@@ -108,15 +114,12 @@ async def test_concurrent_approvals_issue_one_credential_and_mint_once(
     registry: Registry, world: World
 ) -> None:
     owner = customer()
-    stove = await world.asset(owner=owner)
     collection = (await world.collection())["id"]
-    claim = (await submitted(world.operator_client, collection, asset=stove))["id"]
+    claim = (await world.approvable(collection, owner=owner))["id"]
     minted = (await token_state(registry))["minted"]
     responses = await asyncio.gather(
         *(
-            world.oracle_client.post(
-                f"/v1/claims/{claim}/evaluations", json={"status": "approved", "amount": 5}
-            )
+            world.oracle_client.post(f"/v1/claims/{claim}/evaluations", json={"status": "approved"})
             for _ in range(10)
         )
     )
@@ -127,9 +130,9 @@ async def test_concurrent_approvals_issue_one_credential_and_mint_once(
     assert view["status"] == "approved" and len(view["evaluations"]) == 1
     assert await rows(registry, Credential, Credential.claim_id == claim) == 1
     assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 1
-    assert await balance(registry, owner) == {"amount": 5, "retired": 0}
+    assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert [m["kind"] for m in await movements_of(registry, owner)] == ["mint"]
-    assert (await token_state(registry))["minted"] == minted + 5
+    assert (await token_state(registry))["minted"] == minted + METERED_AMOUNT
     tally = await counts(registry, collection)
     assert (tally["evaluated"], tally["approved"], tally["pending"]) == (1, 1, 0)
     assert (await registry.platform.ledger.verify()).ok
@@ -139,7 +142,7 @@ async def test_concurrent_different_outcomes_leave_exactly_one(
     registry: Registry, world: World
 ) -> None:
     collection = (await world.collection())["id"]
-    claim = (await submitted(world.operator_client, collection))["id"]
+    claim = (await world.approvable(collection))["id"]
     final = ["approved", "rejected", "disputed", "invalidated"] * 3
     responses = await asyncio.gather(
         *(
@@ -159,14 +162,20 @@ async def test_concurrent_different_outcomes_leave_exactly_one(
 
 
 async def owner_of_ten(registry: Registry, world: World) -> tuple[str, httpx.AsyncClient]:
-    """A new holder of exactly 10 CARBON (an approved claim about its stove), and its client."""
+    """A new holder of exactly 10 CARBON millionths (an approved claim about its stove, the
+    rest passed on), and its client."""
     owner = customer()
-    stove = await world.asset(owner=owner)
     collection = (await world.collection())["id"]
-    claim = (await submitted(world.operator_client, collection, asset=stove))["id"]
-    await evaluated(world.oracle_client, claim, "approved", amount=10)
+    claim = (await world.approvable(collection, owner=owner))["id"]
+    await evaluated(world.oracle_client, claim, "approved")
+    client = await world.client(owner, "reader", "writer")
+    rest = await client.post(
+        "/v1/credits/CARBON/transfers",
+        json={"to": f"did:ixo:org/{unique('sink')}", "amount": METERED_AMOUNT - 10},
+    )
+    assert rest.status_code == 201, rest.text
     assert await balance(registry, owner) == {"amount": 10, "retired": 0}
-    return owner, await world.client(owner, "reader", "writer")
+    return owner, client
 
 
 async def test_concurrent_transfers_never_overdraw(registry: Registry, world: World) -> None:
@@ -239,7 +248,8 @@ async def test_a_revocation_racing_submissions_cuts_them_cleanly(
     assert voted.json()["status"] == "passed"
     execute = world.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
     submissions = [
-        submit(world.operator_client, collection, data={"reportType": f"r{i}"}) for i in range(10)
+        submit(world.operator_client, collection, data={"reportType": "cooking", "mealsCooked": i})
+        for i in range(10)
     ]
     executed, *responses = await asyncio.gather(execute, *submissions)
     assert executed.status_code == 200, executed.text

@@ -43,7 +43,7 @@ def base_env(tmp_path: Path) -> dict[str, str]:
     return {"DATA_DIR": str(tmp_path / "data"), "ENVIRONMENT": "development", "LOG_FORMAT": "json"}
 
 
-def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 30) -> httpx.Response:
+def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 90) -> httpx.Response:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         if process.poll() is not None:
@@ -102,7 +102,7 @@ def test_serve_registry_alone(tmp_path: Path) -> None:
     port = free_port()
     process = subprocess.Popen(
         [*TWINHUB, "serve", "registry", "--port", str(port)],
-        env={**os.environ, **base_env(tmp_path)},
+        env={**os.environ, **base_env(tmp_path), "HTTP_KEEP_ALIVE_SECONDS": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -111,6 +111,16 @@ def test_serve_registry_alone(tmp_path: Path) -> None:
         root = wait_healthy(f"http://127.0.0.1:{port}/", process).json()
         assert "registry" in root["message"]
         assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
+        # HTTP_KEEP_ALIVE_SECONDS reaches the server: an idle connection is closed after
+        # about 1 s, where uvicorn's own default would keep it for 5.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+            started = time.monotonic()
+            received = b""
+            while chunk := conn.recv(65536):
+                received += chunk
+            assert received.startswith(b"HTTP/1.1 200")
+            assert time.monotonic() - started < 4
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=20)

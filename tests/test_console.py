@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.claims_world import build_world
-from tests.conftest import BOOTSTRAP_KEY, Registry, unique
+from tests.claims_world import METERED_AMOUNT, build_world
+from tests.conftest import BOOTSTRAP_KEY, Backend, Registry, unique
 
 EVIL = "<script>alert(1)</script>"
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,12 +54,21 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
     world = await build_world(registry)
     try:
         stove, collection, approved = await world.approved_claim()
-        await world.asset()  # a second stove, without claims
+        await world.asset(verified=False)  # a second stove, without claims, unverified
         pending = await world.operator_client.post(
             f"/v1/claim-collections/{collection['id']}/claims",
-            json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 1.0}},
+            json={
+                "asset": stove,
+                "data": {
+                    "reportType": "fuel",
+                    "fuelKg": 1.0,
+                    # another month: a stove's month is counted once
+                    "periodStart": "2026-01-01T00:00:00Z",
+                    "periodEnd": "2026-02-01T00:00:00Z",
+                },
+            },
         )
-        assert pending.status_code == 201
+        assert pending.status_code == 201, pending.text
         owner = (await registry.client.get(f"/v1/domains/{stove}")).json()["controller"][0]
         retired = await registry.client.post(
             "/v1/credits/CARBON/retirements", json={"amount": 1, "reason": "offset", "from": owner}
@@ -69,14 +79,14 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
         assert summary.status_code == 200, summary.text
         body = summary.json()
         assert body["stoves"]["registered"] == 2
-        assert body["stoves"]["byState"] == {"verified": 0, "unverified": 2, "deactivated": 0}
+        assert body["stoves"]["byState"] == {"verified": 1, "unverified": 1, "deactivated": 0}
         assert body["claims"]["byStatus"]["approved"] == 1
         assert body["claims"]["byStatus"]["pending"] == 1
         assert body["claims"]["submitted"] == 2
-        assert body["credits"]["issued"] == {"CARBON": 4}
+        assert body["credits"]["issued"] == {"CARBON": METERED_AMOUNT}
         assert body["credits"]["retired"] == {"CARBON": 1}
         today = datetime.now(UTC).date().isoformat()
-        assert {"date": today, "CARBON": 4} in body["credits"]["issuedPerDay"]
+        assert {"date": today, "CARBON": METERED_AMOUNT} in body["credits"]["issuedPerDay"]
         assert len(body["credits"]["issuedPerDay"]) in (30, 31)
         # No stove reported telemetry: every day of the period is there, at zero
         # (tests/test_telemetry_console.py checks the figures once readings arrive).
@@ -90,7 +100,7 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
         organisation = (
             await world.operator_client.get(f"/v1/domains/{world.organisation}/summary")
         ).json()
-        assert organisation["credits"]["issued"] == {"CARBON": 4}
+        assert organisation["credits"]["issued"] == {"CARBON": METERED_AMOUNT}
         assert organisation["stoves"]["registered"] == 2
         empty = (await world.operator_client.get(f"/v1/domains/{other}/summary")).json()
         assert empty["claims"]["submitted"] == 0 and empty["credits"]["issued"] == {}
@@ -113,7 +123,9 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
             "/graphql", json={"query": query, "variables": {"id": world.project}}
         )
         found = graphql.json()["data"]["summary"]
-        assert found["claims"] == body["claims"] and found["credits"]["issued"] == {"CARBON": 4}
+        assert found["claims"] == body["claims"] and found["credits"]["issued"] == {
+            "CARBON": METERED_AMOUNT
+        }
         assert found["type"] == "Project"
         assert approved["status"] == "approved"
     finally:
@@ -272,3 +284,47 @@ def test_vendored_files_match_their_manifest() -> None:
         text=True,
     )
     assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize("backend", [Backend("postgresql", "redis")], indirect=True, ids=str)
+async def test_console_sessions_in_redis_are_shared_by_workers_and_hold_no_key(
+    make_registry: Any, settings_for: Any
+) -> None:
+    """Two workers (two apps, one Redis, one platform key) know each other's sign-ins,
+    Redis holds neither the API key nor the session id, and sign-out ends it everywhere."""
+    shared = settings_for()
+    common = {
+        "pin_encryption_key": shared.pin_encryption_key.get_secret_value(),
+        "redis_key_prefix": shared.redis_key_prefix,
+    }
+    first, second = await make_registry(**common), await make_registry(**common)
+    token = await first.key(f"did:ixo:org/{unique('writer')}", "writer")
+    async with console(first) as on_first, console(second) as on_second:
+        await sign_in(on_first, token)
+        session_id = on_first.cookies["twinhub_console"]
+        on_second.cookies.set("twinhub_console", session_id, domain="registry.test")
+        page = await on_second.get("/console/")
+        assert page.status_code == 200, page.headers.get("location")
+
+        redis = first.platform.redis
+        pattern = f"{shared.redis_key_prefix}console:*"
+        keys = [k async for k in redis.scan_iter(match=pattern)]
+        assert len(keys) == 1
+        stored = (await redis.get(keys[0])).decode()
+        assert token not in stored and session_id not in stored
+        assert session_id not in keys[0].decode()
+
+        # A worker with another platform key finds no session under that cookie.
+        stranger = await make_registry(redis_key_prefix=shared.redis_key_prefix)
+        async with console(stranger) as on_stranger:
+            on_stranger.cookies.set("twinhub_console", session_id, domain="registry.test")
+            assert (await on_stranger.get("/console/")).status_code == 303
+        assert (await on_first.get("/console/")).status_code == 200
+
+        # Signing out on one worker ends the session on the other.
+        csrf = csrf_of((await on_second.get("/console/")).text)
+        out = await on_second.post("/console/sign-out", data={"csrf": csrf})
+        assert out.status_code == 303
+        again = await on_first.get("/console/")
+        assert again.status_code == 303 and "/console/sign-in" in again.headers["location"]
+        assert [k async for k in redis.scan_iter(match=pattern)] == []

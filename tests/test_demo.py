@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tests.test_cli import base_env, run_cli
 from twinhub import demo
-from twinhub.identifiers import customer_did
 from twinhub.platform import Platform
 from twinhub.services.domains import DomainFilter
 from twinhub.settings import Settings
@@ -31,7 +30,10 @@ async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -
         project = await platform.domains.get(demo.PROJECT)
         assert project["verified"] is True
         proposals = await platform.governance.proposals_of(demo.PROJECT)
-        assert [p["status"] for p in proposals] == ["executed"]
+        assert [(p["action"], p["status"]) for p in proposals] == [
+            ("verify", "executed"),
+            ("verify-batch", "executed"),  # the stoves, once
+        ]
         stoves = await platform.domains.list(
             DomainFilter(protocol="did:ixo:protocol/clean-cooking"), None, 100, count=True
         )
@@ -39,7 +41,9 @@ async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -
         customer = await platform.customers.by_phone(f"{demo.PHONE_PREFIX}00003")
         assert customer is not None
         stove = await platform.domains.get("did:ixo:entity/demo-stove-0003")
-        assert stove["controller"][0] == customer_did(customer.customer_id)
+        assert stove["properties"]["ownerCustomerId"] == customer.customer_id
+        assert stove["controller"] == [demo.OPERATOR]
+        assert stove["verified"] is True
         collections = await platform.claims.collections(demo.PROJECT, None, 10)
         assert len(collections.items) == 1
         assert collections.items[0]["evaluators"] == [demo.ORACLE]

@@ -16,7 +16,7 @@ import uvicorn
 from sqlalchemy import select
 
 from tests import test_webhooks
-from tests.claims_world import build_world
+from tests.claims_world import METERED_AMOUNT, build_world
 from tests.conftest import BACKENDS, BOOTSTRAP_KEY, free_port
 from tests.test_registry_basics import make_domain
 from tests.test_webhooks import EventsRegistry
@@ -146,7 +146,7 @@ async def test_a_programme_reads_as_events_in_order(events_registry: EventsRegis
         "credits.minted",
     ]
     minted = next(i for i in items if i["type"] == "credits.minted")
-    assert minted["data"]["amount"] == 4 and minted["data"]["claim"] == claim["id"]
+    assert minted["data"]["amount"] == METERED_AMOUNT and minted["data"]["claim"] == claim["id"]
     approved = next(i for i in items if i["type"] == "claim.approved")
     assert approved["subject"] == stove and approved["id"].startswith("evt_")
 

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from tests.chain_gateway import RunningGateway, gateway_settings, running_gateway, running_node
-from tests.claims_world import World, build_world
+from tests.claims_world import METERED_AMOUNT, World, build_world
 from tests.conftest import Registry, unique
 from tests.test_registry_basics import make_domain
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
@@ -138,7 +138,7 @@ async def test_claims_and_token_routes_answer_registry_data(
     assert found["collection_id"] == str(collection["id"])
     assert found["evaluation"]["status"] == "APPROVED"
     assert found["evaluation"]["oracle"] == world.oracle
-    assert found["evaluation"]["amount"] == [{"denom": "CARBON", "amount": "4"}]
+    assert found["evaluation"]["amount"] == [{"denom": "CARBON", "amount": str(METERED_AMOUNT)}]
     assert RFC3339_UTC.match(found["submission_date"])
     claims = await ok(
         gateway, "/ixo/claims/claims?pagination.reverse=true&pagination.limit=1", registry

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from tests.claims_world import World, build_world
+from tests.claims_world import METERED_AMOUNT, World, build_world
 from tests.conftest import (
     BACKENDS,
     BOOTSTRAP_KEY,
@@ -49,7 +49,7 @@ async def state_database(
 async def world(
     state_database: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[dict[str, Any]]:
-    """A programme with an approved claim (4 CARBON minted to the stove's owner), a
+    """A programme with an approved claim (METERED_AMOUNT CARBON minted to the stove's owner), a
     transfer of 1 and a retirement of 1: every kind of credit movement."""
     settings = Settings(
         environment="test",
@@ -109,9 +109,10 @@ async def test_credits_added_by_hand_are_named(tables: dict[str, Any]) -> None:
     assert await execute(registry, sql, n=1000, o=owner) == 1
     tables["undo"].append((sql, {"n": -1000, "o": owner}))
     differences = [str(d) for d in await reconcile(registry.platform.sessionmaker)]
-    # 4 minted, 1 transferred away, 1 retired: the ledger says 2; the table now 1002.
+    # METERED_AMOUNT minted, 1 transferred away, 1 retired; the table now 1000 more.
+    held = METERED_AMOUNT - 2
     assert differences == [
-        f"balance of {owner} in CARBON: amount is 1002 in the table, 2 by the ledger"
+        f"balance of {owner} in CARBON: amount is {held + 1000} in the table, {held} by the ledger"
     ]
     assert (await registry.platform.ledger.verify()).ok  # the chain alone cannot see it
 
@@ -161,10 +162,11 @@ async def test_a_domain_edited_behind_the_ledger_is_named(tables: dict[str, Any]
     registry: Registry = tables["registry"]
     stove = tables["stove"]
     verified = "UPDATE domains SET verified = :v WHERE did = :d"
-    assert await execute(registry, verified, v=True, d=stove) == 1
-    tables["undo"].append((verified, {"v": False, "d": stove}))
+    # The stove was verified by governance (its claim was approved): un-verify it by hand.
+    assert await execute(registry, verified, v=False, d=stove) == 1
+    tables["undo"].append((verified, {"v": True, "d": stove}))
     differences = [str(d) for d in await reconcile(registry.platform.sessionmaker)]
-    assert differences == [f"domain {stove}: verified is true in the table, false by the ledger"]
+    assert differences == [f"domain {stove}: verified is false in the table, true by the ledger"]
 
 
 async def test_a_claim_and_a_relationship_edited_behind_the_ledger_are_named(
@@ -174,12 +176,14 @@ async def test_a_claim_and_a_relationship_edited_behind_the_ledger_are_named(
     claim, stove = tables["claim"], tables["stove"]
     amount = "UPDATE claims SET amount = :a WHERE id = :c"
     assert await execute(registry, amount, a=400, c=claim) == 1
-    tables["undo"].append((amount, {"a": 4, "c": claim}))
+    tables["undo"].append((amount, {"a": METERED_AMOUNT, "c": claim}))
     retarget = "UPDATE relationships SET type = :t WHERE source_did = :s AND type = :old"
     assert await execute(registry, retarget, t="forged", s=stove, old="project") == 1
     tables["undo"].append((retarget, {"t": "project", "s": stove, "old": "forged"}))
     differences = [str(d) for d in await reconcile(registry.platform.sessionmaker)]
-    assert f"claim {claim}: amount is 400 in the table, 4 by the ledger" in differences
+    assert (
+        f"claim {claim}: amount is 400 in the table, {METERED_AMOUNT} by the ledger" in differences
+    )
     assert any(d.startswith(f"domain {stove}: relationships is") for d in differences)
     assert len(differences) == 2, differences
 
@@ -245,5 +249,8 @@ def test_ledger_verify_cli_names_a_hand_made_balance(tmp_path: Path) -> None:
     assert damaged.returncode == 1, damaged.stderr
     out = damaged.stderr
     assert "tables disagree with the ledger" in out and "2 place(s)" in out, out
-    assert f"balance of {owner} in CARBON: amount is 1004 in the table, 4 by the ledger" in out
+    held = METERED_AMOUNT
+    assert (
+        f"balance of {owner} in CARBON: amount is {held + 1000} in the table, {held} by the" in out
+    )
     assert f"domain {stove}: metadata is" in out and "Forged" in out, out

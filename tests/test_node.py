@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tests.claims_world import World, build_world
+from tests.claims_world import METERED_AMOUNT, World, build_world
 from tests.conftest import Registry, unique
 from twinhub.chain.node import NodeServer
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
@@ -122,7 +122,9 @@ async def test_claims_and_tokens_answer_from_the_registry(
     assert found.evaluation.status == claims_pb2.APPROVED
     assert found.evaluation.oracle == world.oracle
     assert found.evaluation.verification_proof == claim["credential"]
-    assert [(c.denom, c.amount) for c in found.evaluation.amount] == [("CARBON", "4")]
+    assert [(c.denom, c.amount) for c in found.evaluation.amount] == [
+        ("CARBON", str(METERED_AMOUNT))
+    ]
     got = (
         await claims.Collection(claims_q.QueryCollectionRequest(id=str(collection["id"])))
     ).collection

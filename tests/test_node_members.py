@@ -45,10 +45,15 @@ async def claims(node: str) -> AsyncIterator[claims_grpc.QueryStub]:
         yield claims_grpc.QueryStub(channel)
 
 
-async def _submit(world: World, collection: int, stove: str) -> str:
+async def _submit(world: World, collection: int, stove: str, month: int = 1) -> str:
+    """A fuel report of the stove for `month` of 2026 (a stove-month is counted once)."""
+    period = {
+        "periodStart": f"2026-{month:02d}-01T00:00:00Z",
+        "periodEnd": f"2026-{month:02d}-15T00:00:00Z",
+    }
     answer = await world.operator_client.post(
         f"/v1/claim-collections/{collection}/claims",
-        json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 1.5}},
+        json={"asset": stove, "data": {"reportType": "fuel", "fuelKg": 1.5, **period}},
     )
     assert answer.status_code == 201, answer.text
     return str(answer.json()["agent"])
@@ -65,7 +70,7 @@ async def test_evaluators_and_submitters_are_members(
     assert [m.member_address for m in listed.member_budgets] == [world.oracle]  # opened
     stove = await world.asset()
     # Five first claims of one agent at once: every one is accepted, one member results.
-    agents = await asyncio.gather(*(_submit(world, collection, stove) for _ in range(5)))
+    agents = await asyncio.gather(*(_submit(world, collection, stove, m) for m in range(1, 6)))
     agent = agents[0]
     assert set(agents) == {agent}
     listed = await claims.CollectionMemberList(

@@ -4,11 +4,15 @@ aliases, each refused with a clear error before any resolver runs."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pytest
 
-from tests.conftest import RegistryFactory
+from tests.conftest import Registry, RegistryFactory
+from twinhub.registry.errors import _routes
+from twinhub.registry.routes import DOMAIN_SUBRESOURCES
+from twinhub.services.paging import encode_cursor
 
 
 async def test_graphql_limits_refuse_hostile_documents_clearly(
@@ -125,3 +129,92 @@ async def test_405_names_every_method_the_path_serves(make_registry: RegistryFac
     assert response.status_code == 405
     assert response.headers["allow"] == "GET, POST"
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def _sample(template: str) -> str:
+    """A concrete path for an OpenAPI path template (ids that need not exist)."""
+    values = {"did": "did:ixo:entity/fuzz-1", "collection_id": "1", "delivery_id": "1"}
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "x1"), template)
+
+
+async def test_every_path_refuses_undeclared_methods_as_documented(
+    registry: Registry,
+) -> None:
+    """Issue 15.6: a method the document does not list for a path answers 405 with `Allow`
+    naming exactly the document's methods, whatever DID-shaped path precedes it. A DID may
+    hold `/`, so `PATCH /v1/domains/x/graph` used to reach the domain's PATCH (422)."""
+    document = (await registry.client.get("/openapi.json")).json()
+    checked = 0
+    for template, item in document["paths"].items():
+        if not template.startswith("/v1/"):
+            continue
+        documented = sorted(m.upper() for m in item if m in {"get", "post", "patch", "delete"})
+        path = _sample(template)
+        options = await registry.client.options(path)
+        assert options.status_code == 405, (template, options.text)
+        assert options.headers["allow"] == ", ".join(documented), template
+        for method in ("PATCH", "DELETE", "PUT"):
+            if method not in documented:
+                refused = await registry.client.request(method, path, json={})
+                assert refused.status_code == 405, (template, method, refused.text)
+                assert refused.json()["error"]["code"] == "method_not_allowed"
+                checked += 1
+    assert checked > 60
+
+
+def test_sub_resources_of_a_domain_are_all_known(registry: Registry) -> None:
+    """Every `/v1/domains/{did}/...` route is in DOMAIN_SUBRESOURCES, so the domain's own
+    routes never shadow it (a new sub-resource must be added there)."""
+    pattern = re.compile(rf"^(?:{'|'.join(DOMAIN_SUBRESOURCES)})$")
+    suffixes = {
+        re.sub(r"\{\w+\}", "x1", route.path.split("{did:path}/", 1)[1])
+        for route in _routes(registry.app.router.routes)
+        if getattr(route, "path", "").startswith("/v1/domains/{did:path}/")
+    }
+    assert len(suffixes) >= 10
+    assert not [s for s in suffixes if not pattern.match(s)]
+
+
+async def test_parameter_schemas_say_what_the_server_accepts(registry: Registry) -> None:
+    """Cursors and If-Match are documented by pattern (issue 15.6): every cursor the API
+    hands out matches it, and a pattern-conforming cursor is read, not refused."""
+    document = (await registry.client.get("/openapi.json")).json()
+    parameters = {
+        (p["name"], p["in"]): p["schema"]
+        for item in document["paths"].values()
+        for operation in item.values()
+        for p in operation.get("parameters", [])
+    }
+    cursor = re.compile(parameters[("cursor", "query")]["pattern"])
+    if_match = re.compile(parameters[("if-match", "header")]["pattern"])
+    assert parameters[("cursor", "query")]["type"] == "string"  # not "string or null"
+    for seq in (0, 1, 9, 10, 99, 12345, 10**17 + 3, 10**18 - 1):
+        assert cursor.match(encode_cursor(seq)), seq
+    for value in ("3", '"3"', 'W/"12"', "*"):
+        assert if_match.match(value), value
+    for value in ("null", "", "W/x", "-1"):
+        assert not if_match.match(value), value
+    page = await registry.client.get("/v1/protocols", params={"limit": 1})
+    next_cursor = page.json()["nextCursor"]
+    assert next_cursor and cursor.match(next_cursor)
+    assert (
+        await registry.client.get("/v1/protocols", params={"cursor": "OTk5"})
+    ).status_code == 200
+    foreign = await registry.client.get("/v1/protocols", params={"cursor": "%%%"})
+    assert foreign.status_code == 422
+    assert foreign.json()["error"]["details"][0]["field"] == "cursor"
+
+
+async def test_graphql_page_needs_no_key_and_a_body_must_be_utf8(registry: Registry) -> None:
+    document = (await registry.client.get("/openapi.json")).json()
+    assert {} in document["paths"]["/graphql"]["get"]["security"]  # the page: optional
+    assert document["paths"]["/graphql"]["post"]["requestBody"]["required"] is True
+    async with registry.as_key(None) as anonymous:
+        assert (await anonymous.get("/graphql")).status_code == 200
+        query = await anonymous.get("/graphql", params={"query": "{ __typename }"})
+        assert query.status_code == 401
+    not_utf8 = await registry.client.post(
+        "/graphql", content=b'"\x9e\xff"', headers={"content-type": "application/json"}
+    )
+    assert not_utf8.status_code == 400, not_utf8.text
+    assert not_utf8.json()["error"]["code"] == "bad_request"

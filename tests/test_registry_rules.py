@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -34,11 +35,14 @@ from tests.conftest import (
 from tests.test_cli import base_env, run_cli
 from tests.test_registry_basics import make_domain, make_protocol
 from twinhub.registry.app import create_registry_app
+from twinhub.registry.routes import hot_router
 from twinhub.registry.routes import router as v1_router
 from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
+from twinhub.registry.routes_customers import router as customers_router
 from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
+from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
@@ -2005,6 +2009,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
 
     expected: set[tuple[str, str]] = set()
     routers = [
+        hot_router,
         v1_router,
         governance_router,
         claims_router,
@@ -2012,11 +2017,13 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
         telemetry_router,
         events_router,
         admin_router,
+        customers_router,
+        oracle_router,
     ]
     for route in [r for router in routers for r in router.routes]:
         if getattr(route, "path", "").startswith("/v1/"):
             for method in route.methods - {"HEAD"}:
-                expected.add((method.lower(), route.path.replace(":path", "")))
+                expected.add((method.lower(), re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)))
     assert len(expected) >= 12
     documented = {
         (method, path)

@@ -5,56 +5,18 @@ workers share ports, sessions (walked across workers) and rate limits (held in t
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import REDIS_URL, free_port, new_phone, new_session_id
-from tests.test_cli import wait_healthy
+from tests.conftest import REDIS_URL, new_phone, new_session_id
+from tests.served import serving
 
-TWINHUB = [sys.executable, "-m", "twinhub"]
 P99_CEILING_SECONDS = 0.100  # a telecom gives a phone session a few seconds in all
-
-
-@contextmanager
-def serving(tmp_path: Path, *args: str, **env: str) -> Iterator[dict[str, str]]:
-    ports = {name: free_port() for name in ("PORT", "REGISTRY_PORT", "NODE_PORT", "GATEWAY_PORT")}
-    base = {name: value for name, value in os.environ.items() if name != "REDIS_URL"}
-    process = subprocess.Popen(
-        [*TWINHUB, "serve", *args],
-        env={
-            **base,
-            "DATA_DIR": str(tmp_path / "data"),
-            "LOG_FORMAT": "json",
-            "LOG_LEVEL": "warning",
-            **{name: str(port) for name, port in ports.items()},
-            **env,
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    urls = {
-        "ussd": f"http://127.0.0.1:{ports['PORT']}",
-        "registry": f"http://127.0.0.1:{ports['REGISTRY_PORT']}",
-    }
-    try:
-        for url in urls.values():
-            assert wait_healthy(f"{url}/health", process, deadline=60).status_code == 200
-        yield urls
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=40)
-    assert process.returncode == 0, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
 
 
 def ussd(client: httpx.Client, session: str, phone: str, text: str) -> httpx.Response:
@@ -65,7 +27,7 @@ def ussd(client: httpx.Client, session: str, phone: str, text: str) -> httpx.Res
 def test_ussd_p99_stays_under_100ms_while_hostile_api_traffic_runs(tmp_path: Path) -> None:
     key = secrets.token_urlsafe(32)
     with serving(
-        tmp_path,
+        tmp_path / "data",
         TWINHUB_BOOTSTRAP_API_KEY=key,
         USSD_RATE_LIMIT="1000000/minute",
         REGISTRY_RATE_LIMIT="1000000/minute",
@@ -104,7 +66,7 @@ def test_ussd_p99_stays_under_100ms_while_hostile_api_traffic_runs(tmp_path: Pat
 def test_workers_share_a_session_and_the_rate_limit(tmp_path: Path, redis_prefix: str) -> None:
     prefix = f"{redis_prefix}workers-{secrets.token_hex(3)}:"
     with serving(
-        tmp_path,
+        tmp_path / "data",
         "--workers",
         "2",
         REDIS_URL=REDIS_URL,

@@ -4,8 +4,12 @@ repeated seqs, in one transaction; each reading counted, stored and rolled up on
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from tests.conftest import Registry
+import pytest
+from sqlalchemy.exc import DBAPIError
+
+from tests.conftest import Registry, restore_token_decimals, saved_token_decimals
 from tests.telemetry_world import build_farm
 from twinhub.telemetry.schema import Reading
 from twinhub.telemetry.store import Batch, bucket_of, merge_rollups
@@ -54,6 +58,7 @@ async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
 
     platform = registry.platform
     await platform.stop()  # no background work while the schema moves
+    decimals = await saved_token_decimals(platform.engine)
     config = alembic_config()
 
     def move(connection: Connection, target: str, down: bool) -> list[str]:
@@ -76,6 +81,7 @@ async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
                 text("SELECT relkind FROM pg_class WHERE relname = 'telemetry_readings'")
             )
             assert kind in ("p", b"p")  # a partitioned table
+    await restore_token_decimals(platform.engine, decimals)
     await platform.start()
 
 
@@ -98,3 +104,57 @@ async def test_retention_prunes_raw_readings_and_keeps_rollups(registry: Registr
     assert [r.seq for r in history] == [2]
     months = await store.aggregates(stove, "month", None, None)
     assert sum(cell["energyKwh"]["count"] for cell in months.values()) == 2  # rollups stay
+
+
+async def test_a_seq_stored_in_another_month_is_a_duplicate(registry: Registry) -> None:
+    """The bulk INSERT skips a device's used seqs whatever their time (on PostgreSQL the key
+    holds the time, and the two readings fall in different monthly partitions)."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    store = registry.platform.telemetry.store
+    now = datetime.now(UTC) - timedelta(minutes=5)
+
+    def batch(seq: int, moment: datetime) -> Batch:
+        return Batch(stove, [Reading(seq, moment, {"energyKwh": 1.0})], ["energyKwh"], None, [])
+
+    first = await store.store_many([batch(7, now)])
+    late = await store.store_many([batch(7, now - timedelta(days=45)), batch(8, now)])
+    assert [len(r.inserted) for r in first + late] == [1, 0, 1]
+    assert [r.duplicates for r in late] == [1, 0]
+    assert [r.seq for r in await store.history(stove, None, None, None, 10)] == [7, 8]
+
+
+async def test_a_driver_error_in_a_bulk_write_comes_out_as_sqlalchemys(registry: Registry) -> None:
+    """The bulk writes run on the driver's connection; its errors must look like any other
+    statement's (the API answers 503 for them, MQTT retries them)."""
+    store = registry.platform.telemetry.store
+
+    async def broken(driver: Any) -> None:
+        await driver.execute("SELECT * FROM no_such_telemetry_table")
+
+    with pytest.raises(DBAPIError) as caught:
+        async with registry.platform.sessionmaker.begin() as session:
+            await store._raw(session, broken)
+    assert "no_such_telemetry_table" in str(caught.value)
+
+
+def test_messages_merge_into_one_batch_per_device_but_rejections_stay_apart() -> None:
+    from twinhub.telemetry.schema import Rejection, parse_schema
+    from twinhub.telemetry.service import Prepared, TwinInfo, merge_by_device
+
+    info = TwinInfo(parse_schema({"fields": {"energyKwh": {"type": "number"}}}), [], 0.0)
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def message(did: str, seq: int, rejected: bool = False) -> Prepared:
+        refused = [Rejection(1, "values.energyKwh", "expected a finite number", seq + 1)]
+        reading = Reading(seq, moment, {"energyKwh": 1.0})
+        return Prepared(did, info, [reading], refused if rejected else [], "mqtt")
+
+    merged = merge_by_device(
+        [message("a", 1), message("b", 1), message("a", 2), message("a", 3, rejected=True)]
+    )
+    assert [(p.did, [r.seq for r in p.valid], len(p.rejected)) for p in merged] == [
+        ("a", [1, 2], 0),
+        ("b", [1], 0),
+        ("a", [3], 1),
+    ]

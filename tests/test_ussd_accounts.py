@@ -13,7 +13,7 @@ from twinhub.services.customer_ids import new_customer_id
 PIN = "58213"
 MAIN_MENU = re.compile(
     r"^CON Hello \w+\n1\. My Account\n2\. Change PIN\n3\. Log Out\n"
-    r"4\. My Stoves\n5\. My Claims\n6\. My Credits\n\*\. Exit$"
+    r"4\. My Stoves\n5\. My Claims\n6\. My Credits\n7\. Stove Status\n8\. Language\n\*\. Exit$"
 )
 
 

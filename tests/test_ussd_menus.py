@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.conftest import Gateway, new_phone, new_session_id
 
-WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n*. Exit"
+WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n3. Language\n*. Exit"
 KNOW_MORE = "CON Know More\n1. About\n2. Pricing\n3. Delivery\n0. Back\n*. Exit"
 
 

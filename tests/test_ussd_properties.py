@@ -56,7 +56,15 @@ def client(
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
+    # The default 5 s keep-alive would close the idle connection while hypothesis pauses
+    # (shrinking, a slow example), racing the next request: the platform's own is 75 s.
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=app_settings.http_keep_alive_seconds,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

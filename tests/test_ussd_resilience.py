@@ -33,7 +33,7 @@ from twinhub.ussd.screens import Content
 
 T = TypeVar("T")
 
-WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n*. Exit"
+WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n3. Language\n*. Exit"
 KNOW_MORE = "CON Know More\n1. About\n2. Pricing\n3. Delivery\n0. Back\n*. Exit"
 PRICING = "CON " + Content().pricing
 ACCOUNT_MENU = "CON Account Menu\n1. Log In\n2. Create Account\n0. Back\n*. Exit"
@@ -162,7 +162,7 @@ def login_texts(customer_id: str, pin: str = PIN) -> list[tuple[str, str]]:
         (
             f"2*1*{customer_id}*{pin}",
             f"CON Hello {NAME.split()[0]}\n1. My Account\n2. Change PIN\n3. Log Out\n"
-            "4. My Stoves\n5. My Claims\n6. My Credits\n*. Exit",
+            "4. My Stoves\n5. My Claims\n6. My Credits\n7. Stove Status\n8. Language\n*. Exit",
         ),
     ]
 

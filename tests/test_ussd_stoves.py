@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -35,9 +36,21 @@ NAME = "Amina Wanjiru"
 FOOTER = "0. Back\n*. Exit"
 MAIN_MENU = (
     "CON Hello Amina\n1. My Account\n2. Change PIN\n3. Log Out\n"
-    "4. My Stoves\n5. My Claims\n6. My Credits\n*. Exit"
+    "4. My Stoves\n5. My Claims\n6. My Credits\n7. Stove Status\n8. Language\n*. Exit"
 )
 SENT = re.compile(r"^CON Report sent\. Claim ([0-9a-f]{6}) is pending\.\n0\. Back\n\*\. Exit$")
+
+
+def this_month() -> dict[str, str]:
+    """The period a report that names none covers: the calendar month (UTC) just ended."""
+    first = datetime.now(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    start = (first - timedelta(days=1)).replace(day=1)
+    end = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return {"periodStart": f"{start:%Y-%m-%dT%H:%M:%SZ}", "periodEnd": f"{end:%Y-%m-%dT%H:%M:%SZ}"}
 
 
 @dataclass
@@ -49,19 +62,30 @@ class Programme:
     def platform(self) -> Any:
         return self.gateway.app.state.platform
 
-    async def stove(self, owner: str, name: str, project: str | None = None) -> str:
-        """A stove of `project` (the verified one by default) whose owner is `owner`."""
-        return await self.world.domain(
+    async def stove(
+        self, owner: str, name: str, project: str | None = None, verified: bool = False
+    ) -> str:
+        """A stove of `project` (the verified one by default) owned by the customer whose
+        DID is `owner` (its ownerCustomerId); verified by governance itself only if asked
+        (for its claims to be approved)."""
+        did = await self.world.domain(
             self.world.operator_client,
             {
                 "type": "Device",
                 "class": "did:ixo:protocol/clean-cooking",
                 "metadata": {"name": name},
-                "properties": {"fuelType": "charcoal", "serialNumber": unique("JK")},
-                "controller": [owner, self.world.operator],
+                "properties": {
+                    "fuelType": "charcoal",
+                    "serialNumber": unique("JK"),
+                    "ownerCustomerId": owner.rsplit("/", 1)[1],
+                },
+                "controller": [self.world.operator],
                 "relationships": {"project": [project or self.world.project]},
             },
         )
+        if verified:
+            await self.world.verify_batch(project or self.world.project, domains=[did])
+        return did
 
     async def customer(self) -> tuple[str, Journey]:
         """A new customer, created and logged in through USSD; its ID and its session."""
@@ -103,14 +127,14 @@ async def test_a_customer_without_stoves_claims_or_credits(programme: Programme)
     assert await journey.send("0") == MAIN_MENU
     assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
     assert await journey.send("0") == MAIN_MENU
-    assert await journey.send("7") == "CON Invalid choice.\n" + MAIN_MENU[4:]
+    assert await journey.send("9") == "CON Invalid choice.\n" + MAIN_MENU[4:]
 
 
 async def test_report_cooking_then_approval_shows_in_claims_and_credits(
     programme: Programme,
 ) -> None:
     customer_id, journey = await programme.customer()
-    stove = await programme.stove(customer_did(customer_id), "Jiko A12")
+    stove = await programme.stove(customer_did(customer_id), "Jiko A12", verified=True)
     listing = f"CON My Stoves\n1. Jiko A12 (active, verified)\n{FOOTER}"
     assert await journey.send("4") == listing
     assert await journey.send("2") == "CON Invalid choice.\n" + listing[4:]
@@ -150,23 +174,31 @@ async def test_report_cooking_then_approval_shows_in_claims_and_credits(
     assert stored["status"] == "pending"
     assert stored["asset"] == stove
     assert stored["agent"] == customer_did(customer_id)
-    assert stored["data"] == {"reportType": "cooking", "mealsCooked": 5, "channel": "ussd"}
+    month = this_month()
+    assert stored["data"] == {"reportType": "cooking", "mealsCooked": 5, "channel": "ussd", **month}
     assert await journey.send("1") == "CON Invalid choice.\n" + sent[4:]  # no resend
     assert await journey.send("0") == details  # result -> the stove, never the confirmation
     assert await journey.send("0") == listing
     assert await journey.send("0") == MAIN_MENU
-    day = stored["submittedAt"][:10]
+    year, month, day_of_month = stored["submittedAt"][:10].split("-")
+    day = f"{day_of_month}/{month}/{year[2:]}"
     claims = f"CON My Claims\n{match.group(1)} {day} pending\n{FOOTER}"
     assert await journey.send("5") == claims
     assert await journey.send("0") == MAIN_MENU
     assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
     assert await journey.send("0") == MAIN_MENU
 
+    # Credits follow from the methodology: a phone report about a stove with no telemetry
+    # computes nothing, so it cannot be approved; it is rejected instead.
     oracle = Principal(programme.world.oracle_operator, frozenset({"writer"}))
-    await programme.platform.claims.evaluate(claim["id"], "approved", oracle, amount=12)
-    assert await journey.send("6") == f"CON My Credits\nCARBON: 12\n{FOOTER}"
+    with pytest.raises(Invalid, match="Credits follow from the methodology"):
+        await programme.platform.claims.evaluate(claim["id"], "approved", oracle)
+    await programme.platform.claims.evaluate(
+        claim["id"], "rejected", oracle, reason="no meter readings for the period"
+    )
+    assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
     assert await journey.send("0") == MAIN_MENU
-    assert await journey.send("5") == f"CON My Claims\n{match.group(1)} {day} approved\n{FOOTER}"
+    assert await journey.send("5") == f"CON My Claims\n{match.group(1)} {day} rejected\n{FOOTER}"
     assert (await journey.exit()) == "END Thank you for using twinhub. Goodbye."
 
 
@@ -183,7 +215,12 @@ async def test_report_fuel(programme: Programme) -> None:
     )
     assert SENT.match(await journey.send("1"))
     [claim] = await programme.claims_of(customer_id)
-    assert claim["data"] == {"reportType": "fuel", "fuelKg": 1000, "channel": "ussd"}
+    assert claim["data"] == {
+        "reportType": "fuel",
+        "fuelKg": 1000,
+        "channel": "ussd",
+        **this_month(),
+    }
 
 
 async def test_twelve_stoves_page_three_at_a_time(programme: Programme) -> None:
@@ -193,7 +230,8 @@ async def test_twelve_stoves_page_three_at_a_time(programme: Programme) -> None:
     for name in names:
         await programme.stove(owner, name)
     # Neither another customer's stove nor one the customer only co-controls is theirs.
-    await programme.stove(customer_did("00000000"), "Not Mine")
+    other = await programme.platform.customers.create(new_phone(), "Other Person", "48213")
+    await programme.stove(customer_did(other.customer_id), "Not Mine")
     await programme.world.domain(
         programme.world.operator_client,
         {
@@ -262,9 +300,10 @@ async def test_a_project_without_an_open_collection_refuses_the_report(
 
 async def test_my_claims_pages_newest_first(programme: Programme) -> None:
     customer_id, journey = await programme.customer()
-    stove = await programme.stove(customer_did(customer_id), "Jiko E5")
     stoves = programme.platform.stoves
-    made = [(await stoves.report(customer_id, stove, "cooking", n))["id"] for n in range(1, 7)]
+    owned = [await programme.stove(customer_did(customer_id), f"Jiko E{n}") for n in range(7)]
+    # One report per stove: a stove's month is counted once.
+    made = [(await stoves.report(customer_id, owned[n], "cooking", n))["id"] for n in range(1, 7)]
     newest_first = [claim_id[:6] for claim_id in reversed(made)]
 
     def rows(screen: str) -> list[str]:
@@ -278,7 +317,7 @@ async def test_my_claims_pages_newest_first(programme: Programme) -> None:
     assert rows(second) == newest_first[4:]
     assert await journey.send("9") == "CON Invalid choice.\n" + second[4:]
     # A report made meanwhile (another channel) shifts nothing on the pages already cut.
-    await stoves.report(customer_id, stove, "fuel", 2)
+    await stoves.report(customer_id, owned[0], "fuel", 2)
     assert rows(await journey.send("0")) == newest_first[:4]
     assert await journey.send("0") == MAIN_MENU
     assert rows(await journey.send("5"))[1:] == newest_first[:3]
@@ -317,3 +356,41 @@ async def test_a_deactivated_stove_is_listed_but_takes_no_report(programme: Prog
     assert await programme.claims_of(customer_id) == []
     with pytest.raises(StoveInactive):
         await programme.platform.stoves.report(customer_id, stove, "fuel", 3)
+
+
+async def test_a_stove_month_is_counted_once_whatever_the_channel(programme: Programme) -> None:
+    customer_id, journey = await programme.customer()
+    owner = customer_did(customer_id)
+    stove = await programme.stove(owner, "Jiko Z1")
+    other = await programme.stove(owner, "Jiko Z2")
+    owner_client = await programme.world.client(owner, "reader", "writer")
+    # By phone first: the same report sent by API is refused and names the phone's claim.
+    for answer in ("4", "1", "1", "5"):
+        await journey.send(answer)
+    assert SENT.match(await journey.send("1"))
+    [first] = await programme.claims_of(customer_id)
+    report = {"reportType": "cooking", "mealsCooked": 5, "channel": "api"}
+    again = await owner_client.post(
+        f"/v1/claim-collections/{first['collection']}/claims",
+        json={"asset": stove, "data": report},
+    )
+    assert again.status_code == 409, again.text
+    error = again.json()["error"]
+    assert error["code"] == "period_claimed" and first["id"] in error["message"]
+    assert error["details"] == [{"field": "existingClaim", "error": first["id"]}]
+    # By API first: the phone's report for that stove and month gets a clear answer.
+    by_api = await owner_client.post(
+        f"/v1/claim-collections/{first['collection']}/claims",
+        json={"asset": other, "data": report},
+    )
+    assert by_api.status_code == 201, by_api.text
+    await journey.send("0")  # the result -> the stove
+    assert (await journey.send("0")).startswith("CON My Stoves\n1. Jiko Z1")
+    for answer in ("2", "1", "5"):
+        await journey.send(answer)
+    assert await journey.send("1") == (
+        f"CON This stove's report for last month was sent already.\n{FOOTER}"
+    )
+    assert len(await programme.claims_of(customer_id)) == 2  # one per stove, one by API
+    stored = await programme.platform.claims.claims(ClaimFilter(asset=other), None, 10)
+    assert [c["id"] for c in stored.items] == [by_api.json()["id"]]

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import Gateway, GatewayFactory, new_phone, new_session_id
 
 INVALID = "END Invalid input. Please try again."
-WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n*. Exit"
+WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n3. Language\n*. Exit"
 KNOW_MORE = "CON Know More\n1. About\n2. Pricing\n3. Delivery\n0. Back\n*. Exit"
 FIELDS = ("sessionId", "serviceCode", "phoneNumber", "text")
 FORM = "application/x-www-form-urlencoded"

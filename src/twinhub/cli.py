@@ -90,17 +90,21 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
         target = upstream or (node.address if node is not None else None)
         return create_gateway_app(settings, target, routes_from)
 
+    keep_alive = settings.http_keep_alive_seconds
     builders = {
-        "ussd": Listener("ussd", lambda p: create_ussd_app(p), settings.host, settings.port),
+        "ussd": Listener(
+            "ussd", lambda p: create_ussd_app(p), settings.host, settings.port, "PORT", keep_alive
+        ),
         "registry": Listener(
             "registry",
             lambda p: create_registry_app(p),
             settings.host,
             settings.registry_port,
             "REGISTRY_PORT",
+            keep_alive,
         ),
         "gateway": Listener(
-            "gateway", gateway, settings.host, settings.gateway_port, "GATEWAY_PORT"
+            "gateway", gateway, settings.host, settings.gateway_port, "GATEWAY_PORT", keep_alive
         ),
     }
     listeners = [builders[name] for name in interfaces if name in builders]
@@ -648,6 +652,235 @@ def version() -> None:
 
 def main() -> None:
     app(prog_name="twinhub")
+
+
+# -- households (issue 17) -------------------------------------------------------------------
+customers_app = typer.Typer(
+    help="Households (USSD customers): find, show, unlock, hand stoves to them.",
+    no_args_is_help=True,
+)
+app.add_typer(customers_app, name="customers")
+
+
+def _customer_call(work: Any) -> Any:
+    """Run a customer operation; service errors become a message and exit code 1."""
+    return _device_call(work)
+
+
+async def _customer_or_fail(platform: Any, customer_id: str) -> Any:
+    from twinhub.services.customer_ids import is_valid_customer_id
+    from twinhub.services.errors import NotFound
+
+    found = None
+    if is_valid_customer_id(customer_id):
+        found = await platform.customers.by_customer_id(customer_id)
+    if found is None:
+        raise NotFound(f"No customer {customer_id}.")
+    return found
+
+
+@customers_app.command("find")
+def customers_find(
+    who: Annotated[str, typer.Argument(help="A phone number (+E.164) or a customer ID")],
+) -> None:
+    """Find a customer by phone number or customer ID: ID, name, phone, locked or not."""
+
+    async def work(platform: Any) -> Any:
+        customers = platform.customers
+        found = await (customers.by_phone(who) if who.startswith("+") else None)
+        if found is None and not who.startswith("+"):
+            found = await customers.by_customer_id(who)
+        return found, (await customers.locks_of(found)) if found else []
+
+    found, locks = _customer_call(work)
+    if found is None:
+        console.print(f"[red]no customer {who}[/red]")
+        raise typer.Exit(1)
+    state = "locked out" if locks else "not locked"
+    typer.echo(f"{found.customer_id}\t{found.full_name}\t{found.phone_number}\t{state}")
+
+
+@customers_app.command("show")
+def customers_show(customer_id: str) -> None:
+    """A customer: their account, lock-outs, stoves and latest claims."""
+    from twinhub.services.ownership import stoves_of_customer
+
+    async def work(platform: Any) -> Any:
+        customer = await _customer_or_fail(platform, customer_id)
+        return (
+            customer,
+            await platform.customers.locks_of(customer),
+            await stoves_of_customer(platform.domains, customer_id),
+            await platform.stoves.claims_of(customer_id, None, 10),
+        )
+
+    customer, locks, stoves, claims = _customer_call(work)
+    typer.echo(f"customer {customer.customer_id}: {customer.full_name}, {customer.phone_number}")
+    typer.echo(f"  since {customer.created_at:%Y-%m-%d}")
+    for lock in locks:
+        until = lock.locked_until.isoformat() if lock.locked_until else "until unlocked"
+        typer.echo(f"  locked ({lock.key.split(':', 1)[0]}) {until}")
+    if not locks:
+        typer.echo("  not locked")
+    typer.echo(f"stoves: {len(stoves)}")
+    for stove in stoves:
+        name = (stove.get("metadata") or {}).get("name") or ""
+        typer.echo(f"  {stove['did']}\t{name}\t{stove['status']}")
+    typer.echo(f"claims: {claims.older + len(claims.items)} (newest first)")
+    for line in claims.items:
+        typer.echo(f"  {line.id}\t{line.status}\t{line.report_type or ''}\t{line.asset or ''}")
+
+
+@customers_app.command("unlock")
+def customers_unlock(customer_id: str) -> None:
+    """Lift every PIN lock-out keeping the customer out, their phone's included."""
+
+    async def work(platform: Any) -> bool:
+        customer = await _customer_or_fail(platform, customer_id)
+        return bool(await platform.customers.unlock_customer(customer))
+
+    if not _customer_call(work):
+        console.print(f"[yellow]customer {customer_id} was not locked out[/yellow]")
+        raise typer.Exit(1)
+    console.print(f"[green]customer {customer_id} unlocked[/green]")
+
+
+def _assign(
+    stove: str, customer_id: str, expected: str | None, free_only: bool = False
+) -> dict[str, Any]:
+    from twinhub.services.ownership import assign_stove
+
+    async def work(platform: Any) -> Any:
+        await _customer_or_fail(platform, customer_id)
+        return await assign_stove(
+            platform.domains, stove, customer_id, _operator(), expected, free_only=free_only
+        )
+
+    result: dict[str, Any] = _customer_call(work)
+    return result
+
+
+@customers_app.command("assign-stove")
+def customers_assign_stove(
+    stove: Annotated[str, typer.Argument(help="The stove's DID")],
+    customer_id: Annotated[str, typer.Argument(help="The household's customer ID")],
+) -> None:
+    """Give a stove to a household (sets its ownerCustomerId); a stove that belongs to
+    another household is refused: use move-stove."""
+    record = _assign(stove, customer_id, None, free_only=True)
+    console.print(f"[green]{stove} belongs to customer {customer_id}[/green]")
+    typer.echo(f"version {record['version']}")
+
+
+@customers_app.command("move-stove")
+def customers_move_stove(
+    stove: Annotated[str, typer.Argument(help="The stove's DID")],
+    to: Annotated[str, typer.Option("--to", help="The new household's customer ID")],
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="The household expected to hold it now (checked)"),
+    ] = None,
+) -> None:
+    """Move a stove to another household; with --from, only if that household holds it."""
+    record = _assign(stove, to, from_)
+    console.print(f"[green]{stove} moved to customer {to}[/green]")
+    typer.echo(f"version {record['version']}")
+
+
+# -- oracle (issue 18) ---------------------------------------------------------------------
+oracle_app = typer.Typer(
+    help="The claim oracle: monitoring periods and their reports.", no_args_is_help=True
+)
+app.add_typer(oracle_app, name="oracle")
+
+
+@serve_app.command("oracle")
+def serve_oracle() -> None:
+    """Only the claim oracle: evaluates submitted claims, on this machine or another (any
+    number of oracle processes share the work through leases). No other background work."""
+    from twinhub.platform import Platform
+    from twinhub.server import run, serve
+    from twinhub.startup import StartupError
+
+    settings = load_settings(background_workers_enabled=False)
+
+    async def main() -> None:
+        try:
+            platform = Platform(settings)
+        except RuntimeError as error:
+            console.print(f"[red]refusing to start[/red]: {error}")
+            raise SystemExit(2) from None
+        await serve(platform, [], None, background=[platform.oracle.run])
+
+    try:
+        run(main)
+    except StartupError as error:
+        _startup_failed(error)
+
+
+def _day(value: str, option: str) -> Any:
+    from datetime import date
+
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        console.print(f"[red]{option} expects a date such as 2026-10-01[/red]")
+        raise typer.Exit(2) from None
+
+
+@oracle_app.command("run-period")
+def oracle_run_period(
+    project: Annotated[str, typer.Argument(help="The project's DID")],
+    start: Annotated[str, typer.Option("--from", help="First day (UTC), e.g. 2026-10-01")],
+    end: Annotated[str, typer.Option("--to", help="Last day (UTC), inclusive")],
+) -> None:
+    """Compute a project's monitoring period, issue its claim and credits (once: a second
+    run prints the period made before); prints the period as JSON."""
+    import orjson
+
+    from twinhub.services.errors import ServiceError
+
+    first, last = _day(start, "--from"), _day(end, "--to")
+
+    async def work(platform: Any) -> Any:
+        return await platform.monitoring.run(project, first, last, _operator())
+
+    try:
+        view, created = _with_platform(work)
+    except ServiceError as error:
+        details = "; ".join(f"{d.field}: {d.error}" for d in error.details)
+        console.print(f"[red]{error.message}[/red]" + (f" ({details})" if details else ""))
+        raise typer.Exit(1) from None
+    print(orjson.dumps(view, option=orjson.OPT_INDENT_2).decode())
+    console.print("period computed" if created else "period computed before; nothing minted")
+
+
+@oracle_app.command("verify-report")
+def oracle_verify_report(
+    file: Annotated[str, typer.Argument(help="A monitoring report (JSON) as the API gave it")],
+) -> None:
+    """Recompute a monitoring report from the stored telemetry; print each difference and
+    exit 1 when there is any."""
+    from pathlib import Path
+
+    import orjson
+
+    try:
+        report = orjson.loads(Path(file).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        console.print(f"[red]cannot read {file}: {error}[/red]")
+        raise typer.Exit(2) from None
+
+    async def work(platform: Any) -> Any:
+        return await platform.monitoring.verify(report)
+
+    differences = _with_platform(work)
+    for difference in differences:
+        print(difference)
+    if differences:
+        console.print(f"[red]{len(differences)} difference(s)[/red]")
+        raise typer.Exit(1)
+    console.print("[green]the report matches the stored telemetry[/green]")
 
 
 if __name__ == "__main__":  # pragma: no cover

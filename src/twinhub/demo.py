@@ -13,12 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from twinhub.identifiers import customer_did
 from twinhub.platform import Platform
 from twinhub.services.claims import CollectionSpec
 from twinhub.services.domains import DomainSpec
-from twinhub.services.errors import NotFound
-from twinhub.services.governance import GroupSpec
+from twinhub.services.errors import Invalid, NotFound
+from twinhub.services.governance import BatchSelection, GroupSpec
 from twinhub.services.principals import Principal
 
 OPERATOR = "did:ixo:org/demo-jiko-operator"
@@ -66,7 +65,7 @@ async def _domain(platform: Platform, spec: DomainSpec, actor: str) -> bool:
 
 async def load_demo(platform: Platform, stoves: int, progress: Progress) -> DemoReport:
     report = DemoReport()
-    total = 6 + stoves
+    total = 7 + stoves
     step = 0
 
     def advance(label: str) -> None:
@@ -130,6 +129,8 @@ async def load_demo(platform: Platform, stoves: int, progress: Progress) -> Demo
     for n in range(1, stoves + 1):
         await _customer_and_stove(platform, n, report)
         advance("stoves")
+    await _verify_stoves(platform, report)
+    advance("stove verification")
     advance("done")
     return report
 
@@ -164,6 +165,25 @@ async def _verify_project(platform: Platform, report: DemoReport) -> None:
     report.count("verifications", True)
 
 
+async def _verify_stoves(platform: Platform, report: DemoReport) -> None:
+    """The same group verifies every unverified stove of the project in one batch proposal
+    (only verified stoves' claims are approved); nothing to do on a second run."""
+    proposer = as_actor(COMPLIANCE_MEMBERS[0])
+    try:
+        proposal = await platform.governance.propose_batch(
+            BatchSelection(PROJECT, protocol="did:ixo:protocol/clean-cooking"),
+            {"enrolment": "installation records", "auditor": "demo"},
+            GROUP,
+            proposer,
+        )
+    except Invalid:  # every stove is verified already
+        return
+    for member in COMPLIANCE_MEMBERS[:2]:
+        await platform.governance.vote(proposal["id"], "yes", as_actor(member))
+    await platform.governance.execute(proposal["id"], proposer)
+    report.count("batch verifications", True)
+
+
 async def _collection(platform: Platform, report: DemoReport) -> int:
     page = await platform.claims.collections(PROJECT, None, 100)
     for view in page.items:
@@ -189,15 +209,19 @@ async def _customer_and_stove(platform: Platform, n: int, report: DemoReport) ->
         name = f"{FIRST_NAMES[n % len(FIRST_NAMES)]} Demo{n}"
         customer = await platform.customers.create(phone, name, DEMO_PIN)
         report.count("customers", True)
-    owner = customer_did(customer.customer_id)
     made = await _domain(
         platform,
         DomainSpec(
             type="Device",
             protocol="did:ixo:protocol/clean-cooking",
             metadata={"name": f"Jiko {n:03d}"},
-            properties={"serialNumber": f"JK-{n:05d}", "fuelType": "charcoal", "model": "Jiko Poa"},
-            controller=[owner, OPERATOR],
+            properties={
+                "serialNumber": f"JK-{n:05d}",
+                "fuelType": "charcoal",
+                "model": "Jiko Poa",
+                "ownerCustomerId": customer.customer_id,  # the household the stove is
+            },
+            controller=[OPERATOR],
             relationships={"project": [PROJECT], "operator": [ORGANISATION]},
             local_id=f"demo-stove-{n:04d}",
         ),

@@ -18,7 +18,7 @@ from twinhub.security.keys import load_key
 from twinhub.security.pins import PinCipher, load_pin_key
 from twinhub.security.signing import Issuer
 from twinhub.services.api_keys import ApiKeyService
-from twinhub.services.builtin_protocols import ensure_builtin_protocols
+from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
 from twinhub.services.claims import ClaimService
 from twinhub.services.collection_members import CollectionMemberService
 from twinhub.services.credentials import CredentialService
@@ -29,7 +29,10 @@ from twinhub.services.domains import DomainService
 from twinhub.services.governance import GovernanceService, GroupSpec
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
+from twinhub.services.ownership import adopt_legacy_owners
+from twinhub.services.principals import Principal
 from twinhub.services.protocols import ProtocolService
+from twinhub.services.stove_care import StoveCare
 from twinhub.services.stoves import StoveService
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
@@ -40,6 +43,8 @@ from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
 ISSUER_KEY_FILE = "credential-issuer.key"
+# Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
+SYSTEM_PRINCIPAL = Principal(SYSTEM_ACTOR, frozenset({"admin"}))
 
 
 class Platform:
@@ -57,6 +62,8 @@ class Platform:
         )
         pin_key = load_pin_key(settings)
         self.pin_cipher = PinCipher(pin_key)
+        # The platform's secret key; each use derives its own key from it (HKDF).
+        self.platform_key = pin_key
         self.redis: Redis | None = (
             Redis.from_url(
                 settings.redis_url.get_secret_value(),
@@ -89,6 +96,7 @@ class Platform:
         )
         self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)
+        self.stove_care = StoveCare(self.sessionmaker, settings.telemetry_offline_after_seconds)
         self.idempotency = IdempotencyService(self.sessionmaker)
         # Dashboard figures; telemetry's from the store's day rollups.
         self.summaries = SummaryService(
@@ -117,6 +125,21 @@ class Platform:
                 "telemetry",
             ),
         )
+        from twinhub.oracle.service import OracleService
+
+        self.oracle = OracleService(
+            self.sessionmaker,
+            self.claims,
+            self.protocols,
+            self.credentials.issuer,
+            poll_seconds=settings.oracle_poll_seconds,
+            lease_seconds=settings.oracle_lease_seconds,
+            max_attempts=settings.oracle_max_attempts,
+            batch=settings.oracle_batch,
+        )
+        from twinhub.oracle.monitoring import MonitoringService
+
+        self.monitoring = MonitoringService(self.sessionmaker, self.claims, self.protocols)
         self.background: list[asyncio.Task[None]] = []
         self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set
         self.started_at = time.monotonic()
@@ -131,10 +154,13 @@ class Platform:
         if created:
             log.info("built-in protocols created", count=created)
         await self._ensure_compliance_group()
+        await adopt_legacy_owners(self.sessionmaker, self.domains, SYSTEM_PRINCIPAL)
         self.database.start()
         await self.events.start()
         if self.settings.background_workers_enabled:
             self.background = start_telemetry(self)
+            if self.settings.oracle_enabled:
+                self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
         self._started = True
         log.info(
             "platform started",

@@ -42,6 +42,10 @@ class Listener:
     host: str
     port: int
     setting: str = "PORT"  # the setting that chooses the port, named when it is taken
+    # How long an idle keep-alive connection stays open (HTTP_KEEP_ALIVE_SECONDS). It must
+    # outlast the idle timeout of the client's pool (a USSD aggregator, a proxy): when the
+    # server closes first, a request sent at that instant meets a closed socket and is lost.
+    keep_alive_seconds: float = 75.0
 
 
 @dataclass
@@ -133,6 +137,7 @@ async def serve(
                 server_header=False,
                 lifespan="on",
                 timeout_graceful_shutdown=10,
+                timeout_keep_alive=listener.keep_alive_seconds,
             )
         )
         for listener in listeners

@@ -148,6 +148,12 @@ class Settings(BaseSettings):
         pattern=r"^[A-Za-z0-9._-]{1,50}$",
         description="The chain id the node reports (node info, block headers).",
     )
+    node_answer_cache_mib: int = Field(
+        32,
+        ge=0,
+        le=4096,
+        description="Chain node: serialised answers kept per database version (0: none).",
+    )
     node_moniker: str = Field(
         "twinhub",
         pattern=r"^[A-Za-z0-9._ -]{1,70}$",
@@ -214,7 +220,9 @@ class Settings(BaseSettings):
         8 * 3600, ge=60, le=7 * 86400, description="A console sign-in lasts this long."
     )
     console_max_sessions: int = Field(
-        10_000, ge=10, description="Cap of signed-in console sessions held by one process."
+        10_000,
+        ge=10,
+        description="Cap of console sessions in one process (memory store; Redis ones expire).",
     )
     console_ussd_url: str | None = Field(
         None,
@@ -241,6 +249,13 @@ class Settings(BaseSettings):
     )
     database_retry_after_seconds: int = Field(
         5, ge=1, le=3600, description="Retry-After of the 503 answered while the database is down."
+    )
+    http_keep_alive_seconds: float = Field(
+        75.0,
+        gt=0,
+        le=3600,
+        description="How long an idle HTTP keep-alive connection stays open; longer than "
+        "any client's or proxy's own idle timeout, so the client always closes first.",
     )
     registry_request_timeout_seconds: float = Field(
         8.0,
@@ -302,6 +317,25 @@ class Settings(BaseSettings):
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
     )
+    # -- USSD languages (issue 17; see src/twinhub/ussd/i18n.py) ----------------------------
+    ussd_default_language: str = Field(
+        "en",
+        max_length=16,
+        description="Menu language of a phone with no remembered choice: en, fr, sw, ny, bem "
+        "(an unknown code falls back to en).",
+    )
+    ussd_default_languages: str = Field(
+        "",
+        max_length=2000,
+        description="Default language per service code, e.g. '*384*1#=en,*384*2#=sw'; "
+        "codes not listed use USSD_DEFAULT_LANGUAGE.",
+    )
+    ussd_timezone: str = Field(
+        "UTC",
+        max_length=64,
+        description="IANA zone of the households' clocks, for times on USSD screens "
+        "(e.g. Africa/Nairobi).",
+    )
 
     # -- Events and webhooks (see WebhookSettings) ----------------------------------------
     background_workers_enabled: bool = Field(
@@ -315,6 +349,15 @@ class Settings(BaseSettings):
     )
     events_stream_heartbeat_seconds: float = Field(
         15.0, gt=0, le=300, description="Comment line sent on an idle event stream."
+    )
+    events_retention_days: int = Field(
+        90,
+        ge=0,
+        description="Events older than this are pruned (0: kept for ever), never while a "
+        "webhook delivery of a live subscription is pending or failed (replayable).",
+    )
+    events_prune_interval_seconds: float = Field(
+        3600.0, gt=0, description="How often the event pruner runs."
     )
     webhook_timeout_seconds: float = Field(
         10.0, gt=0, le=120, description="Whole-request deadline of one delivery attempt."
@@ -354,6 +397,31 @@ class Settings(BaseSettings):
         description="Comma list of host names webhooks may never target (e.g. the "
         "platform's public name).",
     )
+
+    # -- Oracle (issue 18) ------------------------------------------------------------------
+    oracle_enabled: bool = Field(
+        True,
+        description="Run the claim oracle with the background work (`twinhub serve oracle` "
+        "runs it alone); any number of processes may, leases keep them from doubling work.",
+    )
+    oracle_poll_seconds: float = Field(
+        1.0, gt=0, le=60, description="How often the oracle looks for pending claims."
+    )
+    oracle_lease_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="How long one oracle holds a claim it evaluates; a "
+        "crashed oracle's claims are taken over when this runs out.",
+    )
+    oracle_max_attempts: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Evaluations of one claim cut short (a crash) before the "
+        "oracle flags it for a person instead of trying again.",
+    )
+    oracle_batch: int = Field(50, ge=1, le=1000, description="Claims leased per look.")
 
     @field_validator(
         "ussd_rate_limit",

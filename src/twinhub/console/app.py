@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -82,6 +83,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _sessions_unavailable(request: Request, exc: Exception) -> Response:
+    """Redis (where sessions live) is unreachable: say so instead of a bare 500."""
+    response = pages.render(
+        request,
+        "error.html",
+        {"status": 503, "message": "Sign-ins are unavailable for a moment; try again shortly."},
+        status_code=503,
+    )
+    response.headers["retry-after"] = "5"
+    return response
+
+
 def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
     app = Starlette(
         routes=[
@@ -114,7 +127,11 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         middleware=[Middleware(SecurityHeaders)],
-        exception_handlers={SignInRequired: _sign_in_required, HTTPException: _http_error},
+        exception_handlers={
+            SignInRequired: _sign_in_required,
+            HTTPException: _http_error,
+            RedisError: _sessions_unavailable,
+        },
     )
     state: Any = app.state
     state.platform = platform

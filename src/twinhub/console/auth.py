@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from twinhub.console.sessions import COOKIE, ConsoleSession, SessionStore
 from twinhub.services.principals import Principal
+from twinhub.web.audit import note_actor
 
 
 class SignInRequired(Exception):
@@ -35,13 +37,14 @@ class SignedIn:
 async def signed_in(request: Request) -> SignedIn:
     """The caller's session and principal; the key is checked anew on every request."""
     sessions: SessionStore = request.app.state.sessions
-    session = sessions.get(request.cookies.get(COOKIE))
+    session = await sessions.get(request.cookies.get(COOKIE))
     if session is None:
         raise SignInRequired
     principal = await request.app.state.platform.api_keys.authenticate(session.api_key)
     if principal is None:  # revoked (or a bootstrap key that changed) since sign-in
-        sessions.drop(session.id)
+        await sessions.drop(session.id)
         raise SignInRequired
+    note_actor(request.scope, principal)  # for the write log (web/audit.py)
     return SignedIn(session, principal)
 
 
@@ -58,7 +61,10 @@ async def console_principal(request: Request, sessions: SessionStore) -> Princip
     tokens guard the console's own forms, not the API's."""
     if request.method not in ("GET", "HEAD"):
         return None
-    session = sessions.get(request.cookies.get(COOKIE))
+    try:
+        session = await sessions.get(request.cookies.get(COOKIE))
+    except RedisError:  # sessions unreachable: the API asks for a key instead
+        return None
     if session is None:
         return None
     return await request.app.state.platform.api_keys.authenticate(session.api_key)

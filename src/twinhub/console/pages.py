@@ -27,6 +27,7 @@ from twinhub.platform import Platform
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.errors import NotFound, ServiceError
 from twinhub.services.principals import ROLES
+from twinhub.telemetry.schema import parse_schema
 
 log = get_logger(__name__)
 # Autoescaping everywhere: every name, DID and reason shown comes from users.
@@ -148,8 +149,8 @@ async def sign_in(request: Request) -> Response:
         log.info("console sign-in refused")
         return await sign_in_form(request, "That API key is unknown or revoked.", 401)
     sessions: SessionStore = request.app.state.sessions
-    sessions.drop(request.cookies.get(COOKIE))
-    session = sessions.create(api_key)
+    await sessions.drop(request.cookies.get(COOKIE))
+    session = await sessions.create(api_key)
     target = _safe_next(_text(form, "next"))
     response = RedirectResponse(target, status_code=303)
     ttl = _platform(request).settings.console_session_ttl_seconds
@@ -161,7 +162,7 @@ async def sign_in(request: Request) -> Response:
 
 async def sign_out(request: Request) -> Response:
     _, _ = await _form(request)
-    request.app.state.sessions.drop(request.cookies.get(COOKIE))
+    await request.app.state.sessions.drop(request.cookies.get(COOKIE))
     response = RedirectResponse(url("/sign-in"), status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
@@ -299,9 +300,22 @@ async def twin(request: Request) -> Response:
             "neighbours": [n for n in incoming["nodes"] if n["did"] != did],
             "edges": incoming["edges"],
             "events_url": f"/v1/domains/{did}/events",
+            "units": await _telemetry_units(platform, record),
         },
         user=user,
     )
+
+
+async def _telemetry_units(platform: Platform, record: dict[str, Any]) -> dict[str, str]:
+    """Each telemetry field's unit, so the live chart gives each unit a scale of its own."""
+    try:
+        protocol = await platform.protocols.get(record["class"])
+    except ServiceError:
+        return {}
+    if not protocol.effective_telemetry:
+        return {}
+    fields = parse_schema(protocol.effective_telemetry).fields.values()
+    return {f.name: f.unit or "" for f in fields}
 
 
 # -- claims queue ----------------------------------------------------------------------------
@@ -319,13 +333,21 @@ async def claims(
 ) -> Response:
     user = await signed_in(request)
     queue = await _queue(_platform(request))
+    # Problems households reported over USSD (Stove Status): the support queue.
+    support = await _platform(request).stove_care.open_problems()
     errors = errors or {}
     shown = {claim["id"] for claim in queue}
     stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
     return render(
         request,
         "claims.html",
-        {"queue": queue, "errors": errors, "stray": stray, "sent": sent or {}},
+        {
+            "queue": queue,
+            "errors": errors,
+            "stray": stray,
+            "sent": sent or {},
+            "support": [problem.as_json() for problem in support],
+        },
         status_code=status,
         user=user,
     )
@@ -336,28 +358,20 @@ async def evaluate(request: Request) -> Response:
     claim_id = request.path_params["claim_id"]
     decision = _text(form, "decision")
     reason = _text(form, "reason") or None
-    amount_text = _text(form, "amount")
     error = None
-    amount: int | None = None
     if decision not in ("approved", "rejected", "flagged"):
         error = "Choose approve, reject or flag."
-    elif decision == "approved":
-        if not amount_text.isdigit() or int(amount_text) < 1:
-            error = "An approval needs a whole number of credits (1 or more)."
-        else:
-            amount = int(amount_text)
-    elif reason is None:
+    elif decision != "approved" and reason is None:
         error = f"Say why the claim is {decision}."
     if error is None:
         try:
-            await _platform(request).claims.evaluate(
-                claim_id, decision, user.principal, reason, amount
-            )
+            # An approval mints what the methodology computes; nobody types an amount.
+            await _platform(request).claims.evaluate(claim_id, decision, user.principal, reason)
         except ServiceError as problem:
             details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
             error = problem.message + (f" ({details})" if details else "")
     if error is not None:
-        sent = {"decision": decision, "amount": amount_text, "reason": reason or ""}
+        sent = {"decision": decision, "reason": reason or ""}
         return await claims(request, {claim_id: error}, 422, {claim_id: sent})
     return _done("/claims", f"Claim {claim_id} {decision}.")
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -138,10 +140,15 @@ class Protocol(Base):
     services: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
     token_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
     telemetry: Mapped[dict[str, object] | None] = mapped_column(JsonDocument, nullable=True)
+    methodology: Mapped[dict[str, object] | None] = mapped_column(JsonDocument, nullable=True)
     seq: Mapped[int] = mapped_column(BigInteger, unique=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # Ranges, allowed values and lengths of properties' values (services.protocols).
+    constraints: Mapped[dict[str, dict[str, object]] | None] = mapped_column(
+        JsonDocument, nullable=True
+    )
 
 
 class Domain(Base):
@@ -153,6 +160,9 @@ class Domain(Base):
         Index("ix_domains_class_seq", "class_did", "seq"),
         Index("ix_domains_status_seq", "status", "seq"),
         Index("ix_domains_verified_seq", "verified", "seq"),
+        # Serial numbers are unique per protocol (services.domains keeps `serial` in step
+        # with properties.serialNumber).
+        Index("uq_domains_class_serial", "class_did", "serial", unique=True),
     )
 
     did: Mapped[str] = mapped_column(String(200), primary_key=True)
@@ -173,6 +183,10 @@ class Domain(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    serial: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The household a stove belongs to: a copy of properties.ownerCustomerId, kept by the
+    # domain service on every write, so that "the stoves of customer X" is one indexed read.
+    owner_customer_id: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
 
 
 class DomainController(Base):
@@ -258,6 +272,21 @@ class Proposal(Base):
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     executed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # A batch proposal's size and how many of its domains execution has done so far.
+    items_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    items_done: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class ProposalItem(Base):
+    """One domain of a batch verification proposal; `done` once execution verified it (or
+    found it deactivated or verified already), so an interrupted execution resumes."""
+
+    __tablename__ = "proposal_items"
+    __table_args__ = (Index("ix_proposal_items_pending", "proposal_id", "done", "domain_did"),)
+
+    proposal_id: Mapped[int] = mapped_column(Integer, ForeignKey("proposals.id"), primary_key=True)
+    domain_did: Mapped[str] = mapped_column(String(200), primary_key=True)
+    done: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Vote(Base):
@@ -301,6 +330,9 @@ class ClaimCollection(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+COUNTED_CLAIM = "status NOT IN ('rejected', 'invalidated')"
+
+
 class Claim(Base):
     """An agent's statement about a project (often about one of its assets), to be evaluated."""
 
@@ -312,6 +344,16 @@ class Claim(Base):
         # An oracle's "pending claims of my collection" must not walk the evaluated ones.
         Index("ix_claims_collection_status_seq", "collection_id", "status", "seq"),
         Index("ix_claims_status_seq", "status", "seq"),
+        # One counted claim per stove and reporting period, whatever the channel; a rejected
+        # or invalidated one frees its period for a corrected report.
+        Index(
+            "uq_claims_asset_period",
+            "asset_did",
+            "period",
+            unique=True,
+            postgresql_where=text(COUNTED_CLAIM),
+            sqlite_where=text(COUNTED_CLAIM),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -329,6 +371,8 @@ class Claim(Base):
     credential_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UtcDateTime)
     evaluated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # The reporting period ("2026-11") of a periodic claim about an asset (services.claims).
+    period: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class Evaluation(Base):
@@ -369,6 +413,9 @@ class CreditToken(Base):
     minted: Mapped[int] = mapped_column(BigInteger, default=0)
     retired: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # Amounts are counted in the token's smallest unit: 10^-decimals of a credit (0 for
+    # tokens minted before methodologies computed fractional credits).
+    decimals: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class CreditBalance(Base):
@@ -610,3 +657,73 @@ class TelemetryRollup(Base):
     sum: Mapped[float] = mapped_column(Float)
     min: Mapped[float] = mapped_column(Float)
     max: Mapped[float] = mapped_column(Float)
+
+
+# -- USSD languages and stove problems (issue 17, revision 0012) ----------------------------
+class UssdLanguage(Base):
+    """A USSD menu language remembered for `phone:<number>` (before log-in) or
+    `customer:<customer id>` (once logged in); a code no longer served falls back."""
+
+    __tablename__ = "ussd_languages"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    language: Mapped[str] = mapped_column(String(16))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class StoveProblem(Base):
+    """A problem a household reported about its stove over USSD: the support queue's rows.
+    Its `stove.problem_reported` event is written in the same transaction."""
+
+    __tablename__ = "stove_problems"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    reference: Mapped[str] = mapped_column(String(16), unique=True)
+    stove_did: Mapped[str] = mapped_column(String(200), index=True)
+    customer_id: Mapped[str] = mapped_column(String(16), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    reported_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+# -- oracle (issue 18) ---------------------------------------------------------------------
+class OracleDecision(Base):
+    """The oracle's signed decision on one claim, and while it works, its lease: the row is
+    taken by one oracle process at a time; a lease that runs out is taken over."""
+
+    __tablename__ = "oracle_decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    claim_id: Mapped[str] = mapped_column(String(100), ForeignKey("claims.id"), unique=True)
+    state: Mapped[str] = mapped_column(String(16))  # leased | decided
+    owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    oracle: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    reasons: Mapped[list[str]] = mapped_column(JsonDocument)
+    inputs_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    methodology: Mapped[dict[str, object] | None] = mapped_column(JsonDocument, nullable=True)
+    amount: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    document: Mapped[str | None] = mapped_column(Text, nullable=True)  # the signed decision
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class MonitoringPeriod(Base):
+    """One project's monitoring period: its report (exactly as issued) and its claim."""
+
+    __tablename__ = "monitoring_periods"
+    __table_args__ = (UniqueConstraint("project_did", "start", "end"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_did: Mapped[str] = mapped_column(String(200))
+    start: Mapped[date] = mapped_column(Date)
+    end: Mapped[date] = mapped_column(Date)
+    claim_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    amount: Mapped[int] = mapped_column(BigInteger)
+    report_digest: Mapped[str] = mapped_column(String(64))
+    report: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -43,9 +43,12 @@ class EventsHub:
         self.dispatcher = Dispatcher(sessions, box, settings.webhooks, clock=clock)
         self.sequencer.listeners.append(self.dispatcher.wake)
         self._wake = asyncio.Event()
+        self._stop = asyncio.Event()  # wakes the pruner's long wait at stop
         self._stopping = False
         self._closed = False  # streams end when the platform stops
         self._task: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
+        self.clock = clock
         self._unsubscribe: Callable[[], None] | None = None
 
     def collector(self) -> Collector:
@@ -73,14 +76,17 @@ class EventsHub:
     def set_clock(self, clock: Callable[[], datetime]) -> None:
         """Tests live through hours of retries on a clock they move by hand."""
         self.sequencer.clock = self.webhooks.clock = self.dispatcher.clock = clock
+        self.clock = clock
 
     async def start(self) -> None:
         """Number events and deliver webhooks in the background (unless turned off)."""
         self._closed = False
         if not self._settings.background_workers_enabled or self._task is not None:
             return
+        self._stop.clear()
         self._unsubscribe = on_events_committed(self._wake.set)
         self._task = asyncio.create_task(self._sequence_forever(), name="event-sequencer")
+        self._pruner = asyncio.create_task(self._prune_forever(), name="event-prune")
         self.dispatcher.start()
 
     async def stop(self) -> None:
@@ -93,8 +99,12 @@ class EventsHub:
             # connection holding the database's write lock. The loop ends between steps.
             self._stopping = True
             self._wake.set()
+            self._stop.set()
             await stop_between_steps(self._task)
             self._task = None
+            if self._pruner is not None:
+                await stop_between_steps(self._pruner)
+                self._pruner = None
             self._stopping = False
         await self.dispatcher.stop()
 
@@ -111,6 +121,26 @@ class EventsHub:
                 await asyncio.wait_for(self._wake.wait(), interval)
             if self._wake.is_set():
                 await asyncio.sleep(LINGER_SECONDS)
+
+    async def prune(self) -> int:
+        """Remove the events past EVENTS_RETENTION_DAYS that no delivery needs; how many."""
+        days = self._settings.events_retention_days
+        if days <= 0:
+            return 0
+        return await self.store.prune(self.clock() - timedelta(days=days))
+
+    async def _prune_forever(self) -> None:
+        """Beside the sequencer, for as long as it runs; stops between transactions."""
+        interval = self._settings.events_prune_interval_seconds
+        while not self._stopping:
+            try:
+                removed = await self.prune()
+                if removed:
+                    log.info("events pruned", removed=removed)
+            except Exception as error:  # the database may be away; try again next time
+                log.warning("event prune failed", error=type(error).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval)
 
     async def follow(
         self, after: int, types: list[str] | None, heartbeat: float, batch: int = 100

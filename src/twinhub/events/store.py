@@ -16,17 +16,33 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from sqlalchemy import and_, delete, exists, select
 from sqlalchemy import event as sa_event
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
-from twinhub.db.models import Event, utcnow
+from twinhub.db.models import (
+    Event,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookSubscription,
+    utcnow,
+)
 from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for_transaction
 from twinhub.services.errors import FieldProblem, Invalid
 
 _WRITTEN = "twinhub.events.written"
+PRUNE_BATCH = 1000  # events removed per transaction: short locks, however large the backlog
+# Deliveries that still need their event: pending (being retried) or failed (replayable by
+# hand), of a subscription that still exists.
+_NEEDED = ("pending", "failed")
 _wakers: dict[Callable[[], None], asyncio.AbstractEventLoop] = {}
+
+
+def _live_and_needed() -> tuple[Any, Any]:
+    """A delivery that still needs its event (see _NEEDED)."""
+    live = select(WebhookSubscription.id).where(WebhookSubscription.deleted_at.is_(None))
+    return WebhookDelivery.status.in_(_NEEDED), WebhookDelivery.subscription_id.in_(live)
 
 
 def new_event_id() -> str:
@@ -175,3 +191,39 @@ class EventStore:
         async with self._sessions() as session:
             rows = await session.scalars(select(Event).order_by(Event.id))
             return [EventRecord(r.type, r.subject, r.actor, orjson.loads(r.data)) for r in rows]
+
+    async def prune(self, before: datetime, batch: int = PRUNE_BATCH) -> int:
+        """Remove events that occurred before `before`, in batches; how many. An event is
+        kept while it has no position yet (its deliveries are not made yet) or while a
+        delivery of a live subscription needs it; its finished deliveries (and their
+        attempt logs) go with it."""
+        needed = exists(
+            select(WebhookDelivery.id).where(
+                WebhookDelivery.event_pk == Event.id, *_live_and_needed()
+            )
+        )
+        expired = (Event.position.is_not(None), Event.occurred_at < before, ~needed)
+        removed = 0
+        while True:
+            async with self._sessions.begin() as session:
+                ids = list(
+                    await session.scalars(
+                        select(Event.id).where(*expired).order_by(Event.id).limit(batch)
+                    )
+                )
+                if not ids:
+                    return removed
+                finished = (WebhookDelivery.event_pk.in_(ids), ~and_(*_live_and_needed()))
+                deliveries = select(WebhookDelivery.id).where(*finished)
+                await session.execute(
+                    delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(deliveries))
+                )
+                await session.execute(delete(WebhookDelivery).where(*finished))
+                # Checked again: a delivery replayed since the select keeps its event (and
+                # the foreign key refuses the whole batch, tried again next time).
+                result = await session.execute(
+                    delete(Event).where(Event.id.in_(ids), *expired).returning(Event.id)
+                )
+                removed += len(result.all())
+            if len(ids) < batch:
+                return removed

@@ -33,6 +33,14 @@ CATALOGUE: dict[str, str] = {
     "device.online": "A device began reporting (written by the telemetry ingestion).",
     "device.offline": "A device stopped reporting for longer than its allowed silence.",
     "telemetry.rejected": "A telemetry message was refused (data: device, reason).",
+    "stove.assigned": "A stove was given to a household that had none before "
+    "(data: stove, customerId; also domain.created or domain.updated).",
+    "stove.moved": "A stove moved from one household to another, or to none "
+    "(data: stove, from, to: customer IDs or null; also domain.updated).",
+    "stove.problem_reported": (
+        "A household reported a problem with its stove over USSD "
+        "(data: reference, stove, customer, kind, status, reportedAt)."
+    ),
 }
 
 
@@ -101,7 +109,20 @@ def events_for_transaction(transaction: LedgerEntry) -> list[EventRecord]:
                 )
             )
         return events
+    if transaction.kind == "domain.owner":
+        change = payload.get("owner") or {}
+        before, after = change.get("from"), change.get("to")
+        ownership = (
+            event("stove.assigned", {"stove": subject, "customerId": after})
+            if before is None
+            else event("stove.moved", {"stove": subject, "from": before, "to": after})
+        )
+        return [event("domain.updated", {"subject": subject, **payload}), ownership]
     type_ = _SIMPLE.get(transaction.kind)
     if type_ is None:
         return []
-    return [event(type_, {"subject": subject, **payload})]
+    events = [event(type_, {"subject": subject, **payload})]
+    owner = ((payload.get("record") or {}).get("properties") or {}).get("ownerCustomerId")
+    if transaction.kind == "domain.create" and isinstance(owner, str):
+        events.append(event("stove.assigned", {"stove": subject, "customerId": owner}))
+    return events

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -60,12 +60,27 @@ def inputs_digest(days: Iterable[StoveDay]) -> str:
     return hashlib.sha256(orjson.dumps(rows)).hexdigest()
 
 
+def digest_of_digests(digests: Iterable[str]) -> str:
+    """The period's inputs digest: SHA-256 over the stoves' own digests in stove order (one
+    pass, rather than sorting every stove-day of the project again)."""
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
+
+
 def _exclusion(
-    stove: StovePeriod, spec: PeriodSpec, methodology: Methodology, findings: list[Finding]
+    stove: StovePeriod,
+    spec: PeriodSpec,
+    methodology: Methodology,
+    findings: list[Finding],
+    credited: Mapping[str, str],
 ) -> str | None:
     """Why the stove earns nothing this period, or None. The first reason found is given;
     the order puts registry facts before data quality before suspicion."""
     rules = methodology.parameter_values()
+    if stove.stove in credited:
+        return (
+            f"credited already by claim {credited[stove.stove]} for an overlapping period "
+            "(double counting)"
+        )
     if not stove.verified:
         return "the stove is not verified"
     if not stove.enrolled:
@@ -105,9 +120,11 @@ def compute_period(
     methodology: Methodology,
     stoves: Sequence[StovePeriod],
     findings: list[Finding],
+    credited: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The monitoring report: per-stove usage and reductions, exclusions with reasons,
-    totals, credits and digests of the inputs."""
+    totals, credits and digests of the inputs. `credited` names stoves an approved claim
+    credited for an overlapping period already (stove -> claim): they are excluded."""
     included: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     total = 0.0
@@ -125,7 +142,7 @@ def compute_period(
             "usage": usage,
             "inputsDigest": inputs_digest(stove.days),
         }
-        reason = _exclusion(stove, spec, methodology, findings)
+        reason = _exclusion(stove, spec, methodology, findings, credited or {})
         if reason is None:
             quantity = usage["quantity"]
             inputs = {
@@ -152,7 +169,6 @@ def compute_period(
                 total += evaluation.result
                 continue
         excluded.append({**base, "reason": reason})
-    every_day = [d for stove in stoves for d in stove.days]
     report: dict[str, Any] = {
         "project": spec.project,
         "period": {"from": spec.start.isoformat(), "to": spec.end.isoformat(), "days": spec.days},
@@ -182,7 +198,9 @@ def compute_period(
             "decimals": spec.decimals,
             "amount": to_smallest_unit(total, spec.decimals),
         },
-        "inputsDigest": inputs_digest(every_day),
+        "inputsDigest": digest_of_digests(
+            row["inputsDigest"] for row in sorted(included + excluded, key=lambda r: r["stove"])
+        ),
     }
     report["reportDigest"] = report_digest(report)
     return report

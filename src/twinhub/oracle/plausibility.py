@@ -196,7 +196,10 @@ def _clone_findings(by_stove: dict[str, list[StoveDay]], rules: PlausibilityRule
             for pair in combinations(sorted(set(stoves)), 2):
                 shared[pair] += 1
     findings: list[Finding] = []
+    least = rules.clone_share * rules.min_days  # fewer shared days can never be a clone
     for (first, second), same in shared.items():
+        if same < least:
+            continue
         common = _active_common_days(by_stove[first], by_stove[second])
         if common >= rules.min_days and same >= rules.clone_share * common:
             for stove, other in ((first, second), (second, first)):

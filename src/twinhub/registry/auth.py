@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from twinhub.console.auth import console_principal
 from twinhub.registry.errors import RateLimited, Unauthenticated
 from twinhub.services.principals import Principal, require_role
+from twinhub.web.audit import note_actor
 from twinhub.web.client_ip import client_ip
 
 bearer = HTTPBearer(auto_error=False, description="An API key made by `twinhub keys create`.")
@@ -34,6 +35,7 @@ async def principal(
         if retry_after is not None:
             raise RateLimited(retry_after)
         raise Unauthenticated("The API key is unknown or revoked.")
+    note_actor(request.scope, found)  # for the write log (web/audit.py)
     retry_after = await request.app.state.rate_limiter.hit(found.did)
     if retry_after is not None:
         raise RateLimited(retry_after)

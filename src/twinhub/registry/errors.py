@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,14 +86,21 @@ def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def _allowed_methods(request: Request) -> str:
-    """Every method some route serves at this path: Starlette names only the first route's,
-    which left `Allow` short of what the OpenAPI document lists (a DID path matches several)."""
-    methods: set[str] = set()
+    """Every method the OpenAPI document lists for this path: Starlette names only the first
+    route's, which left `Allow` short (a DID path matches several routes). Where a literal
+    path and a parameter both match (`/v1/credentials/verify` and `/v1/credentials/{id}`),
+    the document's path item is the most specific one, so only its routes count."""
+    methods: dict[int, set[str]] = {}
     for route in _routes(request.app.router.routes):
         match, _ = route.matches(request.scope)
         if match is not Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
-    return ", ".join(sorted(methods - {"HEAD"}))
+            literal = len(_PARAMETER.sub("", getattr(route, "path", "")))
+            methods.setdefault(literal, set()).update(getattr(route, "methods", None) or ())
+    allowed = methods[max(methods)] if methods else set()
+    return ", ".join(sorted(allowed - {"HEAD"}))
+
+
+_PARAMETER = re.compile(r"\{[^}]*\}")
 
 
 def _routes(routes: list[Any]) -> Iterator[Any]:
@@ -156,6 +165,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(TimeoutError, _database_error)
     app.add_exception_handler(OSError, _database_error)
+    app.add_exception_handler(sqlite3.Error, _database_error)  # the read model's connection
     app.add_exception_handler(Exception, _internal_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -14,6 +14,7 @@ reader or writer role), failing before any GraphQL runs with the registry's JSON
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, NewType
 
@@ -581,6 +582,13 @@ class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
     def graphql_ide_html(self) -> str:
         return offline_graphiql(super().graphql_ide_html)
 
+    def decode_json(self, data: str | bytes) -> object:
+        """A body that is not UTF-8 is malformed JSON (400), not a failure of the server."""
+        try:
+            return super().decode_json(data)
+        except UnicodeDecodeError as error:
+            raise json.JSONDecodeError("the body is not UTF-8", "", 0) from error
+
     async def run(  # type: ignore[override]
         self,
         request: Request | WebSocket,
@@ -610,4 +618,27 @@ def create_graphql_router(settings: Settings) -> GraphQLRouter[RegistryContext, 
         if isinstance(route, APIRoute) and "GET" in route.methods:
             # A GET without a query answers the GraphiQL page (HTML), with one the result.
             route.responses.setdefault(200, {}).setdefault("content", {})["text/html"] = {}
+            # ...and needs no key for the page (see _answers_nothing): optional security.
+            route.openapi_extra = {"security": [{}]}
+        elif isinstance(route, APIRoute) and "POST" in route.methods:
+            route.openapi_extra = {"requestBody": GRAPHQL_POST_BODY}
     return router
+
+
+GRAPHQL_POST_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["query"],
+                "properties": {
+                    "query": {"type": "string", "pattern": r"\S", "description": "The document"},
+                    "variables": {"type": ["object", "null"], "description": "Its variables"},
+                },
+                "description": "A GraphQL request; `operationName` picks one operation of a "
+                "document that holds several (an unknown name is a 400).",
+            }
+        }
+    },
+}

@@ -14,9 +14,10 @@ from twinhub.platform import Platform
 from twinhub.registry.auth import Reader, Writer
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.idempotent import Created, idempotent
+from twinhub.registry.params import Cursor, documented
 from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body, as_utc
-from twinhub.services.claims import ClaimFilter, CollectionSpec
+from twinhub.services.claims import STATUSES, ClaimFilter, CollectionSpec
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 CollectionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -67,14 +68,16 @@ class EvaluationIn(Body):
     status: Literal["approved", "rejected", "flagged", "disputed", "invalidated"]
     reason: str | None = Field(None, description="Why; required unless approved.")
     amount: int | None = Field(
-        None, description="Credits of the protocol's token class to mint (approvals)."
+        None,
+        description="Refused (422): credits follow from the protocol's methodology, computed "
+        "from the stove's telemetry; an approval mints exactly that.",
     )
     oracle: str | None = Field(None, description="The oracle evaluating, if you run several.")
 
 
 class TransferIn(Body):
     to: str = Field(description="DID receiving the credits.")
-    amount: int
+    amount: int = Field(description="In the token's smallest unit (see its decimals).")
     from_: str | None = Field(
         None, alias="from", description="Holder (default: you); admins act as custodians."
     )
@@ -115,7 +118,7 @@ async def list_collections(
     request: Request,
     caller: Reader,
     project: str | None = None,
-    cursor: str | None = None,
+    cursor: Cursor = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
     page = await _platform(request).claims.collections(project, cursor, page_size(request, limit))
@@ -162,10 +165,10 @@ async def list_claims(
     request: Request,
     caller: Reader,
     collection: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
-    status: str | None = None,
+    status: Annotated[str | None, Query(json_schema_extra=documented(enum=list(STATUSES)))] = None,
     agent: str | None = None,
     asset: str | None = None,
-    cursor: str | None = None,
+    cursor: Cursor = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
     where = ClaimFilter(collection=collection, status=status, agent=agent, asset=asset)
@@ -271,7 +274,7 @@ async def movements(
     caller: Reader,
     holder: str | None = None,
     token: str | None = None,
-    cursor: str | None = None,
+    cursor: Cursor = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
     page = await _platform(request).credits.movements(

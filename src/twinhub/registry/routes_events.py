@@ -7,15 +7,17 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import Field
 from starlette.responses import Response, StreamingResponse
 
 from twinhub.events.hub import EventsHub
 from twinhub.events.store import check_types
+from twinhub.events.subscriptions import STATUSES as DELIVERY_STATUSES
 from twinhub.events.types import CATALOGUE
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.params import POSITION_PATTERN, documented, one_of_list
 from twinhub.registry.routes import page_size
 from twinhub.registry.schemas import Body
 from twinhub.services.errors import FieldProblem, Invalid
@@ -23,6 +25,13 @@ from twinhub.services.errors import FieldProblem, Invalid
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES, tags=["events"])
 Position = Annotated[int, Query(ge=0, le=2**63 - 1)]
 DeliveryId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+EventTypes = Annotated[
+    str | None,
+    Query(
+        description="Comma-separated event types (see /v1/events/types); absent: all",
+        json_schema_extra=documented(pattern=one_of_list(CATALOGUE)),
+    ),
+]
 
 
 class WebhookIn(Body):
@@ -59,7 +68,7 @@ async def list_events(
     request: Request,
     caller: Reader,
     after: Position = 0,
-    type: str | None = None,
+    type: EventTypes = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
     """`after` is the `position` of the last event seen (0 from the start); `nextCursor`
@@ -80,8 +89,10 @@ async def stream_events(
     request: Request,
     caller: Reader,
     after: Position | None = None,
-    type: str | None = None,
-    last_event_id: Annotated[str | None, Header()] = None,
+    type: EventTypes = None,
+    last_event_id: Annotated[
+        str | None, Header(json_schema_extra=documented(pattern=POSITION_PATTERN))
+    ] = None,
 ) -> StreamingResponse:
     """Each event is `id: <position>`, `event: <type>`, `data: <the event as JSON>`; after
     a reconnect the browser's `Last-Event-ID` (or `after`) resumes where it stopped."""
@@ -147,7 +158,9 @@ async def list_deliveries(
     request: Request,
     webhook_id: str,
     caller: Reader,
-    status: str | None = None,
+    status: Annotated[
+        str | None, Query(json_schema_extra=documented(enum=list(DELIVERY_STATUSES)))
+    ] = None,
     cursor: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
@@ -163,10 +176,11 @@ async def list_deliveries(
     summary="Send one delivery again now",
 )
 async def retry_delivery(
-    request: Request, webhook_id: str, delivery_id: int, caller: Reader
+    request: Request,
+    webhook_id: str,
+    delivery_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    caller: Reader,
 ) -> dict[str, Any]:
-    if not 1 <= delivery_id < 2**63:
-        raise Invalid("No such delivery.", [FieldProblem("delivery", "a delivery id")])
     view = await _events(request).webhooks.retry(webhook_id, delivery_id, caller)
     _events(request).dispatcher.wake()
     return view

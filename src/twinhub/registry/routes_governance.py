@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
 from starlette.responses import Response
 
@@ -13,7 +13,12 @@ from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.routes import DID_PATH
 from twinhub.registry.schemas import Body
-from twinhub.services.governance import GovernanceService, GroupSpec
+from twinhub.services.governance import (
+    MAX_BATCH_LIST,
+    BatchSelection,
+    GovernanceService,
+    GroupSpec,
+)
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES, tags=["governance"])
 ProposalId = Annotated[int, Path(ge=1, le=2**31 - 1)]  # the column is a 32-bit integer
@@ -43,6 +48,20 @@ class ProposalIn(Body):
     action: Literal["verify", "revoke"] = "verify"
     group: str | None = Field(None, description="Deciding group; the default one if absent.")
     evidence: dict[str, Any] = Field(default_factory=dict, description="The entity package.")
+
+
+class BatchProposalIn(Body):
+    group: str | None = Field(None, description="Deciding group; the default one if absent.")
+    evidence: dict[str, Any] = Field(default_factory=dict, description="The batch's package.")
+    protocol: str | None = Field(
+        None, description="Only assets of this protocol, e.g. did:ixo:protocol/clean-cooking."
+    )
+    domains: list[str] | None = Field(
+        None,
+        max_length=MAX_BATCH_LIST,
+        description="Only these DIDs (each an unverified active asset of the project); "
+        "absent: every unverified active asset of the project (and protocol).",
+    )
 
 
 class VoteIn(Body):
@@ -93,6 +112,36 @@ async def propose(request: Request, did: str, body: ProposalIn, caller: Writer) 
         return 201, view, f"/v1/proposals/{view['id']}"
 
     return await idempotent(request, caller, run)
+
+
+@router.post(
+    f"/domains/{DID_PATH}/batch-verification-proposals",
+    status_code=201,
+    summary="Propose verifying many assets (stoves) of a project at once; members only",
+)
+async def propose_batch(
+    request: Request, did: str, body: BatchProposalIn, caller: Writer
+) -> Response:
+    async def run() -> Created:
+        selection = BatchSelection(did, body.protocol, body.domains)
+        view = await _governance(request).propose_batch(
+            selection, body.evidence, body.group, caller
+        )
+        return 201, view, f"/v1/proposals/{view['id']}"
+
+    return await idempotent(request, caller, run)
+
+
+@router.get("/proposals/{proposal_id}/items", summary="A batch proposal's domains, paged")
+async def proposal_items(
+    request: Request,
+    proposal_id: ProposalId,
+    caller: Reader,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    items, next_after = await _governance(request).proposal_items(proposal_id, after, limit)
+    return {"items": items, "nextAfter": next_after}
 
 
 @router.get(f"/domains/{DID_PATH}/verification-proposals")

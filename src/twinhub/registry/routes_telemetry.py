@@ -4,7 +4,6 @@ the live event stream and the operators' list of recent rejections."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
@@ -16,12 +15,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from twinhub.registry.auth import Reader, Writer, bearer
 from twinhub.registry.errors import ERROR_RESPONSES, Unauthenticated
+from twinhub.registry.params import DATE_TIME_PATTERN, documented
 from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body
 from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.services.errors import FieldProblem, Invalid
 from twinhub.services.principals import Principal, require_role
-from twinhub.telemetry.schema import parse_time
+from twinhub.telemetry.schema import loads, parse_time
 from twinhub.telemetry.service import TelemetryService, Throttled, TooLarge, sse_frame
 from twinhub.web.errors import error_response
 
@@ -39,6 +39,9 @@ def _tokens(request: Request) -> DeviceTokenService:
 
 def _telemetry(request: Request) -> TelemetryService:
     return request.app.state.platform.telemetry
+
+
+TIME = documented(pattern=DATE_TIME_PATTERN)  # what _time reads, in the OpenAPI document
 
 
 def _time(value: str | None, name: str) -> datetime | None:
@@ -99,8 +102,8 @@ async def ingest(
         raise Unauthenticated("The device token is unknown or revoked.")
     raw = await request.body()
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        body = loads(raw)
+    except ValueError:
         return error_response(400, "malformed_json", "The request body is not valid JSON.")
     try:
         result = await _telemetry(request).ingest(did, credential, body)
@@ -120,9 +123,15 @@ async def aggregates(
     request: Request,
     did: str,
     caller: Reader,
-    interval: Annotated[str, Query(description="hour, day or month")] = "day",
-    from_: Annotated[str | None, Query(alias="from")] = None,
-    to: str | None = None,
+    interval: Annotated[
+        str,
+        Query(
+            description="hour, day or month",
+            json_schema_extra=documented(enum=["hour", "day", "month"]),
+        ),
+    ] = "day",
+    from_: Annotated[str | None, Query(alias="from", json_schema_extra=TIME)] = None,
+    to: Annotated[str | None, Query(json_schema_extra=TIME)] = None,
 ) -> dict[str, Any]:
     return await _telemetry(request).aggregates(
         did, interval, _time(from_, "from"), _time(to, "to")
@@ -134,8 +143,8 @@ async def history(
     request: Request,
     did: str,
     caller: Reader,
-    from_: Annotated[str | None, Query(alias="from")] = None,
-    to: str | None = None,
+    from_: Annotated[str | None, Query(alias="from", json_schema_extra=TIME)] = None,
+    to: Annotated[str | None, Query(json_schema_extra=TIME)] = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:

@@ -114,6 +114,19 @@ class ProtocolIn(Body):
         description="What devices of this protocol report: {'fields': {name: {type, unit, "
         "min, max, enum, cumulative}}}; at most one numeric field is the cumulative meter.",
     )
+    constraints: dict[str, Any] | None = Field(
+        None,
+        description="Rules on properties' values beside their type: property name to "
+        "{minimum, maximum} (number, integer), {enum} (string, number, integer) or "
+        "{minLength, maxLength} (string). Checked at every write of a domain or claim.",
+        examples=[{"mealsCooked": {"minimum": 0, "maximum": 1000}}],
+    )
+    methodology: dict[str, Any] | None = Field(
+        None,
+        description="How approved claims' credits are computed: {id, version, title, "
+        "reference, parameters: {name: {value, unit, source}}, inputs, formulas: [{name, "
+        "expression (CEL), unit}], result}; refused with 422 naming the faulty formula.",
+    )
 
 
 class DomainIn(Body):
@@ -224,6 +237,8 @@ class ProtocolOut(BaseModel):
     services: list[ServiceOut]
     tokenClass: str | None = None
     telemetry: dict[str, Any] | None = None
+    constraints: dict[str, Any] | None = None
+    methodology: dict[str, Any] | None = None
     effective: dict[str, Any] = Field(description="The template with everything inherited.")
     version: int
     createdAt: str

@@ -19,9 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import ApiKey, utcnow
 from twinhub.identifiers import is_did
+from twinhub.logging import get_logger
 from twinhub.services.errors import Problems
 from twinhub.services.principals import ROLES, Principal
 
+log = get_logger(__name__)
 BOOTSTRAP_PRINCIPAL = "did:ixo:org/twinhub-admin"
 _PREFIX = "thk"
 _CACHE_SECONDS = 5.0  # a revoked key stops working within this time on every process
@@ -80,6 +82,8 @@ class ApiKeyService:
         )
         async with self._sessions.begin() as session:
             session.add(row)
+        # Whatever made it (the API, the console, the CLI): who holds which roles now.
+        log.info("api key created", key_id=key_id, principal=principal, roles=row.roles)
         return f"{_PREFIX}_{key_id}_{secret}", _view(row)
 
     async def list(self) -> list[ApiKeyView]:
@@ -96,12 +100,14 @@ class ApiKeyService:
             )
             changed = result.first() is not None
         self._cache.clear()
+        if changed:
+            log.info("api key revoked", key_id=key_id)
         return changed
 
     async def authenticate(self, token: str) -> Principal | None:
         """The principal of a valid, unrevoked key; None otherwise."""
         if self._bootstrap is not None and hmac.compare_digest(token.encode(), self._bootstrap):
-            return Principal(BOOTSTRAP_PRINCIPAL, frozenset({"admin"}))
+            return Principal(BOOTSTRAP_PRINCIPAL, frozenset({"admin"}), "bootstrap")
         now = time.monotonic()
         cached = self._cache.get(token)
         if cached is not None and cached[0] > now:
@@ -123,4 +129,4 @@ class ApiKeyService:
             return None
         if not hmac.compare_digest(row.secret_sha256, _digest(secret)):
             return None
-        return Principal(row.principal, frozenset(row.roles))
+        return Principal(row.principal, frozenset(row.roles), row.key_id)

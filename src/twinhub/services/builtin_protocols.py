@@ -7,11 +7,30 @@ gets. Created through the ledger like any other protocol, on start, when missing
 
 from __future__ import annotations
 
+from twinhub.oracle.builtin import CLEAN_COOKING, builtin_document
 from twinhub.services.errors import Conflict
 from twinhub.services.protocols import ProtocolService, ProtocolSpec
 from twinhub.telemetry.schema import STOVE_TELEMETRY
 
 SYSTEM_ACTOR = "did:ixo:org/twinhub"
+
+# A household cooks a few meals a day and burns a few kg of fuel a day; a report covers at
+# most one calendar month (services.claims), so 1000 of either is far above any real month
+# and far below a typo's 99,999,999. The USSD menu asks for 1 to 1000 as well.
+MAX_PER_PERIOD = 1000
+REPORT_TYPES = ["cooking", "fuel", "monitoring-period"]
+CHANNELS = ["ussd", "api", "app", "sms", "web"]
+CLAIM_CONSTRAINTS: dict[str, dict[str, object]] = {
+    "reportType": {"enum": REPORT_TYPES},
+    "mealsCooked": {"minimum": 0, "maximum": MAX_PER_PERIOD},
+    "fuelKg": {"minimum": 0, "maximum": MAX_PER_PERIOD},
+    "fuelType": {"minLength": 1, "maxLength": 64},
+    "channel": {"enum": CHANNELS},
+}
+STOVE_CONSTRAINTS: dict[str, dict[str, object]] = {
+    "efficiency": {"minimum": 0, "maximum": 1},  # a fraction of the fuel's energy
+    "fuelType": {"minLength": 1, "maxLength": 64},
+}
 
 BUILTIN: list[ProtocolSpec] = [
     ProtocolSpec(
@@ -56,6 +75,7 @@ BUILTIN: list[ProtocolSpec] = [
         twin_class="physical",
         properties={"serialNumber": "string", "model": "string", "location": "object"},
         relationships={"project": "Project", "operator": "Organisation"},
+        constraints={"serialNumber": {"minLength": 1, "maxLength": 64}},
     ),
     ProtocolSpec(
         name="Clean cooking stove",
@@ -68,9 +88,11 @@ BUILTIN: list[ProtocolSpec] = [
             "installedAt": "date-time",
             "efficiency": "number",
             "ownerCustomerId": "string",
+            "householdSize": "integer",
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
         telemetry=STOVE_TELEMETRY,
+        constraints=STOVE_CONSTRAINTS,
     ),
     ProtocolSpec(
         name="Oracle",
@@ -98,6 +120,9 @@ BUILTIN: list[ProtocolSpec] = [
         required=["reportType"],
         relationships={"verifier": "Oracle"},
         token_class="CARBON",  # noqa: S106 (a credit class, not a secret)
+        constraints=CLAIM_CONSTRAINTS,
+        # Approved claims' credits follow from this, computed from the stove's telemetry.
+        methodology=builtin_document(CLEAN_COOKING),
     ),
     ProtocolSpec(
         name="Request",

@@ -11,8 +11,9 @@ Rules that live here:
   only an evaluator oracle (or one of its controllers) evaluates, and only a pending or
   flagged claim: approved, rejected, disputed and invalidated are final;
 - an approval issues a signed verifiable credential and, when the protocol names a token
-  class, mints the evaluated amount to the owner (first controller) of the claim's asset,
-  or of the project when the claim names no asset.
+  class, mints the evaluated amount to the owner of the claim's asset: the household its
+  `ownerCustomerId` names, else its first controller; or to the project's first
+  controller when the claim names no asset.
 Every write is one ledger write: the claim, its counters, the credential and the credits
 commit together or not at all.
 """
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -37,9 +39,10 @@ from twinhub.db.models import (
     Relationship,
     utcnow,
 )
-from twinhub.identifiers import is_did
+from twinhub.identifiers import customer_did, is_did
+from twinhub.oracle.claims import ClaimComputation, NotComputable, compute_claim
 from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credits import CreditService, amount_problem
+from twinhub.services.credits import CreditService
 from twinhub.services.domains import ACTIVE
 from twinhub.services.errors import (
     Conflict,
@@ -76,6 +79,10 @@ CLAIM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,99}$")
 _REASON = re.compile(r"^\S.{0,999}$", re.DOTALL)
 JSON_SAFE_INTEGER = 2**53 - 1  # credentials are canonicalised as JSON numbers (RFC 8785)
 CREDENTIAL_TYPE = "ClaimEvaluationCredential"
+PERIOD_FIELDS = ("periodStart", "periodEnd")
+PERIOD_SKEW = timedelta(minutes=5)  # a client clock a little ahead is not a future period
+UNCOUNTED = (REJECTED, INVALIDATED)  # a stove-period freed for a corrected report
+DecisionHook = Callable[[LedgerWrite, Claim], Awaitable[None]]
 
 
 @dataclass
@@ -170,6 +177,73 @@ def _unsafe_integers(value: Any, path: str, problems: Problems) -> None:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _unsafe_integers(item, f"{path}[{index}]", problems)
+
+
+class PeriodClaimed(Conflict):
+    """The stove already has a counted claim for this reporting period."""
+
+    code = "period_claimed"
+
+
+def _month_start(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def last_month_start(now: datetime) -> datetime:
+    """The first instant of the calendar month (UTC) before `now`'s: a report that names
+    no period speaks for the month just ended, whose telemetry is complete, so its credits
+    can be computed at once."""
+    return (_month_start(now) - timedelta(days=1)).replace(day=1)
+
+
+def _next_month(start: datetime) -> datetime:
+    return (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+
+
+def _instant(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def reporting_period(
+    protocol: ProtocolView, data: dict[str, Any], asset: str | None, now: datetime
+) -> tuple[dict[str, Any], str | None]:
+    """The claim's data and its reporting period ("2026-11"), for a periodic claim about an
+    asset: one whose protocol declares periodStart and periodEnd. A claim that gives no
+    period covers the calendar month (UTC) before the one it is submitted in (the month
+    just ended), and says so in its data; a
+    given period lies within one calendar month, so that overlapping claims for a stove
+    share one key. Anything else has no period (None)."""
+    if asset is None or not all(name in protocol.effective_properties for name in PERIOD_FIELDS):
+        return data, None
+    given = [name for name in PERIOD_FIELDS if name in data]
+    if not given:
+        start = last_month_start(now)
+        bounds = {"periodStart": rfc3339(start), "periodEnd": rfc3339(_next_month(start))}
+        return {**data, **bounds}, f"{start:%Y-%m}"
+    problems = Problems()
+    if len(given) == 1:
+        missing = next(name for name in PERIOD_FIELDS if name not in data)
+        problems.add(f"data.{missing}", "a period has a start and an end (or neither)")
+        problems.raise_if_any("The claim's period is incomplete.")
+    start, end = _instant(data["periodStart"]), _instant(data["periodEnd"])
+    month = _month_start(start)
+    if end <= start:
+        problems.add("data.periodEnd", "must be after periodStart")
+    elif end > _next_month(month):
+        problems.add(
+            "data.periodEnd",
+            f"a claim covers at most one calendar month (UTC): {month:%Y-%m} ends at "
+            f"{rfc3339(_next_month(month))}; split the report",
+        )
+    if start > now + PERIOD_SKEW:
+        problems.add("data.periodStart", "the period has not started yet")
+    problems.raise_if_any("The claim's period is invalid.")
+    return data, f"{month:%Y-%m}"
 
 
 class ClaimService:
@@ -282,6 +356,23 @@ class ClaimService:
             )
         return project
 
+    @staticmethod
+    async def _asset_verified(session: AsyncSession, did: str | None) -> None:
+        """Verified domains only, for the stove as for the project: a claim about an asset
+        is approved (and credits issued) only while governance has it verified. Locked, so
+        a revocation executing now waits for the approval, or the approval for it."""
+        if did is None:
+            return
+        asset = await session.get(Domain, did, with_for_update=True)
+        if asset is None or asset.status != ACTIVE or not asset.verified:
+            state = (
+                "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
+            )
+            raise NotVerified(
+                f"{did} is {state}: only an asset verified by governance takes part in credit "
+                "issuance (rule: verified domains only). Verify it, e.g. in a batch proposal."
+            )
+
     async def collection(self, collection_id: int) -> dict[str, Any]:
         async with self._sessions() as session:
             row = await session.get(ClaimCollection, collection_id)
@@ -348,6 +439,8 @@ class ClaimService:
             self._check_window(collection)
             asset_row = await self._asset(session, asset, project.did) if asset else None
             owners = {*project.controller, *(asset_row.controller if asset_row else [])}
+            if asset_row is not None and asset_row.owner_customer_id:
+                owners.add(customer_did(asset_row.owner_customer_id))  # the household
             if not (actor.is_admin or actor.did in owners or actor.did == collection.admin):
                 raise Forbidden(
                     "Only a controller of the project or of the asset (or an admin) may "
@@ -356,6 +449,9 @@ class ClaimService:
             protocol = await self._protocols.get(collection.protocol_did)
             check_values(data, protocol, problems, partial=False, where="data")
             problems.raise_if_any("The claim does not follow the collection's protocol.")
+            data, period = reporting_period(protocol, data, asset, self._now())
+            if asset is not None and period is not None:
+                await self._period_unclaimed(session, asset, period)
             seq = await write.next_seq(Claim.seq)
             row = Claim(
                 id=claim_id or uuid.uuid4().hex,
@@ -366,17 +462,38 @@ class ClaimService:
                 data=data,
                 status=PENDING,
                 submitted_at=self._now(),
+                period=period,
             )
             try:
                 async with session.begin_nested():
                     session.add(row)
             except IntegrityError:
+                if asset is not None and period is not None:
+                    await self._period_unclaimed(session, asset, period)  # raced: who won
                 raise Conflict(f"A claim {row.id} exists already.") from None
             collection.count += 1
             collection.updated_at = row.submitted_at
             view = claim_view(row)
             await write.append("claims.submit", asset or project.did, actor.did, {"claim": view})
         return view
+
+    @staticmethod
+    async def _period_unclaimed(session: AsyncSession, asset: str, period: str) -> None:
+        """One counted claim per stove and reporting period, whatever the channel; the
+        unique index `uq_claims_asset_period` holds it when two submitters race."""
+        existing = await session.scalar(
+            select(Claim.id).where(
+                Claim.asset_did == asset,
+                Claim.period == period,
+                Claim.status.not_in(UNCOUNTED),
+            )
+        )
+        if existing is not None:
+            raise PeriodClaimed(
+                f"{asset} has a claim for the reporting period {period} already: claim "
+                f"{existing}. A stove-period is counted once.",
+                [FieldProblem("existingClaim", existing)],
+            )
 
     def _check_window(self, collection: ClaimCollection) -> None:
         now = self._now()
@@ -486,7 +603,13 @@ class ClaimService:
         reason: str | None = None,
         amount: int | None = None,
         oracle: str | None = None,
+        computation: ClaimComputation | None = None,
+        on_write: DecisionHook | None = None,
     ) -> dict[str, Any]:
+        """Record an evaluation. An approval mints what the protocol's methodology computes
+        from the claim's stove telemetry (`computation`, when the oracle computed it
+        already); nobody names an amount. `on_write` runs inside the same ledger write (the
+        oracle records its signed decision there, so decision and mint commit together)."""
         require_role(actor, "writer")
         problems = Problems()
         if status not in OUTCOMES:
@@ -495,8 +618,12 @@ class ClaimService:
             problems.add("reason", "1 to 1000 characters, not starting with a space")
         if status != APPROVED and reason is None:
             problems.add("reason", f"a {status} evaluation says why")
-        if status != APPROVED and amount is not None:
-            problems.add("amount", "only an approval carries an amount")
+        if amount is not None:
+            problems.add(
+                "amount",
+                "credits follow from the methodology: an approval mints what it computes "
+                "from the stove's telemetry; leave amount out",
+            )
         problems.raise_if_any("The evaluation is invalid.")
         async with self._ledger.write() as write:
             session = write.session
@@ -505,26 +632,41 @@ class ClaimService:
                 raise NotFound(f"No claim {claim_id!r}.")
             collection = await self._collection_row(session, claim.collection_id)
             project = await self._project(session, collection.project_did, "evaluate claims")
+            if status == APPROVED:
+                await self._asset_verified(session, claim.asset_did)
             evaluator = await self._evaluator(session, collection, actor, oracle)
             if claim.status not in EVALUABLE:
                 raise Conflict(
                     f"Claim {claim_id} is {claim.status}; only pending or flagged claims "
                     "can be evaluated."
                 )
+            if claim.status == FLAGGED and reason is None:
+                raise Invalid(
+                    "Overriding a flagged claim needs a recorded reason.",
+                    [FieldProblem("reason", "say why the flag is overridden")],
+                )
             protocol = await self._protocols.get(collection.protocol_did)
             token = protocol.effective_token_class
-            if status == APPROVED:
-                if token is not None and (problem := amount_problem(amount)) is not None:
-                    raise Invalid(
-                        f"An approval mints {token}: say how many.",
-                        [FieldProblem("amount", problem)],
-                    )
-                if token is None and amount is not None:
-                    raise Invalid(
-                        f"{protocol.did} names no token class; an approval mints nothing.",
-                        [FieldProblem("amount", "leave it out")],
-                    )
             now = self._now()
+            if status == APPROVED and token is not None and computation is None:
+                try:
+                    computation = await compute_claim(
+                        session,
+                        claim,
+                        protocol.effective_methodology,
+                        token,
+                        project.did,
+                        now,
+                    )
+                except NotComputable as error:
+                    raise Invalid(
+                        "Credits follow from the methodology, and it cannot compute this "
+                        f"claim: {error.reason}. Flag or reject it instead.",
+                        [FieldProblem("status", error.reason)],
+                    ) from None
+            if status != APPROVED or token is None:
+                computation = None
+            amount = computation.amount if computation is not None else None
             self._count(collection, claim.status, status)
             claim.status, claim.oracle, claim.reason = status, evaluator, reason
             claim.amount, claim.evaluated_at = amount, now
@@ -543,7 +685,9 @@ class ClaimService:
             subject = claim.asset_did or project.did
             credential = None
             if status == APPROVED:
-                credential = await self._approve(write, claim, collection, project, protocol, now)
+                credential = await self._approve(
+                    write, claim, collection, project, protocol, now, computation
+                )
             view = claim_view(claim)
             await write.append(
                 "claims.evaluate",
@@ -551,11 +695,20 @@ class ClaimService:
                 actor.did,
                 {"claim": view, "credential": credential["id"] if credential else None},
             )
-            if status == APPROVED and token is not None and amount is not None:
+            if computation is not None and computation.amount > 0:
                 owner = await self._owner(session, claim, project)
                 await self._credits.mint(
-                    write, token, protocol.did, owner, amount, claim.id, actor.did
+                    write,
+                    computation.token,
+                    protocol.did,
+                    owner,
+                    computation.amount,
+                    claim.id,
+                    actor.did,
+                    decimals=computation.decimals,
                 )
+            if on_write is not None:
+                await on_write(write, claim)
             # The reply, read in the write's own transaction: no second session for it.
             evaluations = (await self._evaluations_of(session, [claim.id])).get(claim.id, [])
             reply = claim_view(claim, evaluations)
@@ -608,15 +761,19 @@ class ClaimService:
         project: Domain,
         protocol: ProtocolView,
         now: datetime,
+        computation: ClaimComputation | None,
     ) -> dict[str, Any]:
         evaluation: dict[str, Any] = {
             "status": APPROVED,
             "oracle": claim.oracle,
             "evaluatedAt": rfc3339(now),
         }
-        if protocol.effective_token_class and claim.amount is not None:
-            evaluation["amount"] = claim.amount
-            evaluation["tokenClass"] = protocol.effective_token_class
+        if computation is not None:
+            evaluation["amount"] = computation.amount
+            evaluation["tokenClass"] = computation.token
+            evaluation["decimals"] = computation.decimals
+            # The whole calculation, so the credential alone lets anyone recompute it.
+            evaluation["calculation"] = computation.calculation()
         credential = await self._credentials.issue(
             write.session,
             claim.id,
@@ -643,6 +800,8 @@ class ClaimService:
     async def _owner(session: AsyncSession, claim: Claim, project: Domain) -> str:
         if claim.asset_did:
             asset = await session.get(Domain, claim.asset_did)
+            if asset is not None and asset.owner_customer_id:
+                return customer_did(asset.owner_customer_id)  # the household owning it
             if asset is not None and asset.controller:
                 return asset.controller[0]
         return project.controller[0]

@@ -87,13 +87,17 @@ class CreditService:
         amount: int,
         claim_id: str,
         actor: str,
+        decimals: int = 0,
     ) -> dict[str, Any]:
-        """Create `amount` new credits for `owner`; only an approved claim's evaluation calls
-        this, inside its own ledger write."""
+        """Create `amount` new credits (in the token's smallest unit) for `owner`; only an
+        approved claim's evaluation calls this, inside its own ledger write. `decimals`
+        fixes the token's smallest unit when this is its first mint."""
         session = write.session
         row = await session.get(CreditToken, token, with_for_update=True)
         if row is None:
-            row = CreditToken(name=token, protocol_did=protocol_did, minted=0, retired=0)
+            row = CreditToken(
+                name=token, protocol_did=protocol_did, minted=0, retired=0, decimals=decimals
+            )
             session.add(row)
         row.minted += amount
         balance = await self._balance(session, owner, token)
@@ -236,6 +240,7 @@ class CreditService:
             "minted": row.minted,
             "retired": row.retired,
             "supply": row.minted - row.retired,
+            "decimals": row.decimals,
             "held": int(held),
             "holders": int(holders),
         }

@@ -304,3 +304,29 @@ class CustomerService:
         if changed:
             log.info("lock-out lifted", target=target if not target.startswith("+") else "phone")
         return changed
+
+    async def locks_of(self, customer: CustomerView) -> list[Lockout]:
+        """The lock-outs in force that keep this customer out: the account's (against other
+        phones), its own phone's account key, and its phone's (at any account)."""
+        keys = [
+            f"account:{customer.customer_id}",
+            f"own:{customer.customer_id}",
+            f"phone:{customer.phone_number}",
+        ]
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(PinLockout)
+                .where(PinLockout.key.in_(keys), PinLockout.locked_until > utcnow())
+                .order_by(PinLockout.locked_until)
+            )
+            found = [Lockout(r.key, r.failed_attempts, r.lockouts, r.locked_until) for r in rows]
+        if customer.locked:  # a lock made before 0006, lifted only by hand
+            found.append(Lockout(f"account:{customer.customer_id}", 0, 1, None))
+        return found
+
+    async def unlock_customer(self, customer: CustomerView) -> bool:
+        """Lift every lock-out keeping the customer out, the phone's included; True when
+        something was changed."""
+        account = await self.unlock(customer.customer_id)
+        phone = await self.unlock(customer.phone_number)
+        return account or phone

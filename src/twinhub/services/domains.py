@@ -7,7 +7,11 @@ Rules that live here:
 - an Organisation always gets a membership-group sub-domain, created with it;
 - every write bumps the version and appends the whole new record to the ledger, so
   history and any earlier state come from the ledger alone;
-- a domain is deactivated, never deleted; `verified` is set only by governance.
+- a domain is deactivated, never deleted; `verified` is set only by governance;
+- a stove belongs to a household through its `ownerCustomerId` property and nothing else:
+  the value must name an existing customer; the domains row keeps a copy of it
+  (`owner_customer_id`, indexed) and a change of it is recorded as `domain.owner`, with
+  the previous and the new owner, so that events can say "assigned" or "moved".
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import Domain, DomainController, Relationship, utcnow
+from twinhub.db.models import Customer, Domain, DomainController, Relationship, utcnow
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint
+from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.errors import (
     Conflict,
     FieldProblem,
@@ -55,11 +60,13 @@ from twinhub.services.protocols import (
 from twinhub.services.twin_classes import same_kind, twin_class
 
 ACTIVE, DEACTIVATED = "active", "deactivated"
+SERIAL_PROPERTY = "serialNumber"
 MEMBERSHIP_GROUP_PROTOCOL = "did:ixo:protocol/membership-group"
 MEMBERSHIP_EDGE = "membershipGroup"
 ORGANISATION_TYPES = {"organisation", "organization"}
 MAX_GRAPH_DEPTH = 5
 MAX_RELATED = 100
+OWNER_PROPERTY = "ownerCustomerId"
 _ROLE = re.compile(NAME_PATTERN.pattern)
 
 
@@ -102,6 +109,13 @@ class DomainFilter:
     status: str | None = None
     twin_class: str | None = None
     parent: str | None = None
+    owner: str | None = None  # the household's customer ID (properties.ownerCustomerId)
+
+
+def owner_of(properties: dict[str, Any]) -> str | None:
+    """The customer ID a record's properties name as the household owning it."""
+    value = properties.get(OWNER_PROPERTY)
+    return value if isinstance(value, str) and value else None
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -172,6 +186,9 @@ class DomainService:
             if expected and type_ok and not same_kind(spec.type, expected):
                 problems.add("type", f"protocol {protocol.did} is for {expected} domains")
         targets = await self._check_relationships(spec.relationships, protocol, problems)
+        if OWNER_PROPERTY in spec.properties:
+            async with self._sessions() as session:
+                await _check_owner(session, spec.properties[OWNER_PROPERTY], problems)
         problems.raise_if_any("The domain breaks the registry's rules.")
         assert protocol is not None
         did = mint("entity", spec.local_id)
@@ -187,8 +204,30 @@ class DomainService:
                 record = stored_record(row, edges)
                 await write.append("domain.create", did, actor.did, {"record": record})
         except IntegrityError:
+            async with self._sessions() as session:  # a racing twin took the serial?
+                await self._serial_free(session, protocol.did, serial_of(spec.properties), did)
             raise Conflict(f"A domain {did} exists already.") from None
         return resolve_inheritance(record, protocol)
+
+    @staticmethod
+    async def _serial_free(
+        session: AsyncSession, protocol: str, serial: str | None, did: str
+    ) -> None:
+        """Serial numbers are unique per protocol: two stoves never share one (the unique
+        index `uq_domains_class_serial` holds it when two writers race)."""
+        if serial is None:
+            return
+        holder = await session.scalar(
+            select(Domain.did).where(
+                Domain.class_did == protocol, Domain.serial == serial, Domain.did != did
+            )
+        )
+        if holder is not None:
+            raise SerialTaken(
+                f"Serial number {serial!r} belongs to {holder} already; serial numbers are "
+                f"unique among the domains of {protocol}.",
+                [FieldProblem("properties.serialNumber", f"taken by {holder}")],
+            )
 
     async def _insert(
         self,
@@ -200,6 +239,8 @@ class DomainService:
         controller: list[str],
         parent: str | None,
     ) -> Domain:
+        serial = serial_of(spec.properties)
+        await self._serial_free(write.session, protocol.did, serial, did)
         seq = await write.next_seq(Domain.seq)
         now = utcnow()
         row = Domain(
@@ -221,6 +262,8 @@ class DomainService:
             version=1,
             created_at=now,
             updated_at=now,
+            serial=serial,
+            owner_customer_id=owner_of(spec.properties),
         )
         write.session.add(row)
         write.session.add_all(DomainController(domain_did=did, controller=c) for c in controller)
@@ -524,14 +567,35 @@ class DomainService:
     async def update(
         self, did: str, patch: DomainPatch, actor: Principal, expected_version: int | None
     ) -> dict[str, Any]:
+        try:
+            return await self._update(did, patch, actor, expected_version)
+        except IntegrityError:
+            # Only the serial index can refuse an update: a racing writer took the serial.
+            serial = serial_of(patch.properties or {})
+            async with self._sessions() as session:
+                row = await session.get(Domain, did)
+                if row is not None:
+                    await self._serial_free(session, row.class_did, serial, did)
+            raise
+
+    async def _update(
+        self, did: str, patch: DomainPatch, actor: Principal, expected_version: int | None
+    ) -> dict[str, Any]:
         async with self._ledger.write() as write:
             row = await self._changeable(write, did, actor, expected_version)
             protocol = await self._protocols.get(row.class_did)
             problems = Problems()
+            owner_before = row.owner_customer_id
             if patch.properties is not None:
                 merged = merge_patch(row.properties, patch.properties)
                 check_values(merged, protocol, problems, partial=False)
+                if patch.properties.get(OWNER_PROPERTY) is not None:
+                    await _check_owner(write.session, merged[OWNER_PROPERTY], problems)
                 row.properties = merged
+                if serial_of(merged) != row.serial:
+                    await self._serial_free(write.session, row.class_did, serial_of(merged), did)
+                    row.serial = serial_of(merged)
+                row.owner_customer_id = owner_of(merged)
             if patch.controller is not None:
                 self._check_controller(patch.controller, problems)
                 if not problems.items:
@@ -557,6 +621,11 @@ class DomainService:
                 row.valid_until = patch.valid_until
             self._check_validity(row.valid_from, row.valid_until, problems)
             problems.raise_if_any("The change breaks the registry's rules.")
+            if row.owner_customer_id != owner_before:
+                moved = {"owner": {"from": owner_before, "to": row.owner_customer_id}}
+                return await self._commit_change(
+                    write, row, actor, "domain.owner", protocol, extra=moved
+                )
             return await self._commit_change(write, row, actor, "domain.update", protocol)
 
     async def deactivate(
@@ -639,6 +708,18 @@ class DomainService:
         return resolve_inheritance(record, protocol)
 
 
+def serial_of(properties: dict[str, Any]) -> str | None:
+    """The serial number a domain's properties declare (kept in `domains.serial`)."""
+    serial = properties.get(SERIAL_PROPERTY)
+    return serial if isinstance(serial, str) and serial else None
+
+
+class SerialTaken(Conflict):
+    """Another domain of the same protocol has this serial number."""
+
+    code = "serial_taken"
+
+
 def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7396: objects merge recursively, null removes a key, anything else replaces."""
     merged = dict(target)
@@ -668,6 +749,8 @@ def _filter_conditions(where: DomainFilter) -> list[Any]:
         conditions.append(Domain.twin_class == where.twin_class)
     if where.parent:
         conditions.append(Domain.parent_did == where.parent)
+    if where.owner:
+        conditions.append(Domain.owner_customer_id == where.owner)
     if where.controller:
         conditions.append(
             Domain.did.in_(
@@ -677,3 +760,15 @@ def _filter_conditions(where: DomainFilter) -> list[Any]:
             )
         )
     return conditions
+
+
+async def _check_owner(session: AsyncSession, value: Any, problems: Problems) -> None:
+    """ownerCustomerId names a customer who exists (a typo would hand the stove, and the
+    credits of its claims, to nobody)."""
+    where = f"properties.{OWNER_PROPERTY}"
+    if not isinstance(value, str) or not is_valid_customer_id(value):
+        problems.add(where, "expected a customer ID (8 digits, as USSD shows it)")
+        return
+    found = await session.scalar(select(Customer.id).where(Customer.customer_id == value))
+    if found is None:
+        problems.add(where, f"no customer {value}")

@@ -16,20 +16,37 @@ can. The total weight is fixed when the proposal is made.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import Domain, GovernanceGroup, GroupMember, Proposal, Vote, utcnow
+from twinhub.db.models import (
+    Domain,
+    GovernanceGroup,
+    GroupMember,
+    Proposal,
+    ProposalItem,
+    Relationship,
+    Vote,
+    utcnow,
+)
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR
-from twinhub.services.domains import ACTIVE, DomainService
-from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, Problems
+from twinhub.services.domains import ACTIVE, DomainService, stored_record
+from twinhub.services.errors import (
+    Conflict,
+    FieldProblem,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Problems,
+)
 from twinhub.services.ledger import Ledger
 from twinhub.services.principals import Principal
 
@@ -42,7 +59,9 @@ THRESHOLD_KINDS = (ABSOLUTE_COUNT, ABSOLUTE_PERCENTAGE, THRESHOLD_QUORUM)
 OPEN, PASSED, REJECTED, EXECUTED = "open", "passed", "rejected", "executed"
 OPTIONS = ("yes", "no", "abstain")
 VERIFY, REVOKE = "verify", "revoke"
+VERIFY_BATCH = "verify-batch"  # one proposal verifies many assets (stoves) of a project
 MAX_MEMBERS = 1000
+MAX_BATCH_LIST = 10_000  # DIDs named one by one; a filter selects any number
 
 
 @dataclass(frozen=True)
@@ -106,7 +125,27 @@ def _threshold(group: GovernanceGroup) -> dict[str, Any]:
     return {"kind": group.threshold_kind, "value": group.threshold, "quorum": group.quorum}
 
 
+@dataclass(frozen=True)
+class BatchSelection:
+    """Which assets of a project a batch proposal verifies: the unverified active ones
+    linked to it (its `project` relationship or as children), of one protocol if named,
+    and only those listed if `domains` is given."""
+
+    project: str
+    protocol: str | None = None
+    domains: list[str] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "protocol": self.protocol,
+            "listed": len(self.domains) if self.domains is not None else None,
+        }
+
+
 class GovernanceService:
+    batch_chunk = 1000  # domains verified per ledger write while a batch executes
+
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -249,15 +288,8 @@ class GovernanceService:
         now = self._now()
         async with self._ledger.write() as write:
             session = write.session
-            group_did = group_did or await self._default_group(session)
-            group = await session.get(GovernanceGroup, group_did)
-            if group is None:
-                raise NotFound(f"No governance group {group_did!r}.")
-            if await self._weight(session, group_did, actor.did) is None:
-                raise Forbidden(f"Only members of {group_did} may propose.")
-            total = await session.scalar(
-                select(func.sum(GroupMember.weight)).where(GroupMember.group_did == group_did)
-            )
+            group, total = await self._proposing_group(session, group_did, actor)
+            group_did = group.did
             proposal = Proposal(
                 group_did=group_did,
                 domain_did=domain_did,
@@ -265,7 +297,7 @@ class GovernanceService:
                 package={"record": record, "evidence": evidence},
                 proposer=actor.did,
                 status=OPEN,
-                total_weight=int(total or 0),
+                total_weight=total,
                 created_at=now,
                 expires_at=now + timedelta(seconds=group.voting_period_seconds),
             )
@@ -274,6 +306,197 @@ class GovernanceService:
             view = await self._view(session, proposal, group)
             await write.append("proposal.create", domain_did, actor.did, {"proposal": view})
         return view
+
+    async def _proposing_group(
+        self, session: AsyncSession, group_did: str | None, actor: Principal
+    ) -> tuple[GovernanceGroup, int]:
+        """The deciding group (the default one if none is named), which `actor` must be a
+        member of, and its total weight, fixed for the proposal."""
+        group_did = group_did or await self._default_group(session)
+        group = await session.get(GovernanceGroup, group_did)
+        if group is None:
+            raise NotFound(f"No governance group {group_did!r}.")
+        if await self._weight(session, group_did, actor.did) is None:
+            raise Forbidden(f"Only members of {group_did} may propose.")
+        total = await session.scalar(
+            select(func.sum(GroupMember.weight)).where(GroupMember.group_did == group_did)
+        )
+        return group, int(total or 0)
+
+    async def propose_batch(
+        self,
+        selection: BatchSelection,
+        evidence: dict[str, Any],
+        group_did: str | None,
+        actor: Principal,
+    ) -> dict[str, Any]:
+        """One proposal to verify many stoves: the set is fixed now (each DID a row of
+        `proposal_items`, its count and digest in the voted package), so voters decide on
+        exactly what execution verifies."""
+        problems = Problems()
+        if selection.domains is not None:
+            if not 1 <= len(selection.domains) <= MAX_BATCH_LIST:
+                problems.add("domains", f"expected 1 to {MAX_BATCH_LIST} DIDs, or a filter")
+            elif len(set(selection.domains)) != len(selection.domains):
+                problems.add("domains", "a DID is listed twice")
+        if selection.protocol is not None and not is_did(selection.protocol):
+            problems.add("protocol", "expected a protocol DID")
+        problems.raise_if_any("The batch proposal is invalid.")
+        record = await self._domains.get(selection.project)  # NotFound for an unknown one
+        if record["status"] != ACTIVE:
+            raise Conflict(f"{selection.project} is deactivated; its stoves cannot be verified.")
+        now = self._now()
+        async with self._ledger.write() as write:
+            session = write.session
+            group, total = await self._proposing_group(session, group_did, actor)
+            group_did = group.did
+            proposal = Proposal(
+                group_did=group_did,
+                domain_did=selection.project,
+                action=VERIFY_BATCH,
+                package={},
+                proposer=actor.did,
+                status=OPEN,
+                total_weight=total,
+                created_at=now,
+                expires_at=now + timedelta(seconds=group.voting_period_seconds),
+            )
+            session.add(proposal)
+            await session.flush()
+            chosen = _batch_query(selection)
+            if selection.domains is not None:
+                found = set(await session.scalars(select(chosen.c.did)))
+                missing = [did for did in selection.domains if did not in found]
+                if missing:
+                    shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+                    raise Invalid(
+                        f"{len(missing)} listed domains are not unverified active assets of "
+                        f"{selection.project}: {shown}",
+                        [FieldProblem("domains", shown)],
+                    )
+            await session.execute(
+                insert(ProposalItem).from_select(
+                    ["proposal_id", "domain_did", "done"],
+                    select(literal(proposal.id), chosen.c.did, literal(False)),
+                )
+            )
+            dids = list(
+                await session.scalars(
+                    select(ProposalItem.domain_did)
+                    .where(ProposalItem.proposal_id == proposal.id)
+                    .order_by(ProposalItem.domain_did)
+                )
+            )
+            if not dids:
+                raise Invalid(
+                    f"No unverified active asset of {selection.project} matches.",
+                    [FieldProblem("domains", "nothing to verify")],
+                )
+            proposal.items_total, proposal.items_done = len(dids), 0
+            proposal.package = {
+                "record": record,
+                "evidence": evidence,
+                "batch": {
+                    **selection.describe(),
+                    "count": len(dids),
+                    "sha256": hashlib.sha256("\n".join(dids).encode()).hexdigest(),
+                },
+            }
+            view = await self._view(session, proposal, group)
+            await write.append("proposal.create", selection.project, actor.did, {"proposal": view})
+        return view
+
+    async def proposal_items(
+        self, proposal_id: int, after: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A batch proposal's domains in DID order, `limit` at a time (what voters check)."""
+        async with self._sessions() as session:
+            if await session.get(Proposal, proposal_id) is None:
+                raise NotFound(f"No proposal {proposal_id}.")
+            query = select(ProposalItem).where(ProposalItem.proposal_id == proposal_id)
+            if after:
+                query = query.where(ProposalItem.domain_did > after)
+            rows = list(
+                await session.scalars(query.order_by(ProposalItem.domain_did).limit(limit + 1))
+            )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        items = [{"domain": row.domain_did, "done": row.done} for row in rows]
+        return items, (rows[-1].domain_did if more and rows else None)
+
+    async def _execute_batch_chunk(
+        self, proposal_id: int, actor: Principal, first: bool
+    ) -> dict[str, Any] | None:
+        """Verify the next chunk of a passed batch proposal in one ledger write: each
+        domain's verification a `domain.verify` transaction like any other. Returns the
+        proposal's view once every item is done, else None (call again)."""
+        async with self._ledger.write() as write:
+            session = write.session
+            proposal, group = await self._proposal(session, proposal_id, lock=True)
+            if not first and proposal.status == EXECUTED:
+                return await self._view(session, proposal, group)
+            await self._settle(session, proposal, group)
+            if not actor.is_admin and await self._weight(session, group.did, actor.did) is None:
+                raise Forbidden(f"Only members of {group.did} or an admin may execute.")
+            if proposal.status != PASSED:
+                raise Conflict(
+                    f"Proposal {proposal_id} is {proposal.status}; only a passed one executes."
+                )
+            dids = list(
+                await session.scalars(
+                    select(ProposalItem.domain_did)
+                    .where(ProposalItem.proposal_id == proposal_id, ProposalItem.done.is_(False))
+                    .order_by(ProposalItem.domain_did)
+                    .limit(self.batch_chunk)
+                )
+            )
+            now = self._now()
+            if dids:
+                await self._verify_chunk(write, dids, actor, proposal_id, now)
+                await session.execute(
+                    update(ProposalItem)
+                    .where(
+                        ProposalItem.proposal_id == proposal_id,
+                        ProposalItem.domain_did.in_(dids),
+                    )
+                    .values(done=True)
+                )
+                proposal.items_done = (proposal.items_done or 0) + len(dids)
+            if len(dids) < self.batch_chunk:
+                proposal.status, proposal.executed_at = EXECUTED, now
+                return await self._view(session, proposal, group)
+        return None
+
+    @staticmethod
+    async def _verify_chunk(
+        write: Any, dids: list[str], actor: Principal, proposal_id: int, now: datetime
+    ) -> None:
+        """Bulk: one read of the rows and one of their edges, then a new version of each
+        active unverified domain, recorded in the ledger as a single proposal would."""
+        session = write.session
+        rows = list(
+            await session.scalars(
+                select(Domain).where(Domain.did.in_(dids)).order_by(Domain.did).with_for_update()
+            )
+        )
+        changed = [row for row in rows if row.status == ACTIVE and not row.verified]
+        for row in changed:
+            row.verified = True
+            row.version += 1
+            row.updated_at = now
+        if not changed:
+            return
+        await session.flush()
+        edges: dict[str, list[Relationship]] = {}
+        for edge in await session.scalars(
+            select(Relationship).where(Relationship.source_did.in_([r.did for r in changed]))
+        ):
+            edges.setdefault(edge.source_did, []).append(edge)
+        for row in changed:
+            record = stored_record(row, edges.get(row.did, []))
+            await write.append(
+                "domain.verify", row.did, actor.did, {"record": record, "proposal": proposal_id}
+            )
 
     async def vote(self, proposal_id: int, option: str, actor: Principal) -> dict[str, Any]:
         if option not in OPTIONS:
@@ -313,7 +536,18 @@ class GovernanceService:
         return view
 
     async def execute(self, proposal_id: int, actor: Principal) -> dict[str, Any]:
-        """Apply a passed proposal: the one way a domain becomes (or stops being) verified."""
+        """Apply a passed proposal: the one way a domain becomes (or stops being) verified.
+        A batch proposal runs in chunks, each committed with its progress: executing it
+        again after an interruption carries on where it stopped."""
+        async with self._sessions() as session:
+            action = await session.scalar(select(Proposal.action).where(Proposal.id == proposal_id))
+        if action == VERIFY_BATCH:
+            first = True
+            while True:
+                view = await self._execute_batch_chunk(proposal_id, actor, first)
+                if view is not None:
+                    return view
+                first = False
         async with self._ledger.write() as write:
             session = write.session
             proposal, group = await self._proposal(session, proposal_id, lock=True)
@@ -439,7 +673,29 @@ class GovernanceService:
             "expiresAt": _iso(proposal.expires_at),
             "decidedAt": _iso(proposal.decided_at),
             "executedAt": _iso(proposal.executed_at),
+            **(
+                {"progress": {"done": proposal.items_done, "total": proposal.items_total}}
+                if proposal.items_total is not None
+                else {}
+            ),
         }
+
+
+def _batch_query(selection: BatchSelection) -> Any:
+    """The DIDs a batch proposal takes: active, unverified assets of the project."""
+    linked = select(Relationship.source_did).where(
+        Relationship.type == "project", Relationship.target_did == selection.project
+    )
+    query = select(Domain.did).where(
+        Domain.status == ACTIVE,
+        Domain.verified.is_(False),
+        or_(Domain.parent_did == selection.project, Domain.did.in_(linked)),
+    )
+    if selection.protocol is not None:
+        query = query.where(Domain.class_did == selection.protocol)
+    if selection.domains is not None:
+        query = query.where(Domain.did.in_(selection.domains))
+    return query.subquery()
 
 
 def votes_needed(total: int, fraction: float) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.services.errors import Invalid
+from twinhub.services.errors import FieldProblem, Invalid
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,6 +41,10 @@ def split_page(rows: list[R], limit: int, key: Callable[[R], int]) -> tuple[list
     return rows, encode_cursor(key(rows[-1])) if more and rows else None
 
 
+_FOREIGN_CURSOR = "The cursor is not one this API gave out."
+_CURSOR_PROBLEM = FieldProblem("cursor", "the nextCursor of a previous page")
+
+
 def decode_cursor(cursor: str | None) -> int:
     """The sequence number after which a page starts; 0 for the first page."""
     if not cursor:
@@ -49,9 +53,9 @@ def decode_cursor(cursor: str | None) -> int:
         padded = cursor + "=" * (-len(cursor) % 4)
         value = int(base64.urlsafe_b64decode(padded.encode()).decode())
     except (ValueError, UnicodeDecodeError):
-        raise Invalid("The cursor is not one this API gave out.", []) from None
+        raise Invalid(_FOREIGN_CURSOR, [_CURSOR_PROBLEM]) from None
     if not 0 <= value < 2**63:  # sequence numbers are signed 64-bit in every database
-        raise Invalid("The cursor is not one this API gave out.", [])
+        raise Invalid(_FOREIGN_CURSOR, [_CURSOR_PROBLEM])
     return value
 
 

@@ -11,10 +11,11 @@ ROLES = ("admin", "writer", "reader")
 
 @dataclass(frozen=True)
 class Principal:
-    """A DID, and the roles its API key grants."""
+    """A DID, and the roles its API key grants (and which key: for the write log)."""
 
     did: str
     roles: frozenset[str]
+    key_id: str | None = None
 
     @property
     def is_admin(self) -> bool:

@@ -4,6 +4,7 @@ of domain has. A protocol may extend a parent; the child wins where names collid
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Protocol, utcnow
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
+from twinhub.oracle.methodology import compile_methodology, digest_of
 from twinhub.services.errors import Conflict, NotFound, Problems
 from twinhub.services.ledger import Ledger
 from twinhub.services.paging import Page, decode_cursor, split_page
@@ -27,7 +29,15 @@ NAME_RULE = "names start with a letter, then letters, digits or _ (at most 64)"
 KIND_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9 _\-]{0,63}$")
 SERVICE_ID = re.compile(r"^#[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 URL_PATTERN = re.compile(r"^(https?|wss?|ipfs|grpcs?)://[^\s]{1,2000}$")
+JSON_SAFE_INTEGER = 2**53 - 1
 TOKEN_CLASS_PATTERN = re.compile(r"^[A-Z][A-Z0-9]{1,31}$")
+# What a protocol may declare about a property's values, beside its type (`constraints`).
+BOUND_KEYS = ("minimum", "maximum")  # number and integer properties
+LENGTH_KEYS = ("minLength", "maxLength")  # string properties
+CONSTRAINT_KEYS = (*BOUND_KEYS, "enum", *LENGTH_KEYS)
+ENUM_TYPES = ("string", "number", "integer")
+MAX_ENUM = 100
+MAX_LENGTH_BOUND = 100_000
 
 
 def value_problem(type_name: str, value: Any) -> str | None:
@@ -66,13 +76,121 @@ def check_values(
         if name not in declared:
             problems.add(f"{where}.{name}", f"not a property of {protocol.did}")
             continue
-        problem = value_problem(declared[name], value)
+        problem = value_problem(declared[name], value) or constraint_problem(
+            protocol.effective_constraints.get(name), value
+        )
         if problem:
             problems.add(f"{where}.{name}", problem)
     if not partial:
         for name in protocol.effective_required:
             if name not in values:
                 problems.add(f"{where}.{name}", "required by the protocol")
+
+
+def constraint_problem(rule: dict[str, Any] | None, value: Any) -> str | None:
+    """Why a value of the right type breaks the protocol's declared range, allowed values
+    or length, or None. `rule` was checked by `check_constraints` when the protocol was
+    made, so each key fits the property's type."""
+    if not rule:
+        return None
+    if "enum" in rule and value not in rule["enum"]:
+        shown = ", ".join(orjson_text(item) for item in rule["enum"][:10])
+        return f"expected one of {shown}{', ...' if len(rule['enum']) > 10 else ''}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in rule and value < rule["minimum"]:
+            return f"expected at least {rule['minimum']}"
+        if "maximum" in rule and value > rule["maximum"]:
+            return f"expected at most {rule['maximum']}"
+    if isinstance(value, str):
+        if "minLength" in rule and len(value) < rule["minLength"]:
+            return f"expected at least {rule['minLength']} characters"
+        if "maxLength" in rule and len(value) > rule["maxLength"]:
+            return f"expected at most {rule['maxLength']} characters"
+    return None
+
+
+def orjson_text(value: Any) -> str:
+    """A value as JSON would show it (strings quoted), for error messages."""
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def check_constraints(
+    constraints: Any, types: dict[str, str], problems: Problems, where: str = "constraints"
+) -> None:
+    """Each declared rule names a property of a type it fits, with sane values: bounds are
+    finite numbers with minimum <= maximum, an enum is a non-empty list of distinct values
+    of the property's type, lengths are whole numbers with minLength <= maxLength."""
+    if not isinstance(constraints, dict):
+        problems.add(where, "expected an object of property name to rules")
+        return
+    for name, rule in constraints.items():
+        at = f"{where}.{name}"
+        type_name = types.get(name)
+        if type_name is None:
+            problems.add(at, f"{name!r} is not a property of this protocol")
+            continue
+        if not isinstance(rule, dict) or not rule:
+            problems.add(at, f"expected an object with some of {', '.join(CONSTRAINT_KEYS)}")
+            continue
+        unknown = sorted(set(rule) - set(CONSTRAINT_KEYS))
+        if unknown:
+            problems.add(at, f"unknown rules: {', '.join(unknown)}")
+        _check_bounds(rule, type_name, at, problems, BOUND_KEYS, ("number", "integer"))
+        _check_bounds(rule, type_name, at, problems, LENGTH_KEYS, ("string",))
+        if "enum" in rule:
+            _check_enum(rule["enum"], type_name, f"{at}.enum", problems)
+
+
+def _check_bounds(
+    rule: dict[str, Any],
+    type_name: str,
+    at: str,
+    problems: Problems,
+    keys: tuple[str, str],
+    types: tuple[str, ...],
+) -> None:
+    low_key, high_key = keys
+    values: dict[str, float] = {}
+    for key in keys:
+        if key not in rule:
+            continue
+        value = rule[key]
+        if type_name not in types:
+            problems.add(f"{at}.{key}", f"only a {' or '.join(types)} property has {key}")
+        elif key in LENGTH_KEYS and (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 0 <= value <= MAX_LENGTH_BOUND
+        ):
+            problems.add(f"{at}.{key}", f"expected a whole number from 0 to {MAX_LENGTH_BOUND}")
+        elif key in BOUND_KEYS and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or abs(value) > JSON_SAFE_INTEGER
+        ):
+            problems.add(f"{at}.{key}", "expected a finite number")
+        else:
+            values[key] = value
+    if low_key in values and high_key in values and values[low_key] > values[high_key]:
+        problems.add(at, f"{low_key} {values[low_key]} is above {high_key} {values[high_key]}")
+
+
+def _check_enum(values: Any, type_name: str, at: str, problems: Problems) -> None:
+    if type_name not in ENUM_TYPES:
+        problems.add(at, f"only a {', '.join(ENUM_TYPES)} property has an enum")
+        return
+    if not isinstance(values, list) or not 1 <= len(values) <= MAX_ENUM:
+        problems.add(at, f"expected a list of 1 to {MAX_ENUM} allowed values")
+        return
+    for index, value in enumerate(values):
+        problem = value_problem(type_name, value)
+        if problem:
+            problems.add(f"{at}[{index}]", problem)
+        elif isinstance(value, str) and not 1 <= len(value) <= 200:
+            problems.add(f"{at}[{index}]", "expected 1 to 200 characters")
+    if len({orjson_text(v) for v in values}) != len(values):
+        problems.add(at, "a value is listed twice")
 
 
 def _is_timestamp(value: Any) -> bool:
@@ -129,6 +247,9 @@ class ProtocolSpec:
     extends: str | None = None
     token_class: str | None = None
     telemetry: dict[str, Any] | None = None  # what devices report (twinhub.telemetry.schema)
+    # property name -> {minimum, maximum, enum, minLength, maxLength} (check_constraints)
+    constraints: dict[str, dict[str, Any]] | None = None
+    methodology: dict[str, Any] | None = None  # how credits are computed (twinhub.oracle)
 
 
 @dataclass(frozen=True)
@@ -157,6 +278,21 @@ class ProtocolView:
     updated_at: datetime
     telemetry: dict[str, Any] | None = None
     effective_telemetry: dict[str, Any] | None = None
+    constraints: dict[str, dict[str, Any]] | None = None
+    effective_constraints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    methodology: dict[str, Any] | None = None
+    effective_methodology: dict[str, Any] | None = None
+
+    def methodology_summary(self) -> dict[str, str] | None:
+        """What a credit names: the methodology's id, version and digest."""
+        document = self.effective_methodology
+        if document is None:
+            return None
+        return {
+            "id": str(document.get("id")),
+            "version": str(document.get("version")),
+            "digest": digest_of(document),
+        }
 
     def as_record(self) -> dict[str, Any]:
         return {
@@ -172,6 +308,8 @@ class ProtocolView:
             "services": self.services,
             "tokenClass": self.token_class,
             "telemetry": self.telemetry,
+            "constraints": self.constraints,
+            "methodology": self.methodology,
             "version": self.version,
             "createdAt": self.created_at.isoformat(),
             "updatedAt": self.updated_at.isoformat(),
@@ -215,6 +353,8 @@ class ProtocolService:
                     services=spec.services,
                     token_class=spec.token_class,
                     telemetry=spec.telemetry,
+                    constraints=spec.constraints,
+                    methodology=spec.methodology,
                     seq=seq,
                     version=1,
                     created_at=now,
@@ -256,6 +396,28 @@ class ProtocolService:
             problems.add("tokenClass", "expected 2 to 32 upper-case letters or digits, e.g. CARBON")
         if spec.telemetry is not None:
             check_declaration(spec.telemetry, problems)
+        if spec.constraints is not None:
+            types: dict[str, str] = {}
+            for ancestor in reversed(parent):
+                types.update(ancestor.properties)
+            types.update(spec.properties)
+            check_constraints(spec.constraints, types, problems)
+        self._check_inherited_constraints(spec, parent, problems)
+        if spec.methodology is not None:
+            compile_methodology(spec.methodology, problems)
+
+    @staticmethod
+    def _check_inherited_constraints(
+        spec: ProtocolSpec, parent: list[Protocol], problems: Problems
+    ) -> None:
+        """A child that retypes a property its ancestors constrain must restate the rule."""
+        own = spec.constraints or {}
+        for ancestor in parent:
+            for name, rule in (ancestor.constraints or {}).items():
+                if name in spec.properties and name not in own:
+                    check_constraints(
+                        {name: rule}, {name: spec.properties[name]}, problems, "properties"
+                    )
 
     async def get(self, did: str) -> ProtocolView:
         view = self._views.get(did)
@@ -308,8 +470,14 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
     required: list[str] = []
     twin_class = entity_type = token_class = None
     telemetry: dict[str, Any] | None = None
+    constraints: dict[str, dict[str, Any]] = {}
     for protocol in lineage:
         telemetry = protocol.telemetry or telemetry
+        constraints.update(protocol.constraints or {})
+    methodology: dict[str, Any] | None = None
+    for protocol in lineage:
+        telemetry = protocol.telemetry or telemetry
+        methodology = protocol.methodology or methodology
         properties.update(protocol.properties)
         relationships.update(protocol.relationships)
         services.update({service["id"]: service for service in protocol.services})
@@ -340,4 +508,8 @@ def _view(row: Protocol, ancestors: list[Protocol]) -> ProtocolView:
         updated_at=row.updated_at,
         telemetry=row.telemetry,
         effective_telemetry=telemetry,
+        constraints=row.constraints,
+        effective_constraints=constraints,
+        methodology=row.methodology,
+        effective_methodology=methodology,
     )

@@ -22,6 +22,7 @@ SQLite database, which another connection cannot open) this falls back to the se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -54,13 +55,37 @@ PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
 }
 EDGES = "SELECT type, target_did FROM relationships WHERE source_did = ?"
 TYPES = "SELECT did, type FROM domains WHERE did IN (SELECT value FROM json_each(?))"
+COUNT = "SELECT count(*) FROM domains"
 
 
-def _iso(text: str | None) -> str | None:
-    """A stored UTC datetime as the services render it (isoformat with +00:00)."""
-    if text is None:
+def _numbered(statement: str) -> str:
+    """A statement's `?` parameters as PostgreSQL's `$1, $2, ...`."""
+    parts = statement.split("?")
+    return parts[0] + "".join(f"${n}{rest}" for n, rest in enumerate(parts[1:], start=1))
+
+
+# PostgreSQL's forms of the same statements (JSON columns come back as text, as in SQLite).
+PG_BY_DID = _numbered(BY_DID)
+PG_BY_DIDS = SELECT_DOMAINS + "WHERE did = ANY($1::text[])"
+PG_PAGES = {shape: _numbered(statement) for shape, statement in PAGES.items()}
+PG_EDGES = _numbered(EDGES)
+PG_TYPES = "SELECT did, type FROM domains WHERE did = ANY($1::text[])"
+PG_POOL_SIZE = 4
+HEIGHT = "SELECT height FROM ledger_head WHERE id = 1"
+# PostgreSQL: the snapshot and the height of one statement (one snapshot for both).
+PG_STATE = (
+    "SELECT pg_current_snapshot()::text, coalesce((SELECT height FROM ledger_head WHERE id = 1), 0)"
+)
+
+
+def _iso(value: str | datetime | None) -> str | None:
+    """A stored UTC datetime (SQLite: text, PostgreSQL: a datetime) as the services render
+    it (isoformat with +00:00)."""
+    if value is None:
         return None
-    return datetime.fromisoformat(text).replace(tzinfo=UTC).isoformat()
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC).isoformat()
+    return value.astimezone(UTC).isoformat()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +139,26 @@ class ReadModel:
         self._path = database if database and database != ":memory:" else None
         self._cache_kib = platform.settings.sqlite_cache_mib * 1024
         self._connection: sqlite3.Connection | None = None
-        self._data_version = -1
+        self._data_version: object = None  # the version `_height` was read at
         self._height = 0
+        self._pg_url = (
+            url.set(drivername="postgresql").render_as_string(hide_password=False)
+            if url.get_backend_name() == "postgresql"
+            else None
+        )
+        self._pg: Any = None  # asyncpg.Connection, opened on first use
+        self._pool: Any = None  # asyncpg.Pool for the records, opened on first use
+        self._pool_opening = asyncio.Lock()
+        self._pg_lock = asyncio.Lock()
+        self._pg_started = 0  # state reads begun so far
+        self._pg_done = 0  # the number of the last state read that finished
+        self._pg_state: tuple[str, int] | None = None
 
     @property
     def fast(self) -> bool:
-        """Whether reads go through the direct connection (SQLite on a file)."""
-        return self._path is not None
+        """Whether records are read here (SQLite on a file, PostgreSQL), not by the
+        services."""
+        return self._path is not None or self._pg_url is not None
 
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
@@ -141,23 +179,119 @@ class ReadModel:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-            self._data_version = -1
+        self._data_version = None
+        if self._pg is not None:
+            self._pg.terminate()
+            self._pg = None
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
 
-    async def height(self) -> int:
-        """The ledger height, re-read only after another connection has committed."""
+    async def aclose(self) -> None:
+        """close(), letting PostgreSQL know the connection ends."""
+        if self._pg is not None:
+            pg, self._pg = self._pg, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pg.close(), 2.0)
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pool.close(), 2.0)
+        self.close()
+
+    async def version(self) -> object | None:
+        """The database's version (see the module docstring); None when there is no cheap
+        one (an in-memory SQLite database): then nothing may be kept across queries."""
+        if self._path is not None:
+            return self._db().execute("PRAGMA data_version").fetchone()[0]
+        if self._pg_url is not None:
+            return (await self._pg_read())[0]
+        return None
+
+    async def height(self, version: object | None = None) -> int:
+        """The ledger height; `version` is one `version()` just returned (the height is
+        re-read only when the database has changed since it was last read)."""
+        if self._pg_url is not None:
+            state = self._pg_state
+            if version is not None and state is not None and state[0] == version:
+                return state[1]
+            return (await self._pg_read())[1]
         if self._path is None:
             return await self._platform.ledger.height()
         db = self._db()
-        (version,) = db.execute("PRAGMA data_version").fetchone()
+        if version is None:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
-            found = db.execute("SELECT height FROM ledger_head WHERE id = 1").fetchone()
+            found = db.execute(HEIGHT).fetchone()
             self._height = found[0] if found else 0
             self._data_version = version
         return self._height
 
+    async def _pg_read(self) -> tuple[str, int]:
+        """(snapshot, height) from a statement that began after this call did."""
+        arrived = self._pg_started
+        async with self._pg_lock:
+            if self._pg_done > arrived and self._pg_state is not None:
+                return self._pg_state  # read by a statement begun after we arrived
+            self._pg_started += 1
+            number = self._pg_started
+            try:
+                if self._pg is None:
+                    self._pg = await self._pg_connect()
+                snapshot, height = await self._pg.fetchrow(PG_STATE)
+            except Exception as error:
+                pg, self._pg = self._pg, None
+                if pg is not None:
+                    pg.terminate()
+                if isinstance(error, OSError):
+                    raise
+                raise ConnectionError("the database is unavailable") from error
+            self._pg_state = (snapshot, int(height))
+            self._pg_done = number
+            return self._pg_state
+
+    def _pg_options(self) -> dict[str, Any]:
+        settings = self._platform.settings
+        statement = settings.database_statement_timeout_seconds
+        return {
+            "timeout": settings.database_connect_timeout_seconds,
+            "command_timeout": statement + 0.5,
+            "server_settings": {
+                "statement_timeout": str(int(statement * 1000)),
+                "application_name": "twinhub-node-reads",
+            },
+        }
+
+    async def _pg_connect(self) -> Any:
+        import asyncpg
+
+        return await asyncpg.connect(self._pg_url, **self._pg_options())
+
+    async def _pg_fetch(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows of one statement on the records pool (asyncpg prepares and keeps each
+        statement per connection); a failed database is ConnectionError, as in `version`."""
+        import asyncpg
+
+        try:
+            if self._pool is None:
+                async with self._pool_opening:
+                    if self._pool is None:
+                        self._pool = await asyncpg.create_pool(
+                            self._pg_url, min_size=1, max_size=PG_POOL_SIZE, **self._pg_options()
+                        )
+            async with self._pool.acquire() as connection:
+                return [tuple(row) for row in await connection.fetch(statement, *args)]
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            if isinstance(error, OSError):
+                raise
+            raise ConnectionError("the database is unavailable") from error
+
     async def domain_row(self, did: str) -> DomainRow | None:
         """The stored row of `did` (None when unknown); None on the fallback path too, so
         check `fast` first."""
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_BY_DID, did)
+            return _row(found[0]) if found else None
         if self._path is None:
             return None
         raw = self._db().execute(BY_DID, (did,)).fetchone()
@@ -165,15 +299,20 @@ class ReadModel:
 
     async def domain(self, row: DomainRow) -> dict[str, Any]:
         """The resolved record of a row: its edges, and what it inherits from its protocol."""
-        edges = self._db().execute(EDGES, (row.did,)).fetchall()
+        if self._pg_url is not None:
+            edges = await self._pg_fetch(PG_EDGES, row.did)
+        else:
+            edges = self._db().execute(EDGES, (row.did,)).fetchall()
         protocol = await self._platform.protocols.get(row.raw[3])
         return resolve_inheritance(row.record(edges), protocol)
 
     async def types_of(self, dids: list[str]) -> dict[str, str]:
-        if self._path is None:
+        if not self.fast:
             return await self._platform.domains.types_of(dids)
         if not dids:
             return {}
+        if self._pg_url is not None:
+            return dict(await self._pg_fetch(PG_TYPES, dids))
         rows = self._db().execute(TYPES, (orjson.dumps(dids).decode(),))
         return dict(rows.fetchall())
 
@@ -186,21 +325,31 @@ class ReadModel:
         keyed = window.key is not None
         params = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
-        db = self._db()
-        keys = db.execute(PAGES[(keyed, window.reverse)], params).fetchall()
+        pg = self._pg_url is not None
+        if pg:
+            keys = await self._pg_fetch(PG_PAGES[(keyed, window.reverse)], *params)
+        else:
+            keys = self._db().execute(PAGES[(keyed, window.reverse)], params).fetchall()
         more = len(keys) > window.limit
         keys = keys[: window.limit]
         missing = [did for did, _seq, version in keys if not built(did, version)]
         fetched: dict[str, tuple[Any, ...]] = {}
-        if missing:
-            found = db.execute(BY_DIDS, (orjson.dumps(missing).decode(),)).fetchall()
+        if missing and pg:
+            found = await self._pg_fetch(PG_BY_DIDS, missing)
+            fetched = {raw[0]: raw for raw in found}
+        elif missing:
+            found = self._db().execute(BY_DIDS, (orjson.dumps(missing).decode(),)).fetchall()
             fetched = {raw[0]: raw for raw in found}
         rows = []
         for did, seq, version in keys:
             raw = fetched.get(did)
             # A row fetched after a newer commit carries its own (newer) version.
             rows.append(_row(raw) if raw else DomainRow(did, version, seq, None))
-        total = await asyncio.to_thread(self._count) if window.count_total else None
+        total = None
+        if window.count_total:
+            total = (
+                (await self._pg_fetch(COUNT))[0][0] if pg else await asyncio.to_thread(self._count)
+            )
         return WindowPage(rows, keys[-1][1] if more and keys else None, total)
 
     def _count(self) -> int:
@@ -208,6 +357,6 @@ class ReadModel:
         assert self._path is not None
         connection = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
         try:
-            return int(connection.execute("SELECT count(*) FROM domains").fetchone()[0])
+            return int(connection.execute(COUNT).fetchone()[0])
         finally:
             connection.close()

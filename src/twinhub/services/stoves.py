@@ -2,29 +2,32 @@
 
 This is what the USSD menus need, said in registry terms and nothing else (no HTTP, no
 screen words). Rules that live here:
-- a customer's stoves are the Device domains whose FIRST controller is the customer's DID
-  (`customer_did`): the owner, to whom the credits of the stove's claims are minted; a
-  domain the customer merely co-controls is not "theirs";
+- a customer's stoves are the Device domains whose `ownerCustomerId` names the customer
+  (services/ownership.py): the household, to whom the credits of the stove's claims are
+  minted; a domain the customer merely co-controls is not "theirs";
 - a report is a claim about one of their stoves, submitted as the customer, into the
   newest collection of the stove's project that is open now and takes clean-cooking
-  claims; a project that governance has not verified takes no report;
+  claims; a project that governance has not verified takes no report; a report covers the
+  calendar month it is sent in, and a stove's month is counted once whatever the channel
+  (ClaimService refuses a second with PeriodClaimed, naming the first);
 - their claims are listed newest first (the latest report is the one they look for).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from twinhub.identifiers import customer_did
-from twinhub.services.claims import OPEN, ClaimFilter, ClaimService
+from twinhub.services.claims import OPEN, ClaimFilter, ClaimService, last_month_start
+from twinhub.services.credentials import rfc3339
 from twinhub.services.credits import CreditService
-from twinhub.services.domains import ACTIVE, DomainFilter, DomainService
+from twinhub.services.domains import ACTIVE, DomainService
 from twinhub.services.errors import Conflict, FieldProblem, Invalid, NotFound, NotVerified
+from twinhub.services.ownership import stoves_of_customer
 from twinhub.services.paging import decode_cursor, encode_cursor
 from twinhub.services.principals import Principal
-from twinhub.services.twin_classes import same_kind
 
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
 COOKING, FUEL = "cooking", "fuel"
@@ -32,6 +35,16 @@ COOKING, FUEL = "cooking", "fuel"
 REPORT_FIELDS = {COOKING: "mealsCooked", FUEL: "fuelKg"}
 MIN_QUANTITY, MAX_QUANTITY = 1, 1000
 _SCAN = 200  # rows per registry page while reading a customer's stoves or claims
+
+
+def report_period(now: datetime) -> dict[str, str]:
+    """The period a phone report covers: the calendar month (UTC) just ended, the same
+    stove-month an API claim without a period counts against (services.claims), so a report
+    sent by phone and by API is counted once; its telemetry is complete, so the oracle can
+    compute its credits at once."""
+    start = last_month_start(now)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return {"periodStart": rfc3339(start), "periodEnd": rfc3339(end)}
 
 
 class NoOpenCollection(Conflict):
@@ -84,12 +97,6 @@ def quantity_problem(quantity: object) -> str | None:
     return None
 
 
-def _owned_stove(record: dict[str, Any], owner: str) -> bool:
-    """A Device whose first controller (its owner, who receives its credits) is `owner`."""
-    controller = record["controller"]
-    return bool(controller) and controller[0] == owner and same_kind(record["type"], "Device")
-
-
 def _stove_name(record: dict[str, Any]) -> str:
     name = (record.get("metadata") or {}).get("name")
     serial = (record.get("properties") or {}).get("serialNumber")
@@ -127,15 +134,7 @@ class StoveService:
     # -- stoves ----------------------------------------------------------------------------
     async def stoves_of(self, customer_id: str) -> list[StoveView]:
         """Every stove the customer owns, oldest first (a stable order for numbered pages)."""
-        owner = customer_did(customer_id)
-        records: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = await self._domains.list(DomainFilter(controller=owner), cursor, _SCAN)
-            records += [r for r in page.items if _owned_stove(r, owner)]
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        records = await stoves_of_customer(self._domains, customer_id)
         verified: dict[str, bool] = {}
         stoves = []
         for record in records:
@@ -192,6 +191,7 @@ class StoveService:
             )
         collection = await self._open_collection(stove.project)
         data = {"reportType": kind, REPORT_FIELDS[kind]: quantity, "channel": "ussd"}
+        data |= report_period(datetime.now(UTC))
         writer = Principal(customer_did(customer_id), frozenset({"writer"}))
         return await self._claims.submit(collection, data, writer, asset=stove.did)
 
@@ -246,7 +246,22 @@ class StoveService:
         ]
         return ClaimPage(lines, encode_cursor(end), encode_cursor(start) if start else None, start)
 
-    async def balance(self, customer_id: str) -> list[tuple[str, int]]:
-        """(token, spendable amount) for every credit class the customer ever held."""
+    async def balance(self, customer_id: str) -> list[tuple[str, str]]:
+        """(token, spendable amount in whole credits, as text) for every credit class the
+        customer ever held: 67984 millionths of CARBON read 0.067984."""
         rows = await self._credits.balances(customer_did(customer_id))
-        return [(row["token"], int(row["amount"])) for row in rows]
+        shown = []
+        for row in rows:
+            decimals = (await self._credits.token(row["token"]))["decimals"]
+            shown.append((row["token"], whole_credits(int(row["amount"]), decimals)))
+        return shown
+
+
+def whole_credits(amount: int, decimals: int) -> str:
+    """An amount in a token's smallest unit as whole credits, without trailing zeros."""
+    if decimals <= 0:
+        return str(amount)
+    sign = "-" if amount < 0 else ""
+    whole, part = divmod(abs(amount), 10**decimals)
+    fraction = str(part).rjust(decimals, "0").rstrip("0")
+    return f"{sign}{whole}.{fraction}" if fraction else f"{sign}{whole}"

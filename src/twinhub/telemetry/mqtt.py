@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import os
 import socket
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -43,10 +43,11 @@ from sqlalchemy.exc import (
 )
 
 from twinhub.logging import get_logger
-from twinhub.services.device_tokens import DeviceTokenService, sign
+from twinhub.services.device_tokens import DeviceCredential, DeviceTokenService, sign
 from twinhub.services.errors import ServiceError
 from twinhub.settings import Settings
-from twinhub.telemetry.service import Prepared, TelemetryService
+from twinhub.telemetry.schema import loads
+from twinhub.telemetry.service import Prepared, TelemetryService, merge_by_device
 
 log = get_logger(__name__)
 KEY_ID = "key-id"
@@ -57,6 +58,7 @@ WORKERS = 2
 T = TypeVar("T")
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, OSError, TimeoutError)
 NOT_RETRYABLE = (IntegrityError, DataError, ProgrammingError)
+Opened = tuple[str, DeviceCredential, Any]  # a signed message's twin, credential and body
 
 
 def device_properties(token: str, payload: bytes) -> Properties:
@@ -96,6 +98,9 @@ class MqttIngest:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: mqtt.Client | None = None
         self._queue: asyncio.Queue[mqtt.MQTTMessage] = asyncio.Queue()
+        # paho's thread appends here and wakes the loop once per burst, not per message.
+        self._inbox: deque[mqtt.MQTTMessage] = deque()
+        self._wake_pending = False
 
     @property
     def status(self) -> str:
@@ -173,7 +178,17 @@ class MqttIngest:
 
     def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, message)
+        self._inbox.append(message)
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._loop.call_soon_threadsafe(self._take_inbox)
+
+    def _take_inbox(self) -> None:
+        """(the asyncio loop) Move what paho's thread received to the workers' queue. The
+        flag drops first: a message appended after it gets a wake-up of its own."""
+        self._wake_pending = False
+        while self._inbox:
+            self._queue.put_nowait(self._inbox.popleft())
 
     # -- handling (the asyncio loop) -----------------------------------------------------
     async def _work(self) -> None:
@@ -186,14 +201,24 @@ class MqttIngest:
             await self._handle(messages)
 
     async def _handle(self, messages: list[mqtt.MQTTMessage]) -> None:
-        prepared: list[Prepared] = []
+        opened: list[Opened] = []
         for message in messages:
-            found = await self._retrying(lambda m=message: self._check(m))
+            found = await self._retrying(lambda m=message: self._open(m))
+            if found is not None:
+                opened.append(found)
+        counts = Counter(did for did, _, _ in opened)  # one rate-limit hit per device
+        admitted = {did: await self._telemetry.admit(did, n) for did, n in counts.items()}
+        prepared: list[Prepared] = []
+        for did, credential, body in opened:
+            found = await self._retrying(
+                lambda d=did, c=credential, b=body: self._prepare(d, c, b, admitted[d])
+            )
             if found is not None:
                 prepared.append(found)
         if prepared:
             try:
-                await self._retrying(lambda: self._telemetry.commit(prepared))
+                merged = merge_by_device(prepared)
+                await self._retrying(lambda: self._telemetry.commit(merged))
                 self.stored += len(prepared)
             except NOT_RETRYABLE:
                 await self._one_by_one(prepared)
@@ -225,8 +250,9 @@ class MqttIngest:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _check(self, message: mqtt.MQTTMessage) -> Prepared | None:
-        """The message's checked batch, or None when it is dropped (counted and listed)."""
+    async def _open(self, message: mqtt.MQTTMessage) -> Opened | None:
+        """The message's twin, credential and parsed body once its signature holds, or None
+        when it is dropped (counted and listed)."""
         topic = message.topic
         did = topic[len(self._prefix) + 1 :] if topic.startswith(self._prefix + "/") else ""
         properties = dict(getattr(message.properties, "UserProperty", None) or [])
@@ -239,12 +265,22 @@ class MqttIngest:
         expected = hmac.new(credential.signing_key, message.payload, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             return self._drop(did, "bad signature")
+        if credential.domain != did:
+            return self._drop(did, "a token of another device")
         try:
-            body = json.loads(message.payload)
-        except (ValueError, UnicodeDecodeError):
+            body = loads(message.payload)
+        except ValueError:
             return self._drop(did, "malformed JSON")
+        return did, credential, body
+
+    async def _prepare(
+        self, did: str, credential: DeviceCredential, body: Any, admitted: bool
+    ) -> Prepared | None:
+        """The message's checked batch, or None when it is dropped (counted and listed)."""
         try:
-            return await self._telemetry.prepare(did, credential, body, source="mqtt")
+            return await self._telemetry.prepare(
+                did, credential, body, source="mqtt", admitted=admitted
+            )
         except ServiceError as error:
             self.dropped += 1
             if error.code not in ("forbidden", "rate_limited"):  # the service listed those

@@ -73,6 +73,25 @@ class Prepared:
     source: str = "http"
 
 
+def merge_by_device(prepared: list[Prepared]) -> list[Prepared]:
+    """One batch per device out of many messages (MQTT: a message is often one reading), so
+    a group updates each device's state, rollup cells and live stream once. A message with
+    rejections stays apart: its telemetry.rejected event is its own."""
+    readings: dict[str, list[Reading]] = {}
+    first: dict[str, Prepared] = {}
+    apart: list[Prepared] = []
+    for one in prepared:
+        if one.rejected:
+            apart.append(one)
+        elif one.did in first:
+            readings[one.did].extend(one.valid)
+        else:
+            first[one.did] = one
+            readings[one.did] = list(one.valid)
+    merged = [Prepared(did, one.info, readings[did], [], one.source) for did, one in first.items()]
+    return merged + apart
+
+
 @dataclass
 class IngestResult:
     accepted: int
@@ -163,14 +182,19 @@ class TelemetryService:
         return (await self.commit([prepared]))[0]
 
     async def prepare(
-        self, did: str, credential: DeviceCredential, body: Any, source: str
+        self,
+        did: str,
+        credential: DeviceCredential,
+        body: Any,
+        source: str,
+        admitted: bool = False,
     ) -> Prepared:
-        """Authorise, rate-limit and check a batch; raise a ServiceError when none of it can
-        be stored (the reasons are listed for operators)."""
+        """Authorise, rate-limit (unless `admitted` counted it already) and check a batch;
+        raise a ServiceError when none of it can be stored (the reasons are listed)."""
         if credential.domain != did:
             self.reject(source, did, "a token of another device")
             raise Forbidden("This device token writes only its own twin's telemetry.")
-        retry_after = await self._limiter.hit(did)
+        retry_after = None if admitted else await self._limiter.hit(did)
         if retry_after is not None:
             self.reject(source, did, "rate limited")
             raise Throttled(retry_after)
@@ -199,6 +223,12 @@ class TelemetryService:
                 [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
             )
         return Prepared(did, info, valid, rejected, source)
+
+    async def admit(self, did: str, count: int) -> bool:
+        """Whether `count` more messages of `did` are within its rate limit, counted in one
+        hit (MQTT handles a device's messages of a group together); when not, nothing is
+        counted and each message is then limited on its own."""
+        return await self._limiter.hit(did, count) is None
 
     async def commit(self, prepared: list[Prepared]) -> list[IngestResult]:
         """Store prepared batches in one transaction; database errors propagate (the caller

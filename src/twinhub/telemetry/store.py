@@ -1,33 +1,88 @@
 """Readings, rollups and devices' state in the database: one transaction per batch.
 
-A batch's readings go in with `INSERT ... ON CONFLICT DO NOTHING` (the key holds the
-device and its seq), after the seqs the device already used are looked up, so a reading
-sent twice is stored once even when its time differs. The rows actually inserted feed
-the rollups (hour, day, month; per device and per project/organisation) by upsert and the
-device's live state, in the same transaction: either all of a batch counts or none.
+A group of batches (one HTTP batch, or many devices' MQTT messages) goes in as one bulk
+write on the session's own driver connection: PostgreSQL COPYs the readings into a staging
+table and one `INSERT ... SELECT` skips every seq the device has stored (so a reading sent
+twice is stored once even when its time differs) and returns what it stored; SQLite does
+the same with executemany into a temporary table and `INSERT OR IGNORE ... RETURNING` (its
+key is (device, seq)). The rows actually inserted feed the rollups (hour, day, month; per
+device and per project/organisation), summed in Python per group and upserted in bulk
+(COPY + `INSERT ... ON CONFLICT DO UPDATE`; executemany on SQLite), the device's live
+state and its events, in the same transaction: either all of a group counts or none.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import and_, case, delete, or_, select, text
+from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
 from twinhub.events.store import record_event
-from twinhub.telemetry.schema import Reading
+from twinhub.telemetry.schema import Reading, dumps
 
+T = TypeVar("T")
 INTERVALS = ("hour", "day", "month")
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
 FIELD_LENGTH = 64  # telemetry_rollups.field
+
+
+# PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
+_STAGE_READINGS = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
+    ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
+)
+_INSERT_STAGED = """
+INSERT INTO telemetry_readings (device_id, seq, time, "values")
+SELECT s.device_id, s.seq, s.time, s."values" FROM telemetry_stage s
+WHERE NOT EXISTS (
+    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
+)
+ON CONFLICT DO NOTHING
+RETURNING device_id, seq
+"""
+_STAGE_ROLLUPS = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_rollup_stage (scope varchar(200),"
+    ' "interval" varchar(8), bucket timestamptz, field varchar(64), count bigint,'
+    " sum double precision, min double precision, max double precision) ON COMMIT DELETE ROWS"
+)
+_UPSERT_STAGED_ROLLUPS = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
+SELECT scope, "interval", bucket, field, count, sum, min, max FROM telemetry_rollup_stage
+ORDER BY scope, "interval", bucket, field
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = t.count + excluded.count,
+    sum = t.sum + excluded.sum,
+    min = LEAST(t.min, excluded.min),
+    max = GREATEST(t.max, excluded.max)
+"""
+_STAGE_READINGS_SQLITE = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
+    ' time TEXT, "values" TEXT)'
+)
+_INSERT_STAGED_SQLITE = """
+INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
+SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
+RETURNING device_id, seq
+"""
+_UPSERT_ROLLUP_SQLITE = """
+INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = telemetry_rollups.count + excluded.count,
+    sum = telemetry_rollups.sum + excluded.sum,
+    min = min(telemetry_rollups.min, excluded.min),
+    max = max(telemetry_rollups.max, excluded.max)
+"""
 
 
 def bucket_of(moment: datetime, interval: str) -> datetime:
@@ -70,14 +125,14 @@ def counted_field(name: str, value: str) -> str:
     return f"{name}={value}"
 
 
-def rollup_rows(
-    readings: Iterable[Reading],
-    numeric: Sequence[str],
-    scopes: Sequence[str],
-    counted: Sequence[str] = (),
-) -> list[dict[str, Any]]:
-    """The rollup increments of some readings, one row per (scope, interval, bucket, field),
-    sorted so that concurrent batches lock rows in one order (no deadlocks).
+Cells = dict[tuple[str, int, str], list[float]]  # (interval, epoch s, field): count/sum/min/max
+RollupRecord = tuple[str, str, datetime, str, int, float, float, float]
+
+
+def add_cells(
+    cells: Cells, readings: Iterable[Reading], numeric: Sequence[str], counted: Sequence[str]
+) -> None:
+    """Add some readings to rollup cells (hour, day and month of each numeric field).
 
     An enum field named in `counted` rolls up as one field per value (`session=start`,
     value 1 per reading), so a day's cooking sessions are read from the rollups.
@@ -85,7 +140,6 @@ def rollup_rows(
     Buckets are found with integer arithmetic on the epoch seconds (hours and days are
     whole multiples in UTC); months through a per-day cache. This runs for every reading.
     """
-    cells: dict[tuple[str, int, str], list[float]] = {}
     months: dict[int, int] = {}
     for reading in readings:
         second = int(reading.time.timestamp())
@@ -95,13 +149,14 @@ def rollup_rows(
         if month is None:
             start = datetime.fromtimestamp(day, UTC).replace(day=1)
             month = months[day] = int(start.timestamp())
+        values = reading.values
         items: list[tuple[str, float]] = []
         for name in numeric:
-            value = reading.values.get(name)
+            value = values.get(name)
             if value is not None:
                 items.append((name, float(value)))
         for name in counted:
-            value = reading.values.get(name)
+            value = values.get(name)
             if isinstance(value, str) and len(counted_field(name, value)) <= FIELD_LENGTH:
                 items.append((counted_field(name, value), 1.0))
         for name, value in items:
@@ -116,23 +171,87 @@ def rollup_rows(
                         cell[2] = value
                     if value > cell[3]:
                         cell[3] = value
-    moments = {stamp: datetime.fromtimestamp(stamp, UTC) for _, stamp, _ in cells}
-    rows = [
-        {
-            "scope": scope,
-            "interval": interval,
-            "bucket": moments[stamp],
-            "field": name,
-            "count": int(cell[0]),
-            "sum": cell[1],
-            "min": cell[2],
-            "max": cell[3],
-        }
-        for scope in scopes
-        for (interval, stamp, name), cell in cells.items()
+
+
+def merge_cells(into: Cells, cells: Cells) -> None:
+    """Add one set of cells to another (a scope fed by several batches of a group)."""
+    for key, cell in cells.items():
+        held = into.get(key)
+        if held is None:
+            into[key] = list(cell)
+            continue
+        held[0] += cell[0]
+        held[1] += cell[1]
+        if cell[2] < held[2]:
+            held[2] = cell[2]
+        if cell[3] > held[3]:
+            held[3] = cell[3]
+
+
+def cell_records(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
+    """Rollup increments, one per (scope, interval, bucket, field), sorted by that key so
+    that concurrent transactions lock rollup rows in one order (no deadlocks).
+
+    `scoped` gives each scope the cells of the batches that feed it; a scope fed by one
+    batch shares that batch's cells with the device and its other scopes (no copies), and
+    their keys are sorted once for all of them."""
+    moments: dict[int, datetime] = {}
+    orders: dict[int, list[tuple[str, int, str]]] = {}
+    kept: list[Cells] = []  # holds merged cells alive, so no id() is reused meanwhile
+    records: list[RollupRecord] = []
+    for scope in sorted(scoped):
+        parts = scoped[scope]
+        cells = parts[0]
+        if len(parts) > 1:
+            cells = {key: list(cell) for key, cell in cells.items()}
+            for more in parts[1:]:
+                merge_cells(cells, more)
+            kept.append(cells)
+        keys = orders.get(id(cells))
+        if keys is None:
+            keys = orders[id(cells)] = sorted(cells)
+        for key in keys:
+            interval, stamp, name = key
+            cell = cells[key]
+            moment = moments.get(stamp)
+            if moment is None:
+                moment = moments[stamp] = datetime.fromtimestamp(stamp, UTC)
+            records.append((scope, interval, moment, name, int(cell[0]), cell[1], cell[2], cell[3]))
+    return records
+
+
+def as_records(rows: Iterable[dict[str, Any]]) -> list[RollupRecord]:
+    """Rollup rows (dicts, as rollup_rows gives them) as the records _roll_up takes."""
+    return [
+        (
+            r["scope"],
+            r["interval"],
+            r["bucket"],
+            r["field"],
+            r["count"],
+            r["sum"],
+            r["min"],
+            r["max"],
+        )
+        for r in rows
     ]
-    rows.sort(key=lambda r: (r["scope"], r["interval"], r["bucket"], r["field"]))
-    return rows
+
+
+def rollup_rows(
+    readings: Iterable[Reading],
+    numeric: Sequence[str],
+    scopes: Sequence[str],
+    counted: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The rollup increments of some readings as rows, one per (scope, interval, bucket,
+    field), in key order."""
+    cells: Cells = {}
+    add_cells(cells, readings, numeric, counted)
+    keys = ("scope", "interval", "bucket", "field", "count", "sum", "min", "max")
+    return [
+        dict(zip(keys, record, strict=True))
+        for record in cell_records({scope: [cells] for scope in scopes})
+    ]
 
 
 def merge_rollups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -167,6 +286,10 @@ class TelemetryStore:
         self._partitions: set[str] = set()
         self.postgres = postgres
         self._insert = postgresql.insert if self.postgres else sqlite.insert
+        # SQLite has one writer at a time: batches wait their turn here rather than in
+        # busy_timeout, whose wait would count against the statement deadline.
+        self._writer = asyncio.Lock() if not postgres else None
+        self._stamp: Any = None
 
     # -- devices -------------------------------------------------------------------------
     async def device_id(self, did: str) -> int:
@@ -230,12 +353,24 @@ class TelemetryStore:
     async def store_many(self, batches: list[Batch]) -> list[StoredBatch]:
         """Several devices' batches in ONE transaction (MQTT coalesces messages this way):
         one commit for many readings. Devices are locked in id order (no deadlocks)."""
+        if self._writer is None:
+            return await self._store_many(batches)
+        async with self._writer:  # the device rows a first reading makes are writes too
+            return await self._store_many(batches)
+
+    async def _store_many(self, batches: list[Batch]) -> list[StoredBatch]:
         ids = [await self.device_id(batch.did) for batch in batches]
         await self.ensure_partitions(r.time for batch in batches for r in batch.readings)
         order = sorted(range(len(batches)), key=lambda i: ids[i])
         results: dict[int, StoredBatch] = {}
-        rollups: list[dict[str, Any]] = []
+        scoped: dict[str, list[Cells]] = {}
         async with self._sessions.begin() as session:
+            if not self.postgres:
+                # SQLite: write first, so this transaction holds the database's write lock
+                # from its start (a deferred one that read first could not write later).
+                await session.execute(
+                    text("UPDATE telemetry_devices SET id = id WHERE id = :id"), {"id": ids[0]}
+                )
             rows = {
                 row.id: row
                 for row in await session.scalars(
@@ -245,40 +380,30 @@ class TelemetryStore:
                     .with_for_update()
                 )
             }
-            wanted: dict[int, list[int]] = {}
-            for i in order:  # a device may have several batches in the group
-                wanted.setdefault(ids[i], []).extend(r.seq for r in batches[i].readings)
-            used = await self._used_seqs(session, wanted)
+            # A seq the group repeats is a duplicate here; one the device used before, in
+            # the INSERT (it skips them and returns what it stored).
+            used: dict[int, set[int]] = {}
             fresh: dict[int, list[Reading]] = {}
-            for i in order:  # a seq the device used, or one the group repeats, is a duplicate
+            for i in order:
                 taken = used.setdefault(ids[i], set())
                 fresh[i] = []
                 for reading in batches[i].readings:
                     if reading.seq not in taken:
                         taken.add(reading.seq)
                         fresh[i].append(reading)
-            values = [
-                {"device_id": ids[i], "seq": r.seq, "time": r.time, "values": r.values}
-                for i in order
-                for r in fresh[i]
-            ]
-            stored: set[tuple[int, int]] = set()
-            if values:
-                statement = (
-                    self._insert(READINGS)
-                    .on_conflict_do_nothing()
-                    .returning(READINGS.c.device_id, READINGS.c.seq)
-                )
-                stored = {(d, q) for d, q in (await session.execute(statement, values)).all()}
+            stored = await self._insert_readings(
+                session, [(ids[i], r) for i in order for r in fresh[i]]
+            )
             for i in order:
                 batch, row = batches[i], rows[ids[i]]
                 was = row.last_time
                 inserted = [r for r in fresh[i] if (ids[i], r.seq) in stored]
                 if inserted:
                     self._online_event(session, batch.did, was, inserted)
-                    rollups += rollup_rows(
-                        inserted, batch.numeric, [batch.did, *batch.scopes], batch.counted
-                    )
+                    cells: Cells = {}
+                    add_cells(cells, inserted, batch.numeric, batch.counted)
+                    for scope in (batch.did, *batch.scopes):
+                        scoped.setdefault(scope, []).append(cells)
                     self._advance_state(row, inserted, batch.meter)
                 state = {
                     "lastTime": row.last_time,
@@ -292,7 +417,7 @@ class TelemetryStore:
                     record_event(
                         session, "telemetry.rejected", batch.did, batch.did, batch.rejection
                     )
-            await self._roll_up(session, merge_rollups(rollups))
+            await self._roll_up(session, cell_records(scoped))
         return [results[i] for i in range(len(batches))]
 
     def online(self, last: datetime | None, now: datetime | None = None) -> bool:
@@ -322,63 +447,116 @@ class TelemetryStore:
         async with self._sessions.begin() as session:
             record_event(session, "telemetry.rejected", did, did, data)
 
-    async def _used_seqs(
-        self, session: AsyncSession, wanted: dict[int, list[int]]
-    ) -> dict[int, set[int]]:
-        """Which of the wanted seqs each device has stored already (few queries for many
-        devices: one per 100 devices or 5,000 seqs)."""
-        used: dict[int, set[int]] = {}
-        terms: list[Any] = []
-        size = 0
+    async def _insert_readings(
+        self, session: AsyncSession, items: list[tuple[int, Reading]]
+    ) -> set[tuple[int, int]]:
+        """Insert (device id, reading) pairs whose seqs are new within the group; the
+        (device id, seq) pairs actually stored. PostgreSQL: COPY into a staging table, then
+        one INSERT ... SELECT that skips seqs the device has stored (its key holds the time
+        too, for the partitions), returning what it stored. SQLite: executemany into
+        the same through a temporary table; its key is (device, seq))."""
+        if not items:
+            return set()
+        if self.postgres:
+            records = [(d, r.seq, r.time, dumps(r.values)) for d, r in items]
 
-        async def flush() -> None:
-            nonlocal terms, size
-            if terms:
-                rows = await session.execute(
-                    select(READINGS.c.device_id, READINGS.c.seq).where(or_(*terms))
+            async def copy_insert(driver: Any) -> list[Any]:
+                await driver.execute(_STAGE_READINGS)
+                await driver.copy_records_to_table(
+                    "telemetry_stage",
+                    records=records,
+                    columns=["device_id", "seq", "time", "values"],
                 )
-                for device_id, seq in rows:
-                    used.setdefault(device_id, set()).add(seq)
-            terms, size = [], 0
+                return list(await driver.fetch(_INSERT_STAGED))
 
-        for device_id, seqs in wanted.items():
-            unique = sorted(set(seqs))
-            for start in range(0, len(unique), 5000):
-                chunk = unique[start : start + 5000]
-                terms.append(and_(READINGS.c.device_id == device_id, READINGS.c.seq.in_(chunk)))
-                size += len(chunk)
-                if len(terms) >= 100 or size >= 5000:
-                    await flush()
-        await flush()
-        return used
+            return {(d, q) for d, q in await self._raw(session, copy_insert)}
+        stamp = self._sqlite_time(session)
+        rows = [(d, r.seq, stamp(r.time), dumps(r.values)) for d, r in items]
 
-    async def _roll_up(self, session: AsyncSession, rows: list[dict[str, Any]]) -> None:
-        if not rows:
+        async def stage_insert(driver: Any) -> list[Any]:
+            await driver.execute(_STAGE_READINGS_SQLITE)
+            await driver.execute("DELETE FROM temp.telemetry_stage")
+            await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
+            cursor = await driver.execute(_INSERT_STAGED_SQLITE)
+            return list(await cursor.fetchall())
+
+        return {(d, q) for d, q in await self._raw(session, stage_insert)}
+
+    async def _roll_up(self, session: AsyncSession, records: list[RollupRecord]) -> None:
+        """Add rollup increments (one record per key, in key order: concurrent transactions
+        lock rows in one order) to the rollups, in the caller's transaction."""
+        if not records:
             return
-        statement = self._insert(ROLLUPS)
-        new = statement.excluded
-        statement = statement.on_conflict_do_update(
-            index_elements=["scope", "interval", "bucket", "field"],
-            set_={
-                "count": ROLLUPS.c.count + new["count"],
-                "sum": ROLLUPS.c.sum + new["sum"],
-                "min": case((new["min"] < ROLLUPS.c.min, new["min"]), else_=ROLLUPS.c.min),
-                "max": case((new["max"] > ROLLUPS.c.max, new["max"]), else_=ROLLUPS.c.max),
-            },
-        )
-        await session.execute(statement, rows)
+        if self.postgres:
+
+            async def copy_upsert(driver: Any) -> None:
+                await driver.execute(_STAGE_ROLLUPS)
+                await driver.copy_records_to_table("telemetry_rollup_stage", records=records)
+                await driver.execute(_UPSERT_STAGED_ROLLUPS)
+
+            await self._raw(session, copy_upsert)
+            return
+        stamp = self._sqlite_time(session)
+        buckets: dict[datetime, str] = {}
+        rows = []
+        for record in records:
+            bucket = buckets.get(record[2])
+            if bucket is None:
+                bucket = buckets[record[2]] = stamp(record[2])
+            rows.append((*record[:2], bucket, *record[3:]))
+
+        async def upsert(driver: Any) -> None:
+            await driver.executemany(_UPSERT_ROLLUP_SQLITE, rows)
+
+        await self._raw(session, upsert)
+
+    @staticmethod
+    async def _raw(session: AsyncSession, work: Callable[[Any], Awaitable[T]]) -> T:
+        """`work(driver connection)` (asyncpg or aiosqlite) in the session's transaction.
+        The driver's errors come out as SQLAlchemy's, as from any other statement, so the
+        API answers 503 and MQTT retries them alike."""
+        connection = await session.connection()
+        raw = await connection.get_raw_connection()
+        try:
+            return await work(raw.driver_connection)
+        except Exception as error:
+            dialect = connection.dialect
+            base = dialect.loaded_dbapi.Error
+            translated: BaseException = error
+            if not isinstance(error, base):
+                try:
+                    raw.dbapi_connection._handle_exception(error)  # type: ignore[union-attr]
+                except Exception as adapted:
+                    translated = adapted
+            if not isinstance(translated, base):
+                raise
+            raise DBAPIError.instance(
+                None, None, translated, base, hide_parameters=True, dialect=dialect
+            ) from error
+
+    def _sqlite_time(self, session: AsyncSession) -> Any:
+        """How SQLAlchemy writes a UtcDateTime on SQLite (the same text, so keys match)."""
+        if self._stamp is None:
+            dialect = session.get_bind().dialect
+            self._stamp = READINGS.c.time.type._cached_bind_processor(dialect) or str
+        return self._stamp
 
     @staticmethod
     def _advance_state(row: TelemetryDevice, inserted: list[Reading], meter: str | None) -> None:
         """Latest value of each field by reading time (a late batch changes only what is
         newer than what the twin holds)."""
-        latest: dict[str, Any] = dict(row.latest)
+        newest_of: dict[str, Reading] = {}  # each field's newest reading in the batch
         for reading in inserted:
+            for name in reading.values:
+                held = newest_of.get(name)
+                if held is None or (held.time, held.seq) <= (reading.time, reading.seq):
+                    newest_of[name] = reading
+        latest: dict[str, Any] = dict(row.latest)
+        for name, reading in newest_of.items():
             stamp = reading.time.isoformat()
-            for name, value in reading.values.items():
-                held = latest.get(name)
-                if held is None or (held["time"], held["seq"]) <= (stamp, reading.seq):
-                    latest[name] = {"value": value, "time": stamp, "seq": reading.seq}
+            held = latest.get(name)
+            if held is None or (held["time"], held["seq"]) <= (stamp, reading.seq):
+                latest[name] = {"value": reading.values[name], "time": stamp, "seq": reading.seq}
         newest = max(inserted, key=lambda r: (r.time, r.seq))
         if row.last_time is None or (newest.time, newest.seq) >= (row.last_time, row.last_seq or 0):
             row.last_time = newest.time

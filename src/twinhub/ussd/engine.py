@@ -12,6 +12,7 @@ The rules of seed part B that concern sessions live here:
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Callable
 
@@ -19,10 +20,12 @@ from twinhub.logging import get_logger, mask_phone
 from twinhub.ussd.inputs import new_inputs
 from twinhub.ussd.menu import Menu, Reply, State
 from twinhub.ussd.request import UssdRequest
-from twinhub.ussd.screens import Content
 from twinhub.ussd.sessions import ENDED, Session, SessionStore
 
 log = get_logger(__name__)
+# structlog builds a bound logger before its level filter drops an event: asking the
+# standard logger first keeps an info line that is not written from costing anything.
+_logs_info = logging.getLogger(__name__).isEnabledFor
 
 
 class UssdEngine:
@@ -30,7 +33,6 @@ class UssdEngine:
         self,
         store: SessionStore,
         menu: Menu,
-        content: Content,
         digest: Callable[[str, str], str],
         clock: Callable[[], float] = time.time,
         on_session_started: Callable[[], object] = lambda: None,
@@ -39,7 +41,6 @@ class UssdEngine:
         self._digest = digest  # keyed: see PinCipher.digest
         self._on_session_started = on_session_started
         self._menu = menu
-        self._content = content
         self._clock = clock
 
     async def handle(self, request: UssdRequest) -> tuple[Reply, str]:
@@ -57,21 +58,22 @@ class UssdEngine:
                     updated_at=now,
                 )
                 self._on_session_started()
-                log.info(
-                    "ussd session started",
-                    session_id=session.session_id,
-                    phone=mask_phone(session.phone_number),
-                )
+                if _logs_info(logging.INFO):
+                    log.info(
+                        "ussd session started",
+                        session_id=session.session_id,
+                        phone=mask_phone(session.phone_number),
+                    )
                 reply = await self._apply(session, None, request.text)
             elif session.phone_number != request.phoneNumber:
                 log.warning("ussd session reused by another phone", session_id=session.session_id)
-                return Reply(True, self._content.invalid_request), "invalid"
+                return Reply(True, self._menu.content_for(session).invalid_request), "invalid"
             elif session.is_expired(now, self.store.ttl):  # before replay: a stale menu misleads
-                return Reply(True, self._content.expired), "end"
+                return Reply(True, self._menu.content_for(session).expired), "end"
             elif self._is_last_text(session, request.text):
                 return _parse(session.last_reply), "retry"
             elif session.status == ENDED:
-                return Reply(True, self._content.ended), "end"
+                return Reply(True, self._menu.content_for(session).ended), "end"
             else:
                 reply = await self._apply(
                     session, self._previous(session, request.text), request.text
@@ -79,9 +81,11 @@ class UssdEngine:
             session.last_text_digest = self._digest(request.text, session.session_id)
             session.last_text_length = len(request.text)
             session.last_reply = reply.render()
-            session.updated_at = now
+            # Inactivity counts from the reply (the store times its record the same way;
+            # a new session waits on the database for its language before that).
+            session.updated_at = self._clock()
             await self.store.save(session)
-        if reply.end:
+        if reply.end and _logs_info(logging.INFO):
             log.info("ussd session ended", session_id=session.session_id, state=session.state)
         return reply, "end" if reply.end else "con"
 

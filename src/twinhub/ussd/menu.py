@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from twinhub.logging import get_logger
 from twinhub.security.pins import PIN_LENGTH, PinCipher, pin_problem
+from twinhub.services.claims import PeriodClaimed
 from twinhub.services.customer_ids import CUSTOMER_ID_LENGTH, is_valid_customer_id
 from twinhub.services.customers import (
     CustomerService,
@@ -27,7 +28,8 @@ from twinhub.services.customers import (
     PhoneAlreadyRegistered,
     clean_full_name,
 )
-from twinhub.services.errors import Conflict, NotFound, NotVerified, ServiceError
+from twinhub.services.errors import Conflict, Invalid, NotFound, NotVerified, ServiceError
+from twinhub.services.stove_care import PROBLEM_KINDS, StoveCare, owned_stoves
 from twinhub.services.stoves import (
     COOKING,
     FUEL,
@@ -37,13 +39,16 @@ from twinhub.services.stoves import (
     StoveView,
     quantity_problem,
 )
+from twinhub.ussd.i18n import LANGUAGES, ServiceDefaults, choose_language, known_language
 from twinhub.ussd.inputs import BACK, EXIT
+from twinhub.ussd.languages import LanguageMemory, customer_key, phone_key
 from twinhub.ussd.screens import (
     CLAIMS_PER_PAGE,
     MORE,
     STOVES_PER_PAGE,
     Content,
     Notice,
+    NoticeText,
     pages_of,
     short_id,
 )
@@ -77,6 +82,13 @@ class State(StrEnum):
     report_result = "reportResult"
     claims = "claims"
     credits = "credits"
+    language = "language"  # from the welcome menu
+    language_signed_in = "languageSignedIn"  # from the main menu
+    stove_pick = "stovePick"  # Stove Status: which stove, for a customer with several
+    stove_status = "stoveStatus"
+    problem_kind = "problemKind"
+    problem_confirm = "problemConfirm"
+    problem_sent = "problemSent"
 
 
 # Where "0" leads from each screen that shows "0. Back".
@@ -100,6 +112,12 @@ PARENT: dict[State, State] = {
     State.report_confirm: State.report_quantity,
     State.report_result: State.stove_details,  # never back to the confirmation: no resend
     State.credits: State.main_menu,
+    State.language: State.pre_menu,
+    State.language_signed_in: State.main_menu,
+    State.stove_pick: State.main_menu,
+    State.problem_kind: State.stove_status,
+    State.problem_confirm: State.problem_kind,
+    State.problem_sent: State.stove_status,  # never back to the confirmation: no resend
 }
 SIGNED_IN = frozenset(
     {
@@ -116,6 +134,12 @@ SIGNED_IN = frozenset(
         State.report_result,
         State.claims,
         State.credits,
+        State.language_signed_in,
+        State.stove_pick,
+        State.stove_status,
+        State.problem_kind,
+        State.problem_confirm,
+        State.problem_sent,
     }
 )
 # Scratch keys: what a multi-screen flow remembers between screens. The session record may
@@ -127,6 +151,9 @@ KIND, QUANTITY = "kind", "quantity"  # the report being typed: cooking|fuel, a n
 OUTCOME, CLAIM = "outcome", "claim"  # how the report went; the new claim's short id
 CLAIM_PAGES = "claimPages"  # cursors of the claim pages walked, space-separated
 REPORT_KINDS = {"1": COOKING, "2": FUEL}
+ONLY_STOVE = "onlyStove"  # Stove Status went straight to the customer's one stove
+PROBLEM, REFERENCE = "problem", "reference"  # the problem kind chosen; its reference
+LANGUAGE_CODES = list(LANGUAGES)  # the Language menu's order
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +173,19 @@ class Menu:
         self,
         customers: CustomerService,
         cipher: PinCipher,
-        content: Content,
+        contents: dict[str, Content],
         stoves: StoveService,
+        languages: LanguageMemory,
+        defaults: ServiceDefaults,
+        care: StoveCare,
     ) -> None:
         self._customers = customers
         self._cipher = cipher
-        self._content = content
+        self._contents = contents
         self._stoves = stoves
+        self._languages = languages
+        self._defaults = defaults
+        self._care = care
         self._handlers: dict[State, Handler] = {
             State.pre_menu: self._pre_menu,
             State.know_more: self._know_more,
@@ -178,11 +211,28 @@ class Menu:
             State.report_result: self._info,
             State.claims: self._claim_list,
             State.credits: self._info,
+            State.language: self._language,
+            State.language_signed_in: self._language,
+            State.stove_pick: self._stove_pick,
+            State.stove_status: self._stove_status,
+            State.problem_kind: self._problem_kind,
+            State.problem_confirm: self._problem_confirm,
+            State.problem_sent: self._info,
         }
 
     # -- entry points ----------------------------------------------------------------------
     async def start(self, session: Session) -> Reply:
+        """A new session speaks the phone's remembered language, else its service code's."""
+        remembered = await self._languages.recalled(phone_key(session.phone_number))
+        session.language = choose_language(
+            remembered, self._defaults.for_service(session.service_code)
+        )
         return await self._show(session, State.pre_menu)
+
+    def content_for(self, session: Session) -> Content:
+        """The screens in the session's language (any unknown code: the default's)."""
+        content = self._contents.get(session.language)
+        return content if content is not None else self._contents[self._defaults.default]
 
     async def answer(self, session: Session, raw: str) -> Reply:
         answer = raw.strip()
@@ -190,13 +240,15 @@ class Menu:
         if state in SIGNED_IN and not session.is_authenticated:
             return await self._show(session, State.pre_menu, Notice.invalid_choice)
         if answer == EXIT:
-            return self._end(session, self._content.goodbye)
+            return self._end(session, self.content_for(session).goodbye)
         if answer == BACK and state in PARENT:
             return await self._show(session, PARENT[state])
         return await self._handlers[state](session, answer)
 
     # -- rendering -------------------------------------------------------------------------
-    async def _show(self, session: Session, state: State, notice: str | None = None) -> Reply:
+    async def _show(
+        self, session: Session, state: State, notice: NoticeText | None = None
+    ) -> Reply:
         if state in (
             State.pre_menu,
             State.account_menu,
@@ -207,8 +259,9 @@ class Menu:
             session.scratch.clear()  # leaving a flow forgets its half-typed answers
         if state is State.pre_menu:
             session.customer_id = None
-        body = await self._screen(session, state)
-        text = f"{notice}\n{body}" if notice else body
+        content = self.content_for(session)
+        body = await self._screen(session, state, content)
+        text = f"{content.notice(notice)}\n{body}" if notice else body
         session.state = state.value
         session.message = text
         return Reply(end=False, text=text)
@@ -220,8 +273,7 @@ class Menu:
         session.message = message
         return Reply(end=True, text=message)
 
-    async def _screen(self, session: Session, state: State) -> str:
-        content = self._content
+    async def _screen(self, session: Session, state: State, content: Content) -> str:
         match state:
             case State.pre_menu:
                 return content.welcome()
@@ -260,6 +312,24 @@ class Menu:
                 return content.claims(claims.items, len(trail) - 1, len(trail) + later)
             case State.credits:
                 return content.credits(await self._stoves.balance(_customer(session)))
+            case State.language | State.language_signed_in:
+                return content.language
+            case State.stove_pick:
+                stoves, page, pages = await self._stove_page(session)
+                if not stoves:
+                    return content.no_stove_status
+                return content.stove_pick(stoves, page, pages)
+            case State.stove_status | State.problem_confirm:
+                stove = await self._my_stove(session)
+                if stove is None:
+                    return content.stove_gone
+                if state is State.problem_confirm:
+                    return content.problem_confirm(stove, session.scratch[PROBLEM])
+                return content.stove_status(stove, await self._care.health(stove.did))
+            case State.problem_kind:
+                return content.problem_kinds
+            case State.problem_sent:
+                return content.problem_sent(session.scratch.get(REFERENCE, ""))
             case _:
                 return str(getattr(content, state_attribute(state)))
 
@@ -270,7 +340,8 @@ class Menu:
 
     # -- handlers --------------------------------------------------------------------------
     async def _pre_menu(self, session: Session, answer: str) -> Reply:
-        return await self._choose(session, answer, {"1": State.know_more, "2": State.account_menu})
+        choices = {"1": State.know_more, "2": State.account_menu, "3": State.language}
+        return await self._choose(session, answer, choices)
 
     async def _know_more(self, session: Session, answer: str) -> Reply:
         choices = {"1": State.about, "2": State.pricing, "3": State.delivery}
@@ -304,7 +375,7 @@ class Menu:
         return await self._show(session, State.create_pin)
 
     async def _create_pin(self, session: Session, answer: str) -> Reply:
-        problem = pin_problem(answer, session.phone_number)
+        problem = _pin_notice(answer, session.phone_number)
         if problem:
             return await self._show(session, State.create_pin, problem)
         self._remember_pin(session, answer)
@@ -322,6 +393,8 @@ class Menu:
             return await self._show(session, State.account_menu, Notice.phone_registered)
         session.scratch.clear()
         session.customer_id = customer.customer_id
+        # The language the account was made in becomes the customer's own.
+        await self._languages.remember(session.language, customer_key(customer.customer_id))
         return await self._show(session, State.account_created)
 
     async def _account_created(self, session: Session, answer: str) -> Reply:
@@ -355,16 +428,19 @@ class Menu:
         if result.outcome is LoginOutcome.ok and result.customer is not None:
             session.scratch.clear()
             session.customer_id = result.customer.customer_id
+            own = await self._languages.recalled(customer_key(session.customer_id))
+            session.language = known_language(own) or session.language
             return await self._show(session, State.main_menu)
         if result.outcome is LoginOutcome.locked:
             return self._locked(session, result)
         return await self._show(session, State.login_pin, _wrong(result))
 
     def _locked(self, session: Session, result: LoginResult) -> Reply:
+        content = self.content_for(session)
         if result.phone_locked:
-            return self._end(session, self._content.phone_locked(result.locked_seconds))
+            return self._end(session, content.phone_locked(result.locked_seconds))
         attempts = self._customers.max_pin_attempts
-        return self._end(session, self._content.locked(attempts, result.locked_seconds))
+        return self._end(session, content.locked(attempts, result.locked_seconds))
 
     async def _main_menu(self, session: Session, answer: str) -> Reply:
         if answer == "1":
@@ -372,7 +448,7 @@ class Menu:
         if answer == "2":
             return await self._show(session, State.change_pin_current)
         if answer == "3":
-            return self._end(session, self._content.logged_out)
+            return self._end(session, self.content_for(session).logged_out)
         if answer == "4":
             session.scratch[PAGE] = "0"
             return await self._show(session, State.stoves)
@@ -383,6 +459,10 @@ class Menu:
             return await self._show(session, State.claims)
         if answer == "6":
             return await self._show(session, State.credits)
+        if answer == "7":
+            return await self._open_stove_status(session)
+        if answer == "8":
+            return await self._show(session, State.language_signed_in)
         return await self._show(session, State.main_menu, Notice.invalid_choice)
 
     async def _change_pin_current(self, session: Session, answer: str) -> Reply:
@@ -398,7 +478,7 @@ class Menu:
 
     async def _change_pin_new(self, session: Session, answer: str) -> Reply:
         assert session.customer_id is not None
-        problem = pin_problem(answer, session.phone_number)
+        problem = _pin_notice(answer, session.phone_number)
         if problem:
             return await self._show(session, State.change_pin_new, problem)
         if await self._customers.pin_matches(session.customer_id, answer):
@@ -418,7 +498,7 @@ class Menu:
     # -- stoves and their reports ----------------------------------------------------------
     async def _stove_page(self, session: Session) -> tuple[list[StoveView], int, int]:
         """The stoves on the session's page (the page clamped: a stove may have gone)."""
-        stoves = await self._stoves.stoves_of(_customer(session))
+        stoves = await owned_stoves(self._stoves, _customer(session))
         pages = pages_of(len(stoves), STOVES_PER_PAGE)
         page = min(int(session.scratch.get(PAGE, "0")), pages - 1)
         first = page * STOVES_PER_PAGE
@@ -435,21 +515,27 @@ class Menu:
             return None
 
     async def _stove_list(self, session: Session, answer: str) -> Reply:
+        return await self._page_stoves(session, answer, State.stoves, State.stove_details)
+
+    async def _page_stoves(
+        self, session: Session, answer: str, here: State, chosen: State
+    ) -> Reply:
+        """A page of the customer's stoves: turn the page, go back, or pick one."""
         stoves, page, pages = await self._stove_page(session)
         if answer == BACK:
             if page == 0:
                 return await self._show(session, State.main_menu)
             session.scratch[PAGE] = str(page - 1)
-            return await self._show(session, State.stoves)
+            return await self._show(session, here)
         if answer == MORE and page + 1 < pages:
             session.scratch[PAGE] = str(page + 1)
-            return await self._show(session, State.stoves)
+            return await self._show(session, here)
         number = _small_number(answer)
         if number is not None and 1 <= number <= len(stoves):
             session.scratch[PAGE] = str(page)
             session.scratch[STOVE] = stoves[number - 1].did
-            return await self._show(session, State.stove_details)
-        return await self._show(session, State.stoves, Notice.invalid_choice)
+            return await self._show(session, chosen)
+        return await self._show(session, here, Notice.invalid_choice)
 
     async def _stove_details(self, session: Session, answer: str) -> Reply:
         kind = REPORT_KINDS.get(answer)
@@ -481,6 +567,10 @@ class Menu:
             outcome = "notVerified"
         except StoveInactive:
             outcome = "inactive"
+        except PeriodClaimed:  # the same stove-month came in by API or phone already
+            outcome = "periodClaimed"
+        except Invalid:  # outside the range the claim protocol declares
+            outcome = "outOfRange"
         except (NoOpenCollection, Conflict):  # closed, out of its window or full meanwhile
             outcome = "noCollection"
         except NotFound:
@@ -509,6 +599,67 @@ class Menu:
                 session.scratch[CLAIM_PAGES] = " ".join([*trail, page.next_cursor])
                 return await self._show(session, State.claims)
         return await self._show(session, State.claims, Notice.invalid_choice)
+
+    # -- language ---------------------------------------------------------------------------
+    async def _language(self, session: Session, answer: str) -> Reply:
+        """Pick a language by its number: it is remembered for the phone, and for the
+        customer when one is logged in, and the menu comes back in it."""
+        number = _small_number(answer)
+        here = State(session.state)
+        if number is None or not 1 <= number <= len(LANGUAGE_CODES):
+            return await self._show(session, here, Notice.invalid_choice)
+        session.language = LANGUAGE_CODES[number - 1]
+        keys = [phone_key(session.phone_number)]
+        if session.customer_id is not None:
+            keys.append(customer_key(session.customer_id))
+        await self._languages.remember(session.language, *keys)
+        return await self._show(session, PARENT[here], Notice.language_set)
+
+    # -- stove status and problem reports ---------------------------------------------------
+    async def _open_stove_status(self, session: Session) -> Reply:
+        """Straight to the stove of a customer who has one; a list to pick from otherwise."""
+        session.scratch[PAGE] = "0"
+        stoves = await owned_stoves(self._stoves, _customer(session))
+        if len(stoves) == 1:
+            session.scratch[STOVE] = stoves[0].did
+            session.scratch[ONLY_STOVE] = "1"
+            return await self._show(session, State.stove_status)
+        return await self._show(session, State.stove_pick)
+
+    async def _my_stove(self, session: Session) -> StoveView | None:
+        """The stove chosen for Stove Status, if the customer still owns it."""
+        did = session.scratch.get(STOVE)
+        stoves = await owned_stoves(self._stoves, _customer(session)) if did else []
+        return next((stove for stove in stoves if stove.did == did), None)
+
+    async def _stove_pick(self, session: Session, answer: str) -> Reply:
+        return await self._page_stoves(session, answer, State.stove_pick, State.stove_status)
+
+    async def _stove_status(self, session: Session, answer: str) -> Reply:
+        if answer == BACK:
+            if session.scratch.get(ONLY_STOVE):
+                return await self._show(session, State.main_menu)
+            return await self._show(session, State.stove_pick)
+        if answer == "1" and await self._my_stove(session) is not None:
+            return await self._show(session, State.problem_kind)
+        return await self._show(session, State.stove_status, Notice.invalid_choice)
+
+    async def _problem_kind(self, session: Session, answer: str) -> Reply:
+        number = _small_number(answer)
+        if number is None or not 1 <= number <= len(PROBLEM_KINDS):
+            return await self._show(session, State.problem_kind, Notice.invalid_choice)
+        session.scratch[PROBLEM] = PROBLEM_KINDS[number - 1]
+        return await self._show(session, State.problem_confirm)
+
+    async def _problem_confirm(self, session: Session, answer: str) -> Reply:
+        stove = await self._my_stove(session)
+        if answer != "1" or stove is None:
+            return await self._show(session, State.problem_confirm, Notice.invalid_choice)
+        problem = await self._care.report_problem(
+            _customer(session), stove.did, session.scratch.pop(PROBLEM)
+        )
+        session.scratch[REFERENCE] = problem.reference
+        return await self._show(session, State.problem_sent)
 
     # -- a PIN typed on one screen and confirmed on the next -------------------------------
     def _remember_pin(self, session: Session, pin: str) -> None:
@@ -545,7 +696,14 @@ def _small_number(answer: str) -> int | None:
     return None
 
 
-def _wrong(result: LoginResult) -> str:
+def _pin_notice(pin: str, phone_number: str) -> str | None:
+    """Why a new PIN is refused, as a notice the screen translates; None if acceptable."""
+    if pin_problem(pin, phone_number) is None:
+        return None
+    return Notice.pin_too_easy if _looks_like_pin(pin) else Notice.pin_digits
+
+
+def _wrong(result: LoginResult) -> NoticeText:
     """The account's own phone learns its attempts left; any other phone the same words
     for an unknown ID, a wrong PIN and an account locked against it."""
     if result.attempts_left:

@@ -37,6 +37,7 @@ class Session:
     last_text_length: int = 0
     last_reply: str = ""
     customer_id: str | None = None
+    language: str = ""  # the menus' language code, set when the session starts
     scratch: dict[str, str] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0

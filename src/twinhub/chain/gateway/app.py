@@ -32,7 +32,6 @@ from starlette.types import Receive, Scope, Send
 from twinhub.chain.gateway.errors import GatewayError, error_body
 from twinhub.chain.gateway.openapi import openapi_document
 from twinhub.chain.gateway.reflection import learn
-from twinhub.chain.gateway.render import render
 from twinhub.chain.gateway.routes import RouteTable, build_pool, compiled_source, http_bindings
 from twinhub.chain.gateway.transcode import build_request
 from twinhub.chain.gateway.upstream import HEIGHT_HEADER, Upstream
@@ -259,11 +258,11 @@ class GatewayApp:
             )
         request = build_request(route.method.request_type, values, scope.get("query_string", b""))
         assert self.upstream is not None
-        response, height = await self.upstream.call(
+        body, height = await self.upstream.call_json(
             route.method, request, self._requested_height(scope)
         )
         headers = [(HEIGHT_HEADER.encode(), height.encode())] if height is not None else []
-        return label, 200, render(response), headers
+        return label, 200, body, headers
 
     @staticmethod
     def _requested_height(scope: Scope) -> str | None:

@@ -17,6 +17,8 @@ from twinhub import __version__
 from twinhub.chain.gateway.render import LEGACY_DEC_FIELDS
 from twinhub.chain.gateway.routes import RouteTable
 
+# 64-bit integers travel as decimal strings; the patterns say which strings fit (transcode).
+UINT64, INT64 = r"^[0-9]{1,19}$", r"^-?[0-9]{1,18}$"
 _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_STRING: {"type": "string"},
     FieldDescriptor.TYPE_BYTES: {
@@ -32,11 +34,11 @@ _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_SFIXED32: {"type": "integer", "format": "int32"},
     FieldDescriptor.TYPE_UINT32: {"type": "integer", "format": "int64", "minimum": 0},
     FieldDescriptor.TYPE_FIXED32: {"type": "integer", "format": "int64", "minimum": 0},
-    FieldDescriptor.TYPE_INT64: {"type": "string", "format": "int64"},
-    FieldDescriptor.TYPE_SINT64: {"type": "string", "format": "int64"},
-    FieldDescriptor.TYPE_SFIXED64: {"type": "string", "format": "int64"},
-    FieldDescriptor.TYPE_UINT64: {"type": "string", "format": "uint64"},
-    FieldDescriptor.TYPE_FIXED64: {"type": "string", "format": "uint64"},
+    FieldDescriptor.TYPE_INT64: {"type": "string", "format": "int64", "pattern": INT64},
+    FieldDescriptor.TYPE_SINT64: {"type": "string", "format": "int64", "pattern": INT64},
+    FieldDescriptor.TYPE_SFIXED64: {"type": "string", "format": "int64", "pattern": INT64},
+    FieldDescriptor.TYPE_UINT64: {"type": "string", "format": "uint64", "pattern": UINT64},
+    FieldDescriptor.TYPE_FIXED64: {"type": "string", "format": "uint64", "pattern": UINT64},
 }
 _WELL_KNOWN: dict[str, dict[str, Any]] = {
     "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},

@@ -10,6 +10,11 @@ so the first request after the node came back could still fail. When a call fail
 the channel is not connected, the channel is replaced and the call tried once more on the
 new one: while the node is down that second try is refused at once (503), and once it is
 back the very first request succeeds.
+
+A node in the gateway's own process (`twinhub serve gateway` without an upstream) is
+called in-process instead (`chain.node.answers.local_node`): same answers, statuses and
+height, without HTTP/2, the gRPC client or parsing the answer, and the rendered JSON is
+kept with the node's kept answer, so a repeated read renders nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import grpc
 from google.protobuf.message import Message
 
 from twinhub.chain.gateway.errors import GatewayError
+from twinhub.chain.gateway.render import render
 from twinhub.chain.gateway.routes import Method
+from twinhub.chain.node.answers import QueryFailed, local_node
 from twinhub.logging import get_logger
 
 log = get_logger(__name__)
@@ -53,6 +60,29 @@ class Upstream:
     @property
     def channel(self) -> grpc.aio.Channel:
         return self._channel
+
+    async def call_json(
+        self, method: Method, request: Message, height: str | None = None
+    ) -> tuple[bytes, str | None]:
+        """The node's answer rendered as Cosmos JSON, and the block height; GatewayError
+        for any failed status. In-process when the node runs here (see the docstring)."""
+        node = local_node(self.target)
+        if node is None:
+            response, at = await self.call(method, request, height)
+            return render(response), at
+        try:
+            async with asyncio.timeout(self.timeout):
+                answer = await node.answer(method.path, request.SerializeToString(), height)
+        except QueryFailed as failure:
+            error = GatewayError.from_rpc(failure.code, failure.message)
+            if failure.height is not None:
+                error.headers[HEIGHT_HEADER] = str(failure.height)
+            raise error from None
+        except TimeoutError:
+            raise GatewayError.from_rpc(grpc.StatusCode.DEADLINE_EXCEEDED, None) from None
+        if answer.json is None:
+            answer.json = render(method.response_type.FromString(answer.body))
+        return answer.json, str(answer.height)
 
     async def call(
         self, method: Method, request: Message, height: str | None = None

@@ -74,7 +74,9 @@ def query(
     method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],
 ) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]:
     """Wrap a query method: send the ledger height first, turn service errors into
-    statuses, and never leak an internal error's text to the caller."""
+    statuses, and never leak an internal error's text to the caller. The node's server
+    calls the unwrapped method (`__wrapped__`) through answers.Dispatcher, which does the
+    same around kept answers; the wrapper serves a servicer registered the generated way."""
 
     @functools.wraps(method)
     async def wrapper(self: Servicer, request: Any, context: grpc.aio.ServicerContext) -> R:
@@ -84,11 +86,7 @@ def query(
             check_requested_height(context, height)
             return await method(self, request, context)
         except ServiceError as error:
-            code = next(
-                (c for kind, c in STATUS.items() if isinstance(error, kind)),
-                grpc.StatusCode.FAILED_PRECONDITION,
-            )
-            await context.abort(code, error.message)
+            await context.abort(status_of(error), error.message)
         except (OperationalError, DBAPIError, OSError, sqlite3.Error):
             log.warning("node query failed: database unavailable", method=method.__name__)
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the database is unavailable")
@@ -97,25 +95,42 @@ def query(
     return wrapper
 
 
+def status_of(error: ServiceError) -> grpc.StatusCode:
+    """The gRPC status of a service error."""
+    return next(
+        (code for kind, code in STATUS.items() if isinstance(error, kind)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+
+
 def check_requested_height(context: grpc.aio.ServicerContext, latest: int) -> None:
-    """Cosmos lets a query ask for a past height in `x-cosmos-block-height`. twinhub's state
-    is its latest one (the ledger keeps the transactions, not a state per height), so like
-    a pruned node it answers the latest height, and refuses any other rather than answer
-    for it with today's data. 0 or no header means the latest."""
+    """Cosmos lets a query ask for a past height in `x-cosmos-block-height`; see
+    `requested_height_problem`."""
     asked = next((v for k, v in context.invocation_metadata() or () if k == HEIGHT_HEADER), None)
     if asked is None:
         return
     text = asked if isinstance(asked, str) else asked.decode("latin-1")
+    problem = requested_height_problem(text, latest)
+    if problem is not None:
+        raise Invalid(problem)
+
+
+def requested_height_problem(text: str, latest: int) -> str | None:
+    """Why a query asking for height `text` is refused (None: it is not). twinhub's state
+    is its latest one (the ledger keeps the transactions, not a state per height), so like
+    a pruned node it answers the latest height, and refuses any other rather than answer
+    for it with today's data. 0 or no header means the latest."""
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
-        raise Invalid(f"{HEIGHT_HEADER} must be a block height (a whole number), got {text!r}")
+        return f"{HEIGHT_HEADER} must be a block height (a whole number), got {text!r}"
     height = int(text)
     if height > latest:
-        raise Invalid(f"cannot query with height {height} in the future (latest height: {latest})")
+        return f"cannot query with height {height} in the future (latest height: {latest})"
     if 0 < height < latest:
-        raise Invalid(
+        return (
             f"failed to load state at height {height}: this node keeps only the latest "
             f"state (latest height: {latest})"
         )
+    return None
 
 
 def timestamp(value: datetime | str | None) -> Timestamp | None:

@@ -10,6 +10,15 @@ const box = document.getElementById("live-chart");
 const status = document.getElementById("live-status");
 const MAX_POINTS = 300;
 const COLOURS = ["#0f766e", "#b45309", "#4338ca", "#be123c", "#15803d", "#6d28d9"];
+// Each field's unit, from the twin's protocol: each unit gets a scale of its own, so a
+// temperature in °C does not flatten an energy in kWh (the first two units get an axis).
+const UNITS = (() => {
+  try {
+    return JSON.parse(box.dataset.units || "{}");
+  } catch {
+    return {};
+  }
+})();
 
 function seconds(time) {
   const parsed = Date.parse(time);
@@ -68,8 +77,17 @@ class Chart {
       columns.push(this.points.map((p) => p.values.find(([n]) => n === name)?.[1] ?? null));
     }
     if (!this.plot) {
-      const series = this.names.map((n, i) => ({ label: n, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: true }));
-      this.plot = new uPlot({ width: Math.max(box.clientWidth, 280), height: 220, series: [{}, ...series] }, columns, box);
+      const unitOf = (n) => UNITS[n] || n;
+      const units = [...new Set(this.names.map(unitOf))];
+      const series = this.names.map((n, i) => ({
+        label: UNITS[n] ? `${n} (${UNITS[n]})` : n,
+        scale: unitOf(n),
+        stroke: COLOURS[i % COLOURS.length],
+        width: 2,
+        spanGaps: true,
+      }));
+      const axes = [{}, ...units.slice(0, 2).map((unit, i) => ({ scale: unit, side: i === 0 ? 3 : 1, label: unit, grid: { show: i === 0 } }))];
+      this.plot = new uPlot({ width: Math.max(box.clientWidth, 280), height: 220, series: [{}, ...series], axes }, columns, box);
     } else {
       this.plot.setData(columns);
     }

@@ -1,0 +1,302 @@
+"""Oracle: methodology evaluations per second, and a monitoring period of N stoves x D days
+(default 10,000 x 30; goal under 30 s on one core), pure and from SQLite rollups.
+
+The period figure is split in its parts: reading the day rollups (stove_periods), learned
+plausibility over every stove-day (assess) and the methodology per stove (compute_period).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sqlite3
+import tempfile
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from twinhub.oracle.builtin import builtin_methodology
+from twinhub.oracle.inputs import stove_periods
+from twinhub.oracle.methodology import MethodologyError
+from twinhub.oracle.periods import PeriodSpec, compute_period
+from twinhub.oracle.plausibility import assess
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stoves", type=int, default=10_000)
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--evaluations", type=int, default=20_000)
+    parser.add_argument("--claims", type=int, default=200, help="claims the oracle decides")
+
+
+def run(args: argparse.Namespace) -> int:
+    figures = asyncio.run(bench(args))
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    return 0
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    from twinhub.platform import Platform
+    from twinhub.settings import Settings
+
+    methodology = builtin_methodology()
+    figures: dict[str, Any] = {"stoves": args.stoves, "days": args.days}
+    started, cpu = time.perf_counter(), time.process_time()
+    late = 0
+    for n in range(args.evaluations):
+        try:
+            methodology.evaluate(
+                {
+                    "energy_kwh": 20.0 + n % 17,
+                    "fuel_kg": 0.0,
+                    "stove_efficiency": 0.85,
+                    "household_size": 5,
+                    "days": 30,
+                }
+            )
+        except MethodologyError:  # past the time limit on a loaded machine: would flag
+            late += 1
+    wall = time.perf_counter() - started
+    figures["methodology evaluations/s"] = round(args.evaluations / wall)
+    figures["cpu per evaluation (us)"] = round(
+        (time.process_time() - cpu) / args.evaluations * 1e6, 1
+    )
+
+    start = date(2026, 9, 1)
+    end = start + timedelta(days=args.days - 1)
+    with tempfile.TemporaryDirectory() as folder:
+        settings = Settings(
+            environment="test",
+            data_dir=Path(folder),
+            database_url=f"sqlite:///{folder}/oracle.db",
+            background_workers_enabled=False,
+            log_level="warning",
+        )
+        platform = Platform(settings)
+        await platform.start()
+        try:
+            stoves = [f"did:ixo:entity/bench-stove-{n:05d}" for n in range(args.stoves)]
+            now = datetime.now(UTC)
+            domains = [
+                {
+                    "did": did,
+                    "type": "Device",
+                    "class_did": "did:ixo:protocol/clean-cooking",
+                    "twin_class": "physical",
+                    "controller": ["did:ixo:org/bench"],
+                    "services": [],
+                    "credentials": [],
+                    "meta": {},
+                    "properties": {"efficiency": 0.85, "householdSize": 5},
+                    "status": "active",
+                    "verified": True,
+                    "version": 1,
+                    "seq": n + 1,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for n, did in enumerate(stoves)
+            ]
+            rng = random.Random(7)
+            rows = []
+            for did in stoves:
+                meter = 0.0
+                for d in range(args.days):
+                    bucket = datetime(start.year, start.month, start.day, tzinfo=UTC)
+                    bucket += timedelta(days=d)
+                    energy = round(rng.uniform(0.6, 1.6), 3)
+                    meter += energy
+                    for name, count, total, most in (
+                        ("session=start", 2, 2.0, 1.0),
+                        ("energyKwh", 4, energy, energy),
+                        ("meterKwh", 2, meter * 2, meter),
+                    ):
+                        rows.append(
+                            {
+                                "scope": did,
+                                "interval": "day",
+                                "bucket": bucket,
+                                "field": name,
+                                "count": count,
+                                "sum": total,
+                                "min": 0.0,
+                                "max": most,
+                            }
+                        )
+            tokens = [
+                {
+                    "token_id": f"b{n:07d}",
+                    "domain_did": did,
+                    "secret_sha256": "0" * 64,
+                    "label": "bench",
+                    "created_by": "did:ixo:org/bench",
+                    "created_at": now,
+                }
+                for n, did in enumerate(stoves)
+            ]
+            seeded = time.perf_counter()
+            _seed(Path(folder) / "oracle.db", domains, tokens, rows)
+            figures["seeding rollups (s, not measured)"] = round(time.perf_counter() - seeded, 1)
+            figures.update(await _claims(platform, stoves[: args.claims], start, end))
+            t0, c0 = time.perf_counter(), time.process_time()
+            async with platform.sessionmaker() as session:
+                periods = await stove_periods(session, stoves, start, end)
+            t1, c1 = time.perf_counter(), time.process_time()
+            findings = assess(day for p in periods for day in p.days)
+            t2, c2 = time.perf_counter(), time.process_time()
+            spec = PeriodSpec("did:ixo:entity/bench-project", start, end, "CARBON", 6)
+            report = compute_period(spec, methodology, periods, findings)
+            t3, c3 = time.perf_counter(), time.process_time()
+            figures["period: read rollups (s wall / cpu)"] = f"{t1 - t0:.2f} / {c1 - c0:.2f}"
+            figures["period: learned plausibility (s wall / cpu)"] = (
+                f"{t2 - t1:.2f} / {c2 - c1:.2f}"
+            )
+            figures["period: methodology + report (s wall / cpu)"] = (
+                f"{t3 - t2:.2f} / {c3 - c2:.2f}"
+            )
+            figures["period: total wall (s)"] = round(t3 - t0, 2)
+            figures["period: total cpu (s)"] = round(c3 - c0, 2)
+            figures["period: stoves included"] = report["totals"]["included"]
+            figures["period: credits"] = report["credits"]["amount"]
+        finally:
+            await platform.stop()
+    return figures
+
+
+async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> dict[str, Any]:
+    """Whole oracle decisions (read the telemetry, corroborate, compute, sign, approve with
+    its credential and mint, one ledger write each) on pending claims of metered stoves."""
+    from sqlalchemy import text
+
+    from twinhub.services.claims import CollectionSpec
+    from twinhub.services.domains import DomainSpec
+    from twinhub.services.principals import Principal
+
+    admin = Principal("did:ixo:org/bench", frozenset({"admin"}))
+    project = await platform.domains.create(
+        DomainSpec(type="Project", protocol="did:ixo:protocol/project", local_id="bench-p"),
+        admin,
+    )
+    oracle = await platform.domains.create(
+        DomainSpec(
+            type="Oracle",
+            protocol="did:ixo:protocol/oracle",
+            controller=["did:ixo:org/bench"],
+            local_id="bench-o",
+        ),
+        admin,
+    )
+    async with platform.engine.begin() as connection:  # a bench shortcut past governance
+        await connection.execute(
+            text("UPDATE domains SET verified = 1 WHERE did = :d"), {"d": project["did"]}
+        )
+        await connection.execute(
+            text("UPDATE domains SET parent_did = :p WHERE did LIKE 'did:ixo:entity/bench-s%'"),
+            {"p": project["did"]},
+        )
+    collection = await platform.claims.create_collection(
+        CollectionSpec(project["did"], "did:ixo:protocol/clean-cooking-claim", [oracle["did"]]),
+        admin,
+    )
+    data = {
+        "reportType": "cooking",
+        "periodStart": datetime(start.year, start.month, start.day, tzinfo=UTC).isoformat(),
+        "periodEnd": (
+            datetime(end.year, end.month, end.day, tzinfo=UTC) + timedelta(days=1)
+        ).isoformat(),
+    }
+    for did in stoves:
+        await platform.claims.submit(collection["id"], data, admin, asset=did)
+    t0, c0 = time.perf_counter(), time.process_time()
+    decided = 0
+    while True:
+        done = await platform.oracle.run_once()
+        if done == 0:
+            break
+        decided += done
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    approved = await platform.claims.collection(collection["id"])
+    return {
+        "oracle: claims decided": decided,
+        "oracle: approved": approved["counts"]["approved"],
+        "oracle: claim evaluations/s (wall)": round(decided / wall, 1),
+        "oracle: cpu per claim (ms)": round(cpu / max(decided, 1) * 1000, 1),
+    }
+
+
+def _stamp(moment: datetime) -> str:
+    """How SQLAlchemy keeps a datetime in SQLite."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _seed(
+    path: Path,
+    domains: list[dict[str, Any]],
+    tokens: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+) -> None:
+    """Bulk rows through the stdlib driver: seeding is not what is measured."""
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.executemany(
+            "INSERT INTO domains (did, seq, type, class_did, twin_class, controller, services,"
+            " credentials, metadata, properties, status, verified, version, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    d["did"],
+                    d["seq"],
+                    d["type"],
+                    d["class_did"],
+                    d["twin_class"],
+                    json.dumps(d["controller"]),
+                    "[]",
+                    "[]",
+                    "{}",
+                    json.dumps(d["properties"]),
+                    "active",
+                    1,
+                    1,
+                    _stamp(d["created_at"]),
+                    _stamp(d["updated_at"]),
+                )
+                for d in domains
+            ],
+        )
+        connection.executemany(
+            "INSERT INTO device_tokens (token_id, domain_did, secret_sha256, label, created_by,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    t["token_id"],
+                    t["domain_did"],
+                    t["secret_sha256"],
+                    t["label"],
+                    t["created_by"],
+                    _stamp(t["created_at"]),
+                )
+                for t in tokens
+            ],
+        )
+        connection.executemany(
+            'INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min,'
+            " max) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r["scope"],
+                    "day",
+                    _stamp(r["bucket"]),
+                    r["field"],
+                    r["count"],
+                    r["sum"],
+                    r["min"],
+                    r["max"],
+                )
+                for r in rows
+            ],
+        )
+    connection.close()

@@ -1,0 +1,160 @@
+"""A claim's credits, computed: the claim's stove, its period, its telemetry, the protocol's
+methodology. Nobody types a credit amount; a human approval and the oracle's both mint what
+this computes, so the two can never disagree.
+
+A claim is computed as a one-stove monitoring period (twinhub.oracle.periods), so a claim
+and a project's period follow the same rules: the same exclusions, the same rounding down
+to the token's smallest unit, the same digests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from twinhub.db.models import Claim, ClaimCollection, CreditToken, Domain
+from twinhub.oracle.inputs import stove_periods
+from twinhub.oracle.methodology import Methodology, compile_methodology, digest_of
+from twinhub.oracle.periods import PeriodSpec, compute_period
+from twinhub.services.errors import Problems
+
+DEFAULT_DECIMALS = 6  # a new credit token counts millionths: 0.000001 tCO2e
+MAX_CLAIM_DAYS = 366
+_compiled: dict[str, Methodology] = {}
+
+
+class NotComputable(Exception):
+    """The methodology cannot give this claim a number; `reason` says why, for a person."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def methodology_of(document: dict[str, Any]) -> Methodology:
+    """The compiled methodology of a protocol's document (compiled once per process)."""
+    digest = digest_of(document)
+    found = _compiled.get(digest)
+    if found is None:
+        problems = Problems()
+        compiled = compile_methodology(document, problems)
+        if compiled is None:  # refused at registration, so only a hand-edited row gets here
+            raise NotComputable(
+                "the protocol's methodology does not compile: "
+                + "; ".join(f"{p.field}: {p.error}" for p in problems.items)
+            )
+        found = _compiled[digest] = compiled
+    return found
+
+
+def _moment(value: Any, name: str) -> datetime:
+    if not isinstance(value, str):
+        raise NotComputable(f"the claim names no {name} (an ISO 8601 date-time)")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise NotComputable(f"the claim's {name} is not an ISO 8601 date-time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def claim_days(data: dict[str, Any], now: datetime) -> tuple[date, date]:
+    """The whole UTC days a claim's `periodStart`..`periodEnd` covers (end exclusive)."""
+    start = _moment(data.get("periodStart"), "periodStart")
+    end = _moment(data.get("periodEnd"), "periodEnd")
+    if end <= start:
+        raise NotComputable("the claim's periodEnd is not after its periodStart (a skewed clock?)")
+    if end > now + timedelta(minutes=5):
+        raise NotComputable("the claim's period has not ended yet")
+    first, last = start.astimezone(UTC).date(), (end - timedelta(microseconds=1)).date()
+    if (last - first).days + 1 > MAX_CLAIM_DAYS:
+        raise NotComputable(f"the claim's period is longer than {MAX_CLAIM_DAYS} days")
+    return first, last
+
+
+@dataclass(frozen=True)
+class ClaimComputation:
+    """What the methodology made of a claim: the credential carries `calculation`."""
+
+    amount: int  # in the token's smallest unit
+    token: str
+    decimals: int
+    methodology: dict[str, str]  # id, version, digest
+    inputs_digest: str
+    start: date
+    end: date
+    stove: dict[str, Any]  # the one-stove report row: usage, inputs, values, reductions
+    sessions: int
+    quantity: float
+    unit: str
+
+    def calculation(self) -> dict[str, Any]:
+        return {
+            "methodology": self.methodology,
+            "period": {"from": self.start.isoformat(), "to": self.end.isoformat()},
+            "inputsDigest": self.inputs_digest,
+            "usage": self.stove["usage"],
+            "inputs": self.stove["inputs"],
+            "values": self.stove["values"],
+            "reductions": self.stove["reductions"],
+            "credits": {"token": self.token, "decimals": self.decimals, "amount": self.amount},
+        }
+
+
+async def active_evaluator(session: AsyncSession, collection: ClaimCollection) -> str | None:
+    """The collection's first evaluator oracle that is active: the one the oracle service
+    acts as."""
+    rows = await session.scalars(select(Domain).where(Domain.did.in_(collection.evaluators)))
+    active = {row.did for row in rows if row.status == "active"}
+    return next((did for did in collection.evaluators if did in active), None)
+
+
+async def token_decimals(session: AsyncSession, token: str) -> int:
+    row = await session.get(CreditToken, token)
+    return row.decimals if row is not None else DEFAULT_DECIMALS
+
+
+async def compute_claim(
+    session: AsyncSession,
+    claim: Claim,
+    methodology_document: dict[str, Any] | None,
+    token: str,
+    project: str,
+    now: datetime,
+) -> ClaimComputation:
+    """The claim's credits from its stove's telemetry, or NotComputable with the reason."""
+    if methodology_document is None:
+        raise NotComputable(
+            f"the protocol names the token {token} but no methodology: nothing computes its credits"
+        )
+    methodology = methodology_of(methodology_document)
+    if claim.asset_did is None:
+        raise NotComputable("the claim names no stove (asset) whose telemetry would count")
+    start, end = claim_days(claim.data, now)
+    decimals = await token_decimals(session, token)
+    (stove,) = await stove_periods(session, [claim.asset_did], start, end)
+    spec = PeriodSpec(project, start, end, token, decimals)
+    report = compute_period(spec, methodology, [stove], [])
+    if report["exclusions"]:
+        raise NotComputable(report["exclusions"][0]["reason"])
+    row = report["stoves"][0]
+    return ClaimComputation(
+        amount=report["credits"]["amount"],
+        token=token,
+        decimals=decimals,
+        methodology={
+            "id": methodology.id,
+            "version": methodology.version,
+            "digest": methodology.digest,
+        },
+        inputs_digest=row["inputsDigest"],
+        start=start,
+        end=end,
+        stove=row,
+        sessions=row["usage"]["sessions"],
+        quantity=row["usage"]["quantity"],
+        unit=row["usage"]["unit"],
+    )

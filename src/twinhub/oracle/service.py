@@ -1,0 +1,436 @@
+"""The oracle: a running service that evaluates submitted claims by itself.
+
+It looks for pending claims whose protocol carries a methodology, takes a lease on each
+(a row of `oracle_decisions`, so several oracle processes never evaluate one claim twice
+and a restarted oracle picks up a lease that ran out), and decides:
+
+- approved: the telemetry corroborates the claim, the stove is plausible, the stove-period
+  was not credited before; the approval mints what the methodology computes, through the
+  same verified-only path as a person's approval;
+- rejected: the claim says more than the telemetry recorded, or the stove-period was
+  credited already (double counting);
+- flagged: anything the oracle cannot decide with confidence (no telemetry, gaps, a
+  formula that fails, an unverified stove, learned-plausibility findings, a crash). It
+  never approves by default.
+
+Every decision is signed with the platform's issuer key and stored with its reasons, the
+digest of the telemetry it used and the methodology's id, version and digest. The decision
+row and the claim's evaluation (and its credential and credits) commit in one ledger write:
+a crash between them leaves neither, and the lease runs out for another try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import (
+    Claim,
+    ClaimCollection,
+    Domain,
+    MonitoringPeriod,
+    OracleDecision,
+    utcnow,
+)
+from twinhub.logging import get_logger
+from twinhub.oracle.claims import (
+    ClaimComputation,
+    NotComputable,
+    active_evaluator,
+    claim_days,
+    compute_claim,
+)
+from twinhub.oracle.inputs import stove_periods
+from twinhub.oracle.plausibility import assess
+from twinhub.security.signing import Issuer
+from twinhub.services.claims import APPROVED, FLAGGED, PENDING, REJECTED, ClaimService
+from twinhub.services.credentials import rfc3339
+from twinhub.services.domains import ACTIVE
+from twinhub.services.errors import NotFound, ServiceError
+from twinhub.services.ledger import LedgerWrite
+from twinhub.services.principals import Principal
+from twinhub.services.protocols import ProtocolService
+
+log = get_logger(__name__)
+LEASED, DECIDED, SKIPPED = "leased", "decided", "skipped"
+DECISION_TYPE = "OracleDecision"
+REVIEW_KINDS = ("tampered", "cloned", "broken")
+FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # another claim's period has ended, whenever
+
+
+@dataclass
+class Decision:
+    outcome: str
+    reasons: list[str] = field(default_factory=list)
+    oracle: str | None = None
+    computation: ClaimComputation | None = None
+    inputs_digest: str | None = None
+    methodology: dict[str, str] | None = None
+
+
+def decision_view(row: OracleDecision) -> dict[str, Any]:
+    return {
+        "claim": row.claim_id,
+        "state": row.state,
+        "oracle": row.oracle,
+        "outcome": row.outcome,
+        "reasons": row.reasons,
+        "inputsDigest": row.inputs_digest,
+        "methodology": row.methodology,
+        "amount": row.amount,
+        "attempts": row.attempts,
+        "decidedAt": row.decided_at.isoformat() if row.decided_at else None,
+        "signed": orjson.loads(row.document) if row.document else None,
+    }
+
+
+class OracleService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        claims: ClaimService,
+        protocols: ProtocolService,
+        issuer: Issuer,
+        poll_seconds: float = 1.0,
+        lease_seconds: float = 60.0,
+        max_attempts: int = 3,
+        batch: int = 50,
+    ) -> None:
+        self._sessions = sessions
+        self._claims = claims
+        self._protocols = protocols
+        self._issuer = issuer
+        self.poll_seconds = poll_seconds
+        self.lease = timedelta(seconds=lease_seconds)
+        self.max_attempts = max_attempts
+        self.batch = batch
+        self.owner = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.decided = 0
+
+    # -- the loop ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Evaluate pending claims until cancelled; a failed round is logged and retried."""
+        log.info("oracle started", owner=self.owner)
+        while True:
+            try:
+                done = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the database went away, ...: try again later
+                log.warning("oracle round failed", error=repr(error))
+                done = 0
+            if done == 0:
+                await asyncio.sleep(self.poll_seconds)
+
+    async def run_once(self) -> int:
+        """Lease and decide what is waiting now; how many claims were decided."""
+        done = 0
+        for claim_id in await self._waiting():
+            attempts = await self._take(claim_id)
+            if attempts is None:
+                continue  # another oracle holds it
+            await self.decide(claim_id, attempts)
+            done += 1
+        return done
+
+    async def _waiting(self) -> list[str]:
+        now = utcnow()
+        query = (
+            select(Claim.id)
+            .outerjoin(OracleDecision, OracleDecision.claim_id == Claim.id)
+            .where(
+                Claim.status == PENDING,
+                or_(
+                    OracleDecision.id.is_(None),
+                    and_(OracleDecision.state == LEASED, OracleDecision.lease_until < now),
+                ),
+            )
+            .order_by(Claim.seq)
+            .limit(self.batch)
+        )
+        async with self._sessions() as session:
+            return list(await session.scalars(query))
+
+    async def _take(self, claim_id: str) -> int | None:
+        """A lease on the claim (its attempt number), or None when another oracle has it."""
+        now = utcnow()
+        try:
+            async with self._sessions.begin() as session:
+                session.add(
+                    OracleDecision(
+                        claim_id=claim_id,
+                        state=LEASED,
+                        owner=self.owner,
+                        lease_until=now + self.lease,
+                        attempts=1,
+                        reasons=[],
+                        created_at=now,
+                    )
+                )
+            return 1
+        except IntegrityError:
+            pass
+        async with self._sessions.begin() as session:
+            taken = await session.execute(
+                update(OracleDecision)
+                .where(
+                    OracleDecision.claim_id == claim_id,
+                    OracleDecision.state == LEASED,
+                    OracleDecision.lease_until < now,
+                )
+                .values(
+                    owner=self.owner,
+                    lease_until=now + self.lease,
+                    attempts=OracleDecision.attempts + 1,
+                )
+                .returning(OracleDecision.attempts)
+            )
+            attempts = taken.scalar()
+        return int(attempts) if attempts is not None else None
+
+    # -- one claim -----------------------------------------------------------------------
+    async def decide(self, claim_id: str, attempts: int = 1) -> dict[str, Any] | None:
+        """Assess the leased claim, then record the decision and apply it to the claim."""
+        if attempts > self.max_attempts:
+            decision = Decision(
+                FLAGGED,
+                [
+                    f"the oracle stopped {attempts - 1} times while evaluating this claim; "
+                    "a person should look at it"
+                ],
+            )
+        else:
+            try:
+                decision = await self.assess(claim_id)
+            except Exception as error:  # a fault of ours: flag, never approve by default
+                log.exception("oracle assessment failed", claim=claim_id)
+                decision = Decision(FLAGGED, [f"the oracle failed: {type(error).__name__}"])
+        if decision.outcome == SKIPPED:
+            await self._finish(claim_id, decision, SKIPPED)
+            return None
+        if decision.oracle is None:
+            decision.oracle = await self._oracle_for(claim_id)
+        if decision.oracle is None:
+            await self._finish(claim_id, decision, DECIDED)
+            return None
+        principal = Principal(decision.oracle, frozenset({"writer"}))
+
+        async def record(write: LedgerWrite, claim: Claim) -> None:
+            await self._record(write.session, claim_id, decision, DECIDED)
+
+        reason = "; ".join(decision.reasons)[:1000] or None
+        try:
+            reply = await self._claims.evaluate(
+                claim_id,
+                decision.outcome,
+                principal,
+                reason=reason,
+                oracle=decision.oracle,
+                computation=decision.computation,
+                on_write=record,
+            )
+        except ServiceError as error:  # e.g. the project lost its verification meanwhile
+            decision.reasons.append(f"not applied to the claim: {error.message}")
+            await self._finish(claim_id, decision, DECIDED)
+            return None
+        self.decided += 1
+        return reply
+
+    async def _finish(self, claim_id: str, decision: Decision, state: str) -> None:
+        async with self._sessions.begin() as session:
+            await self._record(session, claim_id, decision, state)
+
+    async def _record(
+        self, session: AsyncSession, claim_id: str, decision: Decision, state: str
+    ) -> None:
+        """Sign the decision and store it on the claim's decision row."""
+        row = await session.scalar(
+            select(OracleDecision).where(OracleDecision.claim_id == claim_id).with_for_update()
+        )
+        if row is None:  # decided without a lease (a direct call): make the row
+            row = OracleDecision(claim_id=claim_id, attempts=1, reasons=[], created_at=utcnow())
+            session.add(row)
+        now = utcnow()
+        computation = decision.computation
+        document = {
+            "type": DECISION_TYPE,
+            "claim": claim_id,
+            "oracle": decision.oracle,
+            "outcome": decision.outcome if state == DECIDED else None,
+            "reasons": decision.reasons,
+            "inputsDigest": decision.inputs_digest,
+            "methodology": decision.methodology,
+            "calculation": computation.calculation() if computation else None,
+            "decidedAt": rfc3339(now),
+            "issuer": self._issuer.did,
+        }
+        row.state, row.owner, row.lease_until = state, None, None
+        row.oracle = decision.oracle
+        row.outcome = decision.outcome if state == DECIDED else None
+        row.reasons = decision.reasons
+        row.inputs_digest = decision.inputs_digest
+        row.methodology = decision.methodology
+        row.amount = computation.amount if computation and decision.outcome == APPROVED else None
+        row.document = orjson.dumps(self._issuer.sign(document, rfc3339(now))).decode()
+        row.decided_at = now
+
+    async def assess(self, claim_id: str) -> Decision:
+        """The decision and every reason for it; writes nothing."""
+        now = utcnow()
+        async with self._sessions() as session:
+            claim = await session.get(Claim, claim_id)
+            if claim is None:
+                raise NotFound(f"No claim {claim_id!r}.")
+            collection = await session.get(ClaimCollection, claim.collection_id)
+            assert collection is not None
+            protocol = await self._protocols.get(collection.protocol_did)
+            document = protocol.effective_methodology
+            if document is None or protocol.effective_token_class is None:
+                return Decision(SKIPPED, ["the protocol has no methodology: left for a person"])
+            oracle = await active_evaluator(session, collection)
+            decision = Decision(FLAGGED, oracle=oracle, methodology=protocol.methodology_summary())
+            if oracle is None:
+                decision.reasons.append("the collection has no active evaluator oracle")
+                return decision
+            stove = await session.get(Domain, claim.asset_did) if claim.asset_did else None
+            if stove is not None and not (stove.verified and stove.status == ACTIVE):
+                decision.reasons.append(
+                    f"the stove {stove.did} is not verified (only verified domains take part "
+                    "in credit issuance)"
+                )
+                return decision
+            try:
+                computation = await compute_claim(
+                    session,
+                    claim,
+                    document,
+                    protocol.effective_token_class,
+                    collection.project_did,
+                    now,
+                )
+            except NotComputable as error:
+                decision.reasons.append(error.reason)
+                return decision
+            decision.inputs_digest = computation.inputs_digest
+            rules = {name: spec["value"] for name, spec in document.get("parameters", {}).items()}
+            tolerance = float(rules.get("corroboration_tolerance", 0.2))
+            rejects, flags = self._corroborate(claim.data, computation, tolerance)
+            rejects += await self._double_counted(session, claim, computation)
+            (period,) = await stove_periods(
+                session, [computation.stove["stove"]], computation.start, computation.end
+            )
+            for finding in assess(period.days):
+                if finding.kind in REVIEW_KINDS:
+                    flags.append(f"looks {finding.kind}: {finding.explanation}")
+        if rejects:
+            decision.outcome, decision.reasons = REJECTED, rejects + flags
+        elif flags:
+            decision.outcome, decision.reasons = FLAGGED, flags
+        else:
+            decision.outcome = APPROVED
+            decision.computation = computation
+            decision.reasons = [
+                f"telemetry corroborates the claim: {computation.sessions} cooking sessions, "
+                f"{computation.quantity:g} {computation.unit} from {computation.start} to "
+                f"{computation.end}; {computation.stove['reductions']:.6f} tCO2e"
+            ]
+        return decision
+
+    async def _oracle_for(self, claim_id: str) -> str | None:
+        async with self._sessions() as session:
+            claim = await session.get(Claim, claim_id)
+            collection = await session.get(ClaimCollection, claim.collection_id) if claim else None
+            return await active_evaluator(session, collection) if collection else None
+
+    @staticmethod
+    def _corroborate(
+        data: dict[str, Any], computation: ClaimComputation, tolerance: float
+    ) -> tuple[list[str], list[str]]:
+        """What the claim says against what the telemetry recorded: more than the tolerance
+        above is rejected (an over-claim), more than it below is flagged."""
+        rejects: list[str] = []
+        flags: list[str] = []
+        checks = [("mealsCooked", "meals", computation.sessions, "cooking sessions")]
+        if computation.unit == "kg":
+            checks.append(("fuelKg", "kg of fuel", computation.quantity, "kg metered"))
+        for name, what, measured, measured_what in checks:
+            said = data.get(name)
+            if isinstance(said, bool) or not isinstance(said, int | float):
+                continue
+            if said > measured * (1 + tolerance):
+                rejects.append(
+                    f"the claim says {said:g} {what}; the telemetry recorded {measured:g} "
+                    f"{measured_what} (more than {tolerance:.0%} over)"
+                )
+            elif said < measured * (1 - tolerance):
+                flags.append(
+                    f"the claim says {said:g} {what}; the telemetry recorded {measured:g} "
+                    f"{measured_what} (more than {tolerance:.0%} under)"
+                )
+        return rejects, flags
+
+    @staticmethod
+    async def _double_counted(
+        session: AsyncSession, claim: Claim, computation: ClaimComputation
+    ) -> list[str]:
+        """Another approved claim on the same stove whose period overlaps this one."""
+        rows = await session.execute(
+            select(Claim.id, Claim.data).where(
+                Claim.asset_did == claim.asset_did, Claim.status == APPROVED, Claim.id != claim.id
+            )
+        )
+        found = []
+        project = (
+            select(ClaimCollection.project_did)
+            .where(ClaimCollection.id == claim.collection_id)
+            .scalar_subquery()
+        )
+        periods = await session.execute(
+            select(
+                MonitoringPeriod.id,
+                MonitoringPeriod.start,
+                MonitoringPeriod.end,
+                MonitoringPeriod.report,
+            ).where(
+                MonitoringPeriod.project_did == project,
+                MonitoringPeriod.start <= computation.end,
+                MonitoringPeriod.end >= computation.start,
+            )
+        )
+        for period_id, start, end, report in periods:
+            credited = {row["stove"] for row in orjson.loads(report).get("stoves", [])}
+            if claim.asset_did in credited:
+                found.append(
+                    f"monitoring period {period_id} ({start}..{end}) credited this stove "
+                    "already (double counting)"
+                )
+        for other, data in rows:
+            try:
+                start, end = claim_days(data, FAR_FUTURE)
+            except NotComputable:
+                continue
+            if start <= computation.end and computation.start <= end:
+                found.append(
+                    f"the stove-period {start}..{end} was credited already by claim {other} "
+                    "(double counting)"
+                )
+        return found
+
+    async def decision(self, claim_id: str) -> dict[str, Any]:
+        async with self._sessions() as session:
+            row = await session.scalar(
+                select(OracleDecision).where(OracleDecision.claim_id == claim_id)
+            )
+        if row is None:
+            raise NotFound(f"The oracle has not decided claim {claim_id!r}.")
+        return decision_view(row)

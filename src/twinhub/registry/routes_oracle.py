@@ -1,0 +1,86 @@
+"""Oracle routes: a claim's signed oracle decision, a project's monitoring periods and their
+reports (JSON or CSV)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import Field
+from starlette.responses import JSONResponse, Response
+
+from twinhub.platform import Platform
+from twinhub.registry.auth import Reader, Writer
+from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.routes import DID_PATH
+from twinhub.registry.schemas import Body
+
+router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
+PeriodId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+
+
+def _platform(request: Request) -> Platform:
+    return request.app.state.platform
+
+
+class PeriodIn(Body):
+    from_: date = Field(alias="from", description="First day of the period (UTC), inclusive.")
+    to: date = Field(description="Last day of the period (UTC), inclusive; before today.")
+
+
+@router.get(
+    "/claims/{claim_id}/oracle-decision",
+    tags=["claims"],
+    summary="The oracle's signed decision on a claim: outcome, reasons, inputs, methodology",
+)
+async def oracle_decision(
+    request: Request,
+    claim_id: Annotated[str, Path(min_length=1, max_length=100)],
+    caller: Reader,
+) -> dict[str, Any]:
+    return await _platform(request).oracle.decision(claim_id)
+
+
+@router.post(
+    f"/domains/{DID_PATH}/monitoring-periods",
+    tags=["claims"],
+    summary="Compute a project's monitoring period: per-stove reductions, one claim, credits",
+)
+async def run_period(request: Request, did: str, body: PeriodIn, caller: Writer) -> Response:
+    view, created = await _platform(request).monitoring.run(did, body.from_, body.to, caller)
+    return JSONResponse(
+        view,
+        201 if created else 200,
+        headers={"Location": f"/v1/domains/{did}/monitoring-periods/{view['id']}"},
+    )
+
+
+@router.get(f"/domains/{DID_PATH}/monitoring-periods", tags=["claims"])
+async def list_periods(request: Request, did: str, caller: Reader) -> dict[str, Any]:
+    return {"items": await _platform(request).monitoring.periods(did)}
+
+
+@router.get(f"/domains/{DID_PATH}/monitoring-periods/{{period_id}}", tags=["claims"])
+async def get_period(
+    request: Request, did: str, period_id: PeriodId, caller: Reader
+) -> dict[str, Any]:
+    return await _platform(request).monitoring.period(did, period_id)
+
+
+@router.get(
+    f"/domains/{DID_PATH}/monitoring-periods/{{period_id}}/report",
+    tags=["claims"],
+    summary="The monitoring report an auditor checks (format=json or csv)",
+)
+async def period_report(
+    request: Request,
+    did: str,
+    period_id: PeriodId,
+    caller: Reader,
+    format: Annotated[Literal["json", "csv"], Query()] = "json",
+) -> Response:
+    text = await _platform(request).monitoring.report(did, period_id, format)
+    if format == "csv":
+        return Response(text, media_type="text/csv; charset=utf-8")
+    return Response(text, media_type="application/json")

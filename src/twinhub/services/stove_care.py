@@ -1,0 +1,147 @@
+"""A household's own stove, as its owner asks about it: is it on, when did it last cook, how
+much this month; and the problems households report, which are the support queue.
+
+Health is read from telemetry's live state (the device's last reading and latest value of
+each field) and its month rollups, never from raw readings: one small read per question.
+A problem report is a row and its `stove.problem_reported` event, in one transaction (the
+outbox: a crash never loses or invents one). The same open problem reported again (same
+stove, same kind) is the one report: the household gets its reference back, no new event.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup, utcnow
+from twinhub.events.store import record_event
+from twinhub.identifiers import customer_did
+from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.services.stoves import StoveService, StoveView
+from twinhub.telemetry.figures import ENERGY_FIELD
+from twinhub.telemetry.figures import SESSION_FIELD as SESSIONS_STARTED
+from twinhub.telemetry.store import bucket_of
+
+PROBLEM_KINDS = ("noStart", "smoke", "broken", "meter", "other")
+OPEN, CLOSED = "open", "closed"
+PROBLEM_EVENT = "stove.problem_reported"
+SESSION_FIELD = "session"  # the stove protocol's start | end of a cooking session
+
+
+@dataclass(frozen=True, slots=True)
+class StoveHealth:
+    online: bool
+    last_seen: datetime | None  # the stove's newest reading
+    last_cooked: datetime | None  # the newest reading that started or ended a session
+    month_sessions: int  # cooking sessions started this calendar month (UTC)
+    month_kwh: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemView:
+    reference: str
+    stove: str
+    customer_id: str
+    kind: str
+    status: str
+    reported_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "stove": self.stove,
+            "customer": customer_did(self.customer_id),
+            "kind": self.kind,
+            "status": self.status,
+            "reportedAt": self.reported_at.isoformat(),
+        }
+
+
+async def owned_stoves(stoves: StoveService, customer_id: str) -> list[StoveView]:
+    """The stoves that belong to a customer. The one place Stove Status asks who owns a
+    stove, so that a change of the ownership rule (ownerCustomerId) lands here alone."""
+    return await stoves.stoves_of(customer_id)
+
+
+def _view(row: StoveProblem) -> ProblemView:
+    return ProblemView(
+        row.reference, row.stove_did, row.customer_id, row.kind, row.status, row.reported_at
+    )
+
+
+class StoveCare:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], offline_after_seconds: float
+    ) -> None:
+        self._sessions = sessions
+        self._offline_after = timedelta(seconds=offline_after_seconds)
+
+    async def health(self, did: str, now: datetime | None = None) -> StoveHealth:
+        now = now or datetime.now(UTC)
+        month = bucket_of(now, "month")
+        async with self._sessions() as session:
+            device = await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
+            rows = await session.execute(
+                select(TelemetryRollup.field, TelemetryRollup.sum).where(
+                    TelemetryRollup.scope == did,
+                    TelemetryRollup.interval == "month",
+                    TelemetryRollup.bucket == month,
+                    TelemetryRollup.field.in_((ENERGY_FIELD, SESSIONS_STARTED)),
+                )
+            )
+            totals = {name: float(total or 0) for name, total in rows}
+        last_seen = device.last_time if device else None
+        last_cooked = None
+        cooking = (device.latest or {}).get(SESSION_FIELD) if device else None
+        if isinstance(cooking, dict) and isinstance(cooking.get("time"), str):
+            last_cooked = datetime.fromisoformat(cooking["time"])
+        return StoveHealth(
+            online=last_seen is not None and now - last_seen < self._offline_after,
+            last_seen=last_seen,
+            last_cooked=last_cooked,
+            month_sessions=round(totals.get(SESSIONS_STARTED, 0)),
+            month_kwh=totals.get(ENERGY_FIELD, 0.0),
+        )
+
+    async def report_problem(self, customer_id: str, stove: str, kind: str) -> ProblemView:
+        """Record a problem (the caller has checked the stove is the customer's)."""
+        if kind not in PROBLEM_KINDS:
+            raise Invalid("Unknown problem kind.", [FieldProblem("kind", ", ".join(PROBLEM_KINDS))])
+        async with self._sessions() as session, session.begin():
+            held = await session.scalar(
+                select(StoveProblem).where(
+                    StoveProblem.stove_did == stove,
+                    StoveProblem.kind == kind,
+                    StoveProblem.status == OPEN,
+                )
+            )
+            if held is not None:
+                return _view(held)
+            row = StoveProblem(
+                reference=secrets.token_hex(4),
+                stove_did=stove,
+                customer_id=customer_id,
+                kind=kind,
+                status=OPEN,
+                reported_at=utcnow(),
+            )
+            session.add(row)
+            view = _view(row)
+            record_event(session, PROBLEM_EVENT, stove, customer_did(customer_id), view.as_json())
+        return view
+
+    async def open_problems(self, limit: int = 50) -> list[ProblemView]:
+        """The support queue: open problems, newest first."""
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(StoveProblem)
+                .where(StoveProblem.status == OPEN)
+                .order_by(StoveProblem.reported_at.desc(), StoveProblem.id.desc())
+                .limit(limit)
+            )
+            return [_view(row) for row in rows]

@@ -888,6 +888,9 @@ async def test_validity_timestamps_are_kept_in_utc(registry: Registry) -> None:
     until = datetime.fromisoformat(created["validUntil"])
     assert until == datetime(2029, 12, 31, 21, tzinfo=UTC)
     assert until.utcoffset() is not None
+    # The ledger keeps the record as the table holds it (UTC), so replaying it reconciles.
+    [transaction] = await registry.platform.ledger.history(created["did"])
+    assert transaction.payload["record"]["validUntil"] == "2029-12-31T21:00:00+00:00"
 
 
 async def test_naive_timestamps_are_read_as_utc(registry: Registry) -> None:

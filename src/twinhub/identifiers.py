@@ -8,6 +8,7 @@ followed by a path, since ixo's own identifiers carry one.
 
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 import unicodedata
@@ -34,8 +35,8 @@ def mint(kind: str, local_id: str | None = None) -> str:
 
 def new_local_id() -> str:
     """16 characters, lower-case letters and digits: typeable, and 80 bits of randomness."""
-    alphabet = "abcdefghijklmnopqrstuvwxyz234567"
-    return "".join(secrets.choice(alphabet) for _ in range(16))
+    # Ten random bytes in base32 are exactly 16 characters of a-z and 2-7, no padding.
+    return base64.b32encode(secrets.token_bytes(10)).decode().lower()
 
 
 def slugify(text: str) -> str:

@@ -32,6 +32,8 @@ from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for
 from twinhub.services.errors import FieldProblem, Invalid
 
 _WRITTEN = "twinhub.events.written"
+# In a session's info while a ledger write runs: the list its events go to (services.ledger).
+EVENT_ROWS = "twinhub.events.pending_rows"
 PRUNE_BATCH = 1000  # events removed per transaction: short locks, however large the backlog
 # Deliveries that still need their event: pending (being retried) or failed (replayable by
 # hand), of a subscription that still exists.
@@ -60,23 +62,31 @@ def record_event(
     ledger_height: int | None = None,
     occurred_at: datetime | None = None,
 ) -> str:
-    """Add an event to `session`'s transaction; it exists once that commits. Its id."""
+    """Add an event to `session`'s transaction; it exists once that commits. Its id.
+
+    Inside a ledger write the row joins the write's pending rows (EVENT_ROWS in the
+    session's info), which the ledger inserts in one statement per group commit, only if
+    the write succeeded; elsewhere it is added to the session."""
     if type not in CATALOGUE:
         raise ValueError(f"unknown event type {type!r}; add it to events.types.CATALOGUE")
     event_id = new_event_id()
-    session.add(
-        Event(
-            event_id=event_id,
-            position=None,
-            type=type,
-            subject=subject,
-            actor=actor,
-            data=orjson.dumps(data).decode(),
-            ledger_height=ledger_height,
-            occurred_at=occurred_at or utcnow(),
-        )
-    )
-    getattr(session, "sync_session", session).info[_WRITTEN] = True
+    row = {
+        "event_id": event_id,
+        "position": None,
+        "type": type,
+        "subject": subject,
+        "actor": actor,
+        "data": orjson.dumps(data).decode(),
+        "ledger_height": ledger_height,
+        "occurred_at": occurred_at or utcnow(),
+    }
+    info = getattr(session, "sync_session", session).info
+    pending: list[dict[str, Any]] | None = info.get(EVENT_ROWS)
+    if pending is not None:
+        pending.append(row)
+    else:
+        session.add(Event(**row))
+    info[_WRITTEN] = True
     return event_id
 
 

@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import LedgerHead, LedgerTransaction, utcnow
-from twinhub.events.store import record_ledger_events
+from twinhub.db.models import Event, LedgerHead, LedgerTransaction, utcnow
+from twinhub.events.store import EVENT_ROWS, record_ledger_events
 
 GENESIS_HASH = "0" * 64
 HEAD_ROW = 1
@@ -93,6 +93,10 @@ class LedgerWrite:
         self._head = head
         self._sequences = {} if sequences is None else sequences
         self.appended: list[Transaction] = []
+        # Rows inserted by the batch's commit, in one statement per table, if this write
+        # succeeds: a transaction's row and its events need no ORM object or round trip.
+        self.ledger_rows: list[dict[str, Any]] = []
+        self.event_rows: list[dict[str, Any]] = []
 
     async def next_seq(self, column: Any) -> int:
         """The next value of a creation-order column (`Domain.seq`, ...): `max + 1` read
@@ -112,17 +116,17 @@ class LedgerWrite:
         at = utcnow()
         body = canonical_json(payload)
         tx_hash = transaction_hash(height, prev_hash, kind, subject, actor, at, body)
-        self.session.add(
-            LedgerTransaction(
-                height=height,
-                tx_hash=tx_hash,
-                prev_hash=prev_hash,
-                kind=kind,
-                subject=subject,
-                actor=actor,
-                payload=body,
-                created_at=at,
-            )
+        self.ledger_rows.append(
+            {
+                "height": height,
+                "tx_hash": tx_hash,
+                "prev_hash": prev_hash,
+                "kind": kind,
+                "subject": subject,
+                "actor": actor,
+                "payload": body,
+                "created_at": at,
+            }
         )
         self._head.height, self._head.tx_hash = height, tx_hash
         transaction = Transaction(height, tx_hash, prev_hash, kind, subject, actor, payload, at)
@@ -148,6 +152,8 @@ class _Batch:
         self.session = session
         self.head = head
         self.sequences: dict[Any, int] = {}  # LedgerWrite.next_seq's counters
+        self.ledger_rows: list[dict[str, Any]] = []  # of the writes that succeeded, in order
+        self.event_rows: list[dict[str, Any]] = []
         self.writes = 0  # writes whose savepoint was released into this batch
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Retrieved here so a failed commit nobody awaits (its writers all failed or were
@@ -184,6 +190,8 @@ class Ledger:
             batch = self._batch or await self._open()
             self._batch = batch
             write = LedgerWrite(batch.session, batch.head, batch.sequences)
+            # record_event puts this write's events with its own rows (events.store).
+            batch.session.sync_session.info[EVENT_ROWS] = write.event_rows
             if batch.writes == 0:
                 # Alone in its transaction so far: no savepoint needed, since failing
                 # discards the whole (otherwise empty) batch. A write nobody queues behind
@@ -209,9 +217,13 @@ class Ledger:
             # Each write starts with an empty identity map, as with a session of its own:
             # no write sees another's objects, only the rows they flushed.
             batch.session.expunge_all()
+            batch.ledger_rows += write.ledger_rows
+            batch.event_rows += write.event_rows
             batch.writes += 1
             joined = batch
         finally:
+            if self._batch is not None:
+                self._batch.session.sync_session.info.pop(EVENT_ROWS, None)
             await self._maybe_close()
             self._turn.release()
         assert joined is not None
@@ -254,6 +266,10 @@ class Ledger:
         self._batch = None
         try:
             if batch.writes:
+                if batch.ledger_rows:
+                    await batch.session.execute(insert(LedgerTransaction), batch.ledger_rows)
+                if batch.event_rows:
+                    await batch.session.execute(insert(Event), batch.event_rows)
                 await batch.session.execute(
                     update(LedgerHead)
                     .where(LedgerHead.id == HEAD_ROW)

@@ -161,13 +161,14 @@ class TelemetryService:
         protocols: ProtocolService,
         domains: DomainService,
         limiter: RateLimiter,
+        live: LiveHub | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self._protocols = protocols
         self._domains = domains
         self._limiter = limiter
-        self.live = LiveHub()
+        self.live = live if live is not None else LiveHub()
         self._info: dict[str, TwinInfo] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.rejections: deque[dict[str, Any]] = deque(maxlen=500)
@@ -453,7 +454,11 @@ class TelemetryService:
             for did in quiet:
                 info = self._info.get(did)
                 topics = [did, *(info.scopes if info else [])]
-                self.live.publish(topics, {"event": "state", "device": did, "online": False})
+                # Not relayed: every process running this watch reads the same database
+                # and tells its own streams, so relaying would repeat it once per process.
+                self.live.publish(
+                    topics, {"event": "state", "device": did, "online": False}, relay=False
+                )
 
     async def run_pruner(self) -> None:
         """Forever: drop raw readings past the retention (rollups stay)."""

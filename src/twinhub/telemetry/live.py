@@ -114,7 +114,7 @@ class LiveHub:
         self._listener: asyncio.Task[None] | None = None
         self._publish_failing = False  # the publisher is backing off: publish drops
         self._listen_failing = False
-        self._subscribed = asyncio.Event()
+        self._tried = asyncio.Event()  # the relay's first subscription attempt ended
 
     @property
     def relayed(self) -> bool:
@@ -128,7 +128,7 @@ class LiveHub:
         if self._redis is None or self._outbox is not None:
             return
         self._outbox = asyncio.Queue(OUTBOX_SIZE)
-        self._subscribed = asyncio.Event()  # made here: bound to the running loop
+        self._tried = asyncio.Event()  # made here: bound to the running loop
         self._publisher = asyncio.create_task(self._run_publisher(), name="telemetry-live-out")
 
     async def stop(self) -> None:
@@ -139,7 +139,7 @@ class LiveHub:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._subscribed.clear()
+        self._tried = asyncio.Event()
         self._publish_failing = self._listen_failing = False
 
     # -- publishing -----------------------------------------------------------------------
@@ -206,9 +206,9 @@ class LiveHub:
     # -- subscribing ----------------------------------------------------------------------
     @asynccontextmanager
     async def subscribe(self, topic: str) -> AsyncIterator[asyncio.Queue[Event]]:
-        """A queue of `topic`'s events while the block runs. With Redis, the process's relay
-        is subscribed (or failing, or a few seconds passed) before the block begins, so
-        other processes' events published afterwards reach it."""
+        """A queue of `topic`'s events while the block runs. With Redis, the block begins
+        once the process's relay is subscribed (or its first attempt failed, or a few
+        seconds passed), so other processes' events published afterwards reach it."""
         queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_SIZE)
         self._subscribers[topic].add(queue)
         try:
@@ -224,10 +224,9 @@ class LiveHub:
             return
         if self._listener is None:
             self._listener = asyncio.create_task(self._run_listener(), name="telemetry-live-in")
-        if self._subscribed.is_set() or self._listen_failing:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._subscribed.wait(), READY_WAIT_SECONDS)
+        if not self._tried.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._tried.wait(), READY_WAIT_SECONDS)
 
     async def _run_listener(self) -> None:
         assert self._redis is not None and self._channel is not None
@@ -236,7 +235,7 @@ class LiveHub:
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self._channel)
-                self._subscribed.set()
+                self._tried.set()
                 if self._listen_failing:
                     log.info("live telemetry relay subscribed to Redis again")
                 self._listen_failing = False
@@ -248,7 +247,7 @@ class LiveHub:
                     if message is not None and message.get("type") == "message":
                         self._relay(message["data"])
             except (RedisError, OSError) as error:
-                self._subscribed.clear()
+                self._tried.set()
                 self._listen_failing = True
                 log.warning(
                     "live telemetry relay lost Redis; retrying",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from typing import Any
@@ -47,16 +47,27 @@ def backend() -> Backend:
     return Backend("postgresql", "redis")
 
 
+Workers = Callable[..., Awaitable[tuple[Registry, Registry]]]
+
+
 @pytest.fixture
-async def workers(
-    settings_for: Callable[..., Settings],
-) -> AsyncIterator[tuple[Registry, Registry]]:
-    """Two registries on two platforms sharing one database and one Redis prefix."""
-    settings = settings_for(twinhub_bootstrap_api_key=BOOTSTRAP_KEY)
+async def make_workers(settings_for: Callable[..., Settings]) -> AsyncIterator[Workers]:
+    """Two registries on two platforms sharing one database and one Redis prefix (settings
+    overrides allowed); they stop at the end."""
     async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(running_registry(settings))
-        second = await stack.enter_async_context(running_registry(settings))
-        yield first, second
+
+        async def start(**overrides: Any) -> tuple[Registry, Registry]:
+            settings = settings_for(twinhub_bootstrap_api_key=BOOTSTRAP_KEY, **overrides)
+            first = await stack.enter_async_context(running_registry(settings))
+            second = await stack.enter_async_context(running_registry(settings))
+            return first, second
+
+        yield start
+
+
+@pytest.fixture
+async def workers(make_workers: Workers) -> tuple[Registry, Registry]:
+    return await make_workers()
 
 
 async def next_event(queue: asyncio.Queue[dict[str, Any]]) -> dict[str, Any]:
@@ -65,7 +76,8 @@ async def next_event(queue: asyncio.Queue[dict[str, Any]]) -> dict[str, Any]:
 
 async def nothing_more(*queues: asyncio.Queue[dict[str, Any]]) -> None:
     await asyncio.sleep(QUIET_SECONDS)
-    assert [q.qsize() for q in queues] == [0] * len(queues)
+    left = [[q.get_nowait() for _ in range(q.qsize())] for q in queues]
+    assert left == [[]] * len(queues)
 
 
 def readings(count: int, now: datetime, first_seq: int = 1) -> list[dict[str, Any]]:
@@ -107,6 +119,37 @@ async def test_a_reading_stored_by_one_worker_reaches_every_worker_once(
         assert (await next_event(project_on_b))["latest"]["seq"] == 3
         await nothing_more(on_a, on_b, project_on_b, on_elsewhere)
     assert a.platform.telemetry.live.relay_dropped == 0
+
+
+async def test_one_worker_reports_a_twin_offline_to_every_worker_once(
+    make_workers: Workers,
+) -> None:
+    """The offline watch of each worker runs; one reports the twin (the store sees to it),
+    and its event reaches the twin's and the project's streams of both workers once, even
+    when the reporting worker never saw the twin's readings (nothing cached)."""
+    a, b = await make_workers(telemetry_offline_after_seconds=2)
+    farm = await build_farm(a)
+    stove = await farm.stove()
+    hubs = (a.platform.telemetry.live, b.platform.telemetry.live)
+    async with AsyncExitStack() as stack:
+        queues = [
+            await stack.enter_async_context(hub.subscribe(topic))
+            for hub in hubs
+            for topic in (stove, farm.project)
+        ]
+        now = datetime.now(UTC)
+        sent = await farm.send(
+            stove, [{"seq": 1, "time": at(now, -0.00001), "values": {"meterKwh": 1}}]
+        )
+        assert sent.json()["accepted"] == 1
+        for queue in queues:
+            assert (await next_event(queue))["event"] == "readings"
+            assert (await next_event(queue))["online"] is True
+        a.platform.telemetry._info.clear()  # as if A had restarted since
+        offline = {"event": "state", "device": stove, "online": False}
+        for queue in queues:
+            assert await asyncio.wait_for(queue.get(), 15) == offline
+        await nothing_more(*queues)
 
 
 async def test_a_browser_of_one_worker_sees_readings_posted_to_another(
@@ -195,9 +238,6 @@ async def test_relayed_events_are_what_local_subscribers_get(
         b.publish(["did:x"], {"event": "state", "device": "did:x", "online": False})
         assert (await next_event(on_a))["online"] is False
         assert (await next_event(on_b))["online"] is False
-        # Not relayed: each process's offline watch tells its own streams.
-        a.publish(["did:x"], {"event": "state", "device": "did:x", "online": True}, relay=False)
-        assert (await next_event(on_a))["online"] is True
         await nothing_more(on_a, on_b)
 
 

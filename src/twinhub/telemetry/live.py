@@ -143,11 +143,11 @@ class LiveHub:
         self._publish_failing = self._listen_failing = False
 
     # -- publishing -----------------------------------------------------------------------
-    def publish(self, topics: list[str], event: Event, relay: bool = True) -> None:
+    def publish(self, topics: list[str], event: Event) -> None:
         """Hand `event` to every subscriber of any of `topics` (each gets it once), here and,
-        unless `relay` is false, in every other process through Redis. Never waits."""
+        with Redis, in every other process. Never waits."""
         self._deliver(topics, event)
-        if not relay or self._outbox is None:
+        if self._outbox is None:
             return
         if self._publish_failing:
             self.relay_dropped += 1

@@ -451,14 +451,26 @@ class TelemetryService:
                 log.warning("offline watch failed", error=type(error).__name__)
                 continue
             checked = cutoff
+            # One process reports each device (the store locks and marks its row); the
+            # live hub relays the event to the others' streams when Redis is configured.
             for did in quiet:
-                info = self._info.get(did)
-                topics = [did, *(info.scopes if info else [])]
-                # Not relayed: every process running this watch reads the same database
-                # and tells its own streams, so relaying would repeat it once per process.
-                self.live.publish(
-                    topics, {"event": "state", "device": did, "online": False}, relay=False
-                )
+                topics = [did, *await self._scopes_of(did)]
+                self.live.publish(topics, {"event": "state", "device": did, "online": False})
+
+    async def _scopes_of(self, did: str) -> list[str]:
+        """The projects and organisations whose streams a twin's events also go to: as
+        cached at its last ingestion here, else looked up (another process may have stored
+        its readings); none when the lookup fails."""
+        info = self._info.get(did)
+        if info is not None:
+            return info.scopes
+        try:
+            return (await self._twin(did)).scopes
+        except ServiceError:  # deactivated, or its protocol's telemetry withdrawn
+            return []
+        except Exception as error:  # the twin's own stream still hears of it
+            log.warning("offline twin's projects not found", error=type(error).__name__)
+            return []
 
     async def run_pruner(self) -> None:
         """Forever: drop raw readings past the retention (rollups stay)."""

@@ -29,6 +29,11 @@ counted, those published while it backs off: a stale live event is worse than no
 tries again with exponential back-off; the relay resubscribes likewise. Events published by
 other processes while this one's subscription was down are lost (pub/sub keeps nothing).
 
+The platform starts the hub (`Platform.start`, whatever BACKGROUND_WORKERS_ENABLED says:
+every registry process ingests HTTP readings and serves streams) and stops it before closing
+Redis. `GET /v1/telemetry/rejections` shows the counters (`live`). A message on the channel
+that is not a hub's is counted in `relay_dropped` and skipped.
+
 Payloads are JSON (orjson). A value JSON has no type for is written as `str(value)`, what
 the SSE frames (`sse_frame`, `json.dumps(..., default=str)`) write for it, so a stream
 serves the same text whether its event came from this process or through Redis.
@@ -271,6 +276,14 @@ class LiveHub:
 
     def subscribers(self, topic: str) -> int:
         return len(self._subscribers.get(topic, ()))
+
+    def as_record(self) -> dict[str, Any]:
+        """For operators: whether events cross processes, and the counts of lost ones."""
+        return {
+            "relayed": self.relayed,
+            "dropped": self.dropped,
+            "relayDropped": self.relay_dropped,
+        }
 
 
 def _empty(queue: asyncio.Queue[Any]) -> int:

@@ -55,8 +55,9 @@ async def test_online_rejected_and_offline_events_in_order(
     await asyncio.sleep(3.2)
     store = registry.platform.telemetry.store
     cutoff = datetime.now(UTC) - timedelta(seconds=3)
-    assert stove in await store.went_quiet(cutoff - timedelta(minutes=5), cutoff)
-    assert stove in await store.went_quiet(cutoff - timedelta(minutes=5), cutoff)
+    looks = [await store.went_quiet(cutoff - timedelta(minutes=5), cutoff) for _ in range(2)]
+    # Reported once: by the first look, or already by the watch.
+    assert [stove in look for look in looks] in ([True, False], [False, False])
     back = await farm.send(stove, [{"seq": 7, "time": now(), "values": {"energyKwh": 0.1}}])
     assert back.status_code == 200
 

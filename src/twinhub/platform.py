@@ -37,6 +37,7 @@ from twinhub.services.stoves import StoveService
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
 from twinhub.telemetry.figures import RollupTelemetry
+from twinhub.telemetry.live import LiveHub, live_channel
 from twinhub.telemetry.service import TelemetryService
 from twinhub.telemetry.store import TelemetryStore
 from twinhub.web.ratelimit import RateLimiter
@@ -124,6 +125,10 @@ class Platform:
                 settings.redis_key_prefix,
                 "telemetry",
             ),
+            # With Redis, live streams carry every process's events (telemetry/live.py).
+            LiveHub(self.redis, live_channel(settings.redis_key_prefix))
+            if self.redis is not None
+            else LiveHub(),
         )
         from twinhub.oracle.service import OracleService
 
@@ -157,6 +162,9 @@ class Platform:
         await adopt_legacy_owners(self.sessionmaker, self.domains, SYSTEM_PRINCIPAL)
         self.database.start()
         await self.events.start()
+        # Whatever BACKGROUND_WORKERS_ENABLED says: every registry process ingests HTTP
+        # readings and serves live streams, so each sends its events to the others.
+        self.telemetry.live.start()
         if self.settings.background_workers_enabled:
             self.background = start_telemetry(self)
             if self.settings.oracle_enabled:
@@ -195,6 +203,7 @@ class Platform:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
         self.background = []
+        await self.telemetry.live.stop()
         await self.database.stop()
         if self.redis is not None:
             await self.redis.aclose()

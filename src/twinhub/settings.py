@@ -79,7 +79,9 @@ class Settings(BaseSettings):
         description="Most writes one ledger commit carries (queued writes share a commit).",
     )
     redis_url: SecretStr | None = Field(
-        None, description="When set, USSD sessions and rate-limit counters live in Redis."
+        None,
+        description="When set, USSD and console sessions and rate-limit counters live in "
+        "Redis, and the live telemetry streams carry every process's events.",
     )
     redis_key_prefix: str = Field(
         "twinhub:", description="Prefix of every Redis key twinhub writes."

@@ -189,6 +189,7 @@ async def rejections(request: Request, caller: Reader) -> dict[str, Any]:
     return {
         "items": list(telemetry.rejections),
         "counters": dict(telemetry.counters),
+        "live": telemetry.live.as_record(),
         "mqtt": mqtt.as_record() if mqtt is not None else None,
     }
 

@@ -161,13 +161,14 @@ class TelemetryService:
         protocols: ProtocolService,
         domains: DomainService,
         limiter: RateLimiter,
+        live: LiveHub | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self._protocols = protocols
         self._domains = domains
         self._limiter = limiter
-        self.live = LiveHub()
+        self.live = live if live is not None else LiveHub()
         self._info: dict[str, TwinInfo] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.rejections: deque[dict[str, Any]] = deque(maxlen=500)
@@ -450,10 +451,26 @@ class TelemetryService:
                 log.warning("offline watch failed", error=type(error).__name__)
                 continue
             checked = cutoff
+            # One process reports each device (the store locks and marks its row); the
+            # live hub relays the event to the others' streams when Redis is configured.
             for did in quiet:
-                info = self._info.get(did)
-                topics = [did, *(info.scopes if info else [])]
+                topics = [did, *await self._scopes_of(did)]
                 self.live.publish(topics, {"event": "state", "device": did, "online": False})
+
+    async def _scopes_of(self, did: str) -> list[str]:
+        """The projects and organisations whose streams a twin's events also go to: as
+        cached at its last ingestion here, else looked up (another process may have stored
+        its readings); none when the lookup fails."""
+        info = self._info.get(did)
+        if info is not None:
+            return info.scopes
+        try:
+            return (await self._twin(did)).scopes
+        except ServiceError:  # deactivated, or its protocol's telemetry withdrawn
+            return []
+        except Exception as error:  # the twin's own stream still hears of it
+            log.warning("offline twin's projects not found", error=type(error).__name__)
+            return []
 
     async def run_pruner(self) -> None:
         """Forever: drop raw readings past the retention (rollups stay)."""

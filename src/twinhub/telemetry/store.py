@@ -635,7 +635,9 @@ class TelemetryStore:
         return out
 
     async def went_quiet(self, after: datetime, upto: datetime) -> list[str]:
-        """Devices whose newest reading is in (after, upto]: those that just went offline.
+        """Devices whose newest reading is in (after, upto] that this call reports: those
+        that just went offline, less any that another call (another process's watch, whose
+        window overlaps) reported already, so the live streams hear of each once.
 
         Each gets one device.offline event, in this transaction. A device's `updated_at`
         marks it reported: ingestion sets it to the time of arrival, the watch to now, so a
@@ -652,10 +654,12 @@ class TelemetryStore:
                     .with_for_update()
                 )
             )
+            reported: list[str] = []
             for row in rows:
                 assert row.last_time is not None
                 if row.updated_at >= row.last_time + self.offline_after:
                     continue  # reported already, or never online (a late upload)
+                reported.append(row.did)
                 row.updated_at = max(now, row.last_time + self.offline_after)
                 record_event(
                     session,
@@ -668,7 +672,7 @@ class TelemetryStore:
                         "offlineAfterSeconds": self.offline_after.total_seconds(),
                     },
                 )
-            return [row.did for row in rows]
+            return reported
 
     # -- retention -----------------------------------------------------------------------
     async def prune(self, before: datetime) -> int:

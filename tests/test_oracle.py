@@ -129,6 +129,39 @@ async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
         await world.close()
 
 
+async def test_a_person_cannot_approve_what_a_monitoring_period_credited(
+    registry: Registry,
+) -> None:
+    world = await build_world(registry)
+    try:
+        stove = await world.metered_asset()
+        collection = await world.collection()
+        path = f"/v1/domains/{world.project}/monitoring-periods"
+        made = await world.operator_client.post(
+            path, json={"from": "2026-10-01", "to": "2026-10-10"}
+        )
+        assert made.status_code == 201, made.text
+        supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        claim_id = await submit(world, collection["id"], stove, metered_claim())
+        refused = await world.oracle_client.post(
+            f"/v1/claims/{claim_id}/evaluations", json={"status": "approved"}
+        )
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "double_counting"
+        assert f"monitoring period {made.json()['id']}" in refused.text
+        assert (await claim(registry, claim_id))["status"] == "pending"
+        after = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        assert after == supply  # nothing minted twice
+        rejected = await world.oracle_client.post(
+            f"/v1/claims/{claim_id}/evaluations",
+            json={"status": "rejected", "reason": "credited by the monitoring period"},
+        )
+        assert rejected.status_code == 200, rejected.text
+        assert (await registry.platform.ledger.verify()).ok
+    finally:
+        await world.close()
+
+
 async def test_the_oracle_decides_signs_and_never_doubles(registry: Registry) -> None:
     world = await build_world(registry)
     oracle = registry.platform.oracle

@@ -24,6 +24,7 @@ from twinhub.services.errors import Problems
 
 DEFAULT_DECIMALS = 6  # a new credit token counts millionths: 0.000001 tCO2e
 MAX_CLAIM_DAYS = 366
+FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # another claim's period has ended, whenever
 _compiled: dict[str, Methodology] = {}
 
 

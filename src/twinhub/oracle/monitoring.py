@@ -28,6 +28,7 @@ from twinhub.db.models import (
     utcnow,
 )
 from twinhub.oracle.claims import (
+    FAR_FUTURE,
     NotComputable,
     active_evaluator,
     claim_days,
@@ -59,7 +60,6 @@ from twinhub.services.protocols import ProtocolService, ProtocolView
 from twinhub.services.twin_classes import same_kind
 
 MAX_PERIOD_DAYS = 366
-FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # another claim's period has ended, whenever
 
 
 class PeriodOverlaps(Conflict):

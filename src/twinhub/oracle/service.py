@@ -26,7 +26,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -38,7 +38,6 @@ from twinhub.db.models import (
     Claim,
     ClaimCollection,
     Domain,
-    MonitoringPeriod,
     OracleDecision,
     utcnow,
 )
@@ -47,13 +46,19 @@ from twinhub.oracle.claims import (
     ClaimComputation,
     NotComputable,
     active_evaluator,
-    claim_days,
     compute_claim,
 )
 from twinhub.oracle.inputs import stove_periods
 from twinhub.oracle.plausibility import assess
 from twinhub.security.signing import Issuer
-from twinhub.services.claims import APPROVED, FLAGGED, PENDING, REJECTED, ClaimService
+from twinhub.services.claims import (
+    APPROVED,
+    FLAGGED,
+    PENDING,
+    REJECTED,
+    ClaimService,
+    double_counted,
+)
 from twinhub.services.credentials import rfc3339
 from twinhub.services.domains import ACTIVE
 from twinhub.services.errors import NotFound, ServiceError
@@ -65,7 +70,6 @@ log = get_logger(__name__)
 LEASED, DECIDED, SKIPPED = "leased", "decided", "skipped"
 DECISION_TYPE = "OracleDecision"
 REVIEW_KINDS = ("tampered", "cloned", "broken")
-FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # another claim's period has ended, whenever
 
 
 @dataclass
@@ -325,7 +329,7 @@ class OracleService:
             rules = {name: spec["value"] for name, spec in document.get("parameters", {}).items()}
             tolerance = float(rules.get("corroboration_tolerance", 0.2))
             rejects, flags = self._corroborate(claim.data, computation, tolerance)
-            rejects += await self._double_counted(session, claim, computation)
+            rejects += await double_counted(session, claim, computation)
             (period,) = await stove_periods(
                 session, [computation.stove["stove"]], computation.start, computation.end
             )
@@ -378,53 +382,6 @@ class OracleService:
                     f"{measured_what} (more than {tolerance:.0%} under)"
                 )
         return rejects, flags
-
-    @staticmethod
-    async def _double_counted(
-        session: AsyncSession, claim: Claim, computation: ClaimComputation
-    ) -> list[str]:
-        """Another approved claim on the same stove whose period overlaps this one."""
-        rows = await session.execute(
-            select(Claim.id, Claim.data).where(
-                Claim.asset_did == claim.asset_did, Claim.status == APPROVED, Claim.id != claim.id
-            )
-        )
-        found = []
-        project = (
-            select(ClaimCollection.project_did)
-            .where(ClaimCollection.id == claim.collection_id)
-            .scalar_subquery()
-        )
-        periods = await session.execute(
-            select(
-                MonitoringPeriod.id,
-                MonitoringPeriod.start,
-                MonitoringPeriod.end,
-                MonitoringPeriod.report,
-            ).where(
-                MonitoringPeriod.project_did == project,
-                MonitoringPeriod.start <= computation.end,
-                MonitoringPeriod.end >= computation.start,
-            )
-        )
-        for period_id, start, end, report in periods:
-            credited = {row["stove"] for row in orjson.loads(report).get("stoves", [])}
-            if claim.asset_did in credited:
-                found.append(
-                    f"monitoring period {period_id} ({start}..{end}) credited this stove "
-                    "already (double counting)"
-                )
-        for other, data in rows:
-            try:
-                start, end = claim_days(data, FAR_FUTURE)
-            except NotComputable:
-                continue
-            if start <= computation.end and computation.start <= end:
-                found.append(
-                    f"the stove-period {start}..{end} was credited already by claim {other} "
-                    "(double counting)"
-                )
-        return found
 
     async def decision(self, claim_id: str) -> dict[str, Any]:
         async with self._sessions() as session:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -36,11 +37,18 @@ from twinhub.db.models import (
     ClaimCollection,
     Domain,
     Evaluation,
+    MonitoringPeriod,
     Relationship,
     utcnow,
 )
 from twinhub.identifiers import customer_did, is_did
-from twinhub.oracle.claims import ClaimComputation, NotComputable, compute_claim
+from twinhub.oracle.claims import (
+    FAR_FUTURE,
+    ClaimComputation,
+    NotComputable,
+    claim_days,
+    compute_claim,
+)
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService
 from twinhub.services.domains import ACTIVE
@@ -179,6 +187,12 @@ def _unsafe_integers(value: Any, path: str, problems: Problems) -> None:
             _unsafe_integers(item, f"{path}[{index}]", problems)
 
 
+class DoubleCounting(Conflict):
+    """The approval would credit a stove-period that is credited already."""
+
+    code = "double_counting"
+
+
 class PeriodClaimed(Conflict):
     """The stove already has a counted claim for this reporting period."""
 
@@ -244,6 +258,55 @@ def reporting_period(
         problems.add("data.periodStart", "the period has not started yet")
     problems.raise_if_any("The claim's period is invalid.")
     return data, f"{month:%Y-%m}"
+
+
+async def double_counted(
+    session: AsyncSession, claim: Claim, computation: ClaimComputation
+) -> list[str]:
+    """Why approving `claim` would credit its stove-period twice: another approved claim
+    on the stove whose period overlaps, or a monitoring period of the project that credited
+    the stove for overlapping days. Checked by the oracle and by every approval."""
+    rows = await session.execute(
+        select(Claim.id, Claim.data).where(
+            Claim.asset_did == claim.asset_did, Claim.status == APPROVED, Claim.id != claim.id
+        )
+    )
+    found = []
+    project = (
+        select(ClaimCollection.project_did)
+        .where(ClaimCollection.id == claim.collection_id)
+        .scalar_subquery()
+    )
+    periods = await session.execute(
+        select(
+            MonitoringPeriod.id,
+            MonitoringPeriod.start,
+            MonitoringPeriod.end,
+            MonitoringPeriod.report,
+        ).where(
+            MonitoringPeriod.project_did == project,
+            MonitoringPeriod.start <= computation.end,
+            MonitoringPeriod.end >= computation.start,
+        )
+    )
+    for period_id, start, end, report in periods:
+        credited = {row["stove"] for row in orjson.loads(report).get("stoves", [])}
+        if claim.asset_did in credited:
+            found.append(
+                f"monitoring period {period_id} ({start}..{end}) credited this stove "
+                "already (double counting)"
+            )
+    for other, data in rows:
+        try:
+            start, end = claim_days(data, FAR_FUTURE)
+        except NotComputable:
+            continue
+        if start <= computation.end and computation.start <= end:
+            found.append(
+                f"the stove-period {start}..{end} was credited already by claim {other} "
+                "(double counting)"
+            )
+    return found
 
 
 class ClaimService:
@@ -666,6 +729,15 @@ class ClaimService:
                     ) from None
             if status != APPROVED or token is None:
                 computation = None
+            # A stove's claim (a project's monitoring period excluded credited stoves when it
+            # computed). Checked under the ledger's turn, so no other approval races it.
+            if isinstance(computation, ClaimComputation) and claim.asset_did is not None:
+                doubled = await double_counted(session, claim, computation)
+                if doubled:
+                    raise DoubleCounting(
+                        f"Approving claim {claim_id} would credit its stove twice: "
+                        f"{doubled[0]}. Reject it instead."
+                    )
             amount = computation.amount if computation is not None else None
             self._count(collection, claim.status, status)
             claim.status, claim.oracle, claim.reason = status, evaluator, reason

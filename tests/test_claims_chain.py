@@ -40,7 +40,8 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
         tampered = await registry.client.post("/v1/credentials/verify", json=credential)
         assert tampered.json()["verified"] is False
         balances = (await registry.client.get(f"/v1/balances/{owner}")).json()["balances"]
-        assert {"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0} in balances
+        carbon = {"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0, "decimals": 6}
+        assert carbon in balances
         counts = (await registry.client.get(f"/v1/claim-collections/{collection['id']}")).json()
         assert counts["counts"]["approved"] == 1 and counts["counts"]["pending"] == 0
         # The owner (custodied by an admin) transfers and retires.
@@ -86,7 +87,7 @@ async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
             "query($id: String!, $holder: String!, $asset: String!) {"
             " claim(id: $id) { status amount credential asset }"
             " claims(asset: $asset) { nodes { id status } }"
-            " balances(holder: $holder) { token amount retired }"
+            " balances(holder: $holder) { token amount retired decimals }"
             ' creditClass(name: "CARBON") { minted supply } }'
         )
         answer = await registry.client.post(
@@ -104,7 +105,9 @@ async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
             "asset": stove,
         }
         assert data["claims"]["nodes"] == [{"id": claim["id"], "status": "approved"}]
-        assert data["balances"] == [{"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0}]
+        assert data["balances"] == [
+            {"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0, "decimals": 6}
+        ]
         supply = (await registry.client.get("/v1/credits/CARBON")).json()
         assert data["creditClass"] == {"minted": supply["minted"], "supply": supply["supply"]}
     finally:

@@ -321,8 +321,9 @@ class ClaimsConnection:
 @strawberry.type(description="Credits of one class a holder has, and has retired.")
 class Balance:
     token: str
-    amount: Long
-    retired: Long
+    amount: Long = strawberry.field(description="In the token's smallest unit.")
+    retired: Long = strawberry.field(description="In the token's smallest unit.")
+    decimals: int = strawberry.field(description="Places of the smallest unit: 6 = millionths.")
 
 
 @strawberry.type(description="A class of credits: minted, retired, and the supply left.")

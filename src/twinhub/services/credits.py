@@ -246,14 +246,23 @@ class CreditService:
         }
 
     async def balances(self, owner: str) -> list[dict[str, Any]]:
+        """Amounts in the token's smallest unit, with its `decimals` so that a wallet shows
+        67984 CARBON at six decimals as 0.067984."""
         async with self._sessions() as session:
-            rows = await session.scalars(
-                select(CreditBalance)
+            rows = await session.execute(
+                select(CreditBalance, CreditToken.decimals)
+                .join(CreditToken, CreditToken.name == CreditBalance.token)
                 .where(CreditBalance.owner == owner)
                 .order_by(CreditBalance.token)
             )
             return [
-                {"token": row.token, "amount": row.amount, "retired": row.retired} for row in rows
+                {
+                    "token": row.token,
+                    "amount": row.amount,
+                    "retired": row.retired,
+                    "decimals": decimals,
+                }
+                for row, decimals in rows
             ]
 
     async def movements_of(self, token: str, kind: str) -> list[dict[str, Any]]:

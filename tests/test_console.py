@@ -19,6 +19,7 @@ import pytest
 
 from tests.claims_world import METERED_AMOUNT, build_world
 from tests.conftest import BOOTSTRAP_KEY, Backend, Registry, unique
+from twinhub.console.pages import credit_amount
 
 EVIL = "<script>alert(1)</script>"
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +129,13 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
         }
         assert found["type"] == "Project"
         assert approved["status"] == "approved"
+        # The dashboard shows credits as people count them: millionths at six decimals.
+        async with console(registry) as browser:
+            await sign_in(browser, BOOTSTRAP_KEY)
+            page = await browser.get("/console/", params={"did": world.project})
+            assert page.status_code == 200
+            shown = f"0.{METERED_AMOUNT:06d}".rstrip("0")
+            assert f'<span class="value">{shown}</span>' in page.text
     finally:
         await world.close()
 
@@ -328,3 +336,20 @@ async def test_console_sessions_in_redis_are_shared_by_workers_and_hold_no_key(
         again = await on_first.get("/console/")
         assert again.status_code == 303 and "/console/sign-in" in again.headers["location"]
         assert [k async for k in redis.scan_iter(match=pattern)] == []
+
+
+@pytest.mark.parametrize(
+    ("amount", "decimals", "shown"),
+    [
+        (90646, 6, "0.090646"),
+        (1_234_000_000, 6, "1,234"),
+        (1_500_000, 6, "1.5"),
+        (-1_500_000, 6, "-1.5"),
+        (3, 0, "3"),
+        (None, 6, ""),
+    ],
+)
+def test_credit_amounts_are_shown_in_whole_credits(
+    amount: int | None, decimals: int, shown: str
+) -> None:
+    assert credit_amount(amount, decimals) == shown

@@ -51,7 +51,20 @@ def twin_url(did: str) -> str:
     return f"/console/twins/{did}"
 
 
+def credit_amount(amount: int | None, decimals: int = 0) -> str:
+    """An amount in the token's smallest unit as people count credits: 90646 at six
+    decimals is '0.090646', 1234000000 is '1,234'."""
+    if amount is None:
+        return ""
+    whole, fraction = divmod(abs(amount), 10**decimals)
+    text = f"{whole:,}"
+    if fraction:
+        text += "." + f"{fraction:0{decimals}d}".rstrip("0")
+    return ("-" if amount < 0 else "") + text
+
+
 templates.env.globals.update(url=url, twin_url=twin_url, static=STATIC_URL)
+templates.env.filters["credits"] = credit_amount
 
 
 def _platform(request: Request) -> Platform:
@@ -183,11 +196,16 @@ async def dashboard(request: Request) -> Response:
         error = problem.message
         summary = await platform.summaries.summary(None, end - timedelta(days=days), end)
         did = None
+    # Amounts are in each token's smallest unit; people read whole credits.
+    decimals = {token["name"]: token["decimals"] for token in await platform.credits.tokens()}
     credits_chart = {
         "title": "Credits issued per day",
         "dates": [row["date"] for row in summary["credits"]["issuedPerDay"]],
         "series": {
-            token: [row[token] for row in summary["credits"]["issuedPerDay"]]
+            token: [
+                row[token] / 10 ** decimals.get(token, 0)
+                for row in summary["credits"]["issuedPerDay"]
+            ]
             for token in summary["credits"]["issued"]
         },
     }
@@ -212,6 +230,7 @@ async def dashboard(request: Request) -> Response:
             "periods": PERIODS,
             "error": error,
             "claims_total": claims_total,
+            "decimals": decimals,
             "credits_chart": json.dumps(credits_chart),
             "usage_chart": json.dumps(usage_chart),
         },

@@ -1,6 +1,6 @@
-"""The support queue worked: a stove problem a household reported over USSD is resolved
-(open -> resolved, once, with who and why), on SQLite and PostgreSQL; each resolution is a
-`stove.problem_resolved` event, and a later report of the same problem opens a new one."""
+"""The support queue worked: stove problems households report over USSD are resolved through
+the service and the registry API (`/v1/support/problems`), on SQLite and PostgreSQL; each
+resolution is a `stove.problem_resolved` event, and a later report opens a new problem."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Registry, unique
+from tests.test_customers import error_of
 from twinhub.identifiers import customer_did
 from twinhub.services.errors import Conflict, Invalid, NotFound
 from twinhub.services.stove_care import ProblemView, StoveCare
@@ -105,6 +106,142 @@ async def test_two_operators_resolving_at_once_one_wins(registry: Registry) -> N
     assert sum(isinstance(o, ProblemView) for o in outcomes) == 1
     assert sum(isinstance(o, Conflict) for o in outcomes) == 3
     assert len(await events_about(registry, stove, "stove.problem_resolved")) == 1
+
+
+async def test_the_api_lists_filters_pages_and_resolves(registry: Registry) -> None:
+    stove, other = new_stove(), new_stove()
+    first = await report(registry, stove, "smoke")
+    second = await report(registry, stove, "noStart")
+    third = await report(registry, stove, "other")
+    elsewhere = await report(registry, other, "smoke")
+    start = int((await registry.client.get("/v1/events")).json()["nextCursor"])
+
+    listed = await registry.client.get("/v1/support/problems", params={"stove": stove})
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    assert [p["reference"] for p in body["items"]] == [
+        first.reference,
+        second.reference,
+        third.reference,
+    ]
+    assert body["nextCursor"] is None
+    assert body["items"][0] == {
+        "reference": first.reference,
+        "stove": stove,
+        "customer": customer_did("12345674"),
+        "kind": "smoke",
+        "status": "open",
+        "reportedAt": first.reported_at.isoformat(),
+        "resolvedAt": None,
+        "resolvedBy": None,
+        "note": None,
+    }
+
+    # Resolve one: the answer is the resolved problem; the writer's DID is who did it.
+    writer_key = await registry.key(OPERATOR, "writer")
+    async with registry.as_key(writer_key) as writer:
+        done = await writer.post(
+            f"/v1/support/problems/{second.reference}/resolve", json={"note": "Cleaned burner."}
+        )
+        assert done.status_code == 200, done.text
+        assert done.json()["status"] == "resolved" and done.json()["resolvedBy"] == OPERATOR
+        assert done.json()["note"] == "Cleaned burner." and done.json()["resolvedAt"]
+        twice = await writer.post(
+            f"/v1/support/problems/{second.reference}/resolve", json={"note": "Again."}
+        )
+        error_of(twice, 409, "conflict")
+        error_of(
+            await writer.post("/v1/support/problems/0badc0de/resolve", json={"note": "x"}),
+            404,
+            "not_found",
+        )
+        error_of(
+            await writer.post(f"/v1/support/problems/{first.reference}/resolve", json={}),
+            422,
+            "validation_failed",
+        )
+        blank = await writer.post(
+            f"/v1/support/problems/{first.reference}/resolve", json={"note": "   "}
+        )
+        assert error_of(blank, 422, "validation_failed")["details"][0]["field"] == "note"
+        error_of(
+            await writer.post("/v1/support/problems/not-a-ref/resolve", json={"note": "x"}),
+            422,
+            "validation_failed",
+        )
+
+    # Filters: status, stove; both together.
+    def refs(answer: Any) -> list[str]:
+        assert answer.status_code == 200, answer.text
+        return [p["reference"] for p in answer.json()["items"]]
+
+    client = registry.client
+    params = {"stove": stove, "status": "open"}
+    assert refs(await client.get("/v1/support/problems", params=params)) == [
+        first.reference,
+        third.reference,
+    ]
+    params = {"stove": stove, "status": "resolved"}
+    assert refs(await client.get("/v1/support/problems", params=params)) == [second.reference]
+    every_open = refs(await client.get("/v1/support/problems", params={"status": "open"}))
+    assert {first.reference, third.reference, elsewhere.reference} <= set(every_open)
+    assert second.reference not in every_open
+    error_of(
+        await client.get("/v1/support/problems", params={"status": "closed"}),
+        422,
+        "validation_failed",
+    )
+
+    # Pages of one, by cursor, cover the stove's problems once each, in order.
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params = {"stove": stove, "limit": "1", **({"cursor": cursor} if cursor else {})}
+        page = (await client.get("/v1/support/problems", params=params)).json()
+        seen += [p["reference"] for p in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == [first.reference, second.reference, third.reference]
+    error_of(
+        await client.get("/v1/support/problems", params={"cursor": "bm90LWEtbnVtYmVy"}),
+        422,
+        "validation_failed",
+    )
+
+    # The resolution is on /v1/events, once.
+    await registry.platform.events.sequencer.run_until_idle()
+    events = await client.get(
+        "/v1/events", params={"after": start, "type": "stove.problem_resolved"}
+    )
+    items = [e for e in events.json()["items"] if e["subject"] == stove]
+    assert [(e["actor"], e["data"]["reference"]) for e in items] == [(OPERATOR, second.reference)]
+
+
+async def test_the_api_needs_a_key_and_resolving_needs_the_writer_role(
+    registry: Registry,
+) -> None:
+    stove = new_stove()
+    problem = await report(registry, stove)
+    reader_key = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+    async with registry.as_key(reader_key) as reader:
+        listed = await reader.get("/v1/support/problems", params={"stove": stove})
+        assert [p["reference"] for p in listed.json()["items"]] == [problem.reference]
+        refused = await reader.post(
+            f"/v1/support/problems/{problem.reference}/resolve", json={"note": "Fixed."}
+        )
+        error_of(refused, 403, "forbidden")
+    async with registry.as_key(None) as anonymous:
+        assert (await anonymous.get("/v1/support/problems")).status_code == 401
+        answer = await anonymous.post(
+            f"/v1/support/problems/{problem.reference}/resolve", json={"note": "Fixed."}
+        )
+        assert answer.status_code == 401
+    [still] = (await registry.client.get("/v1/support/problems", params={"stove": stove})).json()[
+        "items"
+    ]
+    assert still["status"] == "open"
+    assert await events_about(registry, stove, "stove.problem_resolved") == []
 
 
 async def test_the_migration_adds_and_drops_the_resolution_columns(registry: Registry) -> None:

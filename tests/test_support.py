@@ -1,6 +1,7 @@
 """The support queue worked: stove problems households report over USSD are resolved through
-the service and the registry API (`/v1/support/problems`), on SQLite and PostgreSQL; each
-resolution is a `stove.problem_resolved` event, and a later report opens a new problem."""
+the service, the registry API (`/v1/support/problems`) and the console's Support list, on
+SQLite and PostgreSQL; each resolution is a `stove.problem_resolved` event, and a later
+report opens a new problem."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Registry, unique
+from tests.test_console import console, csrf_of, sign_in
 from tests.test_customers import error_of
 from twinhub.identifiers import customer_did
 from twinhub.services.errors import Conflict, Invalid, NotFound
@@ -242,6 +244,48 @@ async def test_the_api_needs_a_key_and_resolving_needs_the_writer_role(
     ]
     assert still["status"] == "open"
     assert await events_about(registry, stove, "stove.problem_resolved") == []
+
+
+async def test_the_console_resolves_a_problem_from_the_support_list(registry: Registry) -> None:
+    stove = new_stove()
+    problem = await report(registry, stove, "noStart")
+    row = f'id="problem-{problem.reference}"'
+    action = f"/console/support/{problem.reference}/resolution"
+    async with console(registry) as browser:
+        # A reader sees the list without the form, and may not post it.
+        reader_key = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+        token = await sign_in(browser, reader_key)
+        page = await browser.get("/console/claims")
+        assert row in page.text and action not in page.text
+        refused = await browser.post(action, data={"csrf": token, "note": "Fixed."})
+        assert refused.status_code == 403
+    async with console(registry) as browser:
+        writer_did = f"did:ixo:org/{unique('support')}"
+        token = await sign_in(browser, await registry.key(writer_did, "writer"))
+        page = await browser.get("/console/claims")
+        assert row in page.text and f'action="{action}"' in page.text
+        # Without the session's CSRF token: refused, nothing resolved.
+        forged = await browser.post(action, data={"csrf": "forged", "note": "Fixed."})
+        assert forged.status_code == 403
+        # Without a note: the page again, saying why, the problem still listed.
+        empty = await browser.post(action, data={"csrf": csrf_of(page.text), "note": " "})
+        assert empty.status_code == 422
+        assert row in empty.text and 'id="support-error-' in empty.text
+        assert "Say how the problem was resolved." in empty.text
+        done = await browser.post(
+            action, data={"csrf": csrf_of(page.text), "note": "Replaced the igniter."}
+        )
+        assert done.status_code == 303, done.text
+        after = await browser.get(done.headers["location"])
+        assert after.status_code == 200
+        assert row not in after.text
+        assert f"Problem {problem.reference} resolved." in after.text
+        # Resolved already (another tab): the page says so.
+        twice = await browser.post(action, data={"csrf": token, "note": "Again."})
+        assert twice.status_code == 409
+        assert f"Problem {problem.reference}: " in twice.text and "already resolved" in twice.text
+    [event] = await events_about(registry, stove, "stove.problem_resolved")
+    assert event.actor == writer_did and event.data["note"] == "Replaced the igniter."
 
 
 async def test_the_migration_adds_and_drops_the_resolution_columns(registry: Registry) -> None:

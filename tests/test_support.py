@@ -1,21 +1,24 @@
 """The support queue worked: stove problems households report over USSD are resolved through
-the service, the registry API (`/v1/support/problems`) and the console's Support list, on
-SQLite and PostgreSQL; each resolution is a `stove.problem_resolved` event, and a later
-report opens a new problem."""
+the service, the registry API (`/v1/support/problems`), the console's Support list and the
+CLI, on SQLite and PostgreSQL; each resolution is a `stove.problem_resolved` event."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Registry, unique
+from tests.test_cli import base_env, run_cli
 from tests.test_console import console, csrf_of, sign_in
 from tests.test_customers import error_of
 from twinhub.identifiers import customer_did
+from twinhub.platform import Platform
 from twinhub.services.errors import Conflict, Invalid, NotFound
 from twinhub.services.stove_care import ProblemView, StoveCare
+from twinhub.settings import Settings
 
 OPERATOR = "did:ixo:org/support-desk"
 
@@ -286,6 +289,55 @@ async def test_the_console_resolves_a_problem_from_the_support_list(registry: Re
         assert f"Problem {problem.reference}: " in twice.text and "already resolved" in twice.text
     [event] = await events_about(registry, stove, "stove.problem_resolved")
     assert event.actor == writer_did and event.data["note"] == "Replaced the igniter."
+
+
+def test_support_cli(tmp_path: Path) -> None:
+    env = base_env(tmp_path)
+    settings = Settings(data_dir=tmp_path / "data")
+    stove = "did:ixo:entity/jiko-cli"
+
+    async def setup() -> tuple[str, str]:
+        platform = Platform(settings)
+        await platform.start()
+        try:
+            one = await platform.stove_care.report_problem("12345674", stove, "smoke")
+            two = await platform.stove_care.report_problem("12345674", stove, "meter")
+            return one.reference, two.reference
+        finally:
+            await platform.stop()
+
+    one, two = asyncio.run(setup())
+    listed = run_cli("support", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    lines = [line.split("\t") for line in listed.stdout.splitlines()]
+    assert [line[:4] for line in lines] == [
+        [one, "open", "smoke", stove],
+        [two, "open", "meter", stove],
+    ]
+    resolved = run_cli("support", "resolve", one, "--note", "New chimney seal.", env=env)
+    assert resolved.returncode == 0, resolved.stderr
+    assert f"problem {one} resolved" in resolved.stderr  # messages go to stderr
+    twice = run_cli("support", "resolve", one, "--note", "Again.", env=env)
+    assert twice.returncode == 1 and "already resolved" in twice.stderr
+    unknown = run_cli("support", "resolve", "0badc0de", "--note", "x", env=env)
+    assert (
+        unknown.returncode == 1 and "No stove problem 0badc0de" in unknown.stdout + unknown.stderr
+    )
+    blank = run_cli("support", "resolve", two, "--note", " ", env=env)
+    assert blank.returncode == 1 and "note" in blank.stderr
+    open_now = run_cli("support", "list", env=env)
+    assert [line.split("\t")[0] for line in open_now.stdout.splitlines()] == [two]
+    done = run_cli("support", "list", "--status", "resolved", env=env)
+    [line] = done.stdout.splitlines()
+    fields = line.split("\t")
+    assert fields[:2] == [one, "resolved"]
+    assert fields[-2:] == ["did:ixo:org/twinhub-cli", "New chimney seal."]
+    both = run_cli("support", "list", "--status", "all", env=env)
+    assert len(both.stdout.splitlines()) == 2
+    bad = run_cli("support", "list", "--status", "closed", env=env)
+    assert bad.returncode == 1
+    verified = run_cli("ledger", "verify", env=env)
+    assert verified.returncode == 0, verified.stderr
 
 
 async def test_the_migration_adds_and_drops_the_resolution_columns(registry: Registry) -> None:

@@ -5,6 +5,7 @@ CLI, on SQLite and PostgreSQL; each resolution is a `stove.problem_resolved` eve
 from __future__ import annotations
 
 import asyncio
+import io
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from tests.conftest import Registry, unique
 from tests.test_cli import base_env, run_cli
 from tests.test_console import console, csrf_of, sign_in
 from tests.test_customers import error_of
+from tests.test_logging import log_stream  # noqa: F401 (the fixture)
+from tests.test_write_log import writes
 from twinhub.identifiers import customer_did
 from twinhub.platform import Platform
 from twinhub.services.errors import Conflict, Invalid, NotFound
@@ -369,3 +372,32 @@ async def test_the_migration_adds_and_drops_the_resolution_columns(registry: Reg
         columns = await connection.run_sync(move, "head", False)
         assert {"resolved_by", "resolution_note"} <= set(columns)
         assert await connection.scalar(status, {"r": problem.reference}) == "resolved"
+
+
+async def test_resolutions_are_in_the_write_log_without_their_note(
+    registry: Registry,
+    log_stream: io.StringIO,  # noqa: F811
+) -> None:
+    api_problem = await report(registry, new_stove())
+    console_problem = await report(registry, new_stove(), "meter")
+    note = "Spoke to the household on +254700000001 about the seal."
+    writer_did = f"did:ixo:org/{unique('support')}"
+    writer_key = await registry.key(writer_did, "writer")
+    async with registry.as_key(writer_key) as writer:
+        path = f"/v1/support/problems/{api_problem.reference}/resolve"
+        assert (await writer.post(path, json={"note": note})).status_code == 200
+    async with console(registry) as browser:
+        token = await sign_in(browser, writer_key)
+        action = f"/console/support/{console_problem.reference}/resolution"
+        assert (await browser.post(action, data={"csrf": token, "note": note})).status_code == 303
+    lines = [
+        line
+        for line in writes(log_stream.getvalue())
+        if line["route"]
+        in ("/v1/support/problems/{reference}/resolve", "/console/support/{reference}/resolution")
+    ]
+    assert [(w["object"]["reference"], w["actor"], w["status"]) for w in lines] == [
+        (api_problem.reference, writer_did, 200),
+        (console_problem.reference, writer_did, 303),
+    ]
+    assert "the seal" not in log_stream.getvalue() and "+254700000001" not in log_stream.getvalue()

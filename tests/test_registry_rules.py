@@ -44,6 +44,7 @@ from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
+from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
@@ -2022,6 +2023,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
         admin_router,
         customers_router,
         oracle_router,
+        support_router,
     ]
     for route in [r for router in routers for r in router.routes]:
         if getattr(route, "path", "").startswith("/v1/"):

@@ -787,6 +787,54 @@ def customers_move_stove(
     typer.echo(f"version {record['version']}")
 
 
+# -- support: the stove problems households report ------------------------------------------
+support_app = typer.Typer(
+    help="The support queue: stove problems households reported over USSD.",
+    no_args_is_help=True,
+)
+app.add_typer(support_app, name="support")
+
+
+@support_app.command("list")
+def support_list(
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="open or resolved (default: open); all: both"),
+    ] = "open",
+    stove: Annotated[str | None, typer.Option("--stove", help="Only this stove's (DID)")] = None,
+) -> None:
+    """Reported stove problems, oldest first: reference, status, kind, stove, customer,
+    reported, and for resolved ones who resolved them and how."""
+    wanted = None if status in (None, "all") else status
+
+    async def work(platform: Any) -> list[Any]:
+        found, cursor = [], None
+        while True:
+            page = await platform.stove_care.problems(wanted, stove, cursor, 100)
+            found += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                return found
+
+    problems = _device_call(work)
+    for p in problems:
+        line = [p.reference, p.status, p.kind, p.stove, p.customer_id, p.reported_at.isoformat()]
+        if p.resolved_at is not None:
+            line += [p.resolved_at.isoformat(), p.resolved_by or "", p.note or ""]
+        typer.echo("\t".join(line))
+    console.print(f"{len(problems)} problem{'' if len(problems) == 1 else 's'}")
+
+
+@support_app.command("resolve")
+def support_resolve(
+    reference: Annotated[str, typer.Argument(help="The problem's reference")],
+    note: Annotated[str, typer.Option("--note", help="How the problem was resolved")],
+) -> None:
+    """Resolve an open stove problem (as the CLI operator), saying how."""
+    view = _device_call(lambda p: p.stove_care.resolve_problem(reference, _operator().did, note))
+    console.print(f"[green]problem {view.reference} resolved[/green] ({view.kind}, {view.stove})")
+
+
 # -- oracle (issue 18) ---------------------------------------------------------------------
 oracle_app = typer.Typer(
     help="The claim oracle: monitoring periods and their reports.", no_args_is_help=True

@@ -107,6 +107,7 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
             Route("/twins/{did:path}", pages.twin),
             Route("/claims", pages.claims),
             Route("/claims/{claim_id}/evaluation", pages.evaluate, methods=["POST"]),
+            Route("/support/{reference}/resolution", pages.resolve_problem, methods=["POST"]),
             Route("/governance", pages.governance),
             Route("/governance/proposals/{proposal_id:int}/votes", pages.vote, methods=["POST"]),
             Route(

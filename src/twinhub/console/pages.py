@@ -349,14 +349,20 @@ async def claims(
     errors: dict[str, str] | None = None,
     status: int = 200,
     sent: dict[str, dict[str, str]] | None = None,
+    support_errors: dict[str, str] | None = None,
+    support_sent: dict[str, str] | None = None,
 ) -> Response:
     user = await signed_in(request)
     queue = await _queue(_platform(request))
     # Problems households reported over USSD (Stove Status): the support queue.
     support = await _platform(request).stove_care.open_problems()
-    errors = errors or {}
+    errors, support_errors = errors or {}, support_errors or {}
     shown = {claim["id"] for claim in queue}
     stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
+    listed = {problem.reference for problem in support}
+    stray += [
+        f"Problem {ref}: {error}" for ref, error in support_errors.items() if ref not in listed
+    ]
     return render(
         request,
         "claims.html",
@@ -366,10 +372,34 @@ async def claims(
             "stray": stray,
             "sent": sent or {},
             "support": [problem.as_json() for problem in support],
+            "support_errors": support_errors,
+            "support_sent": support_sent or {},
         },
         status_code=status,
         user=user,
     )
+
+
+async def resolve_problem(request: Request) -> Response:
+    """Resolve a reported stove problem from the Support list (writers): it leaves the list."""
+    user, form = await _form(request)
+    if not user.can("writer"):
+        raise HTTPException(403, "Stove problems are resolved by writers.")
+    reference = request.path_params["reference"]
+    note = _text(form, "note")
+    try:
+        await _platform(request).stove_care.resolve_problem(reference, user.principal.did, note)
+    except ServiceError as problem:
+        details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
+        status = {"not_found": 404, "conflict": 409}.get(problem.code, 422)
+        error = problem.message + (f" ({details})" if details else "")
+        return await claims(
+            request,
+            status=status,
+            support_errors={reference: error},
+            support_sent={reference: note},
+        )
+    return _done("/claims", f"Problem {reference} resolved.")
 
 
 async def evaluate(request: Request) -> Response:

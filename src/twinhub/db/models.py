@@ -673,7 +673,8 @@ class UssdLanguage(Base):
 
 class StoveProblem(Base):
     """A problem a household reported about its stove over USSD: the support queue's rows.
-    Its `stove.problem_reported` event is written in the same transaction."""
+    Its `stove.problem_reported` event is written in the same transaction, and so is the
+    `stove.problem_resolved` of an operator who resolves it (status open -> resolved)."""
 
     __tablename__ = "stove_problems"
 
@@ -685,6 +686,8 @@ class StoveProblem(Base):
     status: Mapped[str] = mapped_column(String(16), default="open", index=True)
     reported_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    resolved_by: Mapped[str | None] = mapped_column(String(200), nullable=True)  # a DID
+    resolution_note: Mapped[str | None] = mapped_column(String(500), nullable=True)
 
 
 # -- oracle (issue 18) ---------------------------------------------------------------------

@@ -41,6 +41,11 @@ CATALOGUE: dict[str, str] = {
         "A household reported a problem with its stove over USSD "
         "(data: reference, stove, customer, kind, status, reportedAt)."
     ),
+    "stove.problem_resolved": (
+        "An operator resolved a reported stove problem "
+        "(data: reference, stove, customer, kind, status, reportedAt, resolvedAt, "
+        "resolvedBy, note)."
+    ),
 }
 
 

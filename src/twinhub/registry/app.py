@@ -30,6 +30,7 @@ from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
+from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.services.read_model import ReadModel
 from twinhub.settings import Settings
@@ -311,6 +312,7 @@ def create_registry_app(
     app.include_router(admin_router)
     app.include_router(events_router)
     app.include_router(customers_router)
+    app.include_router(support_router)
     app.include_router(router)
     app.include_router(create_graphql_router(settings))
 

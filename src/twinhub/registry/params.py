@@ -25,6 +25,8 @@ CURSOR_PATTERN = rf"^(?:{_QUARTET}){{0,5}}(?:{_QUARTET}|{_TAIL})?$"
 # What routes.py's `_if_match` accepts: `*`, or a version as `3`, `"3"` or `W/"3"`.
 IF_MATCH_PATTERN = r'^ *(?:\*|(?:W/)?"?[0-9]{1,18}"?) *$'
 POSITION_PATTERN = r"^[0-9]{1,18}$"
+# A stove problem's reference, as the USSD screen shows it (stove_care: 4 random bytes, hex).
+PROBLEM_REFERENCE_PATTERN = r"^[0-9a-f]{8}$"
 # RFC 3339 with its offset, as telemetry's `parse_time` and pydantic's datetime both read.
 DATE_TIME_PATTERN = (
     r"^(?:19[7-9][0-9]|20[0-9][0-9])-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"

@@ -6,6 +6,10 @@ each field) and its month rollups, never from raw readings: one small read per q
 A problem report is a row and its `stove.problem_reported` event, in one transaction (the
 outbox: a crash never loses or invents one). The same open problem reported again (same
 stove, same kind) is the one report: the household gets its reference back, no new event.
+
+A programme's support team works the queue: resolving a problem (open -> resolved, once)
+records who and why, and its `stove.problem_resolved` event, in one transaction. The same
+problem reported after that is a new problem with a new reference.
 """
 
 from __future__ import annotations
@@ -15,21 +19,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup, utcnow
 from twinhub.events.store import record_event
 from twinhub.identifiers import customer_did
-from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.services.errors import Conflict, FieldProblem, Invalid, NotFound
+from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.stoves import StoveService, StoveView
 from twinhub.telemetry.figures import ENERGY_FIELD
 from twinhub.telemetry.figures import SESSION_FIELD as SESSIONS_STARTED
 from twinhub.telemetry.store import bucket_of
 
 PROBLEM_KINDS = ("noStart", "smoke", "broken", "meter", "other")
-OPEN, CLOSED = "open", "closed"
+OPEN, RESOLVED = "open", "resolved"
+PROBLEM_STATUSES = (OPEN, RESOLVED)
 PROBLEM_EVENT = "stove.problem_reported"
+RESOLVED_EVENT = "stove.problem_resolved"
+NOTE_MAX = 500  # characters of a resolution note
 SESSION_FIELD = "session"  # the stove protocol's start | end of a cooking session
 
 
@@ -50,9 +58,14 @@ class ProblemView:
     kind: str
     status: str
     reported_at: datetime
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None  # the DID of who resolved it
+    note: str | None = None  # why, in the resolver's words
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        """The problem as events and the API show it: a reported problem as its
+        `stove.problem_reported` event carries it, a resolved one with the resolution."""
+        shown: dict[str, Any] = {
             "reference": self.reference,
             "stove": self.stove,
             "customer": customer_did(self.customer_id),
@@ -60,6 +73,11 @@ class ProblemView:
             "status": self.status,
             "reportedAt": self.reported_at.isoformat(),
         }
+        if self.status == RESOLVED:
+            shown["resolvedAt"] = self.resolved_at.isoformat() if self.resolved_at else None
+            shown["resolvedBy"] = self.resolved_by
+            shown["note"] = self.note
+        return shown
 
 
 async def owned_stoves(stoves: StoveService, customer_id: str) -> list[StoveView]:
@@ -70,8 +88,27 @@ async def owned_stoves(stoves: StoveService, customer_id: str) -> list[StoveView
 
 def _view(row: StoveProblem) -> ProblemView:
     return ProblemView(
-        row.reference, row.stove_did, row.customer_id, row.kind, row.status, row.reported_at
+        row.reference,
+        row.stove_did,
+        row.customer_id,
+        row.kind,
+        row.status,
+        row.reported_at,
+        row.closed_at,
+        row.resolved_by,
+        row.resolution_note,
     )
+
+
+def _note(note: str) -> str:
+    """A resolution note: 1 to NOTE_MAX characters once trimmed."""
+    text = note.strip() if isinstance(note, str) else ""
+    if not 1 <= len(text) <= NOTE_MAX:
+        raise Invalid(
+            "Say how the problem was resolved.",
+            [FieldProblem("note", f"1 to {NOTE_MAX} characters")],
+        )
+    return text
 
 
 class StoveCare:
@@ -145,3 +182,57 @@ class StoveCare:
                 .limit(limit)
             )
             return [_view(row) for row in rows]
+
+    async def problems(
+        self,
+        status: str | None = None,
+        stove: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Page[ProblemView]:
+        """The support queue as the API and CLI page it: oldest first (the order to work
+        it in), optionally only one status or one stove's; `cursor` continues a page."""
+        if status is not None and status not in PROBLEM_STATUSES:
+            raise Invalid(
+                "Unknown problem status.", [FieldProblem("status", " or ".join(PROBLEM_STATUSES))]
+            )
+        query = select(StoveProblem).where(StoveProblem.id > decode_cursor(cursor))
+        if status is not None:
+            query = query.where(StoveProblem.status == status)
+        if stove is not None:
+            query = query.where(StoveProblem.stove_did == stove)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query.order_by(StoveProblem.id).limit(limit + 1)))
+        rows, next_cursor = split_page(rows, limit, lambda row: row.id)
+        return Page([_view(row) for row in rows], next_cursor)
+
+    async def resolve_problem(self, reference: str, actor_did: str, note: str) -> ProblemView:
+        """Resolve an open problem: who did and why, with its `stove.problem_resolved` event
+        in the same transaction. NotFound for an unknown reference; Conflict when it is
+        already resolved (also when two operators resolve it at once: one wins)."""
+        text = _note(note)
+        async with self._sessions() as session, session.begin():
+            # One conditional UPDATE: of two concurrent resolutions only one changes the row.
+            changed = await session.execute(
+                update(StoveProblem)
+                .where(StoveProblem.reference == reference, StoveProblem.status == OPEN)
+                .values(
+                    status=RESOLVED,
+                    closed_at=utcnow(),
+                    resolved_by=actor_did,
+                    resolution_note=text,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            row = await session.scalar(
+                select(StoveProblem)
+                .where(StoveProblem.reference == reference)
+                .execution_options(populate_existing=True)
+            )
+            if row is None:
+                raise NotFound(f"No stove problem {reference}.")
+            if not changed.rowcount:  # type: ignore[attr-defined]
+                raise Conflict(f"Stove problem {reference} is already {row.status}.")
+            view = _view(row)
+            record_event(session, RESOLVED_EVENT, row.stove_did, actor_did, view.as_json())
+        return view

@@ -343,6 +343,15 @@ def test_support_cli(tmp_path: Path) -> None:
     assert verified.returncode == 0, verified.stderr
 
 
+async def test_the_same_problem_reported_at_once_opens_one(registry: Registry) -> None:
+    stove = new_stove()
+    reported = await asyncio.gather(*(report(registry, stove, "meter") for _ in range(6)))
+    assert len({problem.reference for problem in reported}) == 1
+    assert len(await events_about(registry, stove, "stove.problem_reported")) == 1
+    page = await care(registry).problems("open", stove, None, 50)
+    assert [problem.reference for problem in page.items] == [reported[0].reference]
+
+
 async def test_the_migration_adds_and_drops_the_resolution_columns(registry: Registry) -> None:
     """0014 on the test's backend: down to 0013 drops the resolution columns (a resolved
     problem stays out of the open queue, as 'closed'); up again adds them."""

@@ -677,6 +677,17 @@ class StoveProblem(Base):
     `stove.problem_resolved` of an operator who resolves it (status open -> resolved)."""
 
     __tablename__ = "stove_problems"
+    # One open problem per stove and kind, even when two reports arrive at the same instant.
+    __table_args__ = (
+        Index(
+            "uq_stove_problems_open",
+            "stove_did",
+            "kind",
+            unique=True,
+            postgresql_where=text("status = 'open'"),
+            sqlite_where=text("status = 'open'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     reference: Mapped[str] = mapped_column(String(16), unique=True)

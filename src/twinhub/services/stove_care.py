@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup, utcnow
@@ -149,6 +150,15 @@ class StoveCare:
         """Record a problem (the caller has checked the stove is the customer's)."""
         if kind not in PROBLEM_KINDS:
             raise Invalid("Unknown problem kind.", [FieldProblem("kind", ", ".join(PROBLEM_KINDS))])
+        for _ in range(2):  # the second pass finds the report that won a race
+            try:
+                return await self._open_problem(customer_id, stove, kind)
+            except IntegrityError:  # uq_stove_problems_open: the same report just opened
+                continue
+        raise Conflict("The problem was reported twice at once; try again.")
+
+    async def _open_problem(self, customer_id: str, stove: str, kind: str) -> ProblemView:
+        """The open problem of this stove and kind, opened now if there is none."""
         async with self._sessions() as session, session.begin():
             held = await session.scalar(
                 select(StoveProblem).where(

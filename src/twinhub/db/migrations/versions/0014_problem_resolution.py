@@ -23,9 +23,27 @@ def upgrade() -> None:
     op.add_column("stove_problems", sa.Column("resolution_note", sa.String(500), nullable=True))
     # Before 0014 a problem could only be open ('closed' was named but never written).
     op.execute("UPDATE stove_problems SET status = 'resolved' WHERE status = 'closed'")
+    # Two reports racing could open the same problem twice; keep the first open, resolve the
+    # others as duplicates, then let a partial unique index hold the rule.
+    op.execute(
+        "UPDATE stove_problems SET status = 'resolved', resolved_by = 'migration 0014', "
+        "resolution_note = 'duplicate of an earlier open report', closed_at = reported_at "
+        "WHERE status = 'open' AND EXISTS (SELECT 1 FROM stove_problems AS first "
+        "WHERE first.stove_did = stove_problems.stove_did AND first.kind = stove_problems.kind "
+        "AND first.status = 'open' AND first.id < stove_problems.id)"
+    )
+    op.create_index(
+        "uq_stove_problems_open",
+        "stove_problems",
+        ["stove_did", "kind"],
+        unique=True,
+        postgresql_where=sa.text("status = 'open'"),
+        sqlite_where=sa.text("status = 'open'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("uq_stove_problems_open", table_name="stove_problems")
     # Resolved problems stay out of the open queue, as the status 0012's code knew.
     op.execute("UPDATE stove_problems SET status = 'closed' WHERE status = 'resolved'")
     op.drop_column("stove_problems", "resolution_note")  # SQLite 3.35+: ALTER TABLE DROP COLUMN

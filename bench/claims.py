@@ -3,15 +3,23 @@
 Starts `twinhub serve registry` (fresh DATA_DIR; SQLite, or a PostgreSQL database of its own
 with `--database postgresql`) pinned to one core and drives it from another. Builds a
 verified programme over HTTP (organisation, project verified by a governance proposal, votes
-and execution, an oracle, `--assets` stoves, a claim collection without quota), then for
-each store size (`--small`, default 1,000, then `--claims`, default 100,000) seeds claims
-through the service layer in this process (`ClaimService.submit`, the code path of the API
-minus HTTP) and measures with wrk: `GET /v1/claims/{id}`, the collection's first page and a
-page from a deep cursor (at exactly that many claims), then claim submissions
-(`POST /v1/claim-collections/{id}/claims`), approvals with an amount (credential signed,
-CARBON minted) and rejections (`POST /v1/claims/{id}/evaluations`), each at full load and
-paced at a low rate, and prints how the figures change from the small store to the large
-one. See bench/README.md.
+and execution, an oracle, `--assets` electric stoves with household size and tested
+efficiency, verified by one batch proposal, each enrolled with a device token, and a claim
+collection on the built-in claim protocol `did:ixo:protocol/clean-cooking-claim`, whose
+methodology computes an approval's credits from the stove's telemetry). Then, for each store
+size (`--small`, default 1,000, then `--claims`, default 100,000), it seeds claims through
+the service layer in this process (`ClaimService.submit`, the code path of the API minus
+HTTP), each naming its own (stove, calendar month) period (a stove-month is counted once),
+and measures with wrk: `GET /v1/claims/{id}`, the collection's first page and a page from a
+deep cursor (at exactly that many claims), then claim submissions
+(`POST /v1/claim-collections/{id}/claims`, each on a stove-month no other claim names),
+approvals (`POST /v1/claims/{id}/evaluations {"status": "approved"}`: the methodology
+computes the credits from the stove-month's telemetry, the credential is signed, CARBON is
+minted to the stove's owner) and rejections, each at full load and paced at a low rate, and
+prints how the figures change from the small store to the large one. Telemetry is ingested
+in this process (`TelemetryService`, as `POST /v1/domains/{did}/telemetry` does) before each
+approval phase, for exactly the stove-months of the claims that phase may approve.
+See bench/README.md.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -72,16 +81,24 @@ if TYPE_CHECKING:
     import httpx
 
     from twinhub.platform import Platform
+    from twinhub.services.device_tokens import DeviceCredential
 
 WRITE_SCRIPT = BENCH_DIR / "claims_writes.lua"
 READ_SCRIPT = BENCH_DIR / "registry_reads.lua"
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
-CLAIM_CONSTRAINTS = {
-    "reportType": {"enum": ["cooking", "fuel"]},
-    "mealsCooked": {"minimum": 0, "maximum": 1000},
-}
+# The built-in claim protocol: periodic (periodStart/periodEnd: one counted claim per stove and
+# calendar month) and carrying the clean-cooking methodology that computes approvals' credits.
+CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
+STOVE_PROPERTIES = {"fuelType": "electric", "efficiency": 0.85, "householdSize": 5}
+KWH_PER_SESSION = 1.0  # one cooking session a day, within max_kwh_per_session
+EXTRA_METERED_DAYS = 2  # cooking days in a metered month beyond the methodology's minimum
+# Claim periods are calendar months: seeded claims take the months from last month back to
+# January SEED_FLOOR_YEAR, submissions through wrk the months before that, back to
+# SUBMIT_FLOOR_YEAR, so no two claims ever name the same stove-month.
+SEED_FLOOR_YEAR = 1900
+SUBMIT_FLOOR_YEAR = 1000
 FLAT_FACTOR = 1.5  # server CPU per request at the large store: at most this times the small
 LIST_PAGE = 50  # page size of the measured lists
 WALK_PAGE = 500  # page size of the cursor walk (the server's largest)
@@ -100,15 +117,19 @@ WRITES = ("submit", "approve", "reject")
 WRITE_TARGETS = {"approve": 1000}  # issue #14: approvals with credential and mint per second
 READS = ("get", "list", "list_deep")
 OP_REQUESTS: dict[str, str] = {
-    "submit": 'POST /v1/claim-collections/{id}/claims {"id", "asset", "data"}',
-    "approve": 'POST /v1/claims/{id}/evaluations {"status": "approved", "amount": 1}',
+    "submit": 'POST /v1/claim-collections/{id}/claims {"id", "asset", "data": {"reportType", '
+    '"mealsCooked", "periodStart", "periodEnd"}} (a stove-month no other claim names)',
+    "approve": 'POST /v1/claims/{id}/evaluations {"status": "approved"} (credits computed by '
+    "the methodology from the stove-month's telemetry, credential signed, CARBON minted to the "
+    "stove's owner)",
     "reject": 'POST /v1/claims/{id}/evaluations {"status": "rejected", "reason": ...}',
     "get": "GET /v1/claims/{id} (random known claim)",
     "list": f"GET /v1/claims?collection={{id}}&limit={LIST_PAGE}",
     "list_deep": f"GET /v1/claims?collection={{id}}&limit={LIST_PAGE}&cursor=<second half>",
 }
 EVALUATIONS: dict[str, tuple[dict[str, Any], str]] = {  # op -> (body, expected in the reply)
-    "approve": ({"status": "approved", "amount": 1}, '"status":"approved"'),
+    # approvals also expect the amount the smoke approval computed (see Bench.expect)
+    "approve": ({"status": "approved"}, '"status":"approved"'),
     "reject": (
         {"status": "rejected", "reason": "bench: meals not evidenced"},
         '"status":"rejected"',
@@ -268,6 +289,102 @@ def check_tools(args: argparse.Namespace) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------------------ periods
+
+
+def month_index(year: int, month: int) -> int:
+    """A calendar month as one number (months since January of year 0), so months count."""
+    return year * 12 + month - 1
+
+
+def month_period(index: int) -> dict[str, str]:
+    """The claim data naming the whole calendar month `index` (UTC) as its period. The wrk
+    script (bench/claims_writes.lua) formats its submissions' periods the same way."""
+    year, month = divmod(index, 12)
+    after_year, after_month = divmod(index + 1, 12)
+    return {
+        "periodStart": f"{year:04d}-{month + 1:02d}-01T00:00:00Z",
+        "periodEnd": f"{after_year:04d}-{after_month + 1:02d}-01T00:00:00Z",
+    }
+
+
+class OutOfMonths(BenchError):
+    """More claims than distinct (stove, calendar month) periods in their range."""
+
+
+@dataclass(frozen=True)
+class MonthSlots:
+    """Which (stove, calendar month) each claim names, so that no two claims name the same
+    stove-month (the claim protocol counts one claim per stove and month: a second one is
+    refused with 409 period_claimed).
+
+    Seed slot n (seeded claims and the smoke test's, in order) is stove n % assets in the
+    month n // assets months before `last` (last month): the first claims, the ones
+    evaluations take first, name the most recent months. Seeds reach back to January of
+    `seed_floor_year`. Submission slot i (wrk's) is stove i % assets in the month
+    i // assets months before that floor, down to January of `submit_floor_year`: the two
+    ranges never meet. Stoves are indices into the programme's list."""
+
+    assets: int
+    last: int  # month_index of the newest month a claim may name (last month)
+    seed_floor_year: int = SEED_FLOOR_YEAR
+    submit_floor_year: int = SUBMIT_FLOOR_YEAR
+
+    @classmethod
+    def before(cls, now: datetime, assets: int) -> MonthSlots:
+        """Slots ending with the calendar month (UTC) before `now`'s."""
+        moment = now.astimezone(UTC)
+        return cls(assets, month_index(moment.year, moment.month) - 1)
+
+    @property
+    def seed_months(self) -> int:
+        return self.last - month_index(self.seed_floor_year, 1) + 1
+
+    @property
+    def seed_capacity(self) -> int:
+        return self.seed_months * self.assets
+
+    @property
+    def submission_top(self) -> int:
+        """The newest month a submission names: the month before the seeds' oldest."""
+        return month_index(self.seed_floor_year, 1) - 1
+
+    @property
+    def submission_capacity(self) -> int:
+        return (self.submission_top - month_index(self.submit_floor_year, 1) + 1) * self.assets
+
+    def seed(self, slot: int) -> tuple[int, int]:
+        """(stove index, month index) of seed slot `slot`."""
+        if not 0 <= slot < self.seed_capacity:
+            raise OutOfMonths(
+                f"seed slot {slot:,} is past the {self.seed_capacity:,} stove-months from "
+                f"{self.seed_months:,} months x {self.assets:,} stoves (back to January "
+                f"{self.seed_floor_year}); run with more --assets"
+            )
+        return slot % self.assets, self.last - slot // self.assets
+
+    def submission(self, slot: int) -> tuple[int, int]:
+        """(stove index, month index) of submission slot `slot` (what the wrk script sends)."""
+        if not 0 <= slot < self.submission_capacity:
+            raise OutOfMonths(
+                f"submission slot {slot:,} is past the {self.submission_capacity:,} "
+                f"stove-months before January {self.seed_floor_year}; run with more --assets"
+            )
+        return slot % self.assets, self.submission_top - slot // self.assets
+
+    def check_seeds(self, claims: int) -> None:
+        """Fail early when `claims` seeded claims (plus the smoke test's two) do not fit."""
+        needed = claims + 2
+        if needed > self.seed_capacity:
+            least = -(-needed // self.seed_months)
+            raise OutOfMonths(
+                f"{claims:,} claims on {self.assets:,} stoves need {-(-needed // self.assets):,} "
+                f"calendar months per stove, but only {self.seed_months:,} lie between last "
+                f"month and January {self.seed_floor_year} (one claim per stove and month): "
+                f"run with --assets {least:,} or more, or fewer --claims"
+            )
+
+
 # ------------------------------------------------------------------------------ state
 
 
@@ -286,24 +403,44 @@ class Programme:
     proposal: int = 0
     collection: int = 0
     assets: list[str] = field(default_factory=list)
+    devices: dict[str, DeviceCredential] = field(default_factory=dict)  # stove -> its token
+    metered_days: int = 0  # cooking days of a metered stove-month
+    amount: int = 0  # what an approval mints (smallest unit): the smoke approval's
 
 
 @dataclass
 class Store:
-    """What the harness knows of the claims: every id (for GETs), the pending ones in the
-    order they were made (evaluations take the oldest first) and the cursor walk."""
+    """What the harness knows of the claims: every id (for GETs), the pending seeded ones in
+    the order they were made (evaluations take the oldest first: those name the most recent
+    months), each seeded claim's stove-month slot, which of those have telemetry, and the
+    cursor walk. Claims submitted through wrk are known (read) but never evaluated."""
 
+    slots: MonthSlots
     known: list[str] = field(default_factory=list)
     pending: deque[str] = field(default_factory=deque)
+    seed_slots: dict[str, int] = field(default_factory=dict)  # seeded claim -> seed slot
+    metered: set[int] = field(default_factory=set)  # seed slots whose telemetry is stored
     next_seed: int = 1
+    next_slot: int = 0  # the next seed slot
+    next_submission: int = 0  # the next submission slot (wrk)
     unrecorded: int = 0  # submissions in flight when a wrk run ended: made or not
     walk_cursors: list[str] = field(default_factory=list)
     walk_positions: list[int] = field(default_factory=list)
     walk_seen: set[str] = field(default_factory=set)
 
-    def add(self, claim_id: str) -> None:
+    def claim_slot(self) -> tuple[int, int, int]:
+        """The next seed slot: (slot, stove index, month index)."""
+        slot = self.next_slot
+        stove, month = self.slots.seed(slot)
+        self.next_slot += 1
+        return slot, stove, month
+
+    def add(self, claim_id: str, slot: int | None = None) -> None:
+        """A claim now stored; a seeded one (with its slot) is pending for evaluation."""
         self.known.append(claim_id)
-        self.pending.append(claim_id)
+        if slot is not None:
+            self.seed_slots[claim_id] = slot
+            self.pending.append(claim_id)
 
     def take(self, ids: set[str]) -> None:
         """Evaluated (or sent for evaluation): no longer pending."""
@@ -522,9 +659,13 @@ async def call(
 async def build_programme(
     server: Server, api_key: str, platform: Platform, assets: int, tag: str
 ) -> Programme:
-    """Organisation, oracle, project verified by proposal + votes + execution, stoves and a
-    collection without quota, all through the API (keys are made like `twinhub keys create`)."""
+    """Organisation, oracle, project verified by proposal + votes + execution, stoves
+    (verified by a batch proposal) and a collection without quota on the built-in claim
+    protocol, all through the API (keys are made like `twinhub keys create`), and a device
+    token for each stove (through the service)."""
     import httpx
+
+    from twinhub.services.principals import Principal
 
     roles = ["reader", "writer"]
     operator = f"did:ixo:org/bench-operator-{tag}"
@@ -535,6 +676,7 @@ async def build_programme(
         for did in (operator, oracle_operator, *members)
     }
     prog = Programme(operator, keys[operator], oracle_operator, keys[oracle_operator])
+    operator_principal = Principal(operator, frozenset(roles))
 
     def client(key: str) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -600,7 +742,7 @@ async def build_programme(
                 "type": "Device",
                 "class": "did:ixo:protocol/clean-cooking",
                 "metadata": {"name": f"Stove {index}"},
-                "properties": {"fuelType": "lpg", "serialNumber": f"BENCH-{tag}-{index}"},
+                "properties": {**STOVE_PROPERTIES, "serialNumber": f"BENCH-{tag}-{index}"},
                 "controller": [f"did:ixo:customer/bench-{tag}-{index}", operator],
                 "relationships": {"project": [prog.project]},
             }
@@ -619,39 +761,40 @@ async def build_programme(
         for member in (member1, member2):
             await call(member, "POST", f"/v1/proposals/{batch['id']}/votes", 200, {"option": "yes"})
         await call(member1, "POST", f"/v1/proposals/{batch['id']}/execute", 200)
-        # The built-in claim protocol counts one claim per stove and month; thousands of
-        # claims on a few hundred stoves need a usage protocol without reporting periods.
-        protocol = await call(
-            admin,
-            "POST",
-            "/v1/protocols",
-            201,
-            {
-                "type": "Protocol",
-                "id": f"bench-usage-claim-{tag}",
-                "entityType": "Claim",
-                "twinClass": "system",
-                "properties": {"reportType": "string", "mealsCooked": "integer"},
-                "required": ["reportType"],
-                "relationships": {"verifier": "Oracle"},
-                "tokenClass": "CARBON",
-                "constraints": CLAIM_CONSTRAINTS,
-            },
-        )
+        # Every stove gets a device token (enrolled: its telemetry counts), made like
+        # `POST /v1/domains/{did}/device-tokens` makes it, in this process.
+        for did in prog.assets:
+            token, _ = await platform.device_tokens.create(did, operator_principal, "bench meter")
+            credential = await platform.device_tokens.authenticate(token)
+            if credential is None:
+                raise BenchError(f"the device token of {did} does not authenticate")
+            prog.devices[did] = credential
+        protocol = await platform.protocols.get(CLAIM_PROTOCOL)
+        document = protocol.effective_methodology
+        if document is None or not {"periodStart", "periodEnd"} <= set(
+            protocol.effective_properties
+        ):
+            raise BenchError(f"{CLAIM_PROTOCOL} has no methodology or no reporting period")
+        least = int(document.get("parameters", {}).get("min_active_days", {}).get("value", 0))
+        prog.metered_days = least + EXTRA_METERED_DAYS
         collection = await call(
             op,
             "POST",
             "/v1/claim-collections",
             201,
-            {"project": prog.project, "protocol": protocol["did"], "evaluators": [prog.oracle]},
+            {"project": prog.project, "protocol": CLAIM_PROTOCOL, "evaluators": [prog.oracle]},
         )
         prog.collection = collection["id"]
     return prog
 
 
-async def smoke(server: Server, api_key: str, prog: Programme, store: Store, tag: str) -> None:
-    """One claim submitted, approved, its credential verified and credits counted, and one
-    rejected, by hand first: a broken contract shows as one readable reply."""
+async def smoke(
+    server: Server, api_key: str, platform: Platform, prog: Programme, store: Store, tag: str
+) -> None:
+    """By hand first, so a broken contract shows as one readable reply: one claim on a
+    metered stove-month submitted and approved (the methodology computes an amount > 0, the
+    credential verifies and carries it, the stove's owner holds that much CARBON), and one
+    rejected. Sets `prog.amount`, what every bench approval must then mint."""
     import httpx
 
     headers = {"Authorization": f"Bearer {prog.operator_key}"}
@@ -668,6 +811,7 @@ async def smoke(server: Server, api_key: str, prog: Programme, store: Store, tag
     ):
         made = []
         for n in (1, 2):
+            slot, stove, month = store.claim_slot()
             claim = await call(
                 op,
                 "POST",
@@ -675,25 +819,43 @@ async def smoke(server: Server, api_key: str, prog: Programme, store: Store, tag
                 201,
                 {
                     "id": f"smoke-{n}",
-                    "asset": prog.assets[0],
-                    "data": {"reportType": "cooking", "mealsCooked": 3},
+                    "asset": prog.assets[stove],
+                    "data": {"reportType": "cooking", "mealsCooked": 3, **month_period(month)},
                 },
             )
             made.append(claim["id"])
             store.known.append(claim["id"])
+            store.seed_slots[claim["id"]] = slot
+        await meter(platform, prog, store, made[:1])
+        replies = []
         for claim_id, op_name in zip(made, ("approve", "reject"), strict=True):
             body = EVALUATIONS[op_name][0]
             reply = await call(oracle, "POST", f"/v1/claims/{claim_id}/evaluations", 200, body)
             if reply.get("status") != body["status"]:
                 raise BenchError(f"evaluation of {claim_id} answered {str(reply)[:300]}")
+            replies.append(reply)
+        amount = replies[0].get("amount")
+        if not isinstance(amount, int) or amount <= 0:
+            raise BenchError(f"the approval computed no credits: {str(replies[0])[:400]}")
+        prog.amount = amount
         credential = await call(admin, "GET", f"/v1/claims/{made[0]}/credential", 200)
         checked = await call(admin, "POST", "/v1/credentials/verify", 200, credential)
         if not checked.get("verified"):
             raise BenchError(f"the approval's credential does not verify: {checked}")
-        owner = f"did:ixo:customer/bench-{tag}-0"  # first controller of the first stove
+        evaluation = credential.get("credentialSubject", {}).get("evaluation", {})
+        if evaluation.get("amount") != amount or "calculation" not in evaluation:
+            raise BenchError(
+                f"the credential does not carry the computed {amount}: {str(evaluation)[:300]}"
+            )
+        # the owner is the stove's first controller (see build_programme)
+        stove = prog.assets.index(str(replies[0]["asset"]))
+        owner = f"did:ixo:customer/bench-{tag}-{stove}"
         balances = (await call(admin, "GET", f"/v1/balances/{owner}", 200))["balances"]
-        if not any(b.get("token") == "CARBON" and b.get("amount") == 1 for b in balances):
-            raise BenchError(f"the approval minted no CARBON for the stove's owner: {balances}")
+        if not any(b.get("token") == "CARBON" and b.get("amount") == amount for b in balances):
+            raise BenchError(
+                f"the approval did not mint its {amount} CARBON to the stove's owner {owner}: "
+                f"{balances}"
+            )
 
 
 # ------------------------------------------------------------------------------ seeding
@@ -718,7 +880,8 @@ async def seed(
     purpose: str,
 ) -> SeedStep:
     """Submit claims through ClaimService.submit (what the API route calls) until the store
-    holds `target`; ids seed-0000001, ... in order, on the stoves in turn."""
+    holds `target`; ids seed-0000001, ... in order, each on the next seed slot's stove and
+    calendar month (MonthSlots)."""
     from twinhub.services.principals import Principal
 
     step = SeedStep(purpose=purpose, target=target)
@@ -735,14 +898,15 @@ async def seed(
             n = store.next_seed
             store.next_seed += 1
             claim_id = f"seed-{n:07d}"
+            slot, stove, month = store.claim_slot()
             await platform.claims.submit(
                 prog.collection,
-                {"reportType": "cooking", "mealsCooked": n % 9 + 1},
+                {"reportType": "cooking", "mealsCooked": n % 9 + 1, **month_period(month)},
                 agent,
-                asset=prog.assets[n % len(prog.assets)],
+                asset=prog.assets[stove],
                 claim_id=claim_id,
             )
-            store.add(claim_id)
+            store.add(claim_id, slot)
             state["done"] += 1
 
     async def report() -> None:
@@ -765,6 +929,8 @@ async def seed(
     reporter = asyncio.create_task(report())
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, args.seed_concurrency))))
+    except BenchError:
+        raise
     except Exception as exc:  # a service error here is a finding, not noise
         raise BenchError(f"seeding failed: {type(exc).__name__}: {exc}") from exc
     finally:
@@ -775,6 +941,66 @@ async def seed(
     step.seconds = time.monotonic() - started
     step.harness_cpu_seconds = _cpu_self() - cpu0
     return step
+
+
+def month_readings(month: int, days: int) -> list[dict[str, Any]]:
+    """A stove's readings for one calendar month: one cooking session a day on the first
+    `days` days (a start, and an end with the energy used), like tests/claims_world.py's
+    `cook`. Seqs are unique per stove across months (the store keeps a device's seqs)."""
+    year, index = divmod(month, 12)
+    readings: list[dict[str, Any]] = []
+    for day in range(days):
+        seq = month * 100 + day * 2
+        at = datetime(year, index + 1, day + 1, 18, tzinfo=UTC)
+        readings.append({"seq": seq, "time": at.isoformat(), "values": {"session": "start"}})
+        end = at.replace(minute=45)
+        values = {"session": "end", "energyKwh": KWH_PER_SESSION}
+        readings.append({"seq": seq + 1, "time": end.isoformat(), "values": values})
+    return readings
+
+
+async def meter(platform: Platform, prog: Programme, store: Store, claim_ids: list[str]) -> int:
+    """Store the telemetry of the seeded claims' stove-months that have none yet, through
+    TelemetryService (what `POST /v1/domains/{did}/telemetry` calls after authenticating the
+    device token): a batch per stove, committed a few stoves at a time. Returns how many
+    stove-months were metered."""
+    todo: dict[int, list[int]] = {}  # stove index -> months
+    slots = []
+    for claim_id in claim_ids:
+        slot = store.seed_slots.get(claim_id)
+        if slot is None or slot in store.metered:
+            continue
+        stove, month = store.slots.seed(slot)
+        todo.setdefault(stove, []).append(month)
+        slots.append(slot)
+    limit = platform.settings.telemetry_batch_size
+    rounds: list[list[tuple[str, list[dict[str, Any]]]]] = []
+    for stove, months in todo.items():
+        did = prog.assets[stove]
+        readings = [r for m in months for r in month_readings(m, prog.metered_days)]
+        for i, offset in enumerate(range(0, len(readings), limit)):
+            if len(rounds) <= i:
+                rounds.append([])
+            rounds[i].append((did, readings[offset : offset + limit]))
+    telemetry = platform.telemetry
+    try:
+        for batches in rounds:  # a stove at most once per commit
+            for offset in range(0, len(batches), 50):
+                prepared = [
+                    await telemetry.prepare(
+                        did, prog.devices[did], {"readings": readings}, "bench", admitted=True
+                    )
+                    for did, readings in batches[offset : offset + 50]
+                ]
+                for result in await telemetry.commit(prepared):
+                    if result.rejected:
+                        raise BenchError(f"telemetry readings rejected: {result.as_record()}")
+    except BenchError:
+        raise
+    except Exception as exc:
+        raise BenchError(f"storing telemetry failed: {type(exc).__name__}: {exc}") from exc
+    store.metered.update(slots)
+    return len(slots)
 
 
 # ------------------------------------------------------------------------------ wrk runs
@@ -944,6 +1170,7 @@ class Bench:
         async def phase(name: str, seconds: int, rate: float) -> ReadRun:
             label = f"s{self.size_index}{name[0]}"  # unique per size and phase
             out = self.ctx.workdir / f"ids-submit-{label}"
+            store = self.store
             env = {
                 "BENCH_MODE": "submit",
                 "BENCH_AUTH": f"Bearer {self.prog.operator_key}",
@@ -951,12 +1178,17 @@ class Bench:
                 "BENCH_ID_PREFIX": label,
                 "BENCH_IDS_OUT": str(out),
                 "BENCH_THREADS": str(self.args.connections),
+                # submission slot i = base + (n - 1) * threads + (thread - 1): MonthSlots
+                "BENCH_SLOT_BASE": str(store.next_submission),
+                "BENCH_MONTH_TOP": str(store.slots.submission_top),
             }
             run = await self.wrk("submit", name, assets, seconds, rate, env, WRITE_SCRIPT)
             made = read_ids(out)
             for claim_id in made:
-                self.store.add(claim_id)
-            self.store.unrecorded += int(run.extra.get("sent", 0)) - run.responses
+                store.add(claim_id)  # known (read), never evaluated: it has no telemetry
+            store.unrecorded += int(run.extra.get("sent", 0)) - run.responses
+            store.next_submission += int(run.extra.get("max_n", 0)) * self.args.connections
+            store.slots.submission(max(0, store.next_submission - 1))  # still in range?
             return run
 
         at.ops["submit"] = await self.phases("submit", phase)
@@ -968,6 +1200,14 @@ class Bench:
         seen = [at.ops["submit"].full.rps] if "submit" in at.ops else []
         seen += [s.ops[op].full.rps for s in self.result.sizes if op in s.ops]
         return int(2 * max([50.0, *seen]) * seconds) + 4 * self.args.connections
+
+    def expect(self, op: str, expect: str) -> str:
+        """What a good reply contains (tab-separated, all required): an approval also the
+        amount the smoke approval computed, and a credential. Every seeded stove-month has
+        the same telemetry and household, so the methodology computes the same credits."""
+        if op != "approve":
+            return expect
+        return f'{expect}\t"amount":{self.prog.amount},"credential":"'
 
     async def evaluations(self, op: str, at: SizeResult) -> None:
         body, expect = EVALUATIONS[op]
@@ -991,6 +1231,15 @@ class Bench:
                     flush=True,
                 )
             ids = list(self.store.pending)[:need]
+            if op == "approve":  # what the methodology reads: each stove-month's telemetry
+                started = time.monotonic()
+                metered = await meter(self.platform, self.prog, self.store, ids)
+                if metered:
+                    print(
+                        f"  stored telemetry of {metered:,} stove-months for approve ({name}) "
+                        f"in {time.monotonic() - started:.1f} s",
+                        flush=True,
+                    )
             ids_file = self.ctx.workdir / f"pending-{op}.txt"
             ids_file.write_text("".join(i + "\n" for i in ids))
             out = self.ctx.workdir / f"ids-{op}-{self.size_index}{name[0]}"
@@ -998,7 +1247,7 @@ class Bench:
                 "BENCH_MODE": "evaluate",
                 "BENCH_AUTH": f"Bearer {self.prog.oracle_key}",
                 "BENCH_BODY": json.dumps(body, separators=(",", ":")),
-                "BENCH_EXPECT": expect,
+                "BENCH_EXPECT": self.expect(op, expect),
                 "BENCH_IDS_OUT": str(out),
                 "BENCH_THREADS": str(self.args.connections),
             }
@@ -1069,6 +1318,10 @@ async def bench_async(
     port = args.port or free_port()
     env = server_env(workdir, api_key)
     env.update(keys)
+    # The claim oracle would evaluate (approve, or flag for want of telemetry) the pending
+    # claims on its own, on the measured core; the approvals measured here are the API's.
+    # `./dev bench oracle` measures the oracle.
+    env["ORACLE_ENABLED"] = "false"
     server: Server | None = None
     platform = None
     ok = False
@@ -1089,8 +1342,8 @@ async def bench_async(
         platform = open_platform(workdir, database_url, api_key, keys)
         started = time.monotonic()
         prog = await build_programme(server, api_key, platform, args.assets, tag)
-        store = Store()
-        await smoke(server, api_key, prog, store, tag)
+        store = Store(slots=MonthSlots.before(datetime.now(UTC), len(prog.assets)))
+        await smoke(server, api_key, platform, prog, store, tag)
         result.programme = {
             "project": prog.project,
             "verified_by_proposal": prog.proposal,
@@ -1098,13 +1351,19 @@ async def bench_async(
             "oracle": prog.oracle,
             "collection": prog.collection,
             "assets": len(prog.assets),
+            "protocol": CLAIM_PROTOCOL,
+            "metered_days_per_stove_month": prog.metered_days,
+            "kwh_per_day": KWH_PER_SESSION,
+            "stove_properties": STOVE_PROPERTIES,
+            "approval_amount": prog.amount,
             "seconds": round(time.monotonic() - started, 1),
         }
         print(
             f"  programme: project {prog.project} verified by proposal {prog.proposal}, oracle "
             f"{prog.oracle}, {len(prog.assets)} stoves, collection {prog.collection}; one "
-            f"claim approved (credential verifies, 1 CARBON minted) and one rejected by hand "
-            f"({result.programme['seconds']:.1f} s)",
+            f"claim approved by hand (the methodology computed {prog.amount} CARBON in its "
+            f"smallest unit from {prog.metered_days} metered days; credential verifies, "
+            f"minted to the owner) and one rejected ({result.programme['seconds']:.1f} s)",
             flush=True,
         )
         bench = Bench(ctx, platform, prog, store, result)
@@ -1369,6 +1628,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.connections < 1 or args.duration < 1 or args.assets < 1:
         print("--connections, --duration and --assets must be positive", file=sys.stderr)
+        return 2
+    try:
+        MonthSlots.before(datetime.now(UTC), args.assets).check_seeds(args.claims)
+    except OutOfMonths as exc:
+        print(exc, file=sys.stderr)
         return 2
     sizes = [s for s in (args.small, args.claims) if s]
     cpus = pick_cpus(args.server_cpu, args.wrk_cpu)

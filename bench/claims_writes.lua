@@ -2,13 +2,23 @@
 -- bench/README.md): claim submissions and oracle evaluations, each a POST with its own body.
 --
 --   BENCH_MODE=submit    POST BENCH_PATH (/v1/claim-collections/<id>/claims) with
---                        {"id": "<BENCH_ID_PREFIX>-t<thread>-<n>", "asset": <random line of
---                        BENCH_PATHS_FILE>, "data": {"reportType": "cooking", ...}}; OK = 201.
---                        The id of every 201 is written to this thread's id file.
+--                        {"id": "<BENCH_ID_PREFIX>-t<thread>-<n>", "asset": <stove>, "data":
+--                        {"reportType": "cooking", "mealsCooked": ..., "periodStart": ...,
+--                        "periodEnd": ...}}; OK = 201. The claim protocol counts one claim
+--                        per stove and calendar month, so each request names a stove-month
+--                        of its own: submission slot i = BENCH_SLOT_BASE + (n - 1) * T +
+--                        (thread - 1) (T = BENCH_THREADS) is the stove on line
+--                        i % #lines + 1 of BENCH_PATHS_FILE in the calendar month
+--                        floor(i / #lines) months before BENCH_MONTH_TOP (months counted as
+--                        year * 12 + month - 1), as MonthSlots.submission in bench/claims.py.
+--                        The id of every 201 is written to this thread's id file; the
+--                        largest n sent (max_n) lets the harness move BENCH_SLOT_BASE past
+--                        every slot this run used.
 --   BENCH_MODE=evaluate  POST /v1/claims/<id>/evaluations with the body BENCH_BODY, for the
 --                        claim ids of BENCH_PATHS_FILE: thread t of T takes lines t, t+T,
 --                        t+2T, ... in order, so no claim is evaluated twice; OK = 200 with
---                        BENCH_EXPECT (e.g. "status":"approved") in the reply. Every id is
+--                        every tab-separated part of BENCH_EXPECT (e.g. "status":"approved"
+--                        and the computed amount) in the reply. Every id is
 --                        written to this thread's id file as it is sent (the harness drops
 --                        those from its pool of pending claims). A thread that runs out of
 --                        ids stops (wrk.thread:stop()) and counts as `exhausted`; the harness
@@ -29,7 +39,7 @@ local common = dofile(os.getenv("BENCH_LUA_DIR") .. "/wrk_common.lua")
 
 -- This script's counter slots (wrk_common keeps the histogram after them).
 local RESPONSES, OK, ERRORS, NSAMPLES, BYTES = 0, 1, 2, 3, 4
-local FIRST, LAST, SENT, EXHAUSTED = 5, 6, 7, 8
+local FIRST, LAST, SENT, EXHAUSTED, MAXN = 5, 6, 7, 8, 9
 
 local counters -- double* into this thread's array
 local tid = 0
@@ -41,28 +51,34 @@ local filler = false -- the request sent after running out of ids (not counted)
 -- submit
 local path, prefix, assets
 local n = 0
+local slot_base, month_top, threads = 0, 0, 1
 -- evaluate
 local ids = {}
 local next_id = 0
-local body, expect
+local body
+local expects = {}
 
 function init(args)
    counters, tid = common.counters()
    mode = common.env("BENCH_MODE", "submit")
    local lines = common.read_lines(common.env("BENCH_PATHS_FILE", nil))
+   threads = tonumber(common.env("BENCH_THREADS", "1"))
    if mode == "submit" then
       assets = lines
       path = assert(common.env("BENCH_PATH", nil), "BENCH_PATH is not set")
       prefix = assert(common.env("BENCH_ID_PREFIX", nil), "BENCH_ID_PREFIX is not set")
          .. "-t" .. tid .. "-"
+      slot_base = tonumber((assert(common.env("BENCH_SLOT_BASE", nil), "BENCH_SLOT_BASE is not set")))
+      month_top = tonumber((assert(common.env("BENCH_MONTH_TOP", nil), "BENCH_MONTH_TOP is not set")))
    else
       assert(mode == "evaluate", "BENCH_MODE is submit or evaluate")
-      local threads = tonumber(common.env("BENCH_THREADS", "1"))
       for i = tid, #lines, threads do
          ids[#ids + 1] = lines[i]
       end
       body = assert(common.env("BENCH_BODY", nil), "BENCH_BODY is not set")
-      expect = common.env("BENCH_EXPECT", "")
+      for part in string.gmatch(common.env("BENCH_EXPECT", ""), "[^\t]+") do
+         expects[#expects + 1] = part
+      end
    end
    out = assert(io.open(common.env("BENCH_IDS_OUT", "ids") .. "-" .. tid .. ".txt", "w"))
    out:setvbuf("line") -- wrk never closes a thread's Lua state: nothing may sit in a buffer
@@ -81,13 +97,23 @@ local function started()
    counters[SENT] = counters[SENT] + 1
 end
 
+-- "YYYY-MM-01T00:00:00Z" of month index m (year * 12 + month - 1)
+local function month_start(m)
+   return string.format("%04d-%02d-01T00:00:00Z", math.floor(m / 12), m % 12 + 1)
+end
+
 function request()
    if mode == "submit" then
       n = n + 1
+      counters[MAXN] = n
       current = prefix .. n
+      local slot = slot_base + (n - 1) * threads + (tid - 1)
+      local month = month_top - math.floor(slot / #assets)
       local claim = string.format(
-         '{"id":"%s","asset":"%s","data":{"reportType":"cooking","mealsCooked":%d}}',
-         current, assets[math.random(#assets)], n % 9 + 1)
+         '{"id":"%s","asset":"%s","data":{"reportType":"cooking","mealsCooked":%d,'
+            .. '"periodStart":"%s","periodEnd":"%s"}}',
+         current, assets[slot % #assets + 1], n % 9 + 1, month_start(month),
+         month_start(month + 1))
       started()
       return wrk.format(nil, path, nil, claim)
    end
@@ -117,7 +143,10 @@ function response(status, headers, reply)
    if mode == "submit" then
       ok = status == 201
    else
-      ok = status == 200 and string.find(reply or "", expect, 1, true) ~= nil
+      ok = status == 200
+      for _, part in ipairs(expects) do
+         ok = ok and string.find(reply or "", part, 1, true) ~= nil
+      end
    end
    if ok then
       counters[OK] = counters[OK] + 1
@@ -138,6 +167,9 @@ local function fold(total, c)
    total.body_bytes = total.body_bytes + c[BYTES]
    total.sent = total.sent + c[SENT]
    total.exhausted = total.exhausted + c[EXHAUSTED]
+   if c[MAXN] > total.max_n then
+      total.max_n = c[MAXN]
+   end
    if c[FIRST] > 0 and (total.first_us == 0 or c[FIRST] < total.first_us) then
       total.first_us = c[FIRST]
    end
@@ -149,7 +181,7 @@ end
 function done(summary, latency, requests)
    local total = common.write_results(summary, latency, {
       responses = 0, ok = 0, errors = 0, body_bytes = 0, sent = 0, exhausted = 0,
-      first_us = 0, last_us = 0 }, fold, NSAMPLES)
+      first_us = 0, last_us = 0, max_n = 0 }, fold, NSAMPLES)
    io.write(string.format("BENCH %s responses=%d ok=%d errors=%d exhausted=%d\n",
                           common.env("BENCH_MODE", "submit"),
                           total.responses, total.ok, total.errors, total.exhausted))

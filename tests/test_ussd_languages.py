@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,43 @@ async def test_stove_status_reads_telemetry_and_problems_become_events(
     )
     assert len(events.json()["items"]) == 1
     del world
+
+
+class CountingSessions:
+    """A sessionmaker that counts the sessions opened for reads."""
+
+    def __init__(self, sessions: Any) -> None:
+        self._sessions = sessions
+        self.reads = 0
+
+    def __call__(self) -> Any:
+        self.reads += 1
+        return self._sessions()
+
+    def begin(self) -> Any:
+        return self._sessions.begin()
+
+
+async def test_choices_are_cached_and_a_change_reaches_every_worker(
+    programme: Programme,  # noqa: F811
+) -> None:
+    """A new session of a phone seen before costs the database nothing, "no choice"
+    included; a choice made on one worker is what every worker reads next (with Redis)."""
+    platform = programme.gateway.app.state.platform
+    prefix = platform.settings.redis_key_prefix
+    one = CountingSessions(platform.sessionmaker)
+    memory = LanguageMemory(one, platform.redis, prefix)  # type: ignore[arg-type]
+    key = phone_key(new_phone())
+    assert await memory.recalled(key) is None
+    assert await memory.recalled(key) is None
+    assert one.reads == 1
+    await memory.remember("sw", key)
+    assert await memory.recalled(key) == "sw"
+    assert one.reads == 1
+    if platform.redis is not None:
+        other = CountingSessions(platform.sessionmaker)
+        worker = LanguageMemory(other, platform.redis, prefix)  # type: ignore[arg-type]
+        assert await worker.recalled(key) == "sw"
+        await worker.remember("fr", key)
+        assert await memory.recalled(key) == "fr"
+        assert other.reads == 0 and one.reads == 1

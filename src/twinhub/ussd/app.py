@@ -165,7 +165,7 @@ def create_ussd_app(
         platform.pin_cipher,
         contents,
         platform.stoves,
-        LanguageMemory(platform.sessionmaker),
+        LanguageMemory(platform.sessionmaker, platform.redis, settings.redis_key_prefix),
         defaults,
         platform.stove_care,
     )

@@ -2,15 +2,34 @@
 
 Read once when a session starts (the phone's) and once at log-in (the customer's); the
 session record carries the language after that, so other requests never ask the database.
+
+A new session is the gateway's busiest path, and most phones never chose a language, so
+reads go through a cache that remembers "no choice" too: Redis when the platform has it
+(every worker sees a change at once: `remember` writes the database, then the cache), else
+this process's own bounded LRU (without Redis the gateway is one process, and every change
+goes through it). The database stays the record; a cache entry lives `ttl` seconds, so a
+change made behind the gateway's back (a restore) shows within that time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections import OrderedDict
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import UssdLanguage, utcnow
+from twinhub.logging import get_logger
+
+log = get_logger(__name__)
+NONE = ""  # cached: this key chose no language
+CACHE_TTL_SECONDS = 3600
+LOCAL_ENTRIES = 100_000  # about 10 MB of phones in the process's own cache
 
 
 def phone_key(phone_number: str) -> str:
@@ -22,15 +41,34 @@ def customer_key(customer_id: str) -> str:
 
 
 class LanguageMemory:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        redis: Redis | None = None,
+        prefix: str = "twinhub:",
+        ttl: int = CACHE_TTL_SECONDS,
+        local_entries: int = LOCAL_ENTRIES,
+    ) -> None:
         self._sessions = sessions
+        self._redis = redis
+        self._prefix = f"{prefix}ussd:language:"
+        self._ttl = ttl
+        self._local: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._local_entries = local_entries
 
     async def recalled(self, key: str) -> str | None:
         """The code stored under `key` as stored (the caller checks it is still served)."""
+        cached = await self._cached(key)
+        if cached is not None:
+            return cached or None
         async with self._sessions() as session:
-            return await session.scalar(
+            found = await session.scalar(
                 select(UssdLanguage.language).where(UssdLanguage.key == key)
             )
+        # Only where nothing is cached: a choice remembered meanwhile must not be overwritten
+        # by what this read saw before it.
+        await self._cache({key: found or NONE}, only_new=True)
+        return found
 
     async def remember(self, language: str, *keys: str) -> None:
         """Store `language` under every key, in one transaction (an upsert each)."""
@@ -47,3 +85,41 @@ class LanguageMemory:
                         set_={"language": language, "updated_at": utcnow()},
                     )
                 )
+        await self._cache(dict.fromkeys(keys, language))
+
+    async def _cached(self, key: str) -> str | None:
+        """The cached code, NONE for "no choice", None when the cache does not know."""
+        if self._redis is not None:
+            try:
+                value = await self._redis.get(self._prefix + key)
+            except RedisError:  # the database answers instead
+                return None
+            return value.decode() if isinstance(value, bytes) else value
+        entry = self._local.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        self._local.move_to_end(key)
+        return entry[1]
+
+    async def _cache(self, values: dict[str, str], only_new: bool = False) -> None:
+        if self._redis is not None:
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for key, value in values.items():
+                        pipe.set(self._prefix + key, value, ex=self._ttl, nx=only_new)
+                    await pipe.execute()
+            except RedisError:
+                # A stale entry would show the old language: drop what may be there.
+                log.warning("ussd language cache not updated; entries dropped")
+                with contextlib.suppress(RedisError):
+                    await self._redis.delete(*(self._prefix + key for key in values))
+            return
+        now = time.monotonic()
+        for key, value in values.items():
+            held = self._local.get(key)
+            if only_new and held is not None and held[0] >= now:
+                continue
+            self._local[key] = (now + self._ttl, value)
+            self._local.move_to_end(key)
+        while len(self._local) > self._local_entries:
+            self._local.popitem(last=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from structlog.testing import capture_logs
 
 from tests.claims_world import World, build_world, executed
 from tests.conftest import BOOTSTRAP_KEY, Registry, RegistryFactory, running_registry
@@ -151,12 +152,18 @@ async def test_a_failing_chunk_is_retried_then_left_for_a_manual_execute(world: 
     # Failing past the retries: left passed and part-done; executing again carries on.
     failures["left"] = 3
     proposal, stoves = await passed_batch(world, 7)
-    assert (await member.post(f"/v1/proposals/{proposal}/execute")).status_code == 202
-    deadline = asyncio.get_running_loop().time() + 30
-    while governance.batch_running(proposal):
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.02)
+    with capture_logs() as logs:
+        assert (await member.post(f"/v1/proposals/{proposal}/execute")).status_code == 202
+        await asyncio.wait_for(governance._runners[proposal], 30)
     assert failures["left"] == 0
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [e["event"] for e in warnings] == [
+        "batch chunk failed; retrying",
+        "batch chunk failed; retrying",
+        "batch execution gave up; execute the proposal again to resume",
+    ]
+    assert warnings[-1]["proposal"] == proposal and warnings[-1]["attempts"] == 3
+    assert all("hiccup" not in str(e) for e in warnings)  # the type, never the message
     left = (await registry.client.get(f"/v1/proposals/{proposal}")).json()
     assert left["status"] == "passed" and left["progress"] == {"done": CHUNK, "total": 7}
     resumed = await member.post(f"/v1/proposals/{proposal}/execute")
@@ -182,6 +189,8 @@ async def test_a_stopped_platforms_batch_carries_on_when_the_next_starts(
         assert started.status_code == 202, started.text
         assert first.platform.governance.batch_running(proposal)
         executor = started.json()["votes"][0]["voter"]  # group_clients[0] voted first
+        # Passed but never executed: no restart executes it on anyone's behalf.
+        untouched, _ = await passed_batch(world, 4)
         held = (await first.client.get(f"/v1/proposals/{proposal}")).json()
         assert held["status"] == "passed" and held["progress"]["done"] == CHUNK
         await world.close()
@@ -190,6 +199,9 @@ async def test_a_stopped_platforms_batch_carries_on_when_the_next_starts(
     async with running_registry(settings) as second:
         done = await executed(second.client, proposal)
         assert done["progress"] == {"done": 10, "total": 10}
+        waiting = (await second.client.get(f"/v1/proposals/{untouched}")).json()
+        assert waiting["status"] == "passed" and waiting["progress"] == {"done": 0, "total": 4}
+        assert not second.platform.governance.batch_running(untouched)
         await verified_once(second, stoves, proposal)
         # The resumed chunks are recorded as the member who executed, as the first was.
         for did in stoves:

@@ -3,6 +3,7 @@ by a real proposal and vote), oracle, assets, a claim collection, and keys for e
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +29,21 @@ def metered_claim(meals: int = 20) -> dict[str, Any]:
         "periodStart": METERED_START.isoformat(),
         "periodEnd": end.isoformat(),
     }
+
+
+async def executed(client: httpx.AsyncClient, proposal: int, seconds: float = 30) -> dict[str, Any]:
+    """Poll a proposal executing in the background until it is executed (or fail after
+    `seconds`); its view."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        response = await client.get(f"/v1/proposals/{proposal}")
+        assert response.status_code == 200, response.text
+        view = response.json()
+        if view["status"] == "executed":
+            return view
+        assert view["status"] == "passed", view
+        assert asyncio.get_running_loop().time() < deadline, f"still executing: {view}"
+        await asyncio.sleep(0.02)
 
 
 @dataclass
@@ -95,9 +111,11 @@ class World:
         assert proposed.status_code == 201, proposed.text
         proposal = proposed.json()["id"]
         await self.vote_all(proposal)
-        executed = await self.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
-        assert executed.status_code == 200, executed.text
-        return executed.json()
+        started = await self.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
+        if started.status_code == 202:  # more than one chunk: it runs in the background
+            return await executed(self.registry.client, proposal)
+        assert started.status_code == 200, started.text
+        return started.json()
 
     async def vote_all(self, proposal: int) -> None:
         for client in self.group_clients:

@@ -86,7 +86,14 @@ class Platform:
         self.ledger = Ledger(self.sessionmaker, max_batch=settings.ledger_max_batch)
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)
         self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
-        self.governance = GovernanceService(self.sessionmaker, self.ledger, self.domains)
+        self.governance = GovernanceService(
+            self.sessionmaker,
+            self.ledger,
+            self.domains,
+            batch_chunk=settings.governance_batch_chunk,
+            batch_retries=settings.governance_batch_retries,
+            batch_retry_seconds=settings.governance_batch_retry_seconds,
+        )
         issuer_key = load_key(
             settings, settings.credential_issuer_key, "CREDENTIAL_ISSUER_KEY", ISSUER_KEY_FILE
         )
@@ -169,6 +176,8 @@ class Platform:
             self.background = start_telemetry(self)
             if self.settings.oracle_enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
+            # Batch verifications a stopped process left part-done carry on by themselves.
+            await self.governance.resume_batches()
         self._started = True
         log.info(
             "platform started",
@@ -198,6 +207,9 @@ class Platform:
             log.info("default compliance group created", members=len(members))
 
     async def stop(self) -> None:
+        # Batch runners (started by execute requests whatever BACKGROUND_WORKERS_ENABLED
+        # says) first: each cancelled chunk rolls back whole while the database is there.
+        await self.governance.stop_batches()
         await self.events.stop()
         for task in self.background:
             task.cancel()

@@ -78,6 +78,23 @@ class Settings(BaseSettings):
         le=10_000,
         description="Most writes one ledger commit carries (queued writes share a commit).",
     )
+    # -- governance: batch verification (README "Verified stoves only") --
+    governance_batch_chunk: int = Field(
+        1000,
+        ge=1,
+        le=10_000,
+        description="Domains a batch verification proposal verifies per ledger write.",
+    )
+    governance_batch_retries: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Retries of a failing chunk of a background batch execution before it "
+        "is left for a manual execute.",
+    )
+    governance_batch_retry_seconds: float = Field(
+        1.0, gt=0, le=3600, description="First back-off of a failing chunk; doubled after each."
+    )
     redis_url: SecretStr | None = Field(
         None,
         description="When set, USSD and console sessions and rate-limit counters live in "

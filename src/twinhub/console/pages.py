@@ -457,9 +457,16 @@ async def execute(request: Request) -> Response:
     user, _ = await _form(request)
     proposal_id = request.path_params["proposal_id"]
     try:
-        await _platform(request).governance.execute(proposal_id, user.principal)
+        view = await _platform(request).governance.execute(proposal_id, user.principal)
     except ServiceError as problem:
         return await governance(request, f"Proposal {proposal_id}: {problem.message}", 422)
+    if view["status"] != "executed":  # a large batch: the rest runs in the background
+        progress = view["progress"]
+        return _done(
+            "/governance",
+            f"Proposal {proposal_id} is executing ({progress['done']}/{progress['total']} "
+            "done); this page shows its progress.",
+        )
     return _done("/governance", f"Proposal {proposal_id} executed.")
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from twinhub.registry.auth import Reader, Writer
 from twinhub.registry.errors import ERROR_RESPONSES
@@ -14,7 +14,9 @@ from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.routes import DID_PATH
 from twinhub.registry.schemas import Body
 from twinhub.services.governance import (
+    EXECUTED,
     MAX_BATCH_LIST,
+    VERIFY_BATCH,
     BatchSelection,
     GovernanceService,
     GroupSpec,
@@ -161,6 +163,23 @@ async def vote(
     return await _governance(request).vote(proposal_id, body.option, caller)
 
 
-@router.post("/proposals/{proposal_id}/execute", summary="Apply a passed proposal")
-async def execute(request: Request, proposal_id: ProposalId, caller: Reader) -> dict[str, Any]:
-    return await _governance(request).execute(proposal_id, caller)
+@router.post(
+    "/proposals/{proposal_id}/execute",
+    summary="Apply a passed proposal",
+    description="200 with the executed proposal; for a batch proposal larger than one chunk "
+    "(GOVERNANCE_BATCH_CHUNK), 202 once its first chunk is verified: the rest runs in the "
+    "background, and `GET /v1/proposals/{id}` (the `Location`) shows its `progress` until "
+    "its status is `executed`. Executing again while it runs answers 202 and starts "
+    "nothing new.",
+    responses={202: {"description": "Executing in the background; poll the Location."}},
+)
+async def execute(request: Request, proposal_id: ProposalId, caller: Reader) -> Response:
+    governance = _governance(request)
+    view = await governance.execute(proposal_id, caller)
+    if view["action"] == VERIFY_BATCH and view["status"] != EXECUTED:
+        return JSONResponse(
+            view,
+            status_code=202,
+            headers={"Location": f"/v1/proposals/{proposal_id}", "Retry-After": "1"},
+        )
+    return JSONResponse(view)

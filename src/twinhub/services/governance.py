@@ -16,12 +16,14 @@ can. The total weight is fixed when the proposal is made.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 from sqlalchemy import func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -30,6 +32,7 @@ from twinhub.db.models import (
     Domain,
     GovernanceGroup,
     GroupMember,
+    LedgerTransaction,
     Proposal,
     ProposalItem,
     Relationship,
@@ -37,6 +40,7 @@ from twinhub.db.models import (
     utcnow,
 )
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
+from twinhub.logging import get_logger
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR
 from twinhub.services.domains import ACTIVE, DomainService, stored_record
 from twinhub.services.errors import (
@@ -46,6 +50,7 @@ from twinhub.services.errors import (
     Invalid,
     NotFound,
     Problems,
+    ServiceError,
 )
 from twinhub.services.ledger import Ledger
 from twinhub.services.principals import Principal
@@ -62,6 +67,8 @@ VERIFY, REVOKE = "verify", "revoke"
 VERIFY_BATCH = "verify-batch"  # one proposal verifies many assets (stoves) of a project
 MAX_MEMBERS = 1000
 MAX_BATCH_LIST = 10_000  # DIDs named one by one; a filter selects any number
+SYSTEM_PRINCIPAL = Principal(SYSTEM_ACTOR, frozenset({"admin"}))
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,24 @@ class BatchSelection:
 
 
 class GovernanceService:
+    """Groups, proposals, votes and execution.
+
+    A batch proposal larger than one chunk executes in the background: the execute request
+    verifies the first chunk and hands the rest to a runner, an asyncio task of this
+    process (one per proposal, `_runners`), which verifies chunk after chunk until every
+    item is done. `resume_batches` (platform start, with the background workers) starts a
+    runner for every passed batch left unfinished, so a crash mid-batch carries on by
+    itself; `stop_batches` cancels them (a cancelled chunk rolls back whole).
+
+    Two runners of one proposal in two processes need no lease of their own: each chunk is
+    one ledger write, and ledger writes are serialised across processes by the ledger's
+    lock (PostgreSQL: the `ledger_head` row FOR UPDATE; SQLite: BEGIN IMMEDIATE), taken
+    before the chunk reads anything, with the proposal row also read FOR UPDATE. So one
+    chunk runs at a time and sees the previous one committed: it picks only items still
+    `done = false`, counts `items_done` from the committed value, and verifies only a
+    domain not verified yet. A second runner costs a few empty reads, never a second
+    verification or a wrong count."""
+
     batch_chunk = 1000  # domains verified per ledger write while a batch executes
 
     def __init__(
@@ -152,11 +177,19 @@ class GovernanceService:
         ledger: Ledger,
         domains: DomainService,
         clock: Any = utcnow,
+        batch_chunk: int | None = None,
+        batch_retries: int = 3,
+        batch_retry_seconds: float = 1.0,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._domains = domains
         self._now = clock
+        if batch_chunk is not None:
+            self.batch_chunk = batch_chunk
+        self.batch_retries = batch_retries  # a failing chunk's retries before giving up
+        self.batch_retry_seconds = batch_retry_seconds  # first back-off, then doubled
+        self._runners: dict[int, asyncio.Task[None]] = {}
 
     # -- groups ----------------------------------------------------------------------------
     async def create_group(self, spec: GroupSpec, actor: Principal) -> dict[str, Any]:
@@ -425,31 +458,41 @@ class GovernanceService:
         return items, (rows[-1].domain_did if more and rows else None)
 
     async def _execute_batch_chunk(
-        self, proposal_id: int, actor: Principal, first: bool
+        self, proposal_id: int, actor: Principal, first: bool, authorized: bool = False
     ) -> dict[str, Any] | None:
         """Verify the next chunk of a passed batch proposal in one ledger write: each
         domain's verification a `domain.verify` transaction like any other. Returns the
-        proposal's view once every item is done, else None (call again)."""
+        proposal's view once every item is done, else None (call again). `authorized`:
+        the actor's right to execute was checked when the runner was handed the batch."""
         async with self._ledger.write() as write:
             session = write.session
             proposal, group = await self._proposal(session, proposal_id, lock=True)
             if not first and proposal.status == EXECUTED:
                 return await self._view(session, proposal, group)
             await self._settle(session, proposal, group)
-            if not actor.is_admin and await self._weight(session, group.did, actor.did) is None:
+            if (
+                not authorized
+                and not actor.is_admin
+                and await self._weight(session, group.did, actor.did) is None
+            ):
                 raise Forbidden(f"Only members of {group.did} or an admin may execute.")
             if proposal.status != PASSED:
                 raise Conflict(
                     f"Proposal {proposal_id} is {proposal.status}; only a passed one executes."
                 )
+            chunk = self.batch_chunk
+            # One more than a chunk: whether any remain after this one (a batch of exactly
+            # one chunk is executed by it, with no empty chunk after).
             dids = list(
                 await session.scalars(
                     select(ProposalItem.domain_did)
                     .where(ProposalItem.proposal_id == proposal_id, ProposalItem.done.is_(False))
                     .order_by(ProposalItem.domain_did)
-                    .limit(self.batch_chunk)
+                    .limit(chunk + 1)
                 )
             )
+            last = len(dids) <= chunk
+            dids = dids[:chunk]
             now = self._now()
             if dids:
                 await self._verify_chunk(write, dids, actor, proposal_id, now)
@@ -462,7 +505,7 @@ class GovernanceService:
                     .values(done=True)
                 )
                 proposal.items_done = (proposal.items_done or 0) + len(dids)
-            if len(dids) < self.batch_chunk:
+            if last:
                 proposal.status, proposal.executed_at = EXECUTED, now
                 return await self._view(session, proposal, group)
         return None
@@ -537,17 +580,24 @@ class GovernanceService:
 
     async def execute(self, proposal_id: int, actor: Principal) -> dict[str, Any]:
         """Apply a passed proposal: the one way a domain becomes (or stops being) verified.
-        A batch proposal runs in chunks, each committed with its progress: executing it
-        again after an interruption carries on where it stopped."""
+
+        A batch proposal runs in chunks, each committed with its progress. Here the first
+        chunk runs; a batch of one chunk is then executed, a larger one is handed to a
+        background runner and its view returned still `passed`, with `progress` (poll the
+        proposal until it is `executed`). Executing while a runner of this process works
+        on it returns the current view and starts nothing; executing again after an
+        interruption (a runner that gave up, a process that stopped) carries on where it
+        stopped."""
         async with self._sessions() as session:
             action = await session.scalar(select(Proposal.action).where(Proposal.id == proposal_id))
         if action == VERIFY_BATCH:
-            first = True
-            while True:
-                view = await self._execute_batch_chunk(proposal_id, actor, first)
-                if view is not None:
-                    return view
-                first = False
+            if self.batch_running(proposal_id):
+                return await self._running_view(proposal_id, actor)
+            view = await self._execute_batch_chunk(proposal_id, actor, first=True)
+            if view is not None:
+                return view
+            self._start_runner(proposal_id, actor)
+            return await self.proposal(proposal_id)
         async with self._ledger.write() as write:
             session = write.session
             proposal, group = await self._proposal(session, proposal_id, lock=True)
@@ -570,6 +620,142 @@ class GovernanceService:
             )
             view = await self._view(session, proposal, group)
         return view
+
+    async def execute_all(self, proposal_id: int, actor: Principal) -> dict[str, Any]:
+        """Execute a proposal to its end in the caller's task (tools and benchmarks, which
+        have no request deadline): a batch chunk after chunk, no background runner."""
+        first = True
+        while True:
+            view = await self._execute_batch_chunk(proposal_id, actor, first)
+            if view is not None:
+                return view
+            first = False
+
+    # -- background batch execution --------------------------------------------------------
+    def batch_running(self, proposal_id: int) -> bool:
+        """Whether a runner of this process is executing the batch proposal."""
+        runner = self._runners.get(proposal_id)
+        return runner is not None and not runner.done()
+
+    async def _running_view(self, proposal_id: int, actor: Principal) -> dict[str, Any]:
+        async with self._sessions() as session:
+            proposal, group = await self._proposal(session, proposal_id, lock=False)
+            if not actor.is_admin and await self._weight(session, group.did, actor.did) is None:
+                raise Forbidden(f"Only members of {group.did} or an admin may execute.")
+            return await self._view(session, proposal, group)
+
+    def _start_runner(self, proposal_id: int, actor: Principal) -> None:
+        """A runner for the proposal unless one runs already (no await between the check
+        and the registration: two requests of this process never start two)."""
+        if self.batch_running(proposal_id):
+            return
+        runner = asyncio.create_task(
+            self._run_batch(proposal_id, actor), name=f"governance-batch-{proposal_id}"
+        )
+        self._runners[proposal_id] = runner
+        runner.add_done_callback(lambda done: self._forget(proposal_id, done))
+
+    def _forget(self, proposal_id: int, runner: asyncio.Task[None]) -> None:
+        if self._runners.get(proposal_id) is runner:
+            del self._runners[proposal_id]
+
+    async def _run_batch(self, proposal_id: int, actor: Principal) -> None:
+        """Verify the proposal's remaining chunks. A chunk that fails is retried
+        `batch_retries` times with doubling back-off, then the batch is left, passed and
+        part-done, for a manual execute (a logged warning says so)."""
+        failures = 0
+        while True:
+            try:
+                view = await self._execute_batch_chunk(
+                    proposal_id, actor, first=False, authorized=True
+                )
+            except ServiceError as problem:  # no longer executable: retrying cannot help
+                log.warning(
+                    "batch execution stopped",
+                    proposal=proposal_id,
+                    problem=type(problem).__name__,
+                    message=problem.message,
+                )
+                return
+            except Exception as error:
+                failures += 1
+                if failures > self.batch_retries:
+                    log.warning(
+                        "batch execution gave up; execute the proposal again to resume",
+                        proposal=proposal_id,
+                        attempts=failures,
+                        error=type(error).__name__,
+                    )
+                    return
+                delay = self.batch_retry_seconds * 2 ** (failures - 1)
+                log.warning(
+                    "batch chunk failed; retrying",
+                    proposal=proposal_id,
+                    attempt=failures,
+                    delay=delay,
+                    error=type(error).__name__,
+                )
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
+            if view is not None:
+                log.info("batch executed", proposal=proposal_id, items=view["progress"]["total"])
+                return
+
+    async def resume_batches(self) -> int:
+        """Start a runner for every passed batch proposal left part-done (a process that
+        stopped mid-batch); how many. Each carries on as the member who executed it."""
+        async with self._sessions() as session:
+            ids = list(
+                await session.scalars(
+                    select(Proposal.id)
+                    .where(
+                        Proposal.action == VERIFY_BATCH,
+                        Proposal.status == PASSED,
+                        Proposal.items_done < Proposal.items_total,
+                        Proposal.items_done > 0,
+                    )
+                    .order_by(Proposal.id)
+                )
+            )
+            actors = {pid: await self._executor_of(session, pid) for pid in ids}
+        for proposal_id in ids:
+            self._start_runner(proposal_id, actors[proposal_id])
+        if ids:
+            log.info("resuming batch executions", proposals=len(ids))
+        return len(ids)
+
+    @staticmethod
+    async def _executor_of(session: AsyncSession, proposal_id: int) -> Principal:
+        """Who started executing the batch: the actor of a `domain.verify` transaction of
+        it (the first chunk ran in their request); the platform itself if none is found."""
+        done = (
+            select(ProposalItem.domain_did)
+            .where(ProposalItem.proposal_id == proposal_id, ProposalItem.done.is_(True))
+            .limit(50)
+        )
+        rows = await session.execute(
+            select(LedgerTransaction.actor, LedgerTransaction.payload)
+            .where(
+                LedgerTransaction.kind == "domain.verify",
+                LedgerTransaction.subject.in_(done.scalar_subquery()),
+            )
+            .order_by(LedgerTransaction.height.desc())
+            .limit(50)
+        )
+        for actor, payload in rows:
+            if orjson.loads(payload).get("proposal") == proposal_id:
+                return Principal(actor, frozenset())
+        return SYSTEM_PRINCIPAL
+
+    async def stop_batches(self) -> None:
+        """Cancel this process's runners (platform stop); each chunk rolls back whole, and
+        the next start (or execute) carries on from the last committed one."""
+        runners = list(self._runners.values())
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        self._runners.clear()
 
     async def proposal(self, proposal_id: int) -> dict[str, Any]:
         async with self._ledger.write() as write:  # settling an expired one is a write

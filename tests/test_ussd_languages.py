@@ -211,7 +211,9 @@ async def test_stove_status_reads_telemetry_and_problems_become_events(
         "/v1/events", params={"after": start, "type": "stove.problem_reported"}
     )
     assert events.status_code == 200, events.text
-    items = events.json()["items"]
+    # Other modules' problem reports on the shared PostgreSQL database may be numbered by
+    # this sequencer run too: only this stove's are this test's.
+    items = [e for e in events.json()["items"] if e["subject"] == stove]
     assert [e["data"]["reference"] for e in items] == [reference]
     assert items[0]["subject"] == stove
     assert items[0]["actor"] == customer_did(customer_id)
@@ -231,7 +233,7 @@ async def test_stove_status_reads_telemetry_and_problems_become_events(
     events = await registry.client.get(
         "/v1/events", params={"after": start, "type": "stove.problem_reported"}
     )
-    assert len(events.json()["items"]) == 1
+    assert [e["subject"] for e in events.json()["items"]].count(stove) == 1
     del world
 
 

@@ -134,6 +134,11 @@ def backend_values(
         "api_key_failure_limit": "1000000/minute",
         # Claims are evaluated by the tests themselves; the oracle's own tests start it.
         "oracle_enabled": False,
+        # Twice in full runs on a loaded 2-core machine one request of a module stalled past
+        # the production deadline of 8 s (a POST on PostgreSQL, a GET on SQLite; never
+        # alone; cause not yet found, see the session notes). The deadline's own tests
+        # (test_registry_outage) set theirs; elsewhere a stall shows as a slow test.
+        "registry_request_timeout_seconds": 30,
     }
     if backend.database == "postgresql":
         values["database_url"] = request.getfixturevalue("postgres_url")

@@ -37,6 +37,7 @@ POSTGRES_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("TWINHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 RUN_ID = secrets.token_hex(4)
+pytest_plugins = ["tests.stall_watchdog"]
 
 
 def unavailable(what: str, error: BaseException) -> None:

@@ -45,19 +45,17 @@ from twinhub.oracle.periods import (
 )
 from twinhub.oracle.plausibility import assess
 from twinhub.services.claims import APPROVED, OPEN, ClaimService
-from twinhub.services.domains import ACTIVE
+from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
     Invalid,
     NotFound,
-    NotVerified,
 )
 from twinhub.services.ledger import LedgerWrite
 from twinhub.services.principals import Principal, require_role
 from twinhub.services.protocols import ProtocolService, ProtocolView
-from twinhub.services.twin_classes import same_kind
 
 MAX_PERIOD_DAYS = 366
 
@@ -325,19 +323,12 @@ class MonitoringService:
 
     @staticmethod
     async def _project(session: AsyncSession, project: str) -> Domain:
-        row = await session.get(Domain, project)
-        if row is None:
-            raise NotFound(f"No domain {project}.")
-        if not same_kind(row.type, "Project"):
-            raise Invalid(
-                f"{project} is a {row.type}; monitoring periods are a project's.",
-                [FieldProblem("project", "expected a Project domain")],
-            )
-        if row.status != ACTIVE or not row.verified:
-            raise NotVerified(
-                f"{project} is not verified: only verified domains take part in credit issuance."
-            )
-        return row
+        return await verified_project(
+            session,
+            project,
+            "take part in credit issuance",
+            purpose="monitoring periods are a project's",
+        )
 
     @staticmethod
     async def _existing(

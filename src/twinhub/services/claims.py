@@ -51,7 +51,7 @@ from twinhub.oracle.claims import (
 )
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService
-from twinhub.services.domains import ACTIVE
+from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.errors import (
     Conflict,
     FieldProblem,
@@ -401,23 +401,12 @@ class ClaimService:
             return None
         return protocol
 
-    async def _project(self, session: AsyncSession, did: str, doing: str) -> Domain:
+    @staticmethod
+    async def _project(session: AsyncSession, did: str, doing: str) -> Domain:
         """The collection's project, locked: a revocation executing now waits for us."""
-        project = await session.get(Domain, did, with_for_update=True) if is_did(did) else None
-        if project is None:
-            raise NotFound(f"No domain {did}.")
-        if not same_kind(project.type, "Project"):
-            raise Invalid(
-                f"{did} is a {project.type}; claims are collected for projects.",
-                [FieldProblem("project", "expected a Project domain")],
-            )
-        if project.status != ACTIVE or not project.verified:
-            state = "deactivated" if project.status != ACTIVE else "not verified"
-            raise NotVerified(
-                f"{did} is {state}: only a project verified by governance may {doing} "
-                "(rule: verified domains only)."
-            )
-        return project
+        return await verified_project(
+            session, did, doing, purpose="claims are collected for projects", lock=True
+        )
 
     @staticmethod
     async def _asset_verified(session: AsyncSession, did: str | None) -> None:

@@ -35,6 +35,7 @@ from twinhub.services.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    NotVerified,
     Problems,
     StaleVersion,
 )
@@ -717,6 +718,30 @@ class DomainService:
         record = stored_record(row, edges)
         await write.append(kind, row.did, actor.did, {"record": record, **(extra or {})})
         return resolve_inheritance(record, protocol)
+
+
+async def verified_project(
+    session: AsyncSession, did: str, doing: str, *, purpose: str, lock: bool = False
+) -> Domain:
+    """The project named `did`, refused unless it is an active Project verified by governance
+    (rule: verified domains only). `doing` ends the refusal ("take claims"); `purpose` says
+    what projects are for here ("claims are collected for projects"). With `lock` the row is
+    read FOR UPDATE, so a revocation executing now waits for the caller's write."""
+    project = await session.get(Domain, did, with_for_update=lock) if is_did(did) else None
+    if project is None:
+        raise NotFound(f"No domain {did}.")
+    if not same_kind(project.type, "Project"):
+        raise Invalid(
+            f"{did} is a {project.type}; {purpose}.",
+            [FieldProblem("project", "expected a Project domain")],
+        )
+    if project.status != ACTIVE or not project.verified:
+        state = "deactivated" if project.status != ACTIVE else "not verified"
+        raise NotVerified(
+            f"{did} is {state}: only a project verified by governance may {doing} "
+            "(rule: verified domains only)."
+        )
+    return project
 
 
 def serial_of(properties: dict[str, Any]) -> str | None:

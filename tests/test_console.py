@@ -136,6 +136,11 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
             assert page.status_code == 200
             shown = f"0.{METERED_AMOUNT:06d}".rstrip("0")
             assert f'<span class="value">{shown}</span>' in page.text
+            # The stove's page names the token its approved claim minted, in credits.
+            twin = await browser.get(f"/console/twins/{stove}")
+            assert twin.status_code == 200
+            assert f"<td>{shown} CARBON</td>" in twin.text
+            assert f"<td>{METERED_AMOUNT}</td>" not in twin.text
     finally:
         await world.close()
 

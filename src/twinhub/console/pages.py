@@ -307,6 +307,7 @@ async def twin(request: Request) -> Response:
     except NotFound as problem:
         raise HTTPException(404, problem.message) from problem
     claims = await platform.claims.claims(ClaimFilter(asset=did), None, 20)
+    minted = await platform.credits.minted_for([claim["id"] for claim in claims.items])
     incoming = await platform.domains.graph(did, 1)
     return render(
         request,
@@ -316,6 +317,7 @@ async def twin(request: Request) -> Response:
             "history": list(reversed(history.items)),
             "proposals": proposals,
             "claims": claims.items,
+            "minted": minted,
             "neighbours": [n for n in incoming["nodes"] if n["did"] != did],
             "edges": incoming["edges"],
             "events_url": f"/v1/domains/{did}/events",

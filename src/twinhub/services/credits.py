@@ -14,6 +14,7 @@ applied twice under concurrency.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,3 +291,17 @@ class CreditService:
             rows = list(await session.scalars(query.order_by(CreditMovement.id).limit(limit + 1)))
         rows, next_cursor = split_page(rows, limit, lambda row: row.id)
         return Page([_movement_view(row) for row in rows], next_cursor)
+
+    async def minted_for(self, claim_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """The token and its decimals that each of these claims' approval minted, so a claim's
+        amount (in the token's smallest unit) can be shown as credits; claims that minted
+        nothing are absent."""
+        if not claim_ids:
+            return {}
+        async with self._sessions() as session:
+            rows = await session.execute(
+                select(CreditMovement.claim_id, CreditToken.name, CreditToken.decimals)
+                .join(CreditToken, CreditToken.name == CreditMovement.token)
+                .where(CreditMovement.kind == MINT, CreditMovement.claim_id.in_(claim_ids))
+            )
+            return {claim: (token, decimals) for claim, token, decimals in rows}

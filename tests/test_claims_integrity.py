@@ -280,7 +280,7 @@ async def test_a_batch_proposal_verifies_a_projects_stoves(
     proposal = proposed.json()
     assert proposal["action"] == "verify-batch" and proposal["status"] == "open"
     assert proposal["package"]["batch"]["count"] == 7
-    assert proposal["progress"] == {"done": 0, "total": 7}
+    assert proposal["progress"] == {"done": 0, "total": 7, "stopped": None}
     items = (await registry.client.get(f"/v1/proposals/{proposal['id']}/items")).json()
     assert sorted(i["domain"] for i in items["items"]) == sorted(stoves)
     early = await world_group.post(f"/v1/proposals/{proposal['id']}/execute")
@@ -291,7 +291,7 @@ async def test_a_batch_proposal_verifies_a_projects_stoves(
     assert started.status_code == 202, started.text
     assert started.headers["location"] == f"/v1/proposals/{proposal['id']}"
     done = await executed(registry.client, proposal["id"])
-    assert done["progress"] == {"done": 7, "total": 7}
+    assert done["progress"] == {"done": 7, "total": 7, "stopped": None}
     for did in stoves:
         record = (await registry.client.get(f"/v1/domains/{did}")).json()
         assert record["verified"] is True and record["version"] == 2

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from tests.claims_world import World, build_world, executed
 from tests.conftest import BOOTSTRAP_KEY, Registry, RegistryFactory, running_registry
+from tests.test_console import console, sign_in
 from twinhub.db.models import LedgerTransaction
 from twinhub.services.governance import GovernanceService
 from twinhub.settings import Settings
@@ -97,13 +98,14 @@ async def test_a_large_batch_executes_in_the_background(world: World) -> None:
     assert started.status_code == 202, started.text
     assert started.headers["location"] == f"/v1/proposals/{proposal}"
     view = started.json()
-    assert view["status"] == "passed" and view["progress"] == {"done": CHUNK, "total": 10}
+    assert view["status"] == "passed"
+    assert view["progress"] == {"done": CHUNK, "total": 10, "stopped": None}
     assert governance.batch_running(proposal)
     runner = governance._runners[proposal]
     # Executing again while it runs: 202, the progress, and no second runner or chunk.
     again = await member.post(f"/v1/proposals/{proposal}/execute")
     assert again.status_code == 202, again.text
-    assert again.json()["progress"] == {"done": CHUNK, "total": 10}
+    assert again.json()["progress"] == {"done": CHUNK, "total": 10, "stopped": None}
     assert governance._runners[proposal] is runner and calls == []
     polled = (await registry.client.get(f"/v1/proposals/{proposal}")).json()
     assert polled["status"] == "passed" and polled["progress"]["done"] == CHUNK
@@ -112,7 +114,7 @@ async def test_a_large_batch_executes_in_the_background(world: World) -> None:
     assert (await outsider.post(f"/v1/proposals/{proposal}/execute")).status_code == 403
     gate.set()
     done = await executed(registry.client, proposal)
-    assert done["progress"] == {"done": 10, "total": 10} and done["executedAt"]
+    assert done["progress"] == {"done": 10, "total": 10, "stopped": None} and done["executedAt"]
     assert calls == [proposal] * 3  # 3 + 3 + 1 after the request's 3: no chunk twice
     await verified_once(registry, stoves, proposal)
     assert not governance.batch_running(proposal)
@@ -125,7 +127,7 @@ async def test_a_batch_of_one_chunk_executes_in_the_request(world: World) -> Non
     done = await world.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
     assert done.status_code == 200, done.text
     assert done.json()["status"] == "executed"
-    assert done.json()["progress"] == {"done": CHUNK, "total": CHUNK}
+    assert done.json()["progress"] == {"done": CHUNK, "total": CHUNK, "stopped": None}
     assert not world.registry.platform.governance.batch_running(proposal)
     await verified_once(world.registry, stoves, proposal)
 
@@ -165,10 +167,19 @@ async def test_a_failing_chunk_is_retried_then_left_for_a_manual_execute(world: 
     assert warnings[-1]["proposal"] == proposal and warnings[-1]["attempts"] == 3
     assert all("hiccup" not in str(e) for e in warnings)  # the type, never the message
     left = (await registry.client.get(f"/v1/proposals/{proposal}")).json()
-    assert left["status"] == "passed" and left["progress"] == {"done": CHUNK, "total": 7}
+    assert left["status"] == "passed"
+    progress = left["progress"]
+    assert (progress["done"], progress["total"]) == (CHUNK, 7)
+    # Every process's view (and the console) tells this batch waits for someone.
+    assert progress["stopped"]["at"] and "gave up after 3" in progress["stopped"]["reason"]
+    assert "hiccup" not in progress["stopped"]["reason"]
+    async with console(registry) as browser:
+        await sign_in(browser, BOOTSTRAP_KEY)
+        page = await browser.get("/console/governance")
+        assert f"stopped at {CHUNK}/7: gave up after 3" in page.text
     resumed = await member.post(f"/v1/proposals/{proposal}/execute")
     assert resumed.status_code == 202, resumed.text
-    assert resumed.json()["progress"] == {"done": 2 * CHUNK, "total": 7}
+    assert resumed.json()["progress"] == {"done": 2 * CHUNK, "total": 7, "stopped": None}
     await executed(registry.client, proposal)
     await verified_once(registry, stoves, proposal)
 
@@ -198,9 +209,10 @@ async def test_a_stopped_platforms_batch_carries_on_when_the_next_starts(
     # one on the same database carries on by itself.
     async with running_registry(settings) as second:
         done = await executed(second.client, proposal)
-        assert done["progress"] == {"done": 10, "total": 10}
+        assert done["progress"] == {"done": 10, "total": 10, "stopped": None}
         waiting = (await second.client.get(f"/v1/proposals/{untouched}")).json()
-        assert waiting["status"] == "passed" and waiting["progress"] == {"done": 0, "total": 4}
+        assert waiting["status"] == "passed"
+        assert waiting["progress"] == {"done": 0, "total": 4, "stopped": None}
         assert not second.platform.governance.batch_running(untouched)
         await verified_once(second, stoves, proposal)
         # The resumed chunks are recorded as the member who executed, as the first was.
@@ -235,7 +247,7 @@ async def test_two_platforms_on_one_batch_verify_each_stove_once(
         if runner is not None:  # it may still be reading the (now empty) rest
             await asyncio.wait_for(runner, 30)
         await other_member.aclose()
-    assert done["progress"] == {"done": 20, "total": 20}
+    assert done["progress"] == {"done": 20, "total": 20, "stopped": None}
     await verified_once(registry, stoves, proposal)
 
 

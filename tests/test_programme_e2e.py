@@ -387,7 +387,8 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
             voted = await api.post(f"/v1/proposals/{batch['id']}/votes", json={"option": "yes"})
             assert voted.status_code == 200, voted.text
         executed = await auditor_apis[1].post(f"/v1/proposals/{batch['id']}/execute")
-        assert executed.json()["progress"] == {"done": 1, "total": 1}, executed.text
+        progress = executed.json()["progress"]
+        assert progress == {"done": 1, "total": 1, "stopped": None}, executed.text
         assert (await same_domain_everywhere(ui, ops, stove["did"]))["verified"] is True
         # Its meter is enrolled, and it reports a month of cooking.
         enrolled = await created(ops, f"/v1/domains/{stove['did']}/device-tokens", {})

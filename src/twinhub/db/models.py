@@ -275,6 +275,10 @@ class Proposal(Base):
     # A batch proposal's size and how many of its domains execution has done so far.
     items_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
     items_done: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # When and why a batch's background execution last stopped short (it gave up after its
+    # retries, or found the proposal no longer executable); cleared by the next chunk done.
+    batch_stopped_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    batch_stopped_reason: Mapped[str | None] = mapped_column(String(300), nullable=True)
 
 
 class ProposalItem(Base):

@@ -505,6 +505,7 @@ class GovernanceService:
                     .values(done=True)
                 )
                 proposal.items_done = (proposal.items_done or 0) + len(dids)
+                proposal.batch_stopped_at = proposal.batch_stopped_reason = None
             if last:
                 proposal.status, proposal.executed_at = EXECUTED, now
                 return await self._view(session, proposal, group)
@@ -676,6 +677,7 @@ class GovernanceService:
                     problem=type(problem).__name__,
                     message=problem.message,
                 )
+                await self._record_stop(proposal_id, problem.message)
                 return
             except Exception as error:
                 failures += 1
@@ -685,6 +687,11 @@ class GovernanceService:
                         proposal=proposal_id,
                         attempts=failures,
                         error=type(error).__name__,
+                    )
+                    await self._record_stop(
+                        proposal_id,
+                        f"gave up after {failures} failed attempts ({type(error).__name__}); "
+                        "execute the proposal again to resume",
                     )
                     return
                 delay = self.batch_retry_seconds * 2 ** (failures - 1)
@@ -701,6 +708,20 @@ class GovernanceService:
             if view is not None:
                 log.info("batch executed", proposal=proposal_id, items=view["progress"]["total"])
                 return
+
+    async def _record_stop(self, proposal_id: int, reason: str) -> None:
+        """Keep why the runner stopped on the proposal, for every process's view (the
+        console tells "executing" from "stopped, execute again"). Best effort: the
+        database may be what failed, and the warning is logged already."""
+        try:
+            async with self._sessions() as session, session.begin():
+                await session.execute(
+                    update(Proposal)
+                    .where(Proposal.id == proposal_id, Proposal.status == PASSED)
+                    .values(batch_stopped_at=self._now(), batch_stopped_reason=reason[:300])
+                )
+        except Exception as error:
+            log.warning("batch stop not recorded", proposal=proposal_id, error=type(error).__name__)
 
     async def resume_batches(self) -> int:
         """Start a runner for every passed batch proposal left part-done (a process that
@@ -860,7 +881,20 @@ class GovernanceService:
             "decidedAt": _iso(proposal.decided_at),
             "executedAt": _iso(proposal.executed_at),
             **(
-                {"progress": {"done": proposal.items_done, "total": proposal.items_total}}
+                {
+                    "progress": {
+                        "done": proposal.items_done,
+                        "total": proposal.items_total,
+                        "stopped": (
+                            {
+                                "at": _iso(proposal.batch_stopped_at),
+                                "reason": proposal.batch_stopped_reason,
+                            }
+                            if proposal.batch_stopped_at is not None
+                            else None
+                        ),
+                    }
+                }
                 if proposal.items_total is not None
                 else {}
             ),

@@ -38,6 +38,7 @@ from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
 from twinhub.web.ratelimit import RateLimiter
+from twinhub.web.routes_ready import prepare_routes
 
 DESCRIPTION = """
 Register real-world things as digital-twin domains: protocols (templates), domains and
@@ -271,6 +272,7 @@ def create_registry_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if owns_platform:
             await platform.start()
+        await prepare_routes(app.router)
         try:
             yield
         finally:

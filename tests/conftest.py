@@ -8,6 +8,7 @@ their tests skip with the reason; with CI=true a missing server fails the run in
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import secrets
@@ -354,3 +355,11 @@ async def restore_token_decimals(engine: Any, saved: list[tuple[str, int]]) -> N
                 text("UPDATE credit_tokens SET decimals = :d WHERE name = :n"),
                 {"d": places, "n": name},
             )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move what imports and collection made (modules, schemas, metadata: hundreds of
+    thousands of objects that live as long as the run) out of the collector's way, so the
+    full collections in a long run do not walk them again and again on the shared loop."""
+    gc.collect()
+    gc.freeze()

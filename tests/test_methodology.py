@@ -256,5 +256,18 @@ def test_evaluation_failures_name_the_reason(
     assert reason in str(failure.value)
 
 
+def test_an_evaluation_past_the_time_limit_is_refused() -> None:
+    problems = Problems()
+    document = copy.deepcopy(builtin_document("clean-cooking-mecd"))
+    strict = compile_methodology(
+        document, problems, limits=MethodologyLimits(max_evaluation_seconds=-1)
+    )
+    assert strict is not None and not problems
+    with pytest.raises(MethodologyError, match="time limit"):
+        strict.evaluate(ELECTRIC)
+    relaxed = compile_methodology(document, Problems())
+    assert relaxed is not None and relaxed.evaluate(ELECTRIC).result > 0
+
+
 def test_whole_number_inputs_may_arrive_as_floats() -> None:
     assert compiled("double(count) * amount").evaluate({"amount": 2.0, "count": 3.0}).result == 6.0

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.responses import Response
@@ -318,13 +318,16 @@ def create_registry_app(
     app.include_router(router)
     app.include_router(create_graphql_router(settings))
 
+    # Endpoints read the platform from the request, never from a closure: FastAPI keeps
+    # endpoints in process-wide caches, and a closure there would keep this app's whole
+    # platform (engine, pools, caches) alive after it stopped.
     @app.get("/health", tags=["health"], include_in_schema=True)
-    async def health_endpoint() -> Response:
-        return await health(platform)
+    async def health_endpoint(request: Request) -> Response:
+        return await health(request.app.state.platform)
 
     @app.get("/", tags=["health"])
-    async def root_endpoint() -> Response:
-        return root(platform, "twinhub registry API is running")
+    async def root_endpoint(request: Request) -> Response:
+        return root(request.app.state.platform, "twinhub registry API is running")
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui() -> Response:

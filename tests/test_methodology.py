@@ -262,7 +262,7 @@ def test_an_evaluation_past_the_time_limit_is_refused() -> None:
     strict = compile_methodology(
         document, problems, limits=MethodologyLimits(max_evaluation_seconds=-1)
     )
-    assert strict is not None and not problems
+    assert strict is not None and not problems.items
     with pytest.raises(MethodologyError, match="time limit"):
         strict.evaluate(ELECTRIC)
     relaxed = compile_methodology(document, Problems())

@@ -265,3 +265,89 @@ async def test_a_revocation_racing_submissions_cuts_them_cleanly(
     assert len(submitted_at) == len(accepted)
     assert all(height < revoked_at for height in submitted_at)
     error_of(await submit(world.operator_client, collection), 409, "domain_not_verified")
+
+
+async def test_many_evaluators_approve_many_claims_each_once(
+    registry: Registry, world: World
+) -> None:
+    """Approvals compute their credits before the ledger's turn: under many concurrent
+    evaluators each claim is still approved once, with one credential and one mint, and
+    the writes that lose the race leave nothing behind."""
+    collection = (await world.collection())["id"]
+    owners = [customer() for _ in range(6)]
+    claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
+    minted = (await token_state(registry))["minted"]
+    height = await registry.platform.ledger.height()
+    requests = [
+        world.oracle_client.post(f"/v1/claims/{claim}/evaluations", json={"status": "approved"})
+        for _ in range(4)
+        for claim in claims
+    ]
+    responses = await asyncio.gather(*requests)
+    assert statuses(responses) == {200: len(claims), 409: 3 * len(claims)}, [
+        r.text for r in responses
+    ]
+    approved = [r.json() for r in responses if r.status_code == 200]
+    assert sorted(view["id"] for view in approved) == sorted(claims)
+    for view in approved:
+        assert view["amount"] == METERED_AMOUNT and len(view["evaluations"]) == 1
+    for claim, owner in zip(claims, owners, strict=True):
+        assert await rows(registry, Credential, Credential.claim_id == claim) == 1
+        assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 1
+        assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
+    assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT
+    tally = await counts(registry, collection)
+    assert (tally["evaluated"], tally["approved"], tally["pending"]) == (6, 6, 0)
+    # Two ledger transactions per approval (evaluation, mint); none for a refused one.
+    assert await registry.platform.ledger.height() == height + 2 * len(claims)
+    assert (await registry.platform.ledger.verify()).ok
+
+
+async def test_approvals_racing_a_monitoring_period_never_credit_a_stove_twice(
+    registry: Registry, world: World
+) -> None:
+    """A monitoring period over the stoves' days and approvals of their claims, at once:
+    each stove is credited by the period or by its claim, never both; a refused approval
+    mints nothing and leaves its claim pending."""
+    collection = (await world.collection())["id"]
+    claims = [(await world.approvable(collection))["id"] for _ in range(5)]
+    stoves = {claim: (await claim_of(registry, claim))["asset"] for claim in claims}
+    minted = (await token_state(registry))["minted"]
+    period = world.operator_client.post(
+        f"/v1/domains/{world.project}/monitoring-periods",
+        json={"from": "2026-10-01", "to": "2026-10-10"},
+    )
+    approvals = [
+        world.oracle_client.post(f"/v1/claims/{claim}/evaluations", json={"status": "approved"})
+        for claim in claims
+    ]
+    made, *responses = await asyncio.gather(period, *approvals)
+    assert made.status_code in (201, 409), made.text
+    credited: set[str] = set()
+    period_amount = 0
+    if made.status_code == 201:
+        report = await world.operator_client.get(
+            f"/v1/domains/{world.project}/monitoring-periods/{made.json()['id']}/report"
+        )
+        assert report.status_code == 200, report.text
+        period_amount = made.json()["credits"]["amount"]
+        credited = {row["stove"] for row in report.json()["stoves"]}
+    else:  # an approval won meanwhile: the period is refused, not written
+        error_of(made, 409, "double_counting")
+    approved = 0
+    for claim, response in zip(claims, responses, strict=True):
+        view = await claim_of(registry, claim)
+        if response.status_code == 200:
+            approved += 1
+            assert view["status"] == "approved"
+            assert stoves[claim] not in credited, f"{stoves[claim]} credited twice"
+        else:
+            assert error_of(response, 409, "double_counting")
+            assert view["status"] == "pending" and view["evaluations"] == []
+            assert stoves[claim] in credited
+            assert await rows(registry, Credential, Credential.claim_id == claim) == 0
+            assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
+    assert (await token_state(registry))["minted"] == (
+        minted + approved * METERED_AMOUNT + period_amount
+    )
+    assert (await registry.platform.ledger.verify()).ok

@@ -44,7 +44,7 @@ from twinhub.oracle.periods import (
     report_digest,
 )
 from twinhub.oracle.plausibility import assess
-from twinhub.services.claims import APPROVED, OPEN, ClaimService
+from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.errors import (
     Conflict,
@@ -163,8 +163,19 @@ class MonitoringService:
                 claim_id=claim_id,
             )
 
+        included = [row["stove"] for row in report["stoves"]]
+
         async def record(write: LedgerWrite, claim: Claim) -> None:
             await self._no_overlap(write.session, project, start, end)
+            # The report left out stoves credited when it was computed; a claim approved
+            # since (approvals check periods under the turn, so this is the other half).
+            raced = await self.credited(write.session, project, included, start, end)
+            if raced:
+                stove, other = next(iter(raced.items()))
+                raise DoubleCounting(
+                    f"Claim {other} credited {stove} for days of this period while the "
+                    "period was computed; run the period again."
+                )
             write.session.add(
                 MonitoringPeriod(
                     project_did=project,

@@ -51,7 +51,7 @@ from twinhub.oracle.claims import (
 )
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService
-from twinhub.services.domains import ACTIVE, verified_project
+from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.errors import (
     Conflict,
     FieldProblem,
@@ -185,6 +185,35 @@ def _unsafe_integers(value: Any, path: str, problems: Problems) -> None:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _unsafe_integers(item, f"{path}[{index}]", problems)
+
+
+@dataclass
+class _Prepared:
+    """A claim's credits computed before the ledger's turn, and what they were computed
+    from: the turn uses them only if the claim it locked still says the same."""
+
+    collection: int
+    asset: str | None
+    data: dict[str, Any]
+    protocol: str
+    project: str
+    computation: ClaimComputation | None = None
+    error: NotComputable | None = None
+
+    def fits(self, claim: Claim, collection: ClaimCollection) -> bool:
+        return (
+            claim.collection_id == self.collection
+            and claim.asset_did == self.asset
+            and claim.data == self.data
+            and collection.protocol_did == self.protocol
+            and collection.project_did == self.project
+        )
+
+    def result(self) -> ClaimComputation:
+        if self.error is not None:
+            raise self.error
+        assert self.computation is not None
+        return self.computation
 
 
 class DoubleCounting(Conflict):
@@ -409,13 +438,16 @@ class ClaimService:
         )
 
     @staticmethod
-    async def _asset_verified(session: AsyncSession, did: str | None) -> None:
+    def _verified_project(project: Domain | None, did: str, doing: str) -> Domain:
+        return require_verified_project(
+            project, did, doing, purpose="claims are collected for projects"
+        )
+
+    @staticmethod
+    def _verified_asset(asset: Domain | None, did: str) -> Domain:
         """Verified domains only, for the stove as for the project: a claim about an asset
-        is approved (and credits issued) only while governance has it verified. Locked, so
-        a revocation executing now waits for the approval, or the approval for it."""
-        if did is None:
-            return
-        asset = await session.get(Domain, did, with_for_update=True)
+        is approved (and credits issued) only while governance has it verified (`asset` is
+        read locked, so a revocation executing now waits for the approval, or it for it)."""
         if asset is None or asset.status != ACTIVE or not asset.verified:
             state = (
                 "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
@@ -424,6 +456,7 @@ class ClaimService:
                 f"{did} is {state}: only an asset verified by governance takes part in credit "
                 "issuance (rule: verified domains only). Verify it, e.g. in a batch proposal."
             )
+        return asset
 
     async def collection(self, collection_id: int) -> dict[str, Any]:
         async with self._sessions() as session:
@@ -677,16 +710,33 @@ class ClaimService:
                 "from the stove's telemetry; leave amount out",
             )
         problems.raise_if_any("The evaluation is invalid.")
+        now = self._now()
+        # Credits computed before the ledger's turn (telemetry rollups, methodology): they
+        # depend only on the claim's immutable data and past telemetry, so the turn
+        # re-checks what can change (status, verification, double counting) and writes.
+        prepared = (
+            await self._prepare(claim_id, now)
+            if status == APPROVED and computation is None
+            else None
+        )
         async with self._ledger.write() as write:
             session = write.session
-            claim = await session.get(Claim, claim_id, with_for_update=True)
-            if claim is None:
-                raise NotFound(f"No claim {claim_id!r}.")
-            collection = await self._collection_row(session, claim.collection_id)
-            project = await self._project(session, collection.project_did, "evaluate claims")
-            if status == APPROVED:
-                await self._asset_verified(session, claim.asset_did)
-            evaluator = await self._evaluator(session, collection, actor, oracle)
+            claim, collection = await self._claim_row(session, claim_id)
+            domains = await self._domains(
+                session,
+                [
+                    collection.project_did,
+                    *([claim.asset_did] if status == APPROVED and claim.asset_did else []),
+                    *collection.evaluators,
+                ],
+            )
+            project = self._verified_project(
+                domains.get(collection.project_did), collection.project_did, "evaluate claims"
+            )
+            asset = None
+            if status == APPROVED and claim.asset_did is not None:
+                asset = self._verified_asset(domains.get(claim.asset_did), claim.asset_did)
+            evaluator = self._evaluator(domains, collection, actor, oracle)
             if claim.status not in EVALUABLE:
                 raise Conflict(
                     f"Claim {claim_id} is {claim.status}; only pending or flagged claims "
@@ -699,17 +749,19 @@ class ClaimService:
                 )
             protocol = await self._protocols.get(collection.protocol_did)
             token = protocol.effective_token_class
-            now = self._now()
             if status == APPROVED and token is not None and computation is None:
                 try:
-                    computation = await compute_claim(
-                        session,
-                        claim,
-                        protocol.effective_methodology,
-                        token,
-                        project.did,
-                        now,
-                    )
+                    if prepared is not None and prepared.fits(claim, collection):
+                        computation = prepared.result()
+                    else:  # not computed ahead (or the claim changed meanwhile): here
+                        computation = await compute_claim(
+                            session,
+                            claim,
+                            protocol.effective_methodology,
+                            token,
+                            project.did,
+                            now,
+                        )
                 except NotComputable as error:
                     raise Invalid(
                         "Credits follow from the methodology, and it cannot compute this "
@@ -728,21 +780,21 @@ class ClaimService:
                         f"{doubled[0]}. Reject it instead."
                     )
             amount = computation.amount if computation is not None else None
+            before = claim.status
             self._count(collection, claim.status, status)
             claim.status, claim.oracle, claim.reason = status, evaluator, reason
             claim.amount, claim.evaluated_at = amount, now
             collection.updated_at = now
-            session.add(
-                Evaluation(
-                    claim_id=claim.id,
-                    oracle=evaluator,
-                    actor=actor.did,
-                    status=status,
-                    reason=reason,
-                    amount=amount,
-                    created_at=now,
-                )
+            evaluation = Evaluation(
+                claim_id=claim.id,
+                oracle=evaluator,
+                actor=actor.did,
+                status=status,
+                reason=reason,
+                amount=amount,
+                created_at=now,
             )
+            session.add(evaluation)
             subject = claim.asset_did or project.did
             credential = None
             if status == APPROVED:
@@ -757,12 +809,11 @@ class ClaimService:
                 {"claim": view, "credential": credential["id"] if credential else None},
             )
             if computation is not None and computation.amount > 0:
-                owner = await self._owner(session, claim, project)
                 await self._credits.mint(
                     write,
                     computation.token,
                     protocol.did,
-                    owner,
+                    self._owner(claim, project, asset),
                     computation.amount,
                     claim.id,
                     actor.did,
@@ -770,24 +821,87 @@ class ClaimService:
                 )
             if on_write is not None:
                 await on_write(write, claim)
-            # The reply, read in the write's own transaction: no second session for it.
-            evaluations = (await self._evaluations_of(session, [claim.id])).get(claim.id, [])
+            # The reply, read in the write's own transaction: no second session for it. A
+            # pending claim had no evaluation before this one, so there is nothing to read.
+            if before == PENDING:
+                evaluations = [evaluation]
+            else:
+                evaluations = (await self._evaluations_of(session, [claim.id])).get(claim.id, [])
             reply = claim_view(claim, evaluations)
         return reply
 
-    async def _evaluator(
-        self,
-        session: AsyncSession,
+    async def _prepare(self, claim_id: str, now: datetime) -> _Prepared | None:
+        """The claim's credits, computed outside the ledger's turn in a session of its own
+        (None when there is nothing to compute: the turn finds out why)."""
+        if not CLAIM_ID.match(claim_id):
+            return None
+        async with self._sessions() as session:
+            found = (
+                await session.execute(
+                    select(Claim, ClaimCollection.protocol_did, ClaimCollection.project_did)
+                    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
+                    .where(Claim.id == claim_id)
+                )
+            ).one_or_none()
+            if found is None:
+                return None
+            claim, protocol_did, project_did = found
+            if claim.status not in EVALUABLE:
+                return None
+            protocol = await self._protocols.get(protocol_did)
+            token = protocol.effective_token_class
+            if token is None:
+                return None
+            prepared = _Prepared(
+                claim.collection_id, claim.asset_did, claim.data, protocol_did, project_did
+            )
+            try:
+                prepared.computation = await compute_claim(
+                    session, claim, protocol.effective_methodology, token, project_did, now
+                )
+            except NotComputable as error:
+                prepared.error = error
+        return prepared
+
+    @staticmethod
+    async def _claim_row(session: AsyncSession, claim_id: str) -> tuple[Claim, ClaimCollection]:
+        """The claim and its collection, locked, in one statement."""
+        found = (
+            await session.execute(
+                select(Claim, ClaimCollection)
+                .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
+                .where(Claim.id == claim_id)
+                .with_for_update()
+            )
+        ).one_or_none()
+        if found is None:
+            raise NotFound(f"No claim {claim_id!r}.")
+        return found[0], found[1]
+
+    @staticmethod
+    async def _domains(session: AsyncSession, dids: list[str]) -> dict[str, Domain]:
+        """The evaluation's project, stove and evaluator oracles in one statement, locked
+        (in DID order): a revocation executing now waits for the approval, or it for it."""
+        wanted = sorted({did for did in dids if is_did(did)})
+        rows = await session.scalars(
+            select(Domain).where(Domain.did.in_(wanted)).order_by(Domain.did).with_for_update()
+        )
+        return {row.did: row for row in rows}
+
+    @staticmethod
+    def _evaluator(
+        domains: dict[str, Domain],
         collection: ClaimCollection,
         actor: Principal,
         oracle: str | None,
     ) -> str:
         """The oracle this evaluation is made for: the caller is it, or controls it."""
-        rows = await session.scalars(select(Domain).where(Domain.did.in_(collection.evaluators)))
         eligible = {
             row.did
-            for row in rows
-            if row.status == ACTIVE and (actor.did == row.did or actor.did in row.controller)
+            for did in collection.evaluators
+            if (row := domains.get(did)) is not None
+            and row.status == ACTIVE
+            and (actor.did == row.did or actor.did in row.controller)
         }
         candidates = [did for did in collection.evaluators if did in eligible]
         if oracle is not None:
@@ -858,9 +972,9 @@ class ClaimService:
         return credential
 
     @staticmethod
-    async def _owner(session: AsyncSession, claim: Claim, project: Domain) -> str:
+    def _owner(claim: Claim, project: Domain, asset: Domain | None) -> str:
+        """Who the credits go to; `asset` is the claim's stove as the approval locked it."""
         if claim.asset_did:
-            asset = await session.get(Domain, claim.asset_did)
             if asset is not None and asset.owner_customer_id:
                 return customer_did(asset.owner_customer_id)  # the household owning it
             if asset is not None and asset.controller:

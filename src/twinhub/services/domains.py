@@ -723,11 +723,18 @@ class DomainService:
 async def verified_project(
     session: AsyncSession, did: str, doing: str, *, purpose: str, lock: bool = False
 ) -> Domain:
-    """The project named `did`, refused unless it is an active Project verified by governance
-    (rule: verified domains only). `doing` ends the refusal ("take claims"); `purpose` says
-    what projects are for here ("claims are collected for projects"). With `lock` the row is
-    read FOR UPDATE, so a revocation executing now waits for the caller's write."""
+    """The project named `did`, read (FOR UPDATE with `lock`, so a revocation executing now
+    waits for the caller's write) and checked by `require_verified_project`."""
     project = await session.get(Domain, did, with_for_update=lock) if is_did(did) else None
+    return require_verified_project(project, did, doing, purpose=purpose)
+
+
+def require_verified_project(
+    project: Domain | None, did: str, doing: str, *, purpose: str
+) -> Domain:
+    """`project`, refused unless it is an active Project verified by governance (rule:
+    verified domains only). `doing` ends the refusal ("take claims"); `purpose` says what
+    projects are for here ("claims are collected for projects")."""
     if project is None:
         raise NotFound(f"No domain {did}.")
     if not same_kind(project.type, "Project"):

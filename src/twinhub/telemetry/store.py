@@ -41,14 +41,48 @@ _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
     ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
 )
-_INSERT_STAGED = """
-INSERT INTO telemetry_readings (device_id, seq, time, "values")
-SELECT s.device_id, s.seq, s.time, s."values" FROM telemetry_stage s
-WHERE NOT EXISTS (
+_DROP_STORED = """
+DELETE FROM telemetry_stage s
+WHERE EXISTS (
     SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
 )
+RETURNING s.device_id, s.seq
+"""
+_INSERT_STAGED = """
+INSERT INTO telemetry_readings (device_id, seq, time, "values")
+SELECT device_id, seq, time, "values" FROM telemetry_stage
 ON CONFLICT DO NOTHING
-RETURNING device_id, seq
+"""
+# The rollups of the staged readings (by then exactly the ones inserted), computed by the
+# database: $1/$2 pair each device with its scopes, $3/$4/$5 name each device's rolled-up
+# fields (numeric, or an enum field counted per value). Rows are upserted in key order
+# (bytewise, as Python sorts), so concurrent transactions lock rollup rows in one order.
+_ROLL_UP_STAGED = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
+SELECT m.scope, i.name, date_trunc(i.name, v.time, 'UTC'), v.field,
+       count(*), sum(v.value), min(v.value), max(v.value)
+FROM (
+    SELECT s.device_id, s.time,
+           CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
+                ELSE f.name END AS field,
+           CASE WHEN f.counted THEN 1.0::float8
+                ELSE (s."values" ->> f.name)::float8 END AS value
+    FROM telemetry_stage s
+    JOIN unnest($3::integer[], $4::text[], $5::boolean[]) AS f(device_id, name, counted)
+      ON f.device_id = s.device_id
+    WHERE jsonb_typeof(s."values" -> f.name)
+          = CASE WHEN f.counted THEN 'string' ELSE 'number' END
+) v
+JOIN unnest($1::integer[], $2::text[]) AS m(device_id, scope) ON m.device_id = v.device_id
+CROSS JOIN unnest(ARRAY['hour', 'day', 'month']) AS i(name)
+WHERE length(v.field) <= 64
+GROUP BY m.scope, i.name, date_trunc(i.name, v.time, 'UTC'), v.field
+ORDER BY m.scope COLLATE "C", i.name, 3, v.field COLLATE "C"
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = t.count + excluded.count,
+    sum = t.sum + excluded.sum,
+    min = LEAST(t.min, excluded.min),
+    max = GREATEST(t.max, excluded.max)
 """
 _STAGE_ROLLUPS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_rollup_stage (scope varchar(200),"
@@ -69,10 +103,59 @@ _STAGE_READINGS_SQLITE = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
     ' time TEXT, "values" TEXT)'
 )
+_DROP_STORED_SQLITE = """
+DELETE FROM temp.telemetry_stage
+WHERE EXISTS (
+    SELECT 1 FROM main.telemetry_readings r
+    WHERE r.device_id = telemetry_stage.device_id AND r.seq = telemetry_stage.seq
+)
+RETURNING device_id, seq
+"""
 _INSERT_STAGED_SQLITE = """
 INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
 SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
-RETURNING device_id, seq
+"""
+# As _ROLL_UP_STAGED; the parameters are JSON arrays of [device id, scope] and [device id,
+# field, counted]. Times are stored as SQLAlchemy writes them in UTC ('2026-01-31
+# 23:05:07.000123'), so a bucket is a prefix of the text padded the same way.
+_ROLL_UP_STAGED_SQLITE = """
+INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
+SELECT m.scope, i.name,
+       CASE i.name
+           WHEN 'hour' THEN substr(v.time, 1, 13) || ':00:00.000000'
+           WHEN 'day' THEN substr(v.time, 1, 10) || ' 00:00:00.000000'
+           ELSE substr(v.time, 1, 7) || '-01 00:00:00.000000'
+       END AS bucket,
+       v.field, count(*), sum(v.value), min(v.value), max(v.value)
+FROM (
+    SELECT s.device_id, s.time,
+           CASE WHEN f.counted THEN f.name || '=' || json_extract(s."values", f.path)
+                ELSE f.name END AS field,
+           CASE WHEN f.counted THEN 1.0
+                ELSE CAST(json_extract(s."values", f.path) AS REAL) END AS value
+    FROM temp.telemetry_stage s
+    JOIN (
+        SELECT json_extract(value, '$[0]') AS device_id, json_extract(value, '$[1]') AS name,
+               '$.' || json_extract(value, '$[1]') AS path, json_extract(value, '$[2]') AS counted
+        FROM json_each(?)
+    ) f ON f.device_id = s.device_id
+    WHERE json_type(s."values", f.path)
+          IN (CASE WHEN f.counted THEN 'text' ELSE 'integer' END,
+              CASE WHEN f.counted THEN 'text' ELSE 'real' END)
+) v
+JOIN (
+    SELECT json_extract(value, '$[0]') AS device_id, json_extract(value, '$[1]') AS scope
+    FROM json_each(?)
+) m ON m.device_id = v.device_id
+CROSS JOIN (SELECT 'hour' AS name UNION ALL SELECT 'day' UNION ALL SELECT 'month') i
+WHERE length(v.field) <= 64
+GROUP BY 1, 2, 3, 4
+ORDER BY 1, 2, 3, 4
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = telemetry_rollups.count + excluded.count,
+    sum = telemetry_rollups.sum + excluded.sum,
+    min = min(telemetry_rollups.min, excluded.min),
+    max = max(telemetry_rollups.max, excluded.max)
 """
 _UPSERT_ROLLUP_SQLITE = """
 INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
@@ -118,6 +201,27 @@ class StoredBatch:
     duplicates: int
     state: dict[str, Any]
     was_online_at: datetime | None  # the device's last reading before this batch
+
+
+@dataclass
+class RollupPlan:
+    """What a group's inserted readings roll up into, for the database to compute: each
+    device's scopes (itself, its projects and organisations) and each device's fields
+    (numeric ones, and enum fields whose values are counted: counted=True)."""
+
+    scopes: list[tuple[int, str]]
+    fields: list[tuple[int, str, bool]]
+
+    def add(
+        self, device: int, scopes: Iterable[str], numeric: Sequence[str], counted: Sequence[str]
+    ) -> None:
+        """One device's part (add each device once: a repeated pair would count twice)."""
+        for scope in dict.fromkeys(scopes):
+            self.scopes.append((device, scope))
+        for name in numeric:
+            self.fields.append((device, name, False))
+        for name in counted:
+            self.fields.append((device, name, True))
 
 
 def counted_field(name: str, value: str) -> str:
@@ -320,7 +424,10 @@ class TelemetryStore:
         """Monthly partitions for every month `times` touch, made once per process."""
         if not self.postgres:
             return
-        months = {bucket_of(t, "month") for t in times}
+        months = {
+            datetime(t.year, t.month, 1, tzinfo=UTC)
+            for t in (t if t.tzinfo is UTC else t.astimezone(UTC) for t in times)
+        }
         for month in sorted(months):
             name = f"telemetry_readings_p{month:%Y%m}"
             if name in self._partitions:
@@ -363,7 +470,6 @@ class TelemetryStore:
         await self.ensure_partitions(r.time for batch in batches for r in batch.readings)
         order = sorted(range(len(batches)), key=lambda i: ids[i])
         results: dict[int, StoredBatch] = {}
-        scoped: dict[str, list[Cells]] = {}
         async with self._sessions.begin() as session:
             if not self.postgres:
                 # SQLite: write first, so this transaction holds the database's write lock
@@ -391,19 +497,22 @@ class TelemetryStore:
                     if reading.seq not in taken:
                         taken.add(reading.seq)
                         fresh[i].append(reading)
-            stored = await self._insert_readings(
+            skipped = await self._insert_readings(
                 session, [(ids[i], r) for i in order for r in fresh[i]]
             )
+            plan = RollupPlan([], [])
+            planned: set[int] = set()
             for i in order:
-                batch, row = batches[i], rows[ids[i]]
+                batch, row, device = batches[i], rows[ids[i]], ids[i]
                 was = row.last_time
-                inserted = [r for r in fresh[i] if (ids[i], r.seq) in stored]
+                inserted = fresh[i]
+                if skipped:
+                    inserted = [r for r in inserted if (device, r.seq) not in skipped]
                 if inserted:
                     self._online_event(session, batch.did, was, inserted)
-                    cells: Cells = {}
-                    add_cells(cells, inserted, batch.numeric, batch.counted)
-                    for scope in (batch.did, *batch.scopes):
-                        scoped.setdefault(scope, []).append(cells)
+                    if device not in planned:
+                        planned.add(device)
+                        plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
                     self._advance_state(row, inserted, batch.meter)
                 state = {
                     "lastTime": row.last_time,
@@ -417,7 +526,7 @@ class TelemetryStore:
                     record_event(
                         session, "telemetry.rejected", batch.did, batch.did, batch.rejection
                     )
-            await self._roll_up(session, cell_records(scoped))
+            await self._roll_up(session, plan)
         return [results[i] for i in range(len(batches))]
 
     def online(self, last: datetime | None, now: datetime | None = None) -> bool:
@@ -451,23 +560,27 @@ class TelemetryStore:
         self, session: AsyncSession, items: list[tuple[int, Reading]]
     ) -> set[tuple[int, int]]:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
-        (device id, seq) pairs actually stored. PostgreSQL: COPY into a staging table, then
-        one INSERT ... SELECT that skips seqs the device has stored (its key holds the time
-        too, for the partitions), returning what it stored. SQLite: executemany into
-        the same through a temporary table; its key is (device, seq))."""
-        if not items:
-            return set()
+        (device id, seq) pairs NOT stored because the device has stored that seq before
+        (usually none, so nothing per reading comes back). The readings go into a staging
+        table (PostgreSQL: COPY; SQLite: executemany), the device's used seqs are deleted
+        from it (whatever their time: on PostgreSQL the key holds the time too, for the
+        partitions) and the rest is inserted; the staging table then holds exactly the
+        inserted readings, which _roll_up reads."""
         if self.postgres:
             records = [(d, r.seq, r.time, dumps(r.values)) for d, r in items]
 
             async def copy_insert(driver: Any) -> list[Any]:
                 await driver.execute(_STAGE_READINGS)
+                if not records:
+                    return []
                 await driver.copy_records_to_table(
                     "telemetry_stage",
                     records=records,
                     columns=["device_id", "seq", "time", "values"],
                 )
-                return list(await driver.fetch(_INSERT_STAGED))
+                skipped = list(await driver.fetch(_DROP_STORED))
+                await driver.execute(_INSERT_STAGED)
+                return skipped
 
             return {(d, q) for d, q in await self._raw(session, copy_insert)}
         stamp = self._sqlite_time(session)
@@ -476,15 +589,43 @@ class TelemetryStore:
         async def stage_insert(driver: Any) -> list[Any]:
             await driver.execute(_STAGE_READINGS_SQLITE)
             await driver.execute("DELETE FROM temp.telemetry_stage")
+            if not rows:
+                return []
             await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
-            cursor = await driver.execute(_INSERT_STAGED_SQLITE)
-            return list(await cursor.fetchall())
+            cursor = await driver.execute(_DROP_STORED_SQLITE)
+            skipped = list(await cursor.fetchall())
+            await driver.execute(_INSERT_STAGED_SQLITE)
+            return skipped
 
         return {(d, q) for d, q in await self._raw(session, stage_insert)}
 
-    async def _roll_up(self, session: AsyncSession, records: list[RollupRecord]) -> None:
-        """Add rollup increments (one record per key, in key order: concurrent transactions
-        lock rows in one order) to the rollups, in the caller's transaction."""
+    async def _roll_up(self, session: AsyncSession, plan: RollupPlan) -> None:
+        """Add the staged readings (those _insert_readings just stored) to the rollups of
+        their devices and scopes: one INSERT ... SELECT ... GROUP BY ... ON CONFLICT in the
+        caller's transaction, so nothing is done per reading or per rollup row in Python."""
+        if not plan.fields:
+            return
+        if self.postgres:
+            scope_ids, scopes = zip(*plan.scopes, strict=True)
+            field_ids, names, counted = zip(*plan.fields, strict=True)
+
+            async def upsert(driver: Any) -> None:
+                await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted)
+
+            await self._raw(session, upsert)
+            return
+        fields = dumps(plan.fields)
+        scoped = dumps(plan.scopes)
+
+        async def upsert_sqlite(driver: Any) -> None:
+            await driver.execute(_ROLL_UP_STAGED_SQLITE, (fields, scoped))
+
+        await self._raw(session, upsert_sqlite)
+
+    async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:
+        """Add rollup increments computed elsewhere (one record per key, in key order:
+        concurrent transactions lock rows in one order), in the caller's transaction; the
+        benchmark seeds rollups this way."""
         if not records:
             return
         if self.postgres:

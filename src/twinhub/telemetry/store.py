@@ -41,10 +41,13 @@ _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
     ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
 )
+# OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
+# semi-join (the staging table has no statistics) it hashed every stored reading instead.
 _DROP_STORED = """
 DELETE FROM telemetry_stage s
 WHERE EXISTS (
     SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
+    OFFSET 0
 )
 RETURNING s.device_id, s.seq
 """
@@ -54,15 +57,16 @@ SELECT device_id, seq, time, "values" FROM telemetry_stage
 ON CONFLICT DO NOTHING
 """
 # The rollups of the staged readings (by then exactly the ones inserted), computed by the
-# database: $1/$2 pair each device with its scopes, $3/$4/$5 name each device's rolled-up
-# fields (numeric, or an enum field counted per value). Rows are upserted in key order
-# (bytewise, as Python sorts), so concurrent transactions lock rollup rows in one order.
+# database: $3/$4/$5 name each device's rolled-up fields (numeric, or an enum field counted
+# per value); $1/$2/$6 pair each device with its scopes and each scope's rank in Python's
+# sort order. Hours are summed from the readings, days from the hours, months from the
+# days (few rows past the first step), then per scope; the rows are upserted in key order
+# (scope rank, interval, bucket, field: integers and a timestamp decide almost every
+# comparison) so concurrent transactions lock rollup rows in one order (no deadlocks).
 _ROLL_UP_STAGED = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-SELECT m.scope, i.name, date_trunc(i.name, v.time, 'UTC'), v.field,
-       count(*), sum(v.value), min(v.value), max(v.value)
-FROM (
-    SELECT s.device_id, s.time,
+WITH v AS (
+    SELECT s.device_id, date_trunc('hour', s.time, 'UTC') AS bucket,
            CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
                 ELSE f.name END AS field,
            CASE WHEN f.counted THEN 1.0::float8
@@ -72,12 +76,30 @@ FROM (
       ON f.device_id = s.device_id
     WHERE jsonb_typeof(s."values" -> f.name)
           = CASE WHEN f.counted THEN 'string' ELSE 'number' END
-) v
-JOIN unnest($1::integer[], $2::text[]) AS m(device_id, scope) ON m.device_id = v.device_id
-CROSS JOIN unnest(ARRAY['hour', 'day', 'month']) AS i(name)
-WHERE length(v.field) <= 64
-GROUP BY m.scope, i.name, date_trunc(i.name, v.time, 'UTC'), v.field
-ORDER BY m.scope COLLATE "C", i.name, 3, v.field COLLATE "C"
+), h AS (
+    SELECT device_id, field, bucket, count(*)::integer AS n, sum(value) AS total,
+           min(value) AS low, max(value) AS high
+    FROM v WHERE length(field) <= 64 GROUP BY device_id, field, bucket
+), d AS (
+    SELECT device_id, field, date_trunc('day', bucket, 'UTC') AS bucket, sum(n)::integer AS n,
+           sum(total) AS total, min(low) AS low, max(high) AS high
+    FROM h GROUP BY device_id, field, 3
+), mo AS (
+    SELECT device_id, field, date_trunc('month', bucket, 'UTC') AS bucket,
+           sum(n)::integer AS n, sum(total) AS total, min(low) AS low, max(high) AS high
+    FROM d GROUP BY device_id, field, 3
+), cells AS (
+    SELECT 1 AS interval, * FROM h
+    UNION ALL SELECT 0, * FROM d
+    UNION ALL SELECT 2, * FROM mo
+)
+SELECT m.scope, (ARRAY['day', 'hour', 'month'])[c.interval + 1], c.bucket, c.field,
+       sum(c.n), sum(c.total), min(c.low), max(c.high)
+FROM cells c
+JOIN unnest($1::integer[], $2::text[], $6::integer[]) AS m(device_id, scope, rank)
+  ON m.device_id = c.device_id
+GROUP BY m.rank, c.interval, c.bucket, c.field, m.scope
+ORDER BY m.rank, c.interval, c.bucket, c.field COLLATE "C"
 ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
     count = t.count + excluded.count,
     sum = t.sum + excluded.sum,
@@ -608,9 +630,13 @@ class TelemetryStore:
         if self.postgres:
             scope_ids, scopes = zip(*plan.scopes, strict=True)
             field_ids, names, counted = zip(*plan.fields, strict=True)
+            rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
+            ranks = [rank[scope] for scope in scopes]
 
             async def upsert(driver: Any) -> None:
-                await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted)
+                await driver.execute(
+                    _ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks
+                )
 
             await self._raw(session, upsert)
             return

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import and_, delete, or_, select, text
@@ -34,6 +35,7 @@ INTERVALS = ("hour", "day", "month")
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
 FIELD_LENGTH = 64  # telemetry_rollups.field
+_time = attrgetter("time")
 
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
@@ -489,7 +491,7 @@ class TelemetryStore:
 
     async def _store_many(self, batches: list[Batch]) -> list[StoredBatch]:
         ids = [await self.device_id(batch.did) for batch in batches]
-        await self.ensure_partitions(r.time for batch in batches for r in batch.readings)
+        await self.ensure_partitions(t for batch in batches for t in _months_of(batch.readings))
         order = sorted(range(len(batches)), key=lambda i: ids[i])
         results: dict[int, StoredBatch] = {}
         async with self._sessions.begin() as session:
@@ -866,6 +868,26 @@ class TelemetryStore:
         async with self._sessions.begin() as session:
             result = await session.execute(delete(READINGS).where(READINGS.c.time < before))
         return dropped + (result.rowcount or 0)
+
+
+def _months_of(readings: list[Reading]) -> list[datetime]:
+    """A time in each month from the batch's earliest reading to its latest (every
+    reading's time when they are more than a year apart), so the partitions are found
+    without a Python step per reading; a month in between that has no reading gets its
+    (empty) partition a little early."""
+    if not readings:
+        return []
+    first = min(readings, key=_time).time.astimezone(UTC)
+    last = max(readings, key=_time).time.astimezone(UTC)
+    span = (last.year - first.year) * 12 + last.month - first.month
+    if span > 12:
+        return [r.time for r in readings]
+    month = first.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    months = [month]
+    for _ in range(span):
+        month = next_month(month)
+        months.append(month)
+    return months
 
 
 def _iso(moment: datetime | None) -> str | None:

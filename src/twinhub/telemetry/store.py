@@ -1,14 +1,15 @@
 """Readings, rollups and devices' state in the database: one transaction per batch.
 
 A group of batches (one HTTP batch, or many devices' MQTT messages) goes in as one bulk
-write on the session's own driver connection: PostgreSQL COPYs the readings into a staging
-table and one `INSERT ... SELECT` skips every seq the device has stored (so a reading sent
-twice is stored once even when its time differs) and returns what it stored; SQLite does
-the same with executemany into a temporary table and `INSERT OR IGNORE ... RETURNING` (its
-key is (device, seq)). The rows actually inserted feed the rollups (hour, day, month; per
-device and per project/organisation), summed in Python per group and upserted in bulk
-(COPY + `INSERT ... ON CONFLICT DO UPDATE`; executemany on SQLite), the device's live
-state and its events, in the same transaction: either all of a group counts or none.
+write on the session's own driver connection: the readings go into a staging table
+(PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are
+deleted from it (so a reading sent twice is stored once even when its time differs; the
+few deleted come back), and the rest is inserted. The staging table then holds exactly the
+inserted readings, and ONE statement rolls them up (hour, day, month; per device and per
+project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFLICT DO UPDATE), so no
+Python work is done per rollup row. The device's live state and its events go in the same
+transaction: either all of a group counts or none. rollup_rows is the Python reference of
+the same sums (the tests compare the two; the benchmark seeds rollups with it).
 """
 
 from __future__ import annotations

@@ -140,48 +140,6 @@ _INSERT_STAGED_SQLITE = """
 INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
 SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
 """
-# As _ROLL_UP_STAGED; the parameters are JSON arrays of [device id, scope] and [device id,
-# field, counted]. Times are stored as SQLAlchemy writes them in UTC ('2026-01-31
-# 23:05:07.000123'), so a bucket is a prefix of the text padded the same way.
-_ROLL_UP_STAGED_SQLITE = """
-INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
-SELECT m.scope, i.name,
-       CASE i.name
-           WHEN 'hour' THEN substr(v.time, 1, 13) || ':00:00.000000'
-           WHEN 'day' THEN substr(v.time, 1, 10) || ' 00:00:00.000000'
-           ELSE substr(v.time, 1, 7) || '-01 00:00:00.000000'
-       END AS bucket,
-       v.field, count(*), sum(v.value), min(v.value), max(v.value)
-FROM (
-    SELECT s.device_id, s.time,
-           CASE WHEN f.counted THEN f.name || '=' || json_extract(s."values", f.path)
-                ELSE f.name END AS field,
-           CASE WHEN f.counted THEN 1.0
-                ELSE CAST(json_extract(s."values", f.path) AS REAL) END AS value
-    FROM temp.telemetry_stage s
-    JOIN (
-        SELECT json_extract(value, '$[0]') AS device_id, json_extract(value, '$[1]') AS name,
-               '$.' || json_extract(value, '$[1]') AS path, json_extract(value, '$[2]') AS counted
-        FROM json_each(?)
-    ) f ON f.device_id = s.device_id
-    WHERE json_type(s."values", f.path)
-          IN (CASE WHEN f.counted THEN 'text' ELSE 'integer' END,
-              CASE WHEN f.counted THEN 'text' ELSE 'real' END)
-) v
-JOIN (
-    SELECT json_extract(value, '$[0]') AS device_id, json_extract(value, '$[1]') AS scope
-    FROM json_each(?)
-) m ON m.device_id = v.device_id
-CROSS JOIN (SELECT 'hour' AS name UNION ALL SELECT 'day' UNION ALL SELECT 'month') i
-WHERE length(v.field) <= 64
-GROUP BY 1, 2, 3, 4
-ORDER BY 1, 2, 3, 4
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = telemetry_rollups.count + excluded.count,
-    sum = telemetry_rollups.sum + excluded.sum,
-    min = min(telemetry_rollups.min, excluded.min),
-    max = max(telemetry_rollups.max, excluded.max)
-"""
 _UPSERT_ROLLUP_SQLITE = """
 INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -236,6 +194,7 @@ class RollupPlan:
 
     scopes: list[tuple[int, str]]
     fields: list[tuple[int, str, bool]]
+    cells: dict[str, list[Cells]]  # SQLite: each scope's cells, summed in Python
 
     def add(
         self, device: int, scopes: Iterable[str], numeric: Sequence[str], counted: Sequence[str]
@@ -525,7 +484,7 @@ class TelemetryStore:
             skipped = await self._insert_readings(
                 session, [(ids[i], r) for i in order for r in fresh[i]]
             )
-            plan = RollupPlan([], [])
+            plan = RollupPlan([], [], {})
             planned: set[int] = set()
             for i in order:
                 batch, row, device = batches[i], rows[ids[i]], ids[i]
@@ -535,7 +494,12 @@ class TelemetryStore:
                     inserted = [r for r in inserted if (device, r.seq) not in skipped]
                 if inserted:
                     self._online_event(session, batch.did, was, inserted)
-                    if device not in planned:
+                    if not self.postgres:
+                        cells: Cells = {}
+                        add_cells(cells, inserted, batch.numeric, batch.counted)
+                        for scope in (batch.did, *batch.scopes):
+                            plan.cells.setdefault(scope, []).append(cells)
+                    elif device not in planned:
                         planned.add(device)
                         plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
                     self._advance_state(row, inserted, batch.meter)
@@ -626,30 +590,27 @@ class TelemetryStore:
 
     async def _roll_up(self, session: AsyncSession, plan: RollupPlan) -> None:
         """Add the staged readings (those _insert_readings just stored) to the rollups of
-        their devices and scopes: one INSERT ... SELECT ... GROUP BY ... ON CONFLICT in the
-        caller's transaction, so nothing is done per reading or per rollup row in Python."""
+        their devices and scopes, in the caller's transaction. PostgreSQL: one INSERT ...
+        SELECT ... GROUP BY ... ON CONFLICT, so nothing is done per reading or per rollup
+        row in Python. SQLite runs in this process, where the same statement cost more
+        than the Python sums (JSON taken apart per reading and field), so the cells
+        summed per batch are upserted there."""
+        if not self.postgres:
+            await self.add_rollups(session, cell_records(plan.cells))
+            return
         if not plan.fields:
             return
-        if self.postgres:
-            scope_ids, scopes = zip(*plan.scopes, strict=True)
-            field_ids, names, counted = zip(*plan.fields, strict=True)
-            rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
-            ranks = [rank[scope] for scope in scopes]
+        scope_ids, scopes = zip(*plan.scopes, strict=True)
+        field_ids, names, counted = zip(*plan.fields, strict=True)
+        rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
+        ranks = [rank[scope] for scope in scopes]
 
-            async def upsert(driver: Any) -> None:
-                await driver.execute(
-                    _ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks
-                )
+        async def upsert(driver: Any) -> None:
+            await driver.execute(
+                _ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks
+            )
 
-            await self._raw(session, upsert)
-            return
-        fields = dumps(plan.fields)
-        scoped = dumps(plan.scopes)
-
-        async def upsert_sqlite(driver: Any) -> None:
-            await driver.execute(_ROLL_UP_STAGED_SQLITE, (fields, scoped))
-
-        await self._raw(session, upsert_sqlite)
+        await self._raw(session, upsert)
 
     async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:
         """Add rollup increments computed elsewhere (one record per key, in key order:

@@ -1,7 +1,8 @@
-"""The database computes the rollups of the readings a group stores (one INSERT ... SELECT
-... GROUP BY); they must equal what the Python reference (rollup_rows) makes of the same
-readings, bucket for bucket: months, days and hours in UTC whatever offset a reading was
-sent with, counted enum values, readings a group repeats, scopes fed by several devices."""
+"""On PostgreSQL the database computes the rollups of the readings a group stores (one
+INSERT ... SELECT ... GROUP BY; SQLite sums cells in Python): either way they must equal
+what the Python reference (rollup_rows) makes of the same readings, bucket for bucket:
+months, days and hours in UTC whatever offset a reading was sent with, counted enum values,
+readings a group repeats, scopes fed by several devices."""
 
 from __future__ import annotations
 

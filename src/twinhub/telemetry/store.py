@@ -5,9 +5,10 @@ write on the session's own driver connection: the readings go into a staging tab
 (PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are
 deleted from it (so a reading sent twice is stored once even when its time differs; the
 few deleted come back), and the rest is inserted. The staging table then holds exactly the
-inserted readings, and ONE statement rolls them up (hour, day, month; per device and per
-project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFLICT DO UPDATE), so no
-Python work is done per rollup row. The device's live state and its events go in the same
+inserted readings, and on PostgreSQL ONE statement rolls them up (hour, day, month; per
+device and per project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFLICT DO
+UPDATE), so no Python work is done per rollup row; SQLite, which runs in this process,
+sums cells in Python (cheaper there). The device's live state and its events go in the same
 transaction: either all of a group counts or none. rollup_rows is the Python reference of
 the same sums (the tests compare the two; the benchmark seeds rollups with it).
 """

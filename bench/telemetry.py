@@ -830,7 +830,7 @@ async def _upsert(platform: Any, rows: list[dict[str, Any]]) -> None:
     from twinhub.telemetry.store import as_records, merge_rollups
 
     async with platform.sessionmaker.begin() as session:
-        await platform.telemetry.store._roll_up(session, as_records(merge_rollups(rows)))
+        await platform.telemetry.store.add_rollups(session, as_records(merge_rollups(rows)))
 
 
 async def _analyze(platform: Any) -> None:

@@ -29,7 +29,7 @@ from twinhub.telemetry.schema import (
     Reading,
     Rejection,
     TelemetrySchema,
-    check_reading,
+    check_readings,
     parse_schema,
     parse_time,
 )
@@ -206,14 +206,7 @@ class TelemetryService:
             raise
         info = await self._twin(did)
         latest = datetime.now(UTC) + timedelta(seconds=self.settings.telemetry_future_skew_seconds)
-        valid: list[Reading] = []
-        rejected: list[Rejection] = []
-        for index, item in enumerate(raw):
-            checked = check_reading(index, item, info.schema, latest)
-            if isinstance(checked, Rejection):
-                rejected.append(checked)
-            else:
-                valid.append(checked)
+        valid, rejected = check_readings(raw, info.schema, latest)
         for rejection in rejected[:20]:
             self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
         self.counters["rejected"] += len(rejected)

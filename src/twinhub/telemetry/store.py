@@ -1,14 +1,16 @@
 """Readings, rollups and devices' state in the database: one transaction per batch.
 
 A group of batches (one HTTP batch, or many devices' MQTT messages) goes in as one bulk
-write on the session's own driver connection: PostgreSQL COPYs the readings into a staging
-table and one `INSERT ... SELECT` skips every seq the device has stored (so a reading sent
-twice is stored once even when its time differs) and returns what it stored; SQLite does
-the same with executemany into a temporary table and `INSERT OR IGNORE ... RETURNING` (its
-key is (device, seq)). The rows actually inserted feed the rollups (hour, day, month; per
-device and per project/organisation), summed in Python per group and upserted in bulk
-(COPY + `INSERT ... ON CONFLICT DO UPDATE`; executemany on SQLite), the device's live
-state and its events, in the same transaction: either all of a group counts or none.
+write on the session's own driver connection: the readings go into a staging table
+(PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are
+deleted from it (so a reading sent twice is stored once even when its time differs; the
+few deleted come back), and the rest is inserted. The staging table then holds exactly the
+inserted readings, and on PostgreSQL ONE statement rolls them up (hour, day, month; per
+device and per project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFLICT DO
+UPDATE), so no Python work is done per rollup row; SQLite, which runs in this process,
+sums cells in Python (cheaper there). The device's live state and its events go in the same
+transaction: either all of a group counts or none. rollup_rows is the Python reference of
+the same sums (the tests compare the two; the benchmark seeds rollups with it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import and_, delete, or_, select, text
@@ -34,6 +37,7 @@ INTERVALS = ("hour", "day", "month")
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
 FIELD_LENGTH = 64  # telemetry_rollups.field
+_time = attrgetter("time")
 
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
@@ -41,14 +45,70 @@ _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
     ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
 )
+# OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
+# semi-join (the staging table has no statistics) it hashed every stored reading instead.
+_DROP_STORED = """
+DELETE FROM telemetry_stage s
+WHERE EXISTS (
+    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
+    OFFSET 0
+)
+RETURNING s.device_id, s.seq
+"""
 _INSERT_STAGED = """
 INSERT INTO telemetry_readings (device_id, seq, time, "values")
-SELECT s.device_id, s.seq, s.time, s."values" FROM telemetry_stage s
-WHERE NOT EXISTS (
-    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
-)
+SELECT device_id, seq, time, "values" FROM telemetry_stage
 ON CONFLICT DO NOTHING
-RETURNING device_id, seq
+"""
+# The rollups of the staged readings (by then exactly the ones inserted), computed by the
+# database: $3/$4/$5 name each device's rolled-up fields (numeric, or an enum field counted
+# per value); $1/$2/$6 pair each device with its scopes and each scope's rank in Python's
+# sort order. Hours are summed from the readings, days from the hours, months from the
+# days (few rows past the first step), then per scope; the rows are upserted in key order
+# (scope rank, interval, bucket, field: integers and a timestamp decide almost every
+# comparison) so concurrent transactions lock rollup rows in one order (no deadlocks).
+_ROLL_UP_STAGED = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
+WITH v AS (
+    SELECT s.device_id, date_trunc('hour', s.time, 'UTC') AS bucket,
+           CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
+                ELSE f.name END AS field,
+           CASE WHEN f.counted THEN 1.0::float8
+                ELSE (s."values" ->> f.name)::float8 END AS value
+    FROM telemetry_stage s
+    JOIN unnest($3::integer[], $4::text[], $5::boolean[]) AS f(device_id, name, counted)
+      ON f.device_id = s.device_id
+    WHERE jsonb_typeof(s."values" -> f.name)
+          = CASE WHEN f.counted THEN 'string' ELSE 'number' END
+), h AS (
+    SELECT device_id, field, bucket, count(*)::integer AS n, sum(value) AS total,
+           min(value) AS low, max(value) AS high
+    FROM v WHERE length(field) <= 64 GROUP BY device_id, field, bucket
+), d AS (
+    SELECT device_id, field, date_trunc('day', bucket, 'UTC') AS bucket, sum(n)::integer AS n,
+           sum(total) AS total, min(low) AS low, max(high) AS high
+    FROM h GROUP BY device_id, field, 3
+), mo AS (
+    SELECT device_id, field, date_trunc('month', bucket, 'UTC') AS bucket,
+           sum(n)::integer AS n, sum(total) AS total, min(low) AS low, max(high) AS high
+    FROM d GROUP BY device_id, field, 3
+), cells AS (
+    SELECT 1 AS interval, * FROM h
+    UNION ALL SELECT 0, * FROM d
+    UNION ALL SELECT 2, * FROM mo
+)
+SELECT m.scope, (ARRAY['day', 'hour', 'month'])[c.interval + 1], c.bucket, c.field,
+       sum(c.n), sum(c.total), min(c.low), max(c.high)
+FROM cells c
+JOIN unnest($1::integer[], $2::text[], $6::integer[]) AS m(device_id, scope, rank)
+  ON m.device_id = c.device_id
+GROUP BY m.rank, c.interval, c.bucket, c.field, m.scope
+ORDER BY m.rank, c.interval, c.bucket, c.field COLLATE "C"
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = t.count + excluded.count,
+    sum = t.sum + excluded.sum,
+    min = LEAST(t.min, excluded.min),
+    max = GREATEST(t.max, excluded.max)
 """
 _STAGE_ROLLUPS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_rollup_stage (scope varchar(200),"
@@ -69,10 +129,17 @@ _STAGE_READINGS_SQLITE = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
     ' time TEXT, "values" TEXT)'
 )
+_DROP_STORED_SQLITE = """
+DELETE FROM temp.telemetry_stage
+WHERE EXISTS (
+    SELECT 1 FROM main.telemetry_readings r
+    WHERE r.device_id = telemetry_stage.device_id AND r.seq = telemetry_stage.seq
+)
+RETURNING device_id, seq
+"""
 _INSERT_STAGED_SQLITE = """
 INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
 SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
-RETURNING device_id, seq
 """
 _UPSERT_ROLLUP_SQLITE = """
 INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
@@ -118,6 +185,28 @@ class StoredBatch:
     duplicates: int
     state: dict[str, Any]
     was_online_at: datetime | None  # the device's last reading before this batch
+
+
+@dataclass
+class RollupPlan:
+    """What a group's inserted readings roll up into, for the database to compute: each
+    device's scopes (itself, its projects and organisations) and each device's fields
+    (numeric ones, and enum fields whose values are counted: counted=True)."""
+
+    scopes: list[tuple[int, str]]
+    fields: list[tuple[int, str, bool]]
+    cells: dict[str, list[Cells]]  # SQLite: each scope's cells, summed in Python
+
+    def add(
+        self, device: int, scopes: Iterable[str], numeric: Sequence[str], counted: Sequence[str]
+    ) -> None:
+        """One device's part (add each device once: a repeated pair would count twice)."""
+        for scope in dict.fromkeys(scopes):
+            self.scopes.append((device, scope))
+        for name in numeric:
+            self.fields.append((device, name, False))
+        for name in counted:
+            self.fields.append((device, name, True))
 
 
 def counted_field(name: str, value: str) -> str:
@@ -320,7 +409,10 @@ class TelemetryStore:
         """Monthly partitions for every month `times` touch, made once per process."""
         if not self.postgres:
             return
-        months = {bucket_of(t, "month") for t in times}
+        months = {
+            datetime(t.year, t.month, 1, tzinfo=UTC)
+            for t in (t if t.tzinfo is UTC else t.astimezone(UTC) for t in times)
+        }
         for month in sorted(months):
             name = f"telemetry_readings_p{month:%Y%m}"
             if name in self._partitions:
@@ -360,10 +452,9 @@ class TelemetryStore:
 
     async def _store_many(self, batches: list[Batch]) -> list[StoredBatch]:
         ids = [await self.device_id(batch.did) for batch in batches]
-        await self.ensure_partitions(r.time for batch in batches for r in batch.readings)
+        await self.ensure_partitions(t for batch in batches for t in _months_of(batch.readings))
         order = sorted(range(len(batches)), key=lambda i: ids[i])
         results: dict[int, StoredBatch] = {}
-        scoped: dict[str, list[Cells]] = {}
         async with self._sessions.begin() as session:
             if not self.postgres:
                 # SQLite: write first, so this transaction holds the database's write lock
@@ -391,19 +482,27 @@ class TelemetryStore:
                     if reading.seq not in taken:
                         taken.add(reading.seq)
                         fresh[i].append(reading)
-            stored = await self._insert_readings(
+            skipped = await self._insert_readings(
                 session, [(ids[i], r) for i in order for r in fresh[i]]
             )
+            plan = RollupPlan([], [], {})
+            planned: set[int] = set()
             for i in order:
-                batch, row = batches[i], rows[ids[i]]
+                batch, row, device = batches[i], rows[ids[i]], ids[i]
                 was = row.last_time
-                inserted = [r for r in fresh[i] if (ids[i], r.seq) in stored]
+                inserted = fresh[i]
+                if skipped:
+                    inserted = [r for r in inserted if (device, r.seq) not in skipped]
                 if inserted:
                     self._online_event(session, batch.did, was, inserted)
-                    cells: Cells = {}
-                    add_cells(cells, inserted, batch.numeric, batch.counted)
-                    for scope in (batch.did, *batch.scopes):
-                        scoped.setdefault(scope, []).append(cells)
+                    if not self.postgres:
+                        cells: Cells = {}
+                        add_cells(cells, inserted, batch.numeric, batch.counted)
+                        for scope in (batch.did, *batch.scopes):
+                            plan.cells.setdefault(scope, []).append(cells)
+                    elif device not in planned:
+                        planned.add(device)
+                        plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
                     self._advance_state(row, inserted, batch.meter)
                 state = {
                     "lastTime": row.last_time,
@@ -417,7 +516,7 @@ class TelemetryStore:
                     record_event(
                         session, "telemetry.rejected", batch.did, batch.did, batch.rejection
                     )
-            await self._roll_up(session, cell_records(scoped))
+            await self._roll_up(session, plan)
         return [results[i] for i in range(len(batches))]
 
     def online(self, last: datetime | None, now: datetime | None = None) -> bool:
@@ -451,23 +550,27 @@ class TelemetryStore:
         self, session: AsyncSession, items: list[tuple[int, Reading]]
     ) -> set[tuple[int, int]]:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
-        (device id, seq) pairs actually stored. PostgreSQL: COPY into a staging table, then
-        one INSERT ... SELECT that skips seqs the device has stored (its key holds the time
-        too, for the partitions), returning what it stored. SQLite: executemany into
-        the same through a temporary table; its key is (device, seq))."""
-        if not items:
-            return set()
+        (device id, seq) pairs NOT stored because the device has stored that seq before
+        (usually none, so nothing per reading comes back). The readings go into a staging
+        table (PostgreSQL: COPY; SQLite: executemany), the device's used seqs are deleted
+        from it (whatever their time: on PostgreSQL the key holds the time too, for the
+        partitions) and the rest is inserted; the staging table then holds exactly the
+        inserted readings, which _roll_up reads."""
         if self.postgres:
             records = [(d, r.seq, r.time, dumps(r.values)) for d, r in items]
 
             async def copy_insert(driver: Any) -> list[Any]:
                 await driver.execute(_STAGE_READINGS)
+                if not records:
+                    return []
                 await driver.copy_records_to_table(
                     "telemetry_stage",
                     records=records,
                     columns=["device_id", "seq", "time", "values"],
                 )
-                return list(await driver.fetch(_INSERT_STAGED))
+                skipped = list(await driver.fetch(_DROP_STORED))
+                await driver.execute(_INSERT_STAGED)
+                return skipped
 
             return {(d, q) for d, q in await self._raw(session, copy_insert)}
         stamp = self._sqlite_time(session)
@@ -476,15 +579,44 @@ class TelemetryStore:
         async def stage_insert(driver: Any) -> list[Any]:
             await driver.execute(_STAGE_READINGS_SQLITE)
             await driver.execute("DELETE FROM temp.telemetry_stage")
+            if not rows:
+                return []
             await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
-            cursor = await driver.execute(_INSERT_STAGED_SQLITE)
-            return list(await cursor.fetchall())
+            cursor = await driver.execute(_DROP_STORED_SQLITE)
+            skipped = list(await cursor.fetchall())
+            await driver.execute(_INSERT_STAGED_SQLITE)
+            return skipped
 
         return {(d, q) for d, q in await self._raw(session, stage_insert)}
 
-    async def _roll_up(self, session: AsyncSession, records: list[RollupRecord]) -> None:
-        """Add rollup increments (one record per key, in key order: concurrent transactions
-        lock rows in one order) to the rollups, in the caller's transaction."""
+    async def _roll_up(self, session: AsyncSession, plan: RollupPlan) -> None:
+        """Add the staged readings (those _insert_readings just stored) to the rollups of
+        their devices and scopes, in the caller's transaction. PostgreSQL: one INSERT ...
+        SELECT ... GROUP BY ... ON CONFLICT, so nothing is done per reading or per rollup
+        row in Python. SQLite runs in this process, where the same statement cost more
+        than the Python sums (JSON taken apart per reading and field), so the cells
+        summed per batch are upserted there."""
+        if not self.postgres:
+            await self.add_rollups(session, cell_records(plan.cells))
+            return
+        if not plan.fields:
+            return
+        scope_ids, scopes = zip(*plan.scopes, strict=True)
+        field_ids, names, counted = zip(*plan.fields, strict=True)
+        rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
+        ranks = [rank[scope] for scope in scopes]
+
+        async def upsert(driver: Any) -> None:
+            await driver.execute(
+                _ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks
+            )
+
+        await self._raw(session, upsert)
+
+    async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:
+        """Add rollup increments computed elsewhere (one record per key, in key order:
+        concurrent transactions lock rows in one order), in the caller's transaction; the
+        benchmark seeds rollups this way."""
         if not records:
             return
         if self.postgres:
@@ -699,6 +831,26 @@ class TelemetryStore:
         async with self._sessions.begin() as session:
             result = await session.execute(delete(READINGS).where(READINGS.c.time < before))
         return dropped + (result.rowcount or 0)
+
+
+def _months_of(readings: list[Reading]) -> list[datetime]:
+    """A time in each month from the batch's earliest reading to its latest (every
+    reading's time when they are more than a year apart), so the partitions are found
+    without a Python step per reading; a month in between that has no reading gets its
+    (empty) partition a little early."""
+    if not readings:
+        return []
+    first = min(readings, key=_time).time.astimezone(UTC)
+    last = max(readings, key=_time).time.astimezone(UTC)
+    span = (last.year - first.year) * 12 + last.month - first.month
+    if span > 12:
+        return [r.time for r in readings]
+    month = first.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    months = [month]
+    for _ in range(span):
+        month = next_month(month)
+        months.append(month)
+    return months
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -357,9 +357,25 @@ async def restore_token_decimals(engine: Any, saved: list[tuple[str, int]]) -> N
             )
 
 
+FREEZE_EVERY = 100  # tests between two moves of the survivors out of the collector's way
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Move what imports and collection made (modules, schemas, metadata: hundreds of
     thousands of objects that live as long as the run) out of the collector's way, so the
     full collections in a long run do not walk them again and again on the shared loop."""
     gc.collect()
     gc.freeze()
+
+
+_finished = [0]
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """The same every FREEZE_EVERY tests, between tests: thousands of apps in one process
+    leave objects behind (per-app schemas in libraries' process-wide caches), and a full
+    collection walking millions of them stalled the shared loop for seconds mid-request."""
+    _finished[0] += 1
+    if _finished[0] % FREEZE_EVERY == 0:
+        gc.collect()
+        gc.freeze()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Any, NewType
 
 import strawberry
@@ -530,20 +531,20 @@ class _Schema(strawberry.Schema):
         super().process_errors([e for e in errors if _unexpected(e)], execution_context)
 
 
-def build_schema(settings: Settings) -> strawberry.Schema:
-    """The schema with the request limits of `settings`: a hostile document is refused
-    while it is parsed (tokens) or validated (depth, aliases), before anything runs."""
+def build_schema(max_tokens: int, max_depth: int, max_aliases: int) -> strawberry.Schema:
+    """The schema with these request limits: a hostile document is refused while it is
+    parsed (tokens) or validated (depth, aliases), before anything runs."""
     return _Schema(
         query=Query,
         config=StrawberryConfig(scalar_map={Long: LONG_SCALAR}),
         extensions=[
-            lambda: MaxTokensLimiter(max_token_count=settings.graphql_max_tokens),
+            lambda: MaxTokensLimiter(max_token_count=max_tokens),
             # Introspection (GraphiQL's own query nests ofType deeply) is bounded by tokens.
             lambda: QueryDepthLimiter(
-                max_depth=settings.graphql_max_depth,
+                max_depth=max_depth,
                 should_ignore=lambda ignored: ignored.field_name.startswith("__"),
             ),
-            lambda: MaxAliasesLimiter(max_alias_count=settings.graphql_max_aliases),
+            lambda: MaxAliasesLimiter(max_alias_count=max_aliases),
             # Internal failures (a database error, say) must not leak SQL or hosts to callers.
             lambda: MaskErrors(
                 should_mask_error=_unexpected, error_message="Internal error; logged."
@@ -604,9 +605,20 @@ class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
 
 
 def create_graphql_router(settings: Settings) -> GraphQLRouter[RegistryContext, None]:
-    """The `/graphql` routes (POST and GET queries, GraphiQL) for one registry app."""
+    """The `/graphql` routes (POST and GET queries, GraphiQL) for a registry app: one
+    router per set of limits in a process, shared by its apps (it holds no app's state;
+    FastAPI's process-wide caches would otherwise keep every app's schema alive)."""
+    return _graphql_router(
+        settings.graphql_max_tokens, settings.graphql_max_depth, settings.graphql_max_aliases
+    )
+
+
+@lru_cache(maxsize=8)
+def _graphql_router(
+    max_tokens: int, max_depth: int, max_aliases: int
+) -> GraphQLRouter[RegistryContext, None]:
     router = RegistryGraphQLRouter(
-        build_schema(settings),
+        build_schema(max_tokens, max_depth, max_aliases),
         path="/graphql",
         context_getter=registry_context,
         graphql_ide="graphiql",

@@ -285,6 +285,11 @@ async def test_twin_page_shows_the_record_history_and_a_live_reading_arrive(
     # The stream is open: its first event (the twin's state) has been drawn.
     await tab.page.locator("#live-chart[data-state='live']").wait_for()
     await tab.page.locator("#live-status", has_text="waiting for readings").wait_for()
+    # The state's one reading: the time axis spans the hour around it, not years.
+    span = await tab.page.locator("#live-chart").get_attribute("data-time-range")
+    assert span is not None
+    start, end = (float(edge) for edge in span.split(","))
+    assert 0 < end - start <= 2 * 3600, span
     # A meter sends a reading with its device token, over HTTP, as a stove would.
     seq = 2_000_000_000 + secrets.randbelow(1_000_000)
     async with httpx.AsyncClient(base_url=programme.served.registry, timeout=10) as api:

@@ -87,7 +87,20 @@ class Chart {
         spanGaps: true,
       }));
       const axes = [{}, ...units.slice(0, 2).map((unit, i) => ({ scale: unit, side: i === 0 ? 3 : 1, label: unit, grid: { show: i === 0 } }))];
-      this.plot = new uPlot({ width: Math.max(box.clientWidth, 280), height: 220, series: [{}, ...series], axes }, columns, box);
+      // One reading (or several at one instant) gives the time axis no width of its own:
+      // show the half hour either side of it rather than a range uPlot invents. The span
+      // drawn is kept on the box, as the last seq is (the axis itself is canvas).
+      const timeRange = (u, min, max) => {
+        // From the data itself: for one instant uPlot passes a span of its own already.
+        const xs = (u.data && u.data[0]) || [];
+        const first = xs.length ? xs[0] : min;
+        const last = xs.length ? xs[xs.length - 1] : max;
+        const span = first === last ? [first - 1800, last + 1800] : [first, last];
+        box.dataset.timeRange = span.join(",");
+        return span;
+      };
+      const x = { time: true, range: timeRange };
+      this.plot = new uPlot({ width: Math.max(box.clientWidth, 280), height: 220, scales: { x }, series: [{}, ...series], axes }, columns, box);
     } else {
       this.plot.setData(columns);
     }

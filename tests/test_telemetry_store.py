@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from tests.conftest import Registry, restore_token_decimals, saved_token_decimals
 from tests.telemetry_world import build_farm
 from twinhub.telemetry.schema import Reading
-from twinhub.telemetry.store import Batch, bucket_of, merge_rollups
+from twinhub.telemetry.store import Batch, as_records, bucket_of, merge_rollups
 
 
 async def test_a_group_with_one_device_twice_stores_each_seq_once(registry: Registry) -> None:
@@ -158,3 +158,26 @@ def test_messages_merge_into_one_batch_per_device_but_rejections_stay_apart() ->
         ("b", [1], 0),
         ("a", [3], 1),
     ]
+
+
+async def test_driver_level_writes_commit_and_roll_back_with_their_transaction(
+    registry: Registry,
+) -> None:
+    """Rollups added as a transaction's first statement (what the benchmark's seeding does)
+    are kept by its commit and undone by its rollback. On PostgreSQL the driver's COPY ran
+    in autocommit before SQLAlchemy's lazy BEGIN: the staged rows vanished and nothing was
+    added."""
+    platform = registry.platform
+    store = platform.telemetry.store
+    bucket = bucket_of(datetime.now(UTC), "day")
+    row = {"interval": "day", "bucket": bucket, "field": "f", "count": 3, "sum": 6.0}
+    row |= {"min": 1.0, "max": 3.0}
+    async with platform.sessionmaker.begin() as session:
+        await store.add_rollups(session, as_records([{**row, "scope": "raw-kept"}]))
+    kept = await store.aggregates("raw-kept", "day", None, None)
+    assert kept[bucket]["f"] == {"count": 3, "sum": 6.0, "min": 1.0, "max": 3.0}
+    with pytest.raises(LookupError):
+        async with platform.sessionmaker.begin() as session:
+            await store.add_rollups(session, as_records([{**row, "scope": "raw-undone"}]))
+            raise LookupError("the transaction is abandoned")
+    assert await store.aggregates("raw-undone", "day", None, None) == {}

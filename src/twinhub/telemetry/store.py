@@ -642,15 +642,22 @@ class TelemetryStore:
 
         await self._raw(session, upsert)
 
-    @staticmethod
-    async def _raw(session: AsyncSession, work: Callable[[Any], Awaitable[T]]) -> T:
+    async def _raw(self, session: AsyncSession, work: Callable[[Any], Awaitable[T]]) -> T:
         """`work(driver connection)` (asyncpg or aiosqlite) in the session's transaction.
         The driver's errors come out as SQLAlchemy's, as from any other statement, so the
-        API answers 503 and MQTT retries them alike."""
+        API answers 503 and MQTT retries them alike.
+
+        SQLAlchemy's asyncpg adapter sends BEGIN lazily, with the transaction's first
+        statement: when that is this driver work, asyncpg would run it in autocommit (each
+        statement committed alone, a staged temporary table emptied at once), so a
+        statement through SQLAlchemy opens the transaction first."""
         connection = await session.connection()
         raw = await connection.get_raw_connection()
+        driver = raw.driver_connection
+        if self.postgres and not driver.is_in_transaction():
+            await connection.exec_driver_sql("SELECT 1")
         try:
-            return await work(raw.driver_connection)
+            return await work(driver)
         except Exception as error:
             dialect = connection.dialect
             base = dialect.loaded_dbapi.Error

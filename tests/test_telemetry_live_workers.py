@@ -11,7 +11,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,7 +35,8 @@ from tests.test_telemetry_live import events
 from twinhub.registry.app import create_registry_app
 from twinhub.settings import Settings
 from twinhub.telemetry import live
-from twinhub.telemetry.live import LiveHub, live_channel
+from twinhub.telemetry.live import RESYNC, LiveHub, encode, live_channel
+from twinhub.telemetry.schema import Reading
 from twinhub.telemetry.service import sse_frame
 
 QUIET_SECONDS = 0.5  # how long "nothing more arrives" is watched for
@@ -159,8 +160,26 @@ async def test_a_browser_of_one_worker_sees_readings_posted_to_another(
     a, b = workers
     farm = await build_farm(a)
     stove = await farm.stove()
+    async with stream_of(b, stove) as lines:
+        first = await asyncio.wait_for(events(lines, 1), 10)
+        assert first[0]["kind"] == "state" and first[0]["online"] is False
+        now = datetime.now(UTC)
+        assert (await farm.send(stove, readings(2, now))).json()["accepted"] == 2
+        got = await asyncio.wait_for(events(lines, 2), 10)
+        assert got[0]["kind"] == "readings" and got[0]["latest"]["seq"] == 2
+        assert got[1] == {"kind": "state", "event": "state", "device": stove, "online": True}
+        # Exactly once: the next event is the next batch's, not a repeat of the first.
+        assert (await farm.send(stove, readings(1, now, first_seq=3))).status_code == 200
+        after = await asyncio.wait_for(events(lines, 1), 10)
+        assert after[0]["kind"] == "readings" and after[0]["latest"]["seq"] == 3
+
+
+@asynccontextmanager
+async def stream_of(registry: Registry, did: str) -> AsyncIterator[AsyncIterator[str]]:
+    """The lines of `did`'s event stream, served by `registry`'s platform under uvicorn
+    (real HTTP: httpx's ASGI transport hands over a response only once it has ended)."""
     port = free_port()
-    app = create_registry_app(platform=b.platform)
+    app = create_registry_app(platform=registry.platform)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:
@@ -171,23 +190,38 @@ async def test_a_browser_of_one_worker_sees_readings_posted_to_another(
             httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=10
             ) as client,
-            client.stream("GET", f"/v1/domains/{stove}/events") as response,
+            client.stream("GET", f"/v1/domains/{did}/events") as response,
         ):
-            lines = response.aiter_lines()
-            first = await asyncio.wait_for(events(lines, 1), 10)
-            assert first[0]["kind"] == "state" and first[0]["online"] is False
-            now = datetime.now(UTC)
-            assert (await farm.send(stove, readings(2, now))).json()["accepted"] == 2
-            got = await asyncio.wait_for(events(lines, 2), 10)
-            assert got[0]["kind"] == "readings" and got[0]["latest"]["seq"] == 2
-            assert got[1] == {"kind": "state", "event": "state", "device": stove, "online": True}
-            # Exactly once: the next event is the next batch's, not a repeat of the first.
-            assert (await farm.send(stove, readings(1, now, first_seq=3))).status_code == 200
-            after = await asyncio.wait_for(events(lines, 1), 10)
-            assert after[0]["kind"] == "readings" and after[0]["latest"]["seq"] == 3
+            yield response.aiter_lines()
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 10)
+
+
+async def test_a_stream_answers_a_gap_with_the_twins_state_as_it_is_now(
+    workers: tuple[Registry, Registry], redis_prefix: str
+) -> None:
+    """Another process's publisher that dropped events says so on the channel when Redis
+    is back; an open stream then sends the twin's state again, with what was stored
+    meanwhile (here through the other worker while the stream is held by this one)."""
+    a, b = workers
+    farm = await build_farm(a)
+    stove = await farm.stove()
+    async with stream_of(b, stove) as lines:
+        first = await asyncio.wait_for(events(lines, 1), 10)
+        assert first[0]["kind"] == "state" and first[0]["online"] is False
+        # Stored by the store alone, which publishes nothing: as if the event had been lost.
+        reading = Reading(1, datetime.now(UTC), {"meterKwh": 5.0})
+        await a.platform.telemetry.store.store_batch(stove, [reading], [], "meterKwh", [])
+        redis = Redis.from_url(REDIS_URL)
+        try:
+            channel = live_channel(a.settings.redis_key_prefix)
+            await redis.publish(channel, encode("a-publisher-that-dropped", [], RESYNC))
+        finally:
+            await redis.aclose()
+        again = (await asyncio.wait_for(events(lines, 1), 10))[0]
+        assert again["kind"] == "state" and again["did"] == stove
+        assert again["lastSeq"] == 1 and again["readings"] == 1 and again["online"] is True
 
 
 # -- the hub on its own -------------------------------------------------------------------
@@ -357,6 +391,53 @@ async def test_a_redis_outage_costs_only_relayed_events_and_heals(
                 await until(lambda: through_proxy.relay_dropped > dropped)  # noqa: B023
     finally:
         await proxy.down()
+
+
+async def test_a_relay_back_from_an_outage_tells_every_subscriber_to_resync(
+    hubs: Callable[[str], LiveHub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events of other processes published while this relay was cut off are lost: when it
+    subscribes again, each of its subscribers hears RESYNC once, and a hub that never lost
+    Redis hears none from it."""
+    monkeypatch.setattr(live, "BACKOFF_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(live, "BACKOFF_MAX_SECONDS", 0.2)
+    proxy = Proxy()
+    cut, steady = hubs(proxy.url), hubs(REDIS_URL)
+    try:
+        async with (
+            cut.subscribe("did:a") as a,
+            cut.subscribe("did:b") as b,
+            steady.subscribe("did:a") as on_steady,
+        ):
+            await proxy.up()
+            assert await next_event(a) == RESYNC and await next_event(b) == RESYNC
+            await nothing_more(a, b, on_steady)
+    finally:
+        await proxy.down()
+
+
+async def test_a_publisher_that_dropped_events_tells_the_other_processes(
+    hubs: Callable[[str], LiveHub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "BACKOFF_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(live, "BACKOFF_MAX_SECONDS", 0.2)
+    proxy = Proxy()
+    dropping, other = hubs(proxy.url), hubs(REDIS_URL)
+    try:
+        async with other.subscribe("did:x") as x, other.subscribe("did:y") as y:
+            dropping.publish(["did:x"], {"event": "readings", "seq": 1})
+            await until(lambda: dropping.relay_dropped >= 1)
+            await proxy.up()
+            assert (await until_relayed(dropping, x))["event"] == "ping"
+            assert await next_event(y) == RESYNC  # every topic: any of them may have missed
+            seen = _drain(x)
+            assert RESYNC not in seen  # until_relayed passed over it, before the ping
+    finally:
+        await proxy.down()
+
+
+def _drain(queue: asyncio.Queue[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [queue.get_nowait() for _ in range(queue.qsize())]
 
 
 async def test_a_redis_outage_is_logged_without_the_password(

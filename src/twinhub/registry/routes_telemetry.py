@@ -21,6 +21,7 @@ from twinhub.registry.schemas import Body
 from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.services.errors import FieldProblem, Invalid
 from twinhub.services.principals import Principal, require_role
+from twinhub.telemetry.live import RESYNC
 from twinhub.telemetry.schema import loads, parse_time
 from twinhub.telemetry.service import TelemetryService, Throttled, TooLarge, sse_frame
 from twinhub.web.errors import error_response
@@ -172,6 +173,8 @@ async def events(request: Request, did: str, caller: Reader) -> StreamingRespons
                 except TimeoutError:
                     yield b": keep-alive\n\n"
                     continue
+                if event == RESYNC:  # events may have been missed: send the state as it is now
+                    event = {"event": "state", **await telemetry.state(did)}
                 yield sse_frame(event)
 
     return StreamingResponse(

@@ -27,7 +27,11 @@ outbox that one task sends, in order. When Redis fails, the task logs a warning 
 URL's credentials), counts the events it could not send in `relay_dropped` (and drops, also
 counted, those published while it backs off: a stale live event is worse than none), and
 tries again with exponential back-off; the relay resubscribes likewise. Events published by
-other processes while this one's subscription was down are lost (pub/sub keeps nothing).
+other processes while this one's subscription was down are lost (pub/sub keeps nothing), so
+a gap is announced instead: when the relay subscribes again after losing Redis, and when a
+publisher that dropped events can send again (a message on the channel), every subscriber
+gets `RESYNC`, and the event streams answer it with a fresh `state` of their twin, so a
+browser's view is current again (the readings in between are in the history, not replayed).
 
 The platform starts the hub (`Platform.start`, whatever BACKGROUND_WORKERS_ENABLED says:
 every registry process ingests HTTP readings and serves streams) and stops it before closing
@@ -70,6 +74,7 @@ _DUMPS_OPTIONS = (
 )
 
 Event = dict[str, Any]
+RESYNC: Event = {"event": "resync"}  # events may have been missed: read the state again
 
 
 def live_channel(key_prefix: str) -> str:
@@ -187,6 +192,8 @@ class LiveHub:
                 log.warning("live event not encodable", error=str(error))
                 continue
             try:
+                if backoff > BACKOFF_FIRST_SECONDS:  # others missed what was dropped
+                    await redis.publish(channel, encode(self.origin, [], RESYNC))
                 await redis.publish(channel, payload)
             except (RedisError, OSError) as error:
                 lost = 1 + _empty(outbox)
@@ -243,6 +250,7 @@ class LiveHub:
                 self._tried.set()
                 if self._listen_failing:
                     log.info("live telemetry relay subscribed to Redis again")
+                    self._deliver(list(self._subscribers), RESYNC)
                 self._listen_failing = False
                 backoff = BACKOFF_FIRST_SECONDS
                 while True:
@@ -271,8 +279,11 @@ class LiveHub:
             self.relay_dropped += 1
             return
         origin, topics, event = decoded
-        if origin != self.origin:  # this process's own events were delivered at publish
-            self._deliver(topics, event)
+        if origin == self.origin:  # this process's own events were delivered at publish
+            return
+        if not topics and event == RESYNC:  # another process's publisher dropped events
+            topics = list(self._subscribers)
+        self._deliver(topics, event)
 
     def subscribers(self, topic: str) -> int:
         return len(self._subscribers.get(topic, ()))

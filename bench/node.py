@@ -7,8 +7,11 @@ another core:
 
 - `Entity` (one DID), `EntityList` page 1 and page 1,000 by `pagination.key` (keyset),
   and page 1,000 by `pagination.offset` for contrast;
-- the ceiling: a bare grpc.aio server answering the same Entity reply as fixed bytes,
-  started on the same core in the same run after the node is stopped;
+- the claims and token queries: `Claim` (one id), `ClaimList` page 1 and page 1,000 by key,
+  `TokenMetadata` and `TokenList` (one claim per seeded entity, in one collection, and a
+  CARBON token class: rows written straight into the tables, since only reads are measured);
+- the ceiling: a bare grpc.aio server on the same core answering each method with the
+  node's own reply bytes for it (a list page with page 1's);
 - REST: wrk GETting `/ixo/entity/{did}` on the gateway, against the direct node figure;
 - paced: the Python gRPC load of `bench gateway` at a moderate rate over random DIDs, for
   p50/p99 (h2load reports no percentiles).
@@ -22,7 +25,7 @@ server also sends the `x-cosmos-block-height` header the node sends with every a
 separate send in grpc.aio), to show what that header alone costs. Prints each figure, the
 ceiling and the ratio; saves bench/results/node.json. Goals (issue #14): Entity and
 EntityList ≥ 60 % of the ceiling, p50 < 1 ms paced, REST ≥ 80 % of the node, page 1,000 as
-cheap as page 1.
+cheap as page 1; the same for the claims and token queries.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +61,14 @@ BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 ENTITY = "/ixo.entity.v1beta1.Query/Entity"
 ENTITY_LIST = "/ixo.entity.v1beta1.Query/EntityList"
+CLAIM = "/ixo.claims.v1beta1.Query/Claim"
+CLAIM_LIST = "/ixo.claims.v1beta1.Query/ClaimList"
+TOKEN_METADATA = "/ixo.token.v1beta1.Query/TokenMetadata"
+TOKEN_LIST = "/ixo.token.v1beta1.Query/TokenList"
+CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
+CLEAN_COOKING = "did:ixo:protocol/clean-cooking"
+TOKEN = "CARBON"
+SEED_CHUNK = 5000
 PAGE_SIZE = 50
 TARGET_CEILING_RATIO = 0.60
 TARGET_REST_RATIO = 0.80
@@ -86,43 +98,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="keep the seeded registry in this folder and reuse it when it is there already",
     )
-    # Internal: the ceiling server runs as `python -m bench node --bare PORT ENTITY LIST
-    # HEADER` (HEADER 1: send the height header first, as the node does).
-    parser.add_argument("--bare", nargs=4, default=None, help=argparse.SUPPRESS)
+    # Internal: the ceiling server runs as `python -m bench node --bare PORT REPLIES HEADER`
+    # (REPLIES: a JSON file of method -> reply file; HEADER 1: send the height header first,
+    # as the node does).
+    parser.add_argument("--bare", nargs=3, default=None, help=argparse.SUPPRESS)
 
 
 # ------------------------------------------------------------------------- the ceiling
 
 
-def bare_main(port: int, entity_file: Path, list_file: Path, header: bool = False) -> int:
-    """A grpc.aio server that answers Entity and EntityList with fixed bytes (the node's
-    own replies): what one core can serve with no work behind the call. With `header`, it
-    first sends a fixed `x-cosmos-block-height`, as the node does before every answer."""
+def bare_main(port: int, replies_file: Path, header: bool = False) -> int:
+    """A grpc.aio server that answers each method with fixed bytes (the node's own reply):
+    what one core can serve with no work behind the call. With `header`, it first sends a
+    fixed `x-cosmos-block-height`, as the node does before every answer."""
     import grpc
     import uvloop
 
-    entity_reply, list_reply = entity_file.read_bytes(), list_file.read_bytes()
     metadata = (("x-cosmos-block-height", "100001"),)
+    services: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
 
-    async def entity(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        if header:
-            await context.send_initial_metadata(metadata)
-        return entity_reply
+    def answering(reply: bytes) -> grpc.RpcMethodHandler:
+        async def answer(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            if header:
+                await context.send_initial_metadata(metadata)
+            return reply
 
-    async def entity_list(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        if header:
-            await context.send_initial_metadata(metadata)
-        return list_reply
+        return grpc.unary_unary_rpc_method_handler(answer)  # bytes in, bytes out
 
-    handlers = {  # bytes in, bytes out: no (de)serialising
-        "Entity": grpc.unary_unary_rpc_method_handler(entity),
-        "EntityList": grpc.unary_unary_rpc_method_handler(entity_list),
-    }
+    for method, file in json.loads(replies_file.read_text()).items():
+        service, name = method.strip("/").split("/")
+        services.setdefault(service, {})[name] = answering(Path(file).read_bytes())
 
     async def serve() -> None:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("ixo.entity.v1beta1.Query", handlers),)
+            tuple(grpc.method_handlers_generic_handler(n, h) for n, h in services.items())
         )
         server.add_insecure_port(f"{HOST}:{port}")
         await server.start()
@@ -226,60 +236,176 @@ def wrk(port: int, path: str, seconds: int, connections: int, cpu: int, pid: int
 # ------------------------------------------------------------------------------ the run
 
 
-def requests(dids: list[str], workdir: Path) -> dict[str, Path]:
-    """The request bodies (gRPC frames) of each measured call."""
-    from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
-    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as q
+@dataclass(frozen=True)
+class Call:
+    """One measured query: its method, its request (a message, and as a gRPC frame in a
+    file for h2load) and the call whose reply its ceiling answers with (page 1's for a
+    page N)."""
 
-    far = 1000 if len(dids) >= 1000 * PAGE_SIZE else max(1, len(dids) // PAGE_SIZE - 1)
-    bodies = {
-        "entity": q.QueryEntityRequest(id=dids[len(dids) // 2]),
-        "list_page_1": q.QueryEntityListRequest(pagination=PageRequest(limit=PAGE_SIZE)),
-        # Seeded domains are numbered from 1 in creation order, so the key of page N is
-        # the sequence number of the last row of page N - 1.
-        f"list_page_{far}_key": q.QueryEntityListRequest(
-            pagination=PageRequest(limit=PAGE_SIZE, key=str((far - 1) * PAGE_SIZE).encode())
+    name: str
+    method: str
+    request: bytes
+    body: Path
+    ceiling: str
+
+
+def far_page(rows: int) -> int:
+    """The page measured far from the first: 1,000, or the last full one of a small set."""
+    return 1000 if rows >= 1000 * PAGE_SIZE else max(1, rows // PAGE_SIZE - 1)
+
+
+def calls(dids: list[str], claims: list[str], minter: str, workdir: Path) -> list[Call]:
+    """The measured queries. Seeded domains and claims are numbered from 1 in creation
+    order, so the key of page N is the sequence number of the last row of page N - 1."""
+    from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
+    from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as cq
+    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as q
+    from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as tq
+
+    def page(number: int) -> PageRequest:
+        return PageRequest(limit=PAGE_SIZE, key=str((number - 1) * PAGE_SIZE).encode())
+
+    far, claims_far = far_page(len(dids)), far_page(len(claims))
+    first = PageRequest(limit=PAGE_SIZE)
+    offset = PageRequest(limit=PAGE_SIZE, offset=(far - 1) * PAGE_SIZE)
+    wanted: list[tuple[str, str, Any, str]] = [
+        ("entity", ENTITY, q.QueryEntityRequest(id=dids[len(dids) // 2]), "entity"),
+        ("list_page_1", ENTITY_LIST, q.QueryEntityListRequest(pagination=first), "list_page_1"),
+        (
+            f"list_page_{far}_key",
+            ENTITY_LIST,
+            q.QueryEntityListRequest(pagination=page(far)),
+            "list_page_1",
         ),
-        f"list_page_{far}_offset": q.QueryEntityListRequest(
-            pagination=PageRequest(limit=PAGE_SIZE, offset=(far - 1) * PAGE_SIZE)
+        (
+            f"list_page_{far}_offset",
+            ENTITY_LIST,
+            q.QueryEntityListRequest(pagination=offset),
+            "list_page_1",
         ),
-    }
-    files = {}
-    for name, message in bodies.items():
-        files[name] = workdir / f"{name}.bin"
-        files[name].write_bytes(grpc_frame(message.SerializeToString()))
+        ("claim", CLAIM, cq.QueryClaimRequest(id=claims[len(claims) // 2]), "claim"),
+        (
+            "claim_list_page_1",
+            CLAIM_LIST,
+            cq.QueryClaimListRequest(pagination=first),
+            "claim_list_page_1",
+        ),
+        (
+            f"claim_list_page_{claims_far}_key",
+            CLAIM_LIST,
+            cq.QueryClaimListRequest(pagination=page(claims_far)),
+            "claim_list_page_1",
+        ),
+        (
+            "token_metadata",
+            TOKEN_METADATA,
+            tq.QueryTokenMetadataRequest(id=TOKEN),
+            "token_metadata",
+        ),
+        ("token_list", TOKEN_LIST, tq.QueryTokenListRequest(minter=minter), "token_list"),
+    ]
+    found = []
+    for name, method, message, ceiling in wanted:
+        request = message.SerializeToString()
+        body = workdir / f"{name}.bin"
+        body.write_bytes(grpc_frame(request))
+        found.append(Call(name, method, request, body, ceiling))
+    return found
+
+
+def node_replies(port: int, measured: list[Call], workdir: Path) -> dict[str, Path]:
+    """The node's real replies to the ceilings' calls, as files by method (for the ceiling
+    server's REPLIES file)."""
+    import grpc
+
+    files: dict[str, Path] = {}
+    with grpc.insecure_channel(f"{HOST}:{port}") as channel:
+        for call in measured:
+            if call.name == call.ceiling:
+                reply = channel.unary_unary(call.method)(call.request, timeout=10)
+                files[call.method] = workdir / f"{call.name}-reply.bin"
+                files[call.method].write_bytes(reply)
     return files
 
 
-def node_replies(port: int, did: str) -> tuple[bytes, bytes]:
-    """The node's real Entity and first-page EntityList replies, for the ceiling server."""
-    import grpc
-
-    from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
-    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as q
-    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc
-
-    with grpc.insecure_channel(f"{HOST}:{port}") as channel:
-        stub = query_pb2_grpc.QueryStub(channel)
-        one = stub.Entity(q.QueryEntityRequest(id=did), timeout=10)
-        page = q.QueryEntityListRequest(pagination=PageRequest(limit=PAGE_SIZE))
-        listed = stub.EntityList(page, timeout=10)
-    return one.SerializeToString(), listed.SerializeToString()
-
-
-def start_bare(port: int, cpu: int, replies: list[Path], header: bool) -> subprocess.Popen[bytes]:
+def start_bare(
+    port: int, cpu: int, replies: dict[str, Path], header: bool, workdir: Path
+) -> subprocess.Popen[bytes]:
     """A ceiling server pinned to `cpu` (see bare_main), answering once it listens."""
+    manifest = workdir / f"replies-{port}.json"
+    manifest.write_text(json.dumps({method: str(file) for method, file in replies.items()}))
     cmd = ["taskset", "-c", str(cpu), sys.executable, "-m", "bench", "node", "--bare", str(port)]
     # A session of its own, as the node's server has (Server.start): with the kernel's
     # autogroup scheduling each session gets its own share of a busy core, so the ceiling
     # and the node must be scheduled alike for their ratio to mean anything.
     bare = subprocess.Popen(
-        [*cmd, *map(str, replies), "1" if header else "0"],
+        [*cmd, str(manifest), "1" if header else "0"],
         cwd=BENCH_DIR.parent,
         start_new_session=True,
     )
     wait_port(port)
     return bare
+
+
+async def seed_claims(data_dir: Path, dids: list[str]) -> tuple[list[str], str]:
+    """One claim per seeded entity in one collection, two thirds approved and the rest
+    rejected, and a CARBON token class; (claim ids, the node's minter). Written straight
+    into the tables in chunks: this benchmark reads them, so they need no ledger
+    transactions. None is pending: an oracle evaluating them would write while the reads
+    are measured, and every write drops the node's kept answers."""
+    from sqlalchemy import insert
+
+    from twinhub.db.models import Claim, ClaimCollection, CreditToken, utcnow
+    from twinhub.platform import Platform
+    from twinhub.settings import Settings
+
+    settings = Settings(
+        data_dir=data_dir, environment="development", log_level="warning", oracle_enabled=False
+    )
+    platform = Platform(settings)
+    await platform.start()
+    try:
+        now = utcnow()
+        async with platform.sessionmaker.begin() as session:
+            collection = ClaimCollection(
+                name="bench collection",
+                project_did=dids[0],
+                protocol_did=CLAIM_PROTOCOL,
+                admin=dids[0],
+                evaluators=[],
+                state="open",
+                count=len(dids),
+                approved=len(dids) - len(dids) // 3,
+                rejected=len(dids) // 3,
+                evaluated=len(dids),
+            )
+            session.add(collection)
+            session.add(CreditToken(name=TOKEN, protocol_did=CLEAN_COOKING, minted=len(dids)))
+            await session.flush()
+            collection_id = collection.id
+        claims = [f"bench-claim-{n:08d}" for n in range(1, len(dids) + 1)]
+        for begin in range(0, len(dids), SEED_CHUNK):
+            rows = [
+                {
+                    "id": claims[n],
+                    "seq": n + 1,
+                    "collection_id": collection_id,
+                    "agent": dids[0],
+                    "asset_did": dids[n],
+                    "data": {"reportType": "cooking", "mealsCooked": 14},
+                    "status": "rejected" if n % 3 == 2 else "approved",
+                    "amount": None if n % 3 == 2 else 1000,
+                    "evaluated_at": now,
+                    "submitted_at": now,
+                    "period": "2026-10",
+                }
+                for n in range(begin, min(begin + SEED_CHUNK, len(dids)))
+            ]
+            async with platform.sessionmaker.begin() as session:
+                await session.execute(insert(Claim), rows)
+        return claims, platform.credentials.issuer.did
+    finally:
+        await platform.stop()
 
 
 def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -291,8 +417,8 @@ def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Seed, measure the node, the gateway and the ceilings; print and save."""
     if args.bare is not None:
-        port, entity_file, list_file, header = args.bare
-        return bare_main(int(port), Path(entity_file), Path(list_file), header == "1")
+        port, replies_file, header = args.bare
+        return bare_main(int(port), Path(replies_file), header == "1")
     for tool, package in (("h2load", "nghttp2-client"), ("wrk", "wrk"), ("taskset", "util-linux")):
         if shutil.which(tool) is None:
             print(f"{tool} is missing: apt-get install -y {package}", file=sys.stderr)
@@ -308,11 +434,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"seeding {args.entities:,} entities ...", flush=True)
         dids = asyncio.run(seed(data, args.entities))
         seeded.write_text("\n".join(dids) + "\n")
-    bodies = requests(dids, workdir)
+    seeded_claims = data / "seeded-claims.txt"
+    if seeded_claims.exists():
+        minter, *claims = seeded_claims.read_text().split()
+    else:
+        print(f"seeding {len(dids):,} claims and a token class ...", flush=True)
+        claims, minter = asyncio.run(seed_claims(data, dids))
+        seeded_claims.write_text("\n".join([minter, *claims]) + "\n")
+    measured = calls(dids, claims, minter, workdir)
     dids_file = workdir / "dids.txt"
     dids_file.write_text("\n".join(dids[:20_000]) + "\n")
     port, node_port = free_port(), free_port()
-    server = Server(server_command(port, node_port, server_cpu), server_env(data), workdir, port)
+    # No claim oracle on the measured core: its writes would also drop the kept answers.
+    env = server_env(data) | {"ORACLE_ENABLED": "false"}
+    server = Server(server_command(port, node_port, server_cpu), env, workdir, port)
     h2 = {"seconds": args.duration, "warmup": args.warmup, "streams": args.streams}
     runs: dict[str, list[dict[str, Any]]] = {}
     bares: list[subprocess.Popen[bytes]] = []
@@ -320,37 +455,40 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.start()
         server.wait_ready(args.startup_timeout)
-        replies = node_replies(node_port, dids[len(dids) // 2])
-        reply_files = [workdir / "entity-reply.bin", workdir / "list-reply.bin"]
-        for file, reply in zip(reply_files, replies, strict=True):
-            file.write_bytes(reply)
+        replies = node_replies(node_port, measured, workdir)
         # The ceilings wait, idle, on the same core; the runs alternate between them and
-        # the node, so that each figure and its ceiling see the same machine.
+        # the node, so that each figure and its ceiling see the same machine. The one that
+        # also sends the height header is measured for the entity calls.
         ceiling_ports = {"ceiling": free_port(), "ceiling_header": free_port()}
+        ceiling_pids = {}
         for kind, bare_port in ceiling_ports.items():
-            bares.append(start_bare(bare_port, server_cpu, reply_files, kind == "ceiling_header"))
-        targets = [
-            (f"{kind}_{call}", p, bare.pid)
-            for (kind, p), bare in zip(ceiling_ports.items(), bares, strict=True)
-            for call in ("entity", "list")
-        ]
+            bare = start_bare(bare_port, server_cpu, replies, kind == "ceiling_header", workdir)
+            bares.append(bare)
+            ceiling_pids[kind] = bare.pid
         rest_path = f"/ixo/entity/{dids[len(dids) // 2]}"
         for round_number in range(args.repeat):
-            for name, body in bodies.items():
-                path = ENTITY if name == "entity" else ENTITY_LIST
-                got = h2load(node_port, path, body, cpu=load_cpu, pid=server.pid, **h2)
-                runs.setdefault(name, []).append(got)
+            for call in measured:
+                got = h2load(node_port, call.method, call.body, cpu=load_cpu, pid=server.pid, **h2)
+                runs.setdefault(call.name, []).append(got)
                 print(
-                    f"  round {round_number + 1} node {name}: {got['requests_per_s']:,.0f} req/s, "
+                    f"  round {round_number + 1} node {call.name}: "
+                    f"{got['requests_per_s']:,.0f} req/s, "
                     f"{got['server_cpu_ms_per_request']:.3f} ms CPU",
                     flush=True,
                 )
-                if name in ("entity", "list_page_1"):
-                    call = "entity" if name == "entity" else "list"
-                    for label, bare_port, pid in targets:
-                        if label.endswith(call):
-                            ceiling = h2load(bare_port, path, body, cpu=load_cpu, pid=pid, **h2)
-                            runs.setdefault(label, []).append(ceiling)
+                if call.name != call.ceiling:
+                    continue
+                kinds = (
+                    ["ceiling", "ceiling_header"]
+                    if call.method in (ENTITY, ENTITY_LIST)
+                    else ["ceiling"]
+                )
+                for kind in kinds:
+                    pid = ceiling_pids[kind]
+                    ceiling = h2load(
+                        ceiling_ports[kind], call.method, call.body, cpu=load_cpu, pid=pid, **h2
+                    )
+                    runs.setdefault(f"{kind}:{call.name}", []).append(ceiling)
             got = wrk(port, rest_path, args.duration, args.connections, load_cpu, server.pid)
             rest_runs.append(got)
             print(
@@ -378,9 +516,12 @@ def run(args: argparse.Namespace) -> int:
             bare.wait(10)
     figures = {name: best(found) for name, found in runs.items()}
     rest = best(rest_runs)
-    ceilings = {call: figures.pop(f"ceiling_{call}") for call in ("entity", "list")}
-    with_header = {call: figures.pop(f"ceiling_header_{call}") for call in ("entity", "list")}
+    ceilings = {n.split(":")[1]: figures.pop(n) for n in list(figures) if n.startswith("ceiling:")}
+    with_header = {
+        n.split(":")[1]: figures.pop(n) for n in list(figures) if n.startswith("ceiling_header:")
+    }
     node = figures
+    ceiling_of = {call.name: call.ceiling for call in measured}
     print(
         "\nceiling: bare grpc.aio on the same core answering the node's own reply bytes; "
         "'+header' also sends the height header first, as the node does"
@@ -391,25 +532,28 @@ def run(args: argparse.Namespace) -> int:
     )
     shares = {}
     for name, got in node.items():
-        call = "entity" if name == "entity" else "list"
-        top, floor = ceilings[call], with_header[call]
+        top, floor = ceilings[ceiling_of[name]], with_header.get(ceiling_of[name])
         shares[name] = {
             "requests": round(got["requests_per_s"] / top["requests_per_s"], 3),
             "cpu": round(top["server_cpu_ms_per_request"] / got["server_cpu_ms_per_request"], 3),
-            "requests_vs_header_ceiling": round(got["requests_per_s"] / floor["requests_per_s"], 3),
         }
+        if floor is not None:
+            shares[name]["requests_vs_header_ceiling"] = round(
+                got["requests_per_s"] / floor["requests_per_s"], 3
+            )
         goal = "" if "offset" in name else f"{TARGET_CEILING_RATIO:.0%}"
+        header_share = f"{shares[name]['requests_vs_header_ceiling']:.0%}" if floor else ""
         print(
             f"{name:<24}{got['requests_per_s']:>8,.0f}{top['requests_per_s']:>9,.0f}"
             f"{shares[name]['requests']:>7.0%}{goal:>6}"
             f"{got['server_cpu_ms_per_request']:>12.3f}{top['server_cpu_ms_per_request']:>9.3f}"
-            f"{shares[name]['cpu']:>7.0%}{shares[name]['requests_vs_header_ceiling']:>9.0%}"
+            f"{shares[name]['cpu']:>7.0%}{header_share:>9}"
         )
-    for call in ("entity", "list"):
+    for call, floor in with_header.items():
         print(
-            f"ceiling +header, {call}: {with_header[call]['requests_per_s']:,.0f} req/s, "
-            f"{with_header[call]['server_cpu_ms_per_request']:.3f} ms CPU/req "
-            f"({with_header[call]['requests_per_s'] / ceilings[call]['requests_per_s']:.0%} "
+            f"ceiling +header, {call}: {floor['requests_per_s']:,.0f} req/s, "
+            f"{floor['server_cpu_ms_per_request']:.3f} ms CPU/req "
+            f"({floor['requests_per_s'] / ceilings[call]['requests_per_s']:.0%} "
             "of the bare ceiling)"
         )
     rest_ratio = rest["requests_per_s"] / node["entity"]["requests_per_s"]
@@ -428,6 +572,7 @@ def run(args: argparse.Namespace) -> int:
         "benchmark": "node",
         "tag": args.tag,
         "entities": len(dids),
+        "claims": len(claims),
         "repeat": args.repeat,
         "load_average_at_end": os.getloadavg(),  # other processes on this shared machine
         "page_size": PAGE_SIZE,

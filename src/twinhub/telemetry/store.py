@@ -23,13 +23,14 @@ from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, TypeVar
 
+import orjson
 from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
-from twinhub.events.store import record_event
+from twinhub.events.store import event_row, events_committed, record_event
 from twinhub.telemetry.schema import Reading, dumps
 
 T = TypeVar("T")
@@ -125,6 +126,31 @@ ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
     min = LEAST(t.min, excluded.min),
     max = GREATEST(t.max, excluded.max)
 """
+# The devices' rows of a group, locked in id order; their advanced state; its events.
+_LOCK_DEVICES = (
+    "SELECT id, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE id = ANY($1::integer[]) ORDER BY id FOR UPDATE"
+)
+_SAVE_DEVICE = (
+    "UPDATE telemetry_devices SET last_time = $2, last_seq = $3, latest = $4, meter = $5,"
+    " readings = $6, updated_at = $7 WHERE id = $1"
+)
+_INSERT_EVENT = (
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+)
+_LOCK_DEVICES_SQLITE = (
+    "SELECT id, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE id IN ({marks})"
+)
+_SAVE_DEVICE_SQLITE = (
+    "UPDATE telemetry_devices SET last_time = ?, last_seq = ?, latest = ?, meter = ?,"
+    " readings = ?, updated_at = ? WHERE id = ?"
+)
+_INSERT_EVENT_SQLITE = (
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _STAGE_READINGS_SQLITE = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
     ' time TEXT, "values" TEXT)'
@@ -177,6 +203,19 @@ class Batch:
     scopes: Sequence[str]
     counted: Sequence[str] = ()  # enum fields whose values are counted (`session=start`)
     rejection: dict[str, Any] | None = None  # a telemetry.rejected event's data, if any
+
+
+@dataclass
+class DeviceState:
+    """A device's row as a write reads, advances and saves it (on the driver's connection,
+    no ORM object)."""
+
+    id: int
+    last_time: datetime | None
+    last_seq: int | None
+    latest: dict[str, Any]
+    meter: float | None
+    readings: int
 
 
 @dataclass(frozen=True)
@@ -378,7 +417,7 @@ class TelemetryStore:
         # SQLite has one writer at a time: batches wait their turn here rather than in
         # busy_timeout, whose wait would count against the statement deadline.
         self._writer = asyncio.Lock() if not postgres else None
-        self._stamp: Any = None
+        self._engine = sessions.kw["bind"]
 
     # -- devices -------------------------------------------------------------------------
     async def device_id(self, did: str) -> int:
@@ -454,70 +493,160 @@ class TelemetryStore:
         ids = [await self.device_id(batch.did) for batch in batches]
         await self.ensure_partitions(t for batch in batches for t in _months_of(batch.readings))
         order = sorted(range(len(batches)), key=lambda i: ids[i])
-        results: dict[int, StoredBatch] = {}
-        async with self._sessions.begin() as session:
-            if not self.postgres:
-                # SQLite: write first, so this transaction holds the database's write lock
-                # from its start (a deferred one that read first could not write later).
-                await session.execute(
-                    text("UPDATE telemetry_devices SET id = id WHERE id = :id"), {"id": ids[0]}
-                )
-            rows = {
-                row.id: row
-                for row in await session.scalars(
-                    select(TelemetryDevice)
-                    .where(TelemetryDevice.id.in_(sorted(set(ids))))
-                    .order_by(TelemetryDevice.id)
-                    .with_for_update()
-                )
-            }
-            # A seq the group repeats is a duplicate here; one the device used before, in
-            # the INSERT (it skips them and returns what it stored).
-            used: dict[int, set[int]] = {}
-            fresh: dict[int, list[Reading]] = {}
-            for i in order:
-                taken = used.setdefault(ids[i], set())
-                fresh[i] = []
-                for reading in batches[i].readings:
-                    if reading.seq not in taken:
-                        taken.add(reading.seq)
-                        fresh[i].append(reading)
-            skipped = await self._insert_readings(
-                session, [(ids[i], r) for i in order for r in fresh[i]]
-            )
-            plan = RollupPlan([], [], {})
-            planned: set[int] = set()
-            for i in order:
-                batch, row, device = batches[i], rows[ids[i]], ids[i]
-                was = row.last_time
-                inserted = fresh[i]
-                if skipped:
-                    inserted = [r for r in inserted if (device, r.seq) not in skipped]
-                if inserted:
-                    self._online_event(session, batch.did, was, inserted)
-                    if not self.postgres:
-                        cells: Cells = {}
-                        add_cells(cells, inserted, batch.numeric, batch.counted)
-                        for scope in (batch.did, *batch.scopes):
-                            plan.cells.setdefault(scope, []).append(cells)
-                    elif device not in planned:
-                        planned.add(device)
-                        plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
-                    self._advance_state(row, inserted, batch.meter)
-                state = {
-                    "lastTime": row.last_time,
-                    "lastSeq": row.last_seq,
-                    "latest": dict(row.latest),
-                    "meter": row.meter,
-                    "readings": row.readings,
-                }
-                results[i] = StoredBatch(inserted, len(batch.readings) - len(inserted), state, was)
-                if batch.rejection is not None:
-                    record_event(
-                        session, "telemetry.rejected", batch.did, batch.did, batch.rejection
-                    )
-            await self._roll_up(session, plan)
+        events: list[dict[str, Any]] = []
+        async with self._engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            driver = raw.driver_connection
+            try:
+                if self.postgres:
+                    async with driver.transaction():
+                        results = await self._write(driver, batches, ids, order, events)
+                else:
+                    # BEGIN IMMEDIATE: this transaction holds the database's write lock from
+                    # its start (a deferred one that read first could not write later).
+                    await driver.execute("BEGIN IMMEDIATE")
+                    try:
+                        results = await self._write(driver, batches, ids, order, events)
+                    except BaseException:
+                        await driver.rollback()
+                        raise
+                    await driver.commit()
+            except Exception as error:
+                raise _translated(connection, raw, error) from error
+        if events:
+            events_committed()
         return [results[i] for i in range(len(batches))]
+
+    async def _write(
+        self,
+        driver: Any,
+        batches: list[Batch],
+        ids: list[int],
+        order: list[int],
+        events: list[dict[str, Any]],
+    ) -> dict[int, StoredBatch]:
+        """The group's writes on the driver's connection, inside its transaction: device
+        rows locked (id order), readings, device state, events, rollups. `events` gets the
+        events rows written (the caller wakes the sequencer after the commit)."""
+        rows = await self._lock_devices(driver, sorted(set(ids)))
+        # A seq the group repeats is a duplicate here; one the device used before, in
+        # the INSERT (it skips them and returns what it stored).
+        used: dict[int, set[int]] = {}
+        fresh: dict[int, list[Reading]] = {}
+        for i in order:
+            taken = used.setdefault(ids[i], set())
+            fresh[i] = []
+            for reading in batches[i].readings:
+                if reading.seq not in taken:
+                    taken.add(reading.seq)
+                    fresh[i].append(reading)
+        skipped = await self._insert_readings(
+            driver, [(ids[i], r) for i in order for r in fresh[i]]
+        )
+        plan = RollupPlan([], [], {})
+        planned: set[int] = set()
+        changed: dict[int, DeviceState] = {}
+        results: dict[int, StoredBatch] = {}
+        for i in order:
+            batch, row, device = batches[i], rows[ids[i]], ids[i]
+            was = row.last_time
+            inserted = fresh[i]
+            if skipped:
+                inserted = [r for r in inserted if (device, r.seq) not in skipped]
+            if inserted:
+                online = self._online_event(batch.did, was, inserted)
+                if online is not None:
+                    events.append(online)
+                if not self.postgres:
+                    cells: Cells = {}
+                    add_cells(cells, inserted, batch.numeric, batch.counted)
+                    for scope in (batch.did, *batch.scopes):
+                        plan.cells.setdefault(scope, []).append(cells)
+                elif device not in planned:
+                    planned.add(device)
+                    plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
+                self._advance_state(row, inserted, batch.meter)
+                changed[device] = row
+            state = {
+                "lastTime": row.last_time,
+                "lastSeq": row.last_seq,
+                "latest": dict(row.latest),
+                "meter": row.meter,
+                "readings": row.readings,
+            }
+            results[i] = StoredBatch(inserted, len(batch.readings) - len(inserted), state, was)
+            if batch.rejection is not None:
+                events.append(
+                    event_row("telemetry.rejected", batch.did, batch.did, batch.rejection)
+                )
+        await self._save_devices(driver, [changed[d] for d in sorted(changed)])
+        await self._insert_events(driver, events)
+        await self._roll_up(driver, plan)
+        return results
+
+    async def _lock_devices(self, driver: Any, ids: list[int]) -> dict[int, DeviceState]:
+        """The devices' rows, locked for this transaction (PostgreSQL: FOR UPDATE in id
+        order; SQLite: the transaction holds the database's write lock already)."""
+        if self.postgres:
+            found = await driver.fetch(_LOCK_DEVICES, ids)
+            return {r[0]: DeviceState(r[0], r[1], r[2], r[3] or {}, r[4], r[5] or 0) for r in found}
+        marks = ", ".join("?" * len(ids))
+        cursor = await driver.execute(_LOCK_DEVICES_SQLITE.format(marks=marks), ids)
+        states = {}
+        for device, last, seq, latest, meter, readings in await cursor.fetchall():
+            moment = datetime.fromisoformat(last).replace(tzinfo=UTC) if last else None
+            states[device] = DeviceState(
+                device, moment, seq, orjson.loads(latest) if latest else {}, meter, readings or 0
+            )
+        return states
+
+    async def _save_devices(self, driver: Any, states: list[DeviceState]) -> None:
+        """The advanced state of the devices that stored readings, in id order."""
+        if not states:
+            return
+        now = utcnow()
+        if self.postgres:
+            await driver.executemany(
+                _SAVE_DEVICE,
+                [
+                    (s.id, s.last_time, s.last_seq, dumps(s.latest), s.meter, s.readings, now)
+                    for s in states
+                ],
+            )
+            return
+        await driver.executemany(
+            _SAVE_DEVICE_SQLITE,
+            [
+                (
+                    sqlite_time(s.last_time) if s.last_time else None,
+                    s.last_seq,
+                    dumps(s.latest),
+                    s.meter,
+                    s.readings,
+                    sqlite_time(now),
+                    s.id,
+                )
+                for s in states
+            ],
+        )
+
+    async def _insert_events(self, driver: Any, rows: list[dict[str, Any]]) -> None:
+        """Outbox rows (events/store.py's event_row), in this transaction."""
+        if not rows:
+            return
+        records = [
+            (
+                r["event_id"],
+                r["type"],
+                r["subject"],
+                r["actor"],
+                r["data"],
+                r["ledger_height"],
+                r["occurred_at"] if self.postgres else sqlite_time(r["occurred_at"]),
+            )
+            for r in rows
+        ]
+        await driver.executemany(_INSERT_EVENT if self.postgres else _INSERT_EVENT_SQLITE, records)
 
     def online(self, last: datetime | None, now: datetime | None = None) -> bool:
         """Whether a device whose newest reading is at `last` counts as online."""
@@ -526,14 +655,14 @@ class TelemetryStore:
         return (now or datetime.now(UTC)) - last < self.offline_after
 
     def _online_event(
-        self, session: AsyncSession, did: str, was: datetime | None, inserted: list[Reading]
-    ) -> None:
-        """device.online when these readings bring an offline (or new) device online."""
+        self, did: str, was: datetime | None, inserted: list[Reading]
+    ) -> dict[str, Any] | None:
+        """device.online's row when these readings bring an offline (or new) device
+        online."""
         newest = max(r.time for r in inserted)
         if self.online(was) or not self.online(newest):
-            return
-        record_event(
-            session,
+            return None
+        return event_row(
             "device.online",
             did,
             did,
@@ -547,7 +676,7 @@ class TelemetryStore:
             record_event(session, "telemetry.rejected", did, did, data)
 
     async def _insert_readings(
-        self, session: AsyncSession, items: list[tuple[int, Reading]]
+        self, driver: Any, items: list[tuple[int, Reading]]
     ) -> set[tuple[int, int]]:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
         (device id, seq) pairs NOT stored because the device has stored that seq before
@@ -557,39 +686,31 @@ class TelemetryStore:
         partitions) and the rest is inserted; the staging table then holds exactly the
         inserted readings, which _roll_up reads."""
         if self.postgres:
-            records = [(d, r.seq, r.time, dumps(r.values)) for d, r in items]
+            await driver.execute(_STAGE_READINGS)
+            if not items:
+                return set()
+            await driver.copy_records_to_table(
+                "telemetry_stage",
+                records=[(d, r.seq, r.time, dumps(r.values)) for d, r in items],
+                columns=["device_id", "seq", "time", "values"],
+            )
+            skipped = await driver.fetch(_DROP_STORED)
+            await driver.execute(_INSERT_STAGED)
+            return {(d, q) for d, q in skipped}
+        await driver.execute(_STAGE_READINGS_SQLITE)
+        await driver.execute("DELETE FROM temp.telemetry_stage")
+        if not items:
+            return set()
+        await driver.executemany(
+            "INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)",
+            [(d, r.seq, sqlite_time(r.time), dumps(r.values)) for d, r in items],
+        )
+        cursor = await driver.execute(_DROP_STORED_SQLITE)
+        skipped = await cursor.fetchall()
+        await driver.execute(_INSERT_STAGED_SQLITE)
+        return {(d, q) for d, q in skipped}
 
-            async def copy_insert(driver: Any) -> list[Any]:
-                await driver.execute(_STAGE_READINGS)
-                if not records:
-                    return []
-                await driver.copy_records_to_table(
-                    "telemetry_stage",
-                    records=records,
-                    columns=["device_id", "seq", "time", "values"],
-                )
-                skipped = list(await driver.fetch(_DROP_STORED))
-                await driver.execute(_INSERT_STAGED)
-                return skipped
-
-            return {(d, q) for d, q in await self._raw(session, copy_insert)}
-        stamp = self._sqlite_time(session)
-        rows = [(d, r.seq, stamp(r.time), dumps(r.values)) for d, r in items]
-
-        async def stage_insert(driver: Any) -> list[Any]:
-            await driver.execute(_STAGE_READINGS_SQLITE)
-            await driver.execute("DELETE FROM temp.telemetry_stage")
-            if not rows:
-                return []
-            await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
-            cursor = await driver.execute(_DROP_STORED_SQLITE)
-            skipped = list(await cursor.fetchall())
-            await driver.execute(_INSERT_STAGED_SQLITE)
-            return skipped
-
-        return {(d, q) for d, q in await self._raw(session, stage_insert)}
-
-    async def _roll_up(self, session: AsyncSession, plan: RollupPlan) -> None:
+    async def _roll_up(self, driver: Any, plan: RollupPlan) -> None:
         """Add the staged readings (those _insert_readings just stored) to the rollups of
         their devices and scopes, in the caller's transaction. PostgreSQL: one INSERT ...
         SELECT ... GROUP BY ... ON CONFLICT, so nothing is done per reading or per rollup
@@ -597,7 +718,7 @@ class TelemetryStore:
         than the Python sums (JSON taken apart per reading and field), so the cells
         summed per batch are upserted there."""
         if not self.postgres:
-            await self.add_rollups(session, cell_records(plan.cells))
+            await driver.executemany(_UPSERT_ROLLUP_SQLITE, sqlite_cell_rows(plan.cells))
             return
         if not plan.fields:
             return
@@ -605,17 +726,11 @@ class TelemetryStore:
         field_ids, names, counted = zip(*plan.fields, strict=True)
         rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
         ranks = [rank[scope] for scope in scopes]
-
-        async def upsert(driver: Any) -> None:
-            await driver.execute(
-                _ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks
-            )
-
-        await self._raw(session, upsert)
+        await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks)
 
     async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:
         """Add rollup increments computed elsewhere (one record per key, in key order:
-        concurrent transactions lock rows in one order), in the caller's transaction; the
+        concurrent transactions lock rows in one order), in the session's transaction; the
         benchmark seeds rollups this way."""
         if not records:
             return
@@ -628,14 +743,7 @@ class TelemetryStore:
 
             await self._raw(session, copy_upsert)
             return
-        stamp = self._sqlite_time(session)
-        buckets: dict[datetime, str] = {}
-        rows = []
-        for record in records:
-            bucket = buckets.get(record[2])
-            if bucket is None:
-                bucket = buckets[record[2]] = stamp(record[2])
-            rows.append((*record[:2], bucket, *record[3:]))
+        rows = [(*r[:2], sqlite_time(r[2]), *r[3:]) for r in records]
 
         async def upsert(driver: Any) -> None:
             await driver.executemany(_UPSERT_ROLLUP_SQLITE, rows)
@@ -652,29 +760,10 @@ class TelemetryStore:
         try:
             return await work(raw.driver_connection)
         except Exception as error:
-            dialect = connection.dialect
-            base = dialect.loaded_dbapi.Error
-            translated: BaseException = error
-            if not isinstance(error, base):
-                try:
-                    raw.dbapi_connection._handle_exception(error)  # type: ignore[union-attr]
-                except Exception as adapted:
-                    translated = adapted
-            if not isinstance(translated, base):
-                raise
-            raise DBAPIError.instance(
-                None, None, translated, base, hide_parameters=True, dialect=dialect
-            ) from error
-
-    def _sqlite_time(self, session: AsyncSession) -> Any:
-        """How SQLAlchemy writes a UtcDateTime on SQLite (the same text, so keys match)."""
-        if self._stamp is None:
-            dialect = session.get_bind().dialect
-            self._stamp = READINGS.c.time.type._cached_bind_processor(dialect) or str
-        return self._stamp
+            raise _translated(connection, raw, error) from error
 
     @staticmethod
-    def _advance_state(row: TelemetryDevice, inserted: list[Reading], meter: str | None) -> None:
+    def _advance_state(row: DeviceState, inserted: list[Reading], meter: str | None) -> None:
         """Latest value of each field by reading time (a late batch changes only what is
         newer than what the twin holds)."""
         newest_of: dict[str, Reading] = {}  # each field's newest reading in the batch
@@ -697,7 +786,6 @@ class TelemetryStore:
         if meter and meter in latest:
             row.meter = float(latest[meter]["value"])
         row.readings = (row.readings or 0) + len(inserted)
-        row.updated_at = utcnow()
 
     # -- reads ---------------------------------------------------------------------------
     async def history(
@@ -855,3 +943,38 @@ def _months_of(readings: list[Reading]) -> list[datetime]:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+def _translated(connection: Any, raw: Any, error: Exception) -> BaseException:
+    """A driver's error (asyncpg or aiosqlite, raised on the driver's connection) as
+    SQLAlchemy's DBAPIError, as from any other statement, so the API answers 503 and MQTT
+    retries alike; any other error as it is."""
+    dialect = connection.dialect
+    base = dialect.loaded_dbapi.Error
+    translated: BaseException = error
+    if not isinstance(error, base):
+        try:
+            raw.dbapi_connection._handle_exception(error)
+        except Exception as adapted:
+            translated = adapted
+    if not isinstance(translated, base):
+        return error
+    return DBAPIError.instance(None, None, translated, base, hide_parameters=True, dialect=dialect)
+
+
+def sqlite_time(moment: datetime) -> str:
+    """A UtcDateTime as SQLAlchemy writes it on SQLite (`2026-01-02 03:04:05.000006`, UTC):
+    the same text, so keys and comparisons match what the ORM wrote."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[tuple[Any, ...]]:
+    """cell_records' rows with each bucket as SQLite's text (made once per bucket)."""
+    texts: dict[datetime, str] = {}
+    rows = []
+    for scope, interval, bucket, name, count, total, low, high in cell_records(scoped):
+        text_ = texts.get(bucket)
+        if text_ is None:
+            text_ = texts[bucket] = sqlite_time(bucket)
+        rows.append((scope, interval, text_, name, count, total, low, high))
+    return rows

@@ -16,6 +16,7 @@ the same sums (the tests compare the two; the benchmark seeds rollups with it).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,6 @@ from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import and_, delete, or_, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -127,9 +127,14 @@ ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
     max = GREATEST(t.max, excluded.max)
 """
 # The devices' rows of a group, locked in id order; their advanced state; its events.
+_ADD_DEVICES = (
+    "INSERT INTO telemetry_devices (did, latest, readings, updated_at)"
+    " SELECT did, '{}'::jsonb, 0, $2 FROM unnest($1::varchar[]) AS did ORDER BY did"
+    " ON CONFLICT (did) DO NOTHING"
+)
 _LOCK_DEVICES = (
-    "SELECT id, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
-    " WHERE id = ANY($1::integer[]) ORDER BY id FOR UPDATE"
+    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE did = ANY($1::varchar[]) ORDER BY id FOR UPDATE"
 )
 _SAVE_DEVICE = (
     "UPDATE telemetry_devices SET last_time = $2, last_seq = $3, latest = $4, meter = $5,"
@@ -139,9 +144,13 @@ _INSERT_EVENT = (
     "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7)"
 )
+_ADD_DEVICE_SQLITE = (
+    "INSERT OR IGNORE INTO telemetry_devices (did, latest, readings, updated_at)"
+    " VALUES (?, '{}', 0, ?)"
+)
 _LOCK_DEVICES_SQLITE = (
-    "SELECT id, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
-    " WHERE id IN ({marks})"
+    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE did IN ({marks})"
 )
 _SAVE_DEVICE_SQLITE = (
     "UPDATE telemetry_devices SET last_time = ?, last_seq = ?, latest = ?, meter = ?,"
@@ -413,32 +422,14 @@ class TelemetryStore:
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
         self.postgres = postgres
-        self._insert = postgresql.insert if self.postgres else sqlite.insert
         # SQLite has one writer at a time: batches wait their turn here rather than in
         # busy_timeout, whose wait would count against the statement deadline.
         self._writer = asyncio.Lock() if not postgres else None
         self._engine = sessions.kw["bind"]
+        # Driver connections that have the staging table (it lives as long as each one).
+        self._staged: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # -- devices -------------------------------------------------------------------------
-    async def device_id(self, did: str) -> int:
-        """The small integer the readings of `did` carry, made on its first reading."""
-        found = self._device_ids.get(did)
-        if found is not None:
-            return found
-        async with self._sessions.begin() as session:
-            statement = (
-                self._insert(TelemetryDevice)
-                .values(did=did, latest={}, readings=0, updated_at=utcnow())
-                .on_conflict_do_nothing()
-            )
-            await session.execute(statement)
-            found = await session.scalar(
-                select(TelemetryDevice.id).where(TelemetryDevice.did == did)
-            )
-        assert found is not None
-        self._device_ids[did] = found
-        return found
-
     async def device(self, did: str) -> TelemetryDevice | None:
         async with self._sessions() as session:
             return await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
@@ -490,9 +481,7 @@ class TelemetryStore:
             return await self._store_many(batches)
 
     async def _store_many(self, batches: list[Batch]) -> list[StoredBatch]:
-        ids = [await self.device_id(batch.did) for batch in batches]
         await self.ensure_partitions(t for batch in batches for t in _months_of(batch.readings))
-        order = sorted(range(len(batches)), key=lambda i: ids[i])
         events: list[dict[str, Any]] = []
         async with self._engine.connect() as connection:
             raw = await connection.get_raw_connection()
@@ -500,35 +489,40 @@ class TelemetryStore:
             try:
                 if self.postgres:
                     async with driver.transaction():
-                        results = await self._write(driver, batches, ids, order, events)
+                        results, ids = await self._write(driver, batches, events)
                 else:
                     # BEGIN IMMEDIATE: this transaction holds the database's write lock from
                     # its start (a deferred one that read first could not write later).
                     await driver.execute("BEGIN IMMEDIATE")
                     try:
-                        results = await self._write(driver, batches, ids, order, events)
+                        results, ids = await self._write(driver, batches, events)
                     except BaseException:
                         await driver.rollback()
                         raise
                     await driver.commit()
             except Exception as error:
                 raise _translated(connection, raw, error) from error
+            # Committed, so the staging table exists on this connection (one made in a
+            # transaction that rolled back would not).
+            self._staged.add(driver)
+        if len(self._device_ids) > 1_000_000:
+            self._device_ids.clear()
+        self._device_ids.update(ids)  # committed: these rows exist
         if events:
             events_committed()
         return [results[i] for i in range(len(batches))]
 
     async def _write(
-        self,
-        driver: Any,
-        batches: list[Batch],
-        ids: list[int],
-        order: list[int],
-        events: list[dict[str, Any]],
-    ) -> dict[int, StoredBatch]:
+        self, driver: Any, batches: list[Batch], events: list[dict[str, Any]]
+    ) -> tuple[dict[int, StoredBatch], dict[str, int]]:
         """The group's writes on the driver's connection, inside its transaction: device
-        rows locked (id order), readings, device state, events, rollups. `events` gets the
-        events rows written (the caller wakes the sequencer after the commit)."""
-        rows = await self._lock_devices(driver, sorted(set(ids)))
+        rows made if new and locked (id order), readings, device state, events, rollups.
+        `events` gets the events rows written (the caller wakes the sequencer after the
+        commit). The results by batch, and each device's id."""
+        rows = await self._lock_devices(driver, sorted({batch.did for batch in batches}))
+        ids = [rows[batch.did].id for batch in batches]
+        order = sorted(range(len(batches)), key=lambda i: ids[i])
+        rows_by_id = {row.id: row for row in rows.values()}
         # A seq the group repeats is a duplicate here; one the device used before, in
         # the INSERT (it skips them and returns what it stored).
         used: dict[int, set[int]] = {}
@@ -548,7 +542,7 @@ class TelemetryStore:
         changed: dict[int, DeviceState] = {}
         results: dict[int, StoredBatch] = {}
         for i in order:
-            batch, row, device = batches[i], rows[ids[i]], ids[i]
+            batch, row, device = batches[i], rows_by_id[ids[i]], ids[i]
             was = row.last_time
             inserted = fresh[i]
             if skipped:
@@ -582,20 +576,28 @@ class TelemetryStore:
         await self._save_devices(driver, [changed[d] for d in sorted(changed)])
         await self._insert_events(driver, events)
         await self._roll_up(driver, plan)
-        return results
+        return results, {did: row.id for did, row in rows.items()}
 
-    async def _lock_devices(self, driver: Any, ids: list[int]) -> dict[int, DeviceState]:
-        """The devices' rows, locked for this transaction (PostgreSQL: FOR UPDATE in id
-        order; SQLite: the transaction holds the database's write lock already)."""
+    async def _lock_devices(self, driver: Any, dids: list[str]) -> dict[str, DeviceState]:
+        """The devices' rows by DID, made on a device's first reading and locked for this
+        transaction (PostgreSQL: FOR UPDATE in id order; SQLite: the transaction holds the
+        database's write lock already). New rows go in in DID order, so concurrent groups
+        wait for each other's in one order too."""
+        new = [did for did in dids if did not in self._device_ids]
         if self.postgres:
-            found = await driver.fetch(_LOCK_DEVICES, ids)
-            return {r[0]: DeviceState(r[0], r[1], r[2], r[3] or {}, r[4], r[5] or 0) for r in found}
-        marks = ", ".join("?" * len(ids))
-        cursor = await driver.execute(_LOCK_DEVICES_SQLITE.format(marks=marks), ids)
+            if new:
+                await driver.execute(_ADD_DEVICES, new, utcnow())
+            found = await driver.fetch(_LOCK_DEVICES, dids)
+            return {r[1]: DeviceState(r[0], r[2], r[3], r[4] or {}, r[5], r[6] or 0) for r in found}
+        if new:
+            stamp = sqlite_time(utcnow())
+            await driver.executemany(_ADD_DEVICE_SQLITE, [(did, stamp) for did in new])
+        marks = ", ".join("?" * len(dids))
+        cursor = await driver.execute(_LOCK_DEVICES_SQLITE.format(marks=marks), dids)
         states = {}
-        for device, last, seq, latest, meter, readings in await cursor.fetchall():
+        for device, did, last, seq, latest, meter, readings in await cursor.fetchall():
             moment = datetime.fromisoformat(last).replace(tzinfo=UTC) if last else None
-            states[device] = DeviceState(
+            states[did] = DeviceState(
                 device, moment, seq, orjson.loads(latest) if latest else {}, meter, readings or 0
             )
         return states
@@ -686,7 +688,8 @@ class TelemetryStore:
         partitions) and the rest is inserted; the staging table then holds exactly the
         inserted readings, which _roll_up reads."""
         if self.postgres:
-            await driver.execute(_STAGE_READINGS)
+            if driver not in self._staged:
+                await driver.execute(_STAGE_READINGS)
             if not items:
                 return set()
             await driver.copy_records_to_table(
@@ -697,7 +700,8 @@ class TelemetryStore:
             skipped = await driver.fetch(_DROP_STORED)
             await driver.execute(_INSERT_STAGED)
             return {(d, q) for d, q in skipped}
-        await driver.execute(_STAGE_READINGS_SQLITE)
+        if driver not in self._staged:
+            await driver.execute(_STAGE_READINGS_SQLITE)
         await driver.execute("DELETE FROM temp.telemetry_stage")
         if not items:
             return set()

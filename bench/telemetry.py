@@ -35,8 +35,8 @@ machine):
 from __future__ import annotations
 
 import argparse
-import gc
 import asyncio
+import gc
 import json
 import multiprocessing
 import os

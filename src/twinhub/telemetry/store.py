@@ -325,14 +325,21 @@ def merge_cells(into: Cells, cells: Cells) -> None:
             held[3] = cell[3]
 
 
-def cell_records(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
+def _utc(stamp: int) -> datetime:
+    return datetime.fromtimestamp(stamp, UTC)
+
+
+def cell_records(
+    scoped: dict[str, list[Cells]], bucket: Callable[[int], Any] = _utc
+) -> list[RollupRecord]:
     """Rollup increments, one per (scope, interval, bucket, field), sorted by that key so
     that concurrent transactions lock rollup rows in one order (no deadlocks).
 
     `scoped` gives each scope the cells of the batches that feed it; a scope fed by one
     batch shares that batch's cells with the device and its other scopes (no copies), and
-    their keys are sorted once for all of them."""
-    moments: dict[int, datetime] = {}
+    their keys are sorted once for all of them. `bucket` turns a bucket's epoch second
+    into what the record holds (a UTC datetime; SQLite's text), once per bucket."""
+    moments: dict[int, Any] = {}
     orders: dict[int, list[tuple[str, int, str]]] = {}
     kept: list[Cells] = []  # holds merged cells alive, so no id() is reused meanwhile
     records: list[RollupRecord] = []
@@ -352,7 +359,7 @@ def cell_records(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
             cell = cells[key]
             moment = moments.get(stamp)
             if moment is None:
-                moment = moments[stamp] = datetime.fromtimestamp(stamp, UTC)
+                moment = moments[stamp] = bucket(stamp)
             records.append((scope, interval, moment, name, int(cell[0]), cell[1], cell[2], cell[3]))
     return records
 
@@ -972,13 +979,6 @@ def sqlite_time(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
-def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[tuple[Any, ...]]:
-    """cell_records' rows with each bucket as SQLite's text (made once per bucket)."""
-    texts: dict[datetime, str] = {}
-    rows = []
-    for scope, interval, bucket, name, count, total, low, high in cell_records(scoped):
-        text_ = texts.get(bucket)
-        if text_ is None:
-            text_ = texts[bucket] = sqlite_time(bucket)
-        rows.append((scope, interval, text_, name, count, total, low, high))
-    return rows
+def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
+    """cell_records with each bucket as SQLite's text."""
+    return cell_records(scoped, lambda stamp: sqlite_time(datetime.fromtimestamp(stamp, UTC)))

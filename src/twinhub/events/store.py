@@ -67,19 +67,8 @@ def record_event(
     Inside a ledger write the row joins the write's pending rows (EVENT_ROWS in the
     session's info), which the ledger inserts in one statement per group commit, only if
     the write succeeded; elsewhere it is added to the session."""
-    if type not in CATALOGUE:
-        raise ValueError(f"unknown event type {type!r}; add it to events.types.CATALOGUE")
-    event_id = new_event_id()
-    row = {
-        "event_id": event_id,
-        "position": None,
-        "type": type,
-        "subject": subject,
-        "actor": actor,
-        "data": orjson.dumps(data).decode(),
-        "ledger_height": ledger_height,
-        "occurred_at": occurred_at or utcnow(),
-    }
+    row = event_row(type, subject, actor, data, ledger_height, occurred_at)
+    event_id: str = row["event_id"]
     info = getattr(session, "sync_session", session).info
     pending: list[dict[str, Any]] | None = info.get(EVENT_ROWS)
     if pending is not None:
@@ -88,6 +77,31 @@ def record_event(
         session.add(Event(**row))
     info[_WRITTEN] = True
     return event_id
+
+
+def event_row(
+    type: str,
+    subject: str,
+    actor: str,
+    data: dict[str, Any],
+    ledger_height: int | None = None,
+    occurred_at: datetime | None = None,
+) -> dict[str, Any]:
+    """An unnumbered events row (what record_event adds), for writers that insert it
+    themselves in their own transaction (telemetry's raw-driver writes); they call
+    events_committed() once it commits."""
+    if type not in CATALOGUE:
+        raise ValueError(f"unknown event type {type!r}; add it to events.types.CATALOGUE")
+    return {
+        "event_id": new_event_id(),
+        "position": None,
+        "type": type,
+        "subject": subject,
+        "actor": actor,
+        "data": orjson.dumps(data).decode(),
+        "ledger_height": ledger_height,
+        "occurred_at": occurred_at or utcnow(),
+    }
 
 
 def record_ledger_events(session: AsyncSession, transaction: LedgerEntry) -> None:
@@ -111,18 +125,24 @@ def on_events_committed(wake: Callable[[], None]) -> Callable[[], None]:
     return lambda: _wakers.pop(wake, None) and None
 
 
+def events_committed() -> None:
+    """Wake this process's event readers (the sequencer): a transaction with events
+    committed."""
+    try:
+        current = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    for wake, loop in list(_wakers.items()):
+        if loop is current:
+            wake()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(wake)  # a platform on another loop (tests)
+
+
 @sa_event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
     if session.info.pop(_WRITTEN, False):
-        try:
-            current = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        for wake, loop in list(_wakers.items()):
-            if loop is current:
-                wake()
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(wake)  # a platform on another loop (tests)
+        events_committed()
 
 
 @sa_event.listens_for(Session, "after_rollback")

@@ -13,10 +13,11 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import DeviceToken, Domain, utcnow
@@ -28,7 +29,9 @@ from twinhub.services.principals import Principal, require_role
 
 log = get_logger(__name__)
 _PREFIX = "thd"
-_CACHE_SECONDS = 5.0  # a revoked token stops working within this time on every process
+# A revoked (or rotated) token stops working at once on the process that revoked it, and
+# within this time on every other process (each caches a token's lookup this long).
+CACHE_SECONDS = 5.0
 PHYSICAL = "physical"
 
 
@@ -75,9 +78,21 @@ def _view(row: DeviceToken) -> DeviceTokenView:
     return DeviceTokenView(row.token_id, row.domain_did, row.label, row.created_at, row.revoked_at)
 
 
+# A token's lookup, built once: every telemetry batch and MQTT group authenticates.
+_BY_TOKEN_ID = select(
+    DeviceToken.token_id, DeviceToken.domain_did, DeviceToken.secret_sha256
+).where(DeviceToken.token_id == bindparam("token_id"), DeviceToken.revoked_at.is_(None))
+
+
 class DeviceTokenService:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._sessions = sessions
+        self._engine = sessions.kw["bind"]
+        self._clock = clock  # the cache's clock (tests move it)
         self._cache: dict[str, tuple[float, DeviceCredential | None]] = {}
 
     async def _controlled_twin(self, session: AsyncSession, did: str, actor: Principal) -> Domain:
@@ -171,7 +186,7 @@ class DeviceTokenService:
 
     async def authenticate(self, token: str) -> DeviceCredential | None:
         """The credential of a valid, unrevoked device token; None otherwise."""
-        now = time.monotonic()
+        now = self._clock()
         cached = self._cache.get(token)
         if cached is not None and cached[0] > now:
             return cached[1]
@@ -186,27 +201,28 @@ class DeviceTokenService:
                 found = None
         if len(self._cache) > 100_000:
             self._cache.clear()
-        self._cache[token] = (now + _CACHE_SECONDS, found)
+        self._cache[token] = (now + CACHE_SECONDS, found)
         return found
 
     async def by_id(self, token_id: str) -> DeviceCredential | None:
         """The credential of an unrevoked token id (MQTT messages name theirs)."""
         key = "id:" + token_id
-        now = time.monotonic()
+        now = self._clock()
         cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]
         found = await self._credential(token_id)
         if len(self._cache) > 100_000:
             self._cache.clear()
-        self._cache[key] = (now + _CACHE_SECONDS, found)
+        self._cache[key] = (now + CACHE_SECONDS, found)
         return found
 
     async def _credential(self, token_id: str) -> DeviceCredential | None:
         if len(token_id) > 16:
             return None
-        async with self._sessions() as session:
-            row = await session.scalar(select(DeviceToken).where(DeviceToken.token_id == token_id))
-        if row is None or row.revoked_at is not None:
+        # A Core query on a pooled connection: no ORM session or object per lookup.
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(_BY_TOKEN_ID, {"token_id": token_id})).first()
+        if row is None:
             return None
-        return DeviceCredential(row.token_id, row.domain_did, row.secret_sha256.encode())
+        return DeviceCredential(row[0], row[1], row[2].encode())

@@ -289,6 +289,7 @@ def check_readings(
     checks = schema.checks
     parse = datetime.fromisoformat
     valid: list[Reading] = []
+    append = valid.append
     rejected: list[Rejection] = []
     for index, raw in enumerate(items):
         try:
@@ -303,15 +304,19 @@ def check_readings(
                     and type(values) is dict
                     and values
                 ):
-                    moment = parse(text.replace("z", "Z").replace("Z", "+00:00"))
+                    if "z" in text or "Z" in text:
+                        text = text.replace("z", "Z").replace("Z", "+00:00")
+                    moment = parse(text)
                     if moment.tzinfo is not None:
-                        moment = moment.astimezone(UTC)
-                        if moment <= latest_allowed and all(
-                            (check := checks.get(name)) is not None and check(value)
-                            for name, value in values.items()
-                        ):
-                            valid.append(Reading(seq, moment, values))
-                            continue
+                        moment = moment.astimezone(UTC)  # no copy when it is UTC already
+                        if moment <= latest_allowed:
+                            for name, value in values.items():
+                                check = checks.get(name)
+                                if check is None or not check(value):
+                                    break
+                            else:
+                                append(Reading(seq, moment, values))
+                                continue
         except (KeyError, ValueError, TypeError, OverflowError):
             pass
         checked = check_reading(index, raw, schema, latest_allowed)

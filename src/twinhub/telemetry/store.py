@@ -16,6 +16,7 @@ the same sums (the tests compare the two; the benchmark seeds rollups with it).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,13 +24,13 @@ from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, TypeVar
 
+import orjson
 from sqlalchemy import and_, delete, or_, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
-from twinhub.events.store import record_event
+from twinhub.events.store import event_row, events_committed, record_event
 from twinhub.telemetry.schema import Reading, dumps
 
 T = TypeVar("T")
@@ -125,6 +126,40 @@ ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
     min = LEAST(t.min, excluded.min),
     max = GREATEST(t.max, excluded.max)
 """
+# The devices' rows of a group, locked in id order; their advanced state; its events.
+_ADD_DEVICES = (
+    "INSERT INTO telemetry_devices (did, latest, readings, updated_at)"
+    " SELECT did, '{}'::jsonb, 0, $2 FROM unnest($1::varchar[]) AS did ORDER BY did"
+    " ON CONFLICT (did) DO NOTHING"
+)
+_LOCK_DEVICES = (
+    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE did = ANY($1::varchar[]) ORDER BY id FOR UPDATE"
+)
+_SAVE_DEVICE = (
+    "UPDATE telemetry_devices SET last_time = $2, last_seq = $3, latest = $4, meter = $5,"
+    " readings = $6, updated_at = $7 WHERE id = $1"
+)
+_INSERT_EVENT = (
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+)
+_ADD_DEVICE_SQLITE = (
+    "INSERT OR IGNORE INTO telemetry_devices (did, latest, readings, updated_at)"
+    " VALUES (?, '{}', 0, ?)"
+)
+_LOCK_DEVICES_SQLITE = (
+    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE did IN ({marks})"
+)
+_SAVE_DEVICE_SQLITE = (
+    "UPDATE telemetry_devices SET last_time = ?, last_seq = ?, latest = ?, meter = ?,"
+    " readings = ?, updated_at = ? WHERE id = ?"
+)
+_INSERT_EVENT_SQLITE = (
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _STAGE_READINGS_SQLITE = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
     ' time TEXT, "values" TEXT)'
@@ -177,6 +212,19 @@ class Batch:
     scopes: Sequence[str]
     counted: Sequence[str] = ()  # enum fields whose values are counted (`session=start`)
     rejection: dict[str, Any] | None = None  # a telemetry.rejected event's data, if any
+
+
+@dataclass
+class DeviceState:
+    """A device's row as a write reads, advances and saves it (on the driver's connection,
+    no ORM object)."""
+
+    id: int
+    last_time: datetime | None
+    last_seq: int | None
+    latest: dict[str, Any]
+    meter: float | None
+    readings: int
 
 
 @dataclass(frozen=True)
@@ -277,14 +325,21 @@ def merge_cells(into: Cells, cells: Cells) -> None:
             held[3] = cell[3]
 
 
-def cell_records(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
+def _utc(stamp: int) -> datetime:
+    return datetime.fromtimestamp(stamp, UTC)
+
+
+def cell_records(
+    scoped: dict[str, list[Cells]], bucket: Callable[[int], Any] = _utc
+) -> list[RollupRecord]:
     """Rollup increments, one per (scope, interval, bucket, field), sorted by that key so
     that concurrent transactions lock rollup rows in one order (no deadlocks).
 
     `scoped` gives each scope the cells of the batches that feed it; a scope fed by one
     batch shares that batch's cells with the device and its other scopes (no copies), and
-    their keys are sorted once for all of them."""
-    moments: dict[int, datetime] = {}
+    their keys are sorted once for all of them. `bucket` turns a bucket's epoch second
+    into what the record holds (a UTC datetime; SQLite's text), once per bucket."""
+    moments: dict[int, Any] = {}
     orders: dict[int, list[tuple[str, int, str]]] = {}
     kept: list[Cells] = []  # holds merged cells alive, so no id() is reused meanwhile
     records: list[RollupRecord] = []
@@ -304,7 +359,7 @@ def cell_records(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
             cell = cells[key]
             moment = moments.get(stamp)
             if moment is None:
-                moment = moments[stamp] = datetime.fromtimestamp(stamp, UTC)
+                moment = moments[stamp] = bucket(stamp)
             records.append((scope, interval, moment, name, int(cell[0]), cell[1], cell[2], cell[3]))
     return records
 
@@ -374,32 +429,14 @@ class TelemetryStore:
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
         self.postgres = postgres
-        self._insert = postgresql.insert if self.postgres else sqlite.insert
         # SQLite has one writer at a time: batches wait their turn here rather than in
         # busy_timeout, whose wait would count against the statement deadline.
         self._writer = asyncio.Lock() if not postgres else None
-        self._stamp: Any = None
+        self._engine = sessions.kw["bind"]
+        # Driver connections that have the staging table (it lives as long as each one).
+        self._staged: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # -- devices -------------------------------------------------------------------------
-    async def device_id(self, did: str) -> int:
-        """The small integer the readings of `did` carry, made on its first reading."""
-        found = self._device_ids.get(did)
-        if found is not None:
-            return found
-        async with self._sessions.begin() as session:
-            statement = (
-                self._insert(TelemetryDevice)
-                .values(did=did, latest={}, readings=0, updated_at=utcnow())
-                .on_conflict_do_nothing()
-            )
-            await session.execute(statement)
-            found = await session.scalar(
-                select(TelemetryDevice.id).where(TelemetryDevice.did == did)
-            )
-        assert found is not None
-        self._device_ids[did] = found
-        return found
-
     async def device(self, did: str) -> TelemetryDevice | None:
         async with self._sessions() as session:
             return await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
@@ -451,73 +488,174 @@ class TelemetryStore:
             return await self._store_many(batches)
 
     async def _store_many(self, batches: list[Batch]) -> list[StoredBatch]:
-        ids = [await self.device_id(batch.did) for batch in batches]
         await self.ensure_partitions(t for batch in batches for t in _months_of(batch.readings))
-        order = sorted(range(len(batches)), key=lambda i: ids[i])
-        results: dict[int, StoredBatch] = {}
-        async with self._sessions.begin() as session:
-            if not self.postgres:
-                # SQLite: write first, so this transaction holds the database's write lock
-                # from its start (a deferred one that read first could not write later).
-                await session.execute(
-                    text("UPDATE telemetry_devices SET id = id WHERE id = :id"), {"id": ids[0]}
-                )
-            rows = {
-                row.id: row
-                for row in await session.scalars(
-                    select(TelemetryDevice)
-                    .where(TelemetryDevice.id.in_(sorted(set(ids))))
-                    .order_by(TelemetryDevice.id)
-                    .with_for_update()
-                )
-            }
-            # A seq the group repeats is a duplicate here; one the device used before, in
-            # the INSERT (it skips them and returns what it stored).
-            used: dict[int, set[int]] = {}
-            fresh: dict[int, list[Reading]] = {}
-            for i in order:
-                taken = used.setdefault(ids[i], set())
-                fresh[i] = []
-                for reading in batches[i].readings:
-                    if reading.seq not in taken:
-                        taken.add(reading.seq)
-                        fresh[i].append(reading)
-            skipped = await self._insert_readings(
-                session, [(ids[i], r) for i in order for r in fresh[i]]
-            )
-            plan = RollupPlan([], [], {})
-            planned: set[int] = set()
-            for i in order:
-                batch, row, device = batches[i], rows[ids[i]], ids[i]
-                was = row.last_time
-                inserted = fresh[i]
-                if skipped:
-                    inserted = [r for r in inserted if (device, r.seq) not in skipped]
-                if inserted:
-                    self._online_event(session, batch.did, was, inserted)
-                    if not self.postgres:
-                        cells: Cells = {}
-                        add_cells(cells, inserted, batch.numeric, batch.counted)
-                        for scope in (batch.did, *batch.scopes):
-                            plan.cells.setdefault(scope, []).append(cells)
-                    elif device not in planned:
-                        planned.add(device)
-                        plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
-                    self._advance_state(row, inserted, batch.meter)
-                state = {
-                    "lastTime": row.last_time,
-                    "lastSeq": row.last_seq,
-                    "latest": dict(row.latest),
-                    "meter": row.meter,
-                    "readings": row.readings,
-                }
-                results[i] = StoredBatch(inserted, len(batch.readings) - len(inserted), state, was)
-                if batch.rejection is not None:
-                    record_event(
-                        session, "telemetry.rejected", batch.did, batch.did, batch.rejection
-                    )
-            await self._roll_up(session, plan)
+        events: list[dict[str, Any]] = []
+        async with self._engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            driver = raw.driver_connection
+            try:
+                if self.postgres:
+                    async with driver.transaction():
+                        results, ids = await self._write(driver, batches, events)
+                else:
+                    # BEGIN IMMEDIATE: this transaction holds the database's write lock from
+                    # its start (a deferred one that read first could not write later).
+                    await driver.execute("BEGIN IMMEDIATE")
+                    try:
+                        results, ids = await self._write(driver, batches, events)
+                    except BaseException:
+                        await driver.rollback()
+                        raise
+                    await driver.commit()
+            except Exception as error:
+                raise _translated(connection, raw, error) from error
+            # Committed, so the staging table exists on this connection (one made in a
+            # transaction that rolled back would not).
+            self._staged.add(driver)
+        if len(self._device_ids) > 1_000_000:
+            self._device_ids.clear()
+        self._device_ids.update(ids)  # committed: these rows exist
+        if events:
+            events_committed()
         return [results[i] for i in range(len(batches))]
+
+    async def _write(
+        self, driver: Any, batches: list[Batch], events: list[dict[str, Any]]
+    ) -> tuple[dict[int, StoredBatch], dict[str, int]]:
+        """The group's writes on the driver's connection, inside its transaction: device
+        rows made if new and locked (id order), readings, device state, events, rollups.
+        `events` gets the events rows written (the caller wakes the sequencer after the
+        commit). The results by batch, and each device's id."""
+        rows = await self._lock_devices(driver, sorted({batch.did for batch in batches}))
+        ids = [rows[batch.did].id for batch in batches]
+        order = sorted(range(len(batches)), key=lambda i: ids[i])
+        rows_by_id = {row.id: row for row in rows.values()}
+        # A seq the group repeats is a duplicate here; one the device used before, in
+        # the INSERT (it skips them and returns what it stored).
+        used: dict[int, set[int]] = {}
+        fresh: dict[int, list[Reading]] = {}
+        for i in order:
+            taken = used.setdefault(ids[i], set())
+            fresh[i] = []
+            for reading in batches[i].readings:
+                if reading.seq not in taken:
+                    taken.add(reading.seq)
+                    fresh[i].append(reading)
+        skipped = await self._insert_readings(
+            driver, [(ids[i], r) for i in order for r in fresh[i]]
+        )
+        plan = RollupPlan([], [], {})
+        planned: set[int] = set()
+        changed: dict[int, DeviceState] = {}
+        results: dict[int, StoredBatch] = {}
+        for i in order:
+            batch, row, device = batches[i], rows_by_id[ids[i]], ids[i]
+            was = row.last_time
+            inserted = fresh[i]
+            if skipped:
+                inserted = [r for r in inserted if (device, r.seq) not in skipped]
+            if inserted:
+                online = self._online_event(batch.did, was, inserted)
+                if online is not None:
+                    events.append(online)
+                if not self.postgres:
+                    cells: Cells = {}
+                    add_cells(cells, inserted, batch.numeric, batch.counted)
+                    for scope in (batch.did, *batch.scopes):
+                        plan.cells.setdefault(scope, []).append(cells)
+                elif device not in planned:
+                    planned.add(device)
+                    plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
+                self._advance_state(row, inserted, batch.meter)
+                changed[device] = row
+            state = {
+                "lastTime": row.last_time,
+                "lastSeq": row.last_seq,
+                "latest": dict(row.latest),
+                "meter": row.meter,
+                "readings": row.readings,
+            }
+            results[i] = StoredBatch(inserted, len(batch.readings) - len(inserted), state, was)
+            if batch.rejection is not None:
+                events.append(
+                    event_row("telemetry.rejected", batch.did, batch.did, batch.rejection)
+                )
+        await self._save_devices(driver, [changed[d] for d in sorted(changed)])
+        await self._insert_events(driver, events)
+        await self._roll_up(driver, plan)
+        return results, {did: row.id for did, row in rows.items()}
+
+    async def _lock_devices(self, driver: Any, dids: list[str]) -> dict[str, DeviceState]:
+        """The devices' rows by DID, made on a device's first reading and locked for this
+        transaction (PostgreSQL: FOR UPDATE in id order; SQLite: the transaction holds the
+        database's write lock already). New rows go in in DID order, so concurrent groups
+        wait for each other's in one order too."""
+        new = [did for did in dids if did not in self._device_ids]
+        if self.postgres:
+            if new:
+                await driver.execute(_ADD_DEVICES, new, utcnow())
+            found = await driver.fetch(_LOCK_DEVICES, dids)
+            return {r[1]: DeviceState(r[0], r[2], r[3], r[4] or {}, r[5], r[6] or 0) for r in found}
+        if new:
+            stamp = sqlite_time(utcnow())
+            await driver.executemany(_ADD_DEVICE_SQLITE, [(did, stamp) for did in new])
+        marks = ", ".join("?" * len(dids))
+        cursor = await driver.execute(_LOCK_DEVICES_SQLITE.format(marks=marks), dids)
+        states = {}
+        for device, did, last, seq, latest, meter, readings in await cursor.fetchall():
+            moment = datetime.fromisoformat(last).replace(tzinfo=UTC) if last else None
+            states[did] = DeviceState(
+                device, moment, seq, orjson.loads(latest) if latest else {}, meter, readings or 0
+            )
+        return states
+
+    async def _save_devices(self, driver: Any, states: list[DeviceState]) -> None:
+        """The advanced state of the devices that stored readings, in id order."""
+        if not states:
+            return
+        now = utcnow()
+        if self.postgres:
+            await driver.executemany(
+                _SAVE_DEVICE,
+                [
+                    (s.id, s.last_time, s.last_seq, dumps(s.latest), s.meter, s.readings, now)
+                    for s in states
+                ],
+            )
+            return
+        await driver.executemany(
+            _SAVE_DEVICE_SQLITE,
+            [
+                (
+                    sqlite_time(s.last_time) if s.last_time else None,
+                    s.last_seq,
+                    dumps(s.latest),
+                    s.meter,
+                    s.readings,
+                    sqlite_time(now),
+                    s.id,
+                )
+                for s in states
+            ],
+        )
+
+    async def _insert_events(self, driver: Any, rows: list[dict[str, Any]]) -> None:
+        """Outbox rows (events/store.py's event_row), in this transaction."""
+        if not rows:
+            return
+        records = [
+            (
+                r["event_id"],
+                r["type"],
+                r["subject"],
+                r["actor"],
+                r["data"],
+                r["ledger_height"],
+                r["occurred_at"] if self.postgres else sqlite_time(r["occurred_at"]),
+            )
+            for r in rows
+        ]
+        await driver.executemany(_INSERT_EVENT if self.postgres else _INSERT_EVENT_SQLITE, records)
 
     def online(self, last: datetime | None, now: datetime | None = None) -> bool:
         """Whether a device whose newest reading is at `last` counts as online."""
@@ -526,14 +664,14 @@ class TelemetryStore:
         return (now or datetime.now(UTC)) - last < self.offline_after
 
     def _online_event(
-        self, session: AsyncSession, did: str, was: datetime | None, inserted: list[Reading]
-    ) -> None:
-        """device.online when these readings bring an offline (or new) device online."""
+        self, did: str, was: datetime | None, inserted: list[Reading]
+    ) -> dict[str, Any] | None:
+        """device.online's row when these readings bring an offline (or new) device
+        online."""
         newest = max(r.time for r in inserted)
         if self.online(was) or not self.online(newest):
-            return
-        record_event(
-            session,
+            return None
+        return event_row(
             "device.online",
             did,
             did,
@@ -547,7 +685,7 @@ class TelemetryStore:
             record_event(session, "telemetry.rejected", did, did, data)
 
     async def _insert_readings(
-        self, session: AsyncSession, items: list[tuple[int, Reading]]
+        self, driver: Any, items: list[tuple[int, Reading]]
     ) -> set[tuple[int, int]]:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
         (device id, seq) pairs NOT stored because the device has stored that seq before
@@ -557,39 +695,33 @@ class TelemetryStore:
         partitions) and the rest is inserted; the staging table then holds exactly the
         inserted readings, which _roll_up reads."""
         if self.postgres:
-            records = [(d, r.seq, r.time, dumps(r.values)) for d, r in items]
-
-            async def copy_insert(driver: Any) -> list[Any]:
+            if driver not in self._staged:
                 await driver.execute(_STAGE_READINGS)
-                if not records:
-                    return []
-                await driver.copy_records_to_table(
-                    "telemetry_stage",
-                    records=records,
-                    columns=["device_id", "seq", "time", "values"],
-                )
-                skipped = list(await driver.fetch(_DROP_STORED))
-                await driver.execute(_INSERT_STAGED)
-                return skipped
-
-            return {(d, q) for d, q in await self._raw(session, copy_insert)}
-        stamp = self._sqlite_time(session)
-        rows = [(d, r.seq, stamp(r.time), dumps(r.values)) for d, r in items]
-
-        async def stage_insert(driver: Any) -> list[Any]:
+            if not items:
+                return set()
+            await driver.copy_records_to_table(
+                "telemetry_stage",
+                records=[(d, r.seq, r.time, dumps(r.values)) for d, r in items],
+                columns=["device_id", "seq", "time", "values"],
+            )
+            skipped = await driver.fetch(_DROP_STORED)
+            await driver.execute(_INSERT_STAGED)
+            return {(d, q) for d, q in skipped}
+        if driver not in self._staged:
             await driver.execute(_STAGE_READINGS_SQLITE)
-            await driver.execute("DELETE FROM temp.telemetry_stage")
-            if not rows:
-                return []
-            await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
-            cursor = await driver.execute(_DROP_STORED_SQLITE)
-            skipped = list(await cursor.fetchall())
-            await driver.execute(_INSERT_STAGED_SQLITE)
-            return skipped
+        await driver.execute("DELETE FROM temp.telemetry_stage")
+        if not items:
+            return set()
+        await driver.executemany(
+            "INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)",
+            [(d, r.seq, sqlite_time(r.time), dumps(r.values)) for d, r in items],
+        )
+        cursor = await driver.execute(_DROP_STORED_SQLITE)
+        skipped = await cursor.fetchall()
+        await driver.execute(_INSERT_STAGED_SQLITE)
+        return {(d, q) for d, q in skipped}
 
-        return {(d, q) for d, q in await self._raw(session, stage_insert)}
-
-    async def _roll_up(self, session: AsyncSession, plan: RollupPlan) -> None:
+    async def _roll_up(self, driver: Any, plan: RollupPlan) -> None:
         """Add the staged readings (those _insert_readings just stored) to the rollups of
         their devices and scopes, in the caller's transaction. PostgreSQL: one INSERT ...
         SELECT ... GROUP BY ... ON CONFLICT, so nothing is done per reading or per rollup
@@ -597,7 +729,7 @@ class TelemetryStore:
         than the Python sums (JSON taken apart per reading and field), so the cells
         summed per batch are upserted there."""
         if not self.postgres:
-            await self.add_rollups(session, cell_records(plan.cells))
+            await driver.executemany(_UPSERT_ROLLUP_SQLITE, sqlite_cell_rows(plan.cells))
             return
         if not plan.fields:
             return
@@ -605,17 +737,11 @@ class TelemetryStore:
         field_ids, names, counted = zip(*plan.fields, strict=True)
         rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
         ranks = [rank[scope] for scope in scopes]
-
-        async def upsert(driver: Any) -> None:
-            await driver.execute(
-                _ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks
-            )
-
-        await self._raw(session, upsert)
+        await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks)
 
     async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:
         """Add rollup increments computed elsewhere (one record per key, in key order:
-        concurrent transactions lock rows in one order), in the caller's transaction; the
+        concurrent transactions lock rows in one order), in the session's transaction; the
         benchmark seeds rollups this way."""
         if not records:
             return
@@ -628,14 +754,7 @@ class TelemetryStore:
 
             await self._raw(session, copy_upsert)
             return
-        stamp = self._sqlite_time(session)
-        buckets: dict[datetime, str] = {}
-        rows = []
-        for record in records:
-            bucket = buckets.get(record[2])
-            if bucket is None:
-                bucket = buckets[record[2]] = stamp(record[2])
-            rows.append((*record[:2], bucket, *record[3:]))
+        rows = [(*r[:2], sqlite_time(r[2]), *r[3:]) for r in records]
 
         async def upsert(driver: Any) -> None:
             await driver.executemany(_UPSERT_ROLLUP_SQLITE, rows)
@@ -659,29 +778,10 @@ class TelemetryStore:
         try:
             return await work(driver)
         except Exception as error:
-            dialect = connection.dialect
-            base = dialect.loaded_dbapi.Error
-            translated: BaseException = error
-            if not isinstance(error, base):
-                try:
-                    raw.dbapi_connection._handle_exception(error)  # type: ignore[union-attr]
-                except Exception as adapted:
-                    translated = adapted
-            if not isinstance(translated, base):
-                raise
-            raise DBAPIError.instance(
-                None, None, translated, base, hide_parameters=True, dialect=dialect
-            ) from error
-
-    def _sqlite_time(self, session: AsyncSession) -> Any:
-        """How SQLAlchemy writes a UtcDateTime on SQLite (the same text, so keys match)."""
-        if self._stamp is None:
-            dialect = session.get_bind().dialect
-            self._stamp = READINGS.c.time.type._cached_bind_processor(dialect) or str
-        return self._stamp
+            raise _translated(connection, raw, error) from error
 
     @staticmethod
-    def _advance_state(row: TelemetryDevice, inserted: list[Reading], meter: str | None) -> None:
+    def _advance_state(row: DeviceState, inserted: list[Reading], meter: str | None) -> None:
         """Latest value of each field by reading time (a late batch changes only what is
         newer than what the twin holds)."""
         newest_of: dict[str, Reading] = {}  # each field's newest reading in the batch
@@ -704,7 +804,6 @@ class TelemetryStore:
         if meter and meter in latest:
             row.meter = float(latest[meter]["value"])
         row.readings = (row.readings or 0) + len(inserted)
-        row.updated_at = utcnow()
 
     # -- reads ---------------------------------------------------------------------------
     async def history(
@@ -862,3 +961,31 @@ def _months_of(readings: list[Reading]) -> list[datetime]:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+def _translated(connection: Any, raw: Any, error: Exception) -> BaseException:
+    """A driver's error (asyncpg or aiosqlite, raised on the driver's connection) as
+    SQLAlchemy's DBAPIError, as from any other statement, so the API answers 503 and MQTT
+    retries alike; any other error as it is."""
+    dialect = connection.dialect
+    base = dialect.loaded_dbapi.Error
+    translated: BaseException = error
+    if not isinstance(error, base):
+        try:
+            raw.dbapi_connection._handle_exception(error)
+        except Exception as adapted:
+            translated = adapted
+    if not isinstance(translated, base):
+        return error
+    return DBAPIError.instance(None, None, translated, base, hide_parameters=True, dialect=dialect)
+
+
+def sqlite_time(moment: datetime) -> str:
+    """A UtcDateTime as SQLAlchemy writes it on SQLite (`2026-01-02 03:04:05.000006`, UTC):
+    the same text, so keys and comparisons match what the ORM wrote."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
+    """cell_records with each bucket as SQLite's text."""
+    return cell_records(scoped, lambda stamp: sqlite_time(datetime.fromtimestamp(stamp, UTC)))

@@ -331,7 +331,7 @@ class Menu:
             case State.problem_sent:
                 return content.problem_sent(session.scratch.get(REFERENCE, ""))
             case _:
-                return str(getattr(content, state_attribute(state)))
+                return str(getattr(content, _ATTRIBUTES[state]))
 
     async def _signed_in_customer(self, session: Session) -> CustomerView | None:
         if session.customer_id is None:
@@ -718,3 +718,6 @@ def _looks_like_pin(answer: str) -> bool:
 def state_attribute(state: State) -> str:
     """The Content attribute of a fixed screen: createPinConfirm -> create_pin_confirm."""
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in state.value)
+
+
+_ATTRIBUTES = {state: state_attribute(state) for state in State}  # computed once, not per screen

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from limits import parse
 
 from tests.conftest import Registry
+from twinhub.registry.routes import DID_PATH, HotRoute
 from twinhub.ussd.request import InvalidRequest, _form_fields
 from twinhub.web.ratelimit import MemoryCounter
 
@@ -50,6 +51,20 @@ async def test_get_domain_answers_the_services_record_and_sees_every_write(
     again = (await registry.client.get(f"/v1/domains/{source['did']}")).json()
     assert again["metadata"]["name"] == "Renamed Co-op"  # the write is read back at once
     assert again["version"] == patched.json()["version"]
+
+    # Without a query string the plain endpoint answers (counted under the route's usual
+    # label); ?version= goes on to FastAPI's route, which validates it.
+    assert isinstance(registry.app.router.routes[0], HotRoute)
+    labels = {"method": "GET", "route": f"/v1/domains/{DID_PATH}", "status": "200"}
+    metrics = registry.app.state.metrics.registry
+    counted = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
+    assert (await registry.client.get(f"/v1/domains/{source['did']}")).json() == again
+    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == counted + 1
+    url = f"/v1/domains/{source['did']}"
+    first = (await registry.client.get(url, params={"version": 1})).json()
+    assert first["version"] == 1 and first["metadata"]["name"] == "Source Co-op"
+    invalid = await registry.client.get(url, params={"version": 0})
+    assert invalid.status_code == 422 and invalid.json()["error"]["code"] == "validation_failed"
 
     unknown = await registry.client.get("/v1/domains/did:ixo:entity/nobody-here")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"

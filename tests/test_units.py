@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 
 import pytest
@@ -73,6 +75,19 @@ def test_pin_cipher_round_trip_and_binding() -> None:
     assert not other_key.matches(first, "58213", "customer-pin:1")
     with pytest.raises(ValueError, match="32 bytes"):
         PinCipher(b"short")
+
+
+def test_text_digests_are_hmac_sha256_under_the_derived_key() -> None:
+    """The digests kept in session records (the last USSD text) stay what they were when
+    each was computed with hmac.digest: records saved before still match after a restart."""
+    key = secrets.token_bytes(32)
+    cipher = PinCipher(key)
+    derived = hmac.digest(key, b"twinhub digest v1", hashlib.sha256)
+    for text, context in [("", "s-1"), ("1*2*58213", "s-1"), ("1*2*58213", "s-2"), ("é*", "x")]:
+        expected = hmac.digest(derived, f"{context}\x00{text}".encode(), hashlib.sha256)
+        assert cipher.digest(text, context) == expected[:16].hex()
+        assert cipher.digest(text, context) == cipher.digest(text, context)  # no state kept
+    assert cipher.digest("1", "s-1") != PinCipher(secrets.token_bytes(32)).digest("1", "s-1")
 
 
 @pytest.mark.parametrize(

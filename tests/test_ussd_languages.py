@@ -19,6 +19,7 @@ from tests.test_console import console, sign_in
 from tests.test_ussd_screens import GSM7
 from tests.test_ussd_stoves import PIN, Programme, programme  # noqa: F401 (fixture)
 from tests.ussd_flows import Journey, create_account, log_in
+from twinhub.db.engine import sqlite_file
 from twinhub.identifiers import customer_did
 from twinhub.ussd.i18n import LANGUAGES
 from twinhub.ussd.languages import LanguageMemory, phone_key
@@ -275,3 +276,27 @@ async def test_choices_are_cached_and_a_change_reaches_every_worker(
         await worker.remember("fr", key)
         assert await memory.recalled(key) == "fr"
         assert other.reads == 0 and one.reads == 1
+
+
+async def test_a_sqlite_file_is_read_on_a_connection_of_its_own(
+    programme: Programme,  # noqa: F811
+    tmp_path: Any,
+) -> None:
+    """On a SQLite file a cache miss reads through the read-only connection, not an ORM
+    session, and sees what the ORM wrote; a file it cannot open falls back to the ORM read.
+    PostgreSQL (no file) reads through the ORM."""
+    platform = programme.gateway.app.state.platform
+    path = sqlite_file(platform.settings.resolved_database_url)
+    chosen, unknown = phone_key(new_phone()), phone_key(new_phone())
+    await LanguageMemory(platform.sessionmaker).remember("sw", chosen)
+    counting = CountingSessions(platform.sessionmaker)
+    fresh = LanguageMemory(counting, sqlite_path=path)  # type: ignore[arg-type]
+    assert await fresh.recalled(chosen) == "sw"
+    assert await fresh.recalled(unknown) is None
+    assert counting.reads == (0 if path else 2)
+    fresh.close()
+    missing = CountingSessions(platform.sessionmaker)
+    broken = LanguageMemory(missing, sqlite_path=str(tmp_path / "absent.db"))  # type: ignore[arg-type]
+    assert await broken.recalled(chosen) == "sw"
+    assert missing.reads == 1
+    broken.close()

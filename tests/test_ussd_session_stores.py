@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from redis.asyncio import Redis
 
 from tests.conftest import REDIS_URL
-from twinhub.ussd.sessions import ENDED, MemorySessionStore, Session
+from twinhub.ussd.sessions import ENDED, KeyedLocks, MemorySessionStore, Session, SessionBusy
 from twinhub.ussd.sessions_redis import RedisSessionStore
 
 
@@ -55,3 +58,37 @@ async def test_memory_store_forgets_after_ttl_plus_retention() -> None:
     await store.save(session("new"))
     assert await store.load("old") is None
     assert len(store) == 1
+
+
+async def test_keyed_locks_serialise_time_out_and_forget_every_key() -> None:
+    """Holders of one key run one at a time, a waiter past its time gets SessionBusy, a
+    cancelled waiter leaves nothing behind, and no key outlives its last holder."""
+    locks = KeyedLocks()
+    order: list[str] = []
+
+    async def step(name: str, wait: float = 5.0) -> None:
+        async with locks.hold("s", wait):
+            order.append(f"{name} in")
+            await asyncio.sleep(0.01)
+            order.append(f"{name} out")
+
+    await asyncio.gather(step("a"), step("b"), step("c"))
+    assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
+    assert len(locks) == 0
+    async with locks.hold("s", 1):
+        with pytest.raises(SessionBusy):
+            async with locks.hold("s", 0.05):
+                raise AssertionError("entered a held lock")
+        waiter = asyncio.ensure_future(step("d"))
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert len(locks) == 1  # only the holder
+    assert len(locks) == 0
+    with pytest.raises(RuntimeError):
+        async with locks.hold("t", 1):
+            raise RuntimeError("a failed step releases its session")
+    assert len(locks) == 0
+    async with locks.hold("t", 0.05):  # and the key can be held again at once
+        pass

@@ -22,6 +22,15 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
+def sqlite_file(url: str) -> str | None:
+    """The database file of a SQLite URL; None for another backend or an in-memory one
+    (which no second connection can open)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
 def create_engine(settings: Settings) -> AsyncEngine:
     """An engine that survives database restarts (pre-ping) and never holds a request
     longer than its timeouts: connect (DATABASE_CONNECT_TIMEOUT_SECONDS), waiting for a pooled

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import itertools
 import os
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -32,7 +33,11 @@ class PinCipher:
             raise ValueError("the PIN key must be 32 bytes (AES-256)")
         self._aead = AESGCM(key)
         # A separate key for digests, so a digest never reveals anything about the AES key.
-        self._digest_key = hmac.digest(key, b"twinhub digest v1", hashlib.sha256)
+        digest_key = hmac.digest(key, b"twinhub digest v1", hashlib.sha256)
+        # HMAC's keyed inner and outer states, made once and copied per digest (hmac's own
+        # construction, given a constructor rather than a name): a USSD request takes one
+        # or two digests, and hmac.digest re-derives the key's states each time.
+        self._digest_mac = hmac.new(digest_key, digestmod=_sha256)
 
     def encrypt(self, pin: str, context: str) -> bytes:
         nonce = os.urandom(_NONCE_BYTES)
@@ -42,8 +47,9 @@ class PinCipher:
         """A keyed digest (HMAC-SHA256) of text that may hold PIN digits, for comparing it
         later without keeping it: unkeyed, the 100,000 five-digit PINs would be guessed at
         once."""
-        message = context.encode() + b"\x00" + text.encode()
-        return hmac.digest(self._digest_key, message, hashlib.sha256)[:16].hex()
+        mac = self._digest_mac.copy()
+        mac.update(context.encode() + b"\x00" + text.encode())
+        return mac.digest()[:16].hex()
 
     def matches(self, ciphertext: bytes, candidate: str, context: str) -> bool:
         """True when `candidate` is the PIN; a damaged or foreign ciphertext never matches."""
@@ -55,6 +61,10 @@ class PinCipher:
         except InvalidTag:
             return False
         return hmac.compare_digest(stored, candidate.encode())
+
+
+def _sha256(data: bytes = b"") -> Any:
+    return hashlib.sha256(data)
 
 
 def load_pin_key(settings: Settings) -> bytes:

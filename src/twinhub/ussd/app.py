@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from twinhub.db.engine import sqlite_file
 from twinhub.logging import get_logger, scrub
 from twinhub.platform import Platform
 from twinhub.settings import Environment, Settings
@@ -160,12 +161,18 @@ def create_ussd_app(
     # Replies given before a session is known (bad request, outage) speak the default.
     content = contents[defaults.default]
     metrics = UssdMetrics()
+    languages = LanguageMemory(
+        platform.sessionmaker,
+        platform.redis,
+        settings.redis_key_prefix,
+        sqlite_path=sqlite_file(settings.resolved_database_url),
+    )
     menu = Menu(
         platform.customers,
         platform.pin_cipher,
         contents,
         platform.stoves,
-        LanguageMemory(platform.sessionmaker, platform.redis, settings.redis_key_prefix),
+        languages,
         defaults,
         platform.stove_care,
     )
@@ -228,6 +235,7 @@ def create_ussd_app(
             yield
         finally:
             await engine.store.close()
+            languages.close()
             if owns_platform:
                 await platform.stop()
 

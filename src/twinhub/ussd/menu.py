@@ -186,6 +186,7 @@ class Menu:
         self._languages = languages
         self._defaults = defaults
         self._care = care
+        self._fixed_screens: dict[tuple[Content, State], str] = {}
         self._handlers: dict[State, Handler] = {
             State.pre_menu: self._pre_menu,
             State.know_more: self._know_more,
@@ -276,7 +277,7 @@ class Menu:
     async def _screen(self, session: Session, state: State, content: Content) -> str:
         match state:
             case State.pre_menu:
-                return content.welcome()
+                return self._fixed(content, state)
             case State.account_created:
                 return content.account_created(session.customer_id or "")
             case State.main_menu:
@@ -331,7 +332,21 @@ class Menu:
             case State.problem_sent:
                 return content.problem_sent(session.scratch.get(REFERENCE, ""))
             case _:
-                return str(getattr(content, state_attribute(state)))
+                return self._fixed(content, state)
+
+    def _fixed(self, content: Content, state: State) -> str:
+        """A screen that depends on its language alone (menus, information pages), built
+        once per language: the welcome screen alone is half of every new session's steps."""
+        key = (content, state)
+        text = self._fixed_screens.get(key)
+        if text is None:
+            text = (
+                content.welcome()
+                if state is State.pre_menu
+                else str(getattr(content, _ATTRIBUTES[state]))
+            )
+            self._fixed_screens[key] = text
+        return text
 
     async def _signed_in_customer(self, session: Session) -> CustomerView | None:
         if session.customer_id is None:
@@ -718,3 +733,6 @@ def _looks_like_pin(answer: str) -> bool:
 def state_attribute(state: State) -> str:
     """The Content attribute of a fixed screen: createPinConfirm -> create_pin_confirm."""
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in state.value)
+
+
+_ATTRIBUTES = {state: state_attribute(state) for state in State}  # computed once, not per screen

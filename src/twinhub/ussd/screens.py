@@ -132,11 +132,19 @@ class Content:
         self.code = language if language in LANGUAGES else ENGLISH
         self.zone = zone  # where the customer's clock is, for "last cooked" times
         self._catalogue: gettext.NullTranslations = translations(self.code)
+        # Messages without values of their own, translated and filled once: every screen
+        # is built from them on every request, and a catalogue never changes once loaded.
+        self._fixed: dict[str, str] = {}
 
     # -- translation ----------------------------------------------------------------------
     def _(self, message: str, **values: object) -> str:
         """`message` in this language, with its {placeholders} filled."""
-        return self._catalogue.gettext(message).format(**FIXED, **values)
+        if values:
+            return self._catalogue.gettext(message).format(**FIXED, **values)
+        text = self._fixed.get(message)
+        if text is None:
+            text = self._fixed[message] = self._catalogue.gettext(message).format(**FIXED)
+        return text
 
     def _n(self, singular: str, plural: str, n: int, **values: object) -> str:
         return self._catalogue.ngettext(singular, plural, n).format(**FIXED, n=n, **values)

@@ -15,6 +15,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.conftest import BACKENDS, POSTGRES_URL, RUN_ID, Registry, RegistryFactory, unavailable
 from tests.tcp_proxy import TcpProxy
@@ -52,12 +54,9 @@ def publish(
     client: mqtt.Client, prefix: str, did: str, token: str, body: Any, sign_as: str | None = None
 ) -> None:
     payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-    info = client.publish(
-        topic_for(prefix, did),
-        payload,
-        qos=1,
-        properties=device_properties(sign_as or token, payload),
-    )
+    properties = Properties(PacketTypes.PUBLISH)  # the device side: paho, as a device may
+    properties.UserProperty = device_properties(sign_as or token, payload)
+    info = client.publish(topic_for(prefix, did), payload, qos=1, properties=properties)
     info.wait_for_publish(5)
 
 

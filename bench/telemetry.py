@@ -293,7 +293,12 @@ async def bench(args: argparse.Namespace, load_cpu: int) -> dict[str, Any]:
                 messages = mqtt_messages(
                     settings.mqtt_topic_prefix, senders, mqtt_tokens, args.mqtt_messages, first_seq
                 )
-                return await mqtt_flood(load, handled, messages, args.mqtt_url, database_url)
+                groups = getattr(ingest, "groups", 0)
+                figures = await mqtt_flood(load, handled, messages, args.mqtt_url, database_url)
+                if groups := getattr(ingest, "groups", 0) - groups:  # one transaction each
+                    figures["messages_per_group"] = round(figures["messages"] / groups, 1)
+                    print(f"  {figures['messages_per_group']} messages per group (transaction)")
+                return figures
 
             result["mqtt"] = await flood(10_000_000)
             result["mqtt"]["dropped_total"] = ingest.dropped

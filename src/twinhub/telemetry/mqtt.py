@@ -29,7 +29,6 @@ import hmac
 import logging
 import os
 import socket
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -58,7 +57,8 @@ KEY_ID = "key-id"
 SIGNATURE = "signature"
 RECEIVE_MAXIMUM = 1000  # unacknowledged messages the broker may send us at once
 WORKERS = 2
-KEEPALIVE_SECONDS = 30  # unless the broker's CONNACK names its own (gmqtt applies it)
+LINGER_SECONDS = 0.005  # a small group waits this long for more: fewer, larger transactions
+LINGER_BELOW = 100
 CONNECT_TIMEOUT_SECONDS = 10.0
 SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 T = TypeVar("T")
@@ -132,6 +132,7 @@ class MqttIngest:
         self.dropped = 0  # bad messages, acknowledged and counted
         self.retries = 0  # database failures retried
         self.connections = 0  # connections made (the first, then each reconnect)
+        self.groups = 0  # groups handled (a transaction each, at most): messages / groups
         self._client: gmqtt.Client | None = None
         self._filling: _Group | None = None  # messages arriving, not yet taken by a worker
         self._open: set[_Group] = set()  # taken, not yet stored
@@ -211,7 +212,10 @@ class MqttIngest:
         tls = self._url.scheme in ("mqtts", "ssl")
         port = self._url.port or (8883 if tls else 1883)
         await client.connect(
-            self._url.hostname or "127.0.0.1", port, ssl=tls, keepalive=KEEPALIVE_SECONDS
+            self._url.hostname or "127.0.0.1",
+            port,
+            ssl=tls,
+            keepalive=self._settings.mqtt_keepalive_seconds,  # gmqtt applies Server Keep Alive
         )
 
     def _on_subscribe(self, _client: gmqtt.Client, _mid: int, granted: Any, _p: Any) -> None:
@@ -239,11 +243,14 @@ class MqttIngest:
         acknowledgements; forever. Receive Maximum bounds a group's size."""
         while True:
             await self._ready.wait()
+            if self._filling is not None and len(self._filling.messages) < LINGER_BELOW:
+                await asyncio.sleep(LINGER_SECONDS)
             self._ready.clear()
             group = self._filling
             if group is None or not group.messages:
                 continue
             self._filling = _Group()
+            self.groups += 1
             self._open.add(group)
             while True:
                 try:
@@ -256,20 +263,31 @@ class MqttIngest:
             group.done.set_result(None)
 
     async def _handle(self, messages: list[Message]) -> None:
-        opened: list[Opened] = []
+        """Check, prepare and store a group: credentials looked up once per token and
+        readings checked once per device (not per message), one transaction for all."""
+        key_ids = {_user(properties).get(KEY_ID, "") for _, _, properties in messages}
+        credentials = await self._retrying(lambda: self._credentials(key_ids))
+        by_device: dict[tuple[str, str], tuple[DeviceCredential, list[Any]]] = {}
         for message in messages:
-            found = await self._retrying(lambda m=message: self._check(m))
+            found = self._check(message, credentials)
             if found is not None:
-                opened.append(found)
-        counts = Counter(did for did, _, _ in opened)  # one rate-limit hit per device
-        admitted = {did: await self._telemetry.admit(did, n) for did, n in counts.items()}
+                did, credential, body = found
+                by_device.setdefault((did, credential.token_id), (credential, []))[1].append(body)
         prepared: list[Prepared] = []
-        for did, credential, body in opened:
-            found = await self._retrying(
-                lambda d=did, c=credential, b=body: self._prepare(d, c, b, admitted[d])
-            )
-            if found is not None:
-                prepared.append(found)
+        for (did, _), (credential, bodies) in by_device.items():
+            try:
+                results = await self._retrying(
+                    lambda d=did, c=credential, b=bodies: self._telemetry.prepare_many(
+                        d, c, b, "mqtt"
+                    )
+                )
+            except ServiceError as error:  # all of the device's messages refused alike
+                results = [error] * len(bodies)
+            for result in results:
+                if isinstance(result, Prepared):
+                    prepared.append(result)
+                else:
+                    self._refused(did, result)
         if prepared:
             try:
                 merged = merge_by_device(prepared)
@@ -277,6 +295,9 @@ class MqttIngest:
                 self.stored += len(prepared)
             except NOT_RETRYABLE:
                 await self._one_by_one(prepared)
+
+    async def _credentials(self, key_ids: set[str]) -> dict[str, DeviceCredential | None]:
+        return {key_id: await self._tokens.by_id(key_id) for key_id in key_ids if key_id}
 
     async def _one_by_one(self, prepared: list[Prepared]) -> None:
         """A group failed for a reason retrying cannot cure: store each alone, so only the
@@ -302,18 +323,20 @@ class MqttIngest:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _check(self, message: Message) -> Opened | None:
+    def _check(
+        self, message: Message, credentials: dict[str, DeviceCredential | None]
+    ) -> Opened | None:
         """The message's twin, credential and parsed body once its signature holds, or None
         when it is dropped (counted and listed)."""
         topic, payload, properties = message
         if not isinstance(topic, str):  # gmqtt hands over a topic that is not UTF-8 as bytes
             return self._drop(repr(topic)[:200], "topic is not UTF-8")
         did = topic[len(self._prefix) + 1 :] if topic.startswith(self._prefix + "/") else ""
-        user = dict(properties.get("user_property") or ())
+        user = _user(properties)
         key_id, signature = user.get(KEY_ID, ""), user.get(SIGNATURE, "")
         if not did or not key_id or not signature:
             return self._drop(did or topic, "unsigned: key-id and signature user properties")
-        credential = await self._tokens.by_id(key_id)
+        credential = credentials.get(key_id)
         if credential is None:
             return self._drop(did, "unknown or revoked device token")
         expected = hmac.new(credential.signing_key, payload, hashlib.sha256).hexdigest()
@@ -327,24 +350,24 @@ class MqttIngest:
             return self._drop(did, "malformed JSON")
         return did, credential, body
 
-    async def _prepare(
-        self, did: str, credential: DeviceCredential, body: Any, admitted: bool
-    ) -> Prepared | None:
-        """The message's checked batch, or None when it is dropped (counted and listed)."""
-        try:
-            return await self._telemetry.prepare(
-                did, credential, body, source="mqtt", admitted=admitted
-            )
-        except ServiceError as error:
-            self.dropped += 1
-            if error.code not in ("forbidden", "rate_limited"):  # the service listed those
-                self._telemetry.reject("mqtt", did, error.message)
-            return None
+    def _refused(self, did: str, error: ServiceError) -> None:
+        """A message the service refused: counted; listed unless the service listed it."""
+        self.dropped += 1
+        if error.code not in ("forbidden", "rate_limited"):
+            self._telemetry.reject("mqtt", did, error.message)
 
     def _drop(self, did: str, reason: str) -> None:
         self.dropped += 1
         self._telemetry.reject("mqtt", did, reason)
         return None
+
+
+def _user(properties: dict[str, Any]) -> dict[str, str]:
+    """A message's user properties (the first of a name that comes twice)."""
+    user: dict[str, str] = {}
+    for name, value in properties.get("user_property") or ():
+        user.setdefault(name, value)
+    return user
 
 
 async def _close(client: gmqtt.Client) -> None:

@@ -57,8 +57,6 @@ KEY_ID = "key-id"
 SIGNATURE = "signature"
 RECEIVE_MAXIMUM = 1000  # unacknowledged messages the broker may send us at once
 WORKERS = 2
-LINGER_SECONDS = 0.005  # a small group waits this long for more: fewer, larger transactions
-LINGER_BELOW = 100
 CONNECT_TIMEOUT_SECONDS = 10.0
 SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 T = TypeVar("T")
@@ -243,8 +241,6 @@ class MqttIngest:
         acknowledgements; forever. Receive Maximum bounds a group's size."""
         while True:
             await self._ready.wait()
-            if self._filling is not None and len(self._filling.messages) < LINGER_BELOW:
-                await asyncio.sleep(LINGER_SECONDS)
             self._ready.clear()
             group = self._filling
             if group is None or not group.messages:

@@ -11,8 +11,8 @@ Every ingestion figure comes with a same-run ceiling and CPU per 1,000 readings/
 machine):
 - HTTP ceiling: the same batches to a bare Starlette endpoint in this process (same uvicorn
   settings) that only parses the body with twinhub's parser and answers counts.
-- MQTT ceiling: the same messages, same publisher, to a bare paho consumer in this process
-  (shared subscription, manual ack) that only parses each payload and acknowledges it.
+- MQTT ceiling: the same messages, same publisher, to a bare gmqtt consumer in this process
+  (shared subscription, PUBACK after its coroutine) that only parses each payload.
 - PostgreSQL: the flood's rows by raw asyncpg COPY into a temporary table (the database's
   own write ceiling).
 
@@ -289,7 +289,7 @@ async def bench(args: argparse.Namespace, load_cpu: int) -> dict[str, Any]:
                     None,
                 )
             finally:
-                bare.stop()
+                await bare.stop()
 
             def handled() -> int:
                 return ingest.stored + ingest.dropped
@@ -298,7 +298,12 @@ async def bench(args: argparse.Namespace, load_cpu: int) -> dict[str, Any]:
                 messages = mqtt_messages(
                     settings.mqtt_topic_prefix, senders, mqtt_tokens, args.mqtt_messages, first_seq
                 )
-                return await mqtt_flood(load, handled, messages, args.mqtt_url, database_url)
+                groups = getattr(ingest, "groups", 0)
+                figures = await mqtt_flood(load, handled, messages, args.mqtt_url, database_url)
+                if groups := getattr(ingest, "groups", 0) - groups:  # one transaction each
+                    figures["messages_per_group"] = round(figures["messages"] / groups, 1)
+                    print(f"  {figures['messages_per_group']} messages per group (transaction)")
+                return figures
 
             result["mqtt"] = await flood(10_000_000)
             result["mqtt"]["dropped_total"] = ingest.dropped
@@ -704,41 +709,34 @@ class BareConsumer:
         return self.count
 
     async def start(self) -> None:
-        import paho.mqtt.client as mqtt
-        from paho.mqtt.enums import CallbackAPIVersion
-        from paho.mqtt.packettypes import PacketTypes
-        from paho.mqtt.properties import Properties
+        import gmqtt
 
         from twinhub.telemetry.mqtt import RECEIVE_MAXIMUM
 
-        client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5, manual_ack=True)
+        client = gmqtt.Client(
+            None, optimistic_acknowledgement=False, receive_maximum=RECEIVE_MAXIMUM
+        )
 
-        def on_message(client: Any, _: Any, message: Any) -> None:
-            loads(message.payload)
+        async def on_message(_: Any, topic: str, payload: bytes, qos: int, props: Any) -> int:
+            loads(payload)
             self.count += 1
-            client.ack(message.mid, message.qos)
+            return 0  # PUBACK (success) once this returns, as twinhub's subscriber
 
         def on_subscribe(*_: Any) -> None:
             self.subscribed = True
 
         client.on_message = on_message
         client.on_subscribe = on_subscribe
-        properties = Properties(PacketTypes.CONNECT)
-        properties.ReceiveMaximum = RECEIVE_MAXIMUM
-        client.connect(
-            self.url.hostname or "127.0.0.1", self.url.port or 1883, properties=properties
-        )
+        await client.connect(self.url.hostname or "127.0.0.1", self.url.port or 1883)
         client.subscribe(f"$share/bare/{self.prefix}/#", qos=1)
-        client.loop_start()
         self.client = client
         for _ in range(200):
             if self.subscribed:
                 break
             await asyncio.sleep(0.02)
 
-    def stop(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+    async def stop(self) -> None:
+        await self.client.disconnect()
 
 
 def bare_app() -> Any:

@@ -15,6 +15,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.conftest import BACKENDS, POSTGRES_URL, RUN_ID, Registry, RegistryFactory, unavailable
 from tests.tcp_proxy import TcpProxy
@@ -52,12 +54,9 @@ def publish(
     client: mqtt.Client, prefix: str, did: str, token: str, body: Any, sign_as: str | None = None
 ) -> None:
     payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-    info = client.publish(
-        topic_for(prefix, did),
-        payload,
-        qos=1,
-        properties=device_properties(sign_as or token, payload),
-    )
+    properties = Properties(PacketTypes.PUBLISH)  # the device side: paho, as a device may
+    properties.UserProperty = device_properties(sign_as or token, payload)
+    info = client.publish(topic_for(prefix, did), payload, qos=1, properties=properties)
     info.wait_for_publish(5)
 
 
@@ -234,3 +233,110 @@ async def test_a_broker_that_is_away_stops_nothing_else(make_registry: RegistryF
     assert sent.json()["accepted"] == 1
     listed = (await registry.client.get("/v1/telemetry/rejections")).json()
     assert listed["mqtt"]["state"] == "disconnected"
+
+
+@pytest.mark.parametrize("backend", [BACKENDS[1]], indirect=True, ids=str)  # PostgreSQL only
+async def test_messages_not_stored_stay_unacknowledged_and_come_again(
+    make_registry: RegistryFactory,
+    mqtt_settings: dict[str, Any],
+    publisher: mqtt.Client,
+    postgres_url: str,
+) -> None:
+    """A subscriber stopped while its messages wait for the database acknowledged none of
+    them: the broker hands them to the next subscriber of that session, which stores them
+    (as duplicates of what the platform's own subscriber stored meanwhile)."""
+    async with TcpProxy(*address_of(POSTGRES_URL, 5432)) as proxy:
+        registry: Registry = await make_registry(
+            **mqtt_settings,
+            database_url=with_address(postgres_url, proxy.port),
+            database_connect_timeout_seconds=5,
+        )
+        platform = registry.platform
+        # A second group: it gets its own copy of every message.
+        settings = registry.settings.model_copy(update={"mqtt_shared_group": "second"})
+        client_id = mqtt_settings["mqtt_client_id"] + "-second"
+
+        def second() -> MqttIngest:
+            return MqttIngest(settings, platform.telemetry, platform.device_tokens, client_id)
+
+        first = second()
+        task = asyncio.create_task(first.run())
+        try:
+            await subscribed(platform.mqtt, first)
+            farm = await build_farm(registry)
+            stove = await farm.stove()
+            prefix = mqtt_settings["mqtt_topic_prefix"]
+            await proxy.cut()
+            for seq in range(1, 6):
+                publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
+            await until(lambda: _true(first.retries >= 2))
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert first.stored == 0
+        await proxy.restore()
+        await until(lambda: _equals(readings_of(farm, stove), 5), seconds=30)
+        again = second()
+        task = asyncio.create_task(again.run())
+        try:
+            await until(lambda: _true(again.stored == 5), what=again.as_record)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert await readings_of(farm, stove) == 5
+
+
+async def test_a_silent_broker_is_left_and_reconnected_to(
+    make_registry: RegistryFactory, mqtt_settings: dict[str, Any], publisher: mqtt.Client
+) -> None:
+    """Keep-alive: a broker that stops answering (the connection open, no byte passing) is
+    taken as gone after twice the keep-alive; /health says so; a fresh connection follows
+    once it answers, and messages flow again."""
+    async with TcpProxy(*BROKER) as proxy:
+        registry = await make_registry(
+            **{**mqtt_settings, "mqtt_url": f"mqtt://127.0.0.1:{proxy.port}"},
+            mqtt_keepalive_seconds=1,
+            mqtt_reconnect_max_seconds=1,
+        )
+        ingest: MqttIngest = registry.platform.mqtt
+        await subscribed(ingest)
+        farm = await build_farm(registry)
+        stove = await farm.stove()
+        prefix = mqtt_settings["mqtt_topic_prefix"]
+        publish(publisher, prefix, stove, farm.tokens[stove], reading(1))
+        await until(lambda: _equals(readings_of(farm, stove), 1))
+        proxy.hang()
+
+        async def health() -> str:
+            return str((await registry.client.get("/health")).json()["mqtt"])
+
+        await until(lambda: _equals_text(health(), "disconnected"))
+        proxy.unhang()
+        await until(lambda: _true(ingest.subscribed), seconds=30)
+        assert ingest.connections >= 2 and await health() == "connected"
+        publish(publisher, prefix, stove, farm.tokens[stove], reading(2))
+        await until(lambda: _equals(readings_of(farm, stove), 2))
+
+
+async def _equals_text(value: Awaitable[str], expected: str) -> bool:
+    return await value == expected
+
+
+async def test_a_device_over_its_rate_limit_loses_only_the_excess(
+    make_registry: RegistryFactory, mqtt_settings: dict[str, Any], publisher: mqtt.Client
+) -> None:
+    """Messages of one device are admitted together when the limit allows; otherwise each
+    counts on its own: what fits is stored, the rest dropped, counted and listed."""
+    registry = await make_registry(**mqtt_settings, telemetry_rate_limit="3/minute")
+    ingest: MqttIngest = registry.platform.mqtt
+    await subscribed(ingest)
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    prefix = mqtt_settings["mqtt_topic_prefix"]
+    for seq in range(1, 7):
+        publish(publisher, prefix, stove, farm.tokens[stove], reading(seq))
+    await until(lambda: _true(ingest.stored + ingest.dropped == 6), what=ingest.as_record)
+    assert ingest.stored == 3 and ingest.dropped == 3
+    assert await readings_of(farm, stove) == 3
+    listed = (await registry.client.get("/v1/telemetry/rejections")).json()["items"]
+    assert [i["reason"] for i in listed if i["device"] == stove].count("rate limited") == 3

@@ -332,6 +332,13 @@ class Settings(BaseSettings):
     )
     mqtt_qos: int = Field(1, ge=1, le=2, description="Subscription QoS (at least once).")
     mqtt_reconnect_max_seconds: float = Field(30.0, gt=0, description="Backoff ceiling.")
+    mqtt_keepalive_seconds: int = Field(
+        30,
+        ge=1,
+        le=65535,
+        description="MQTT keep-alive asked for (a broker's Server Keep Alive overrides it); "
+        "a broker silent for twice this long is taken as gone and reconnected to.",
+    )
 
     support_contact: str = Field(
         "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."

@@ -13,8 +13,12 @@ is retried with backoff and stays unacknowledged; the broker sends unacknowledge
 again after a reconnect, and seq dedupe makes the redelivery harmless. `Receive Maximum`
 bounds the unacknowledged messages in flight, so a flood cannot grow memory.
 
-paho-mqtt runs its network loop in its own thread (with reconnect and backoff); messages are
-handed to the asyncio loop, and the PUBACK goes back through paho's thread-safe queue.
+gmqtt runs the connection on the asyncio loop itself (no thread). Its `on_message` is a
+coroutine here, and for QoS 1 gmqtt sends the PUBACK when that coroutine returns (its return
+value is the reason code): each message joins the group being filled and waits for that
+group's transaction. A lost connection is replaced by a fresh client after a backoff, so
+no acknowledgement meant for the old connection can reach the new one (packet ids are per
+connection); the broker sends what was left unacknowledged again.
 """
 
 from __future__ import annotations
@@ -22,17 +26,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 import os
 import socket
-from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
+import gmqtt
+from gmqtt.mqtt.constants import PubAckReasonCode
+from gmqtt.mqtt.handler import MQTTConnectError
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -53,24 +56,55 @@ log = get_logger(__name__)
 KEY_ID = "key-id"
 SIGNATURE = "signature"
 RECEIVE_MAXIMUM = 1000  # unacknowledged messages the broker may send us at once
-COALESCE = 500  # messages stored in one transaction at most
 WORKERS = 2
+CONNECT_TIMEOUT_SECONDS = 10.0
+SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 T = TypeVar("T")
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, OSError, TimeoutError)
 NOT_RETRYABLE = (IntegrityError, DataError, ProgrammingError)
 Opened = tuple[str, DeviceCredential, Any]  # a signed message's twin, credential and body
+Message = tuple[
+    Any, bytes, dict[str, Any]
+]  # topic (str, or bytes when not UTF-8), payload, properties
 
 
-def device_properties(token: str, payload: bytes) -> Properties:
+def device_properties(token: str, payload: bytes) -> list[tuple[str, str]]:
     """The MQTT 5 user properties a device sends with `payload` (devices and simulator)."""
     token_id = token.split("_")[1]
-    properties = Properties(PacketTypes.PUBLISH)
-    properties.UserProperty = [(KEY_ID, token_id), (SIGNATURE, sign(token, payload))]
-    return properties
+    return [(KEY_ID, token_id), (SIGNATURE, sign(token, payload))]
 
 
 def topic_for(prefix: str, did: str) -> str:
     return f"{prefix}/{did}"
+
+
+class _OneConnection(gmqtt.Client):  # type: ignore[misc]
+    """A gmqtt client for one connection: MqttIngest reconnects with backoff and a fresh
+    client, so gmqtt's own reconnect (fixed delay, same client) stays off."""
+
+    async def reconnect(self, delay: bool = False) -> None:
+        return None
+
+
+class _ClosedSocketAcks(logging.Filter):
+    """Acknowledgements of a connection already lost go nowhere by design (the broker sends
+    those messages again): not a warning worth a line per message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "WRITE TO CLOSED SOCKET" not in record.getMessage()
+
+
+logging.getLogger("gmqtt.mqtt.protocol").addFilter(_ClosedSocketAcks())
+
+
+class _Group:
+    """Messages stored in one transaction; their PUBACKs wait on `done`."""
+
+    __slots__ = ("done", "messages")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 class MqttIngest:
@@ -95,12 +129,12 @@ class MqttIngest:
         self.stored = 0  # messages whose readings were committed
         self.dropped = 0  # bad messages, acknowledged and counted
         self.retries = 0  # database failures retried
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: mqtt.Client | None = None
-        self._queue: asyncio.Queue[mqtt.MQTTMessage] = asyncio.Queue()
-        # paho's thread appends here and wakes the loop once per burst, not per message.
-        self._inbox: deque[mqtt.MQTTMessage] = deque()
-        self._wake_pending = False
+        self.connections = 0  # connections made (the first, then each reconnect)
+        self.groups = 0  # groups handled (a transaction each, at most): messages / groups
+        self._client: gmqtt.Client | None = None
+        self._filling: _Group | None = None  # messages arriving, not yet taken by a worker
+        self._open: set[_Group] = set()  # taken, not yet stored
+        self._ready = asyncio.Event()
 
     @property
     def status(self) -> str:
@@ -115,106 +149,141 @@ class MqttIngest:
         }
 
     async def run(self) -> None:
-        """Connect (retrying with backoff while the broker is away) until cancelled."""
-        self._loop = asyncio.get_running_loop()
-        client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=self.client_id,
-            protocol=mqtt.MQTTv5,
-            manual_ack=True,
-        )
-        if self._url.username:
-            client.username_pw_set(self._url.username, self._url.password)
-        if self._url.scheme in ("mqtts", "ssl"):
-            client.tls_set()
-        client.reconnect_delay_set(1, max(1, int(self._settings.mqtt_reconnect_max_seconds)))
-        client.on_connect = self._on_connect
-        client.on_disconnect = self._on_disconnect
-        client.on_message = self._on_message
-        client.on_subscribe = self._on_subscribe
-        connect = Properties(PacketTypes.CONNECT)
-        connect.ReceiveMaximum = RECEIVE_MAXIMUM
-        connect.SessionExpiryInterval = 3600  # unacknowledged messages survive a restart
-        port = self._url.port or (8883 if self._url.scheme in ("mqtts", "ssl") else 1883)
-        client.connect_async(
-            self._url.hostname or "127.0.0.1",
-            port,
-            keepalive=30,
-            clean_start=False,
-            properties=connect,
-        )
-        self._client = client
-        client.loop_start()
+        """Stay connected (reconnecting with backoff while the broker is away) and store
+        what arrives, until cancelled."""
+        self._filling = _Group()
         workers = [asyncio.create_task(self._work()) for _ in range(WORKERS)]
+        delay = 1.0
+        ceiling = max(1.0, self._settings.mqtt_reconnect_max_seconds)
         try:
-            await asyncio.gather(*workers)
+            while True:
+                lost = asyncio.Event()
+                client = self._new_client(lost)
+                self._client = client
+                try:
+                    await asyncio.wait_for(self._connect(client), CONNECT_TIMEOUT_SECONDS)
+                except (OSError, TimeoutError, MQTTConnectError) as error:
+                    log.warning("mqtt connect failed; retrying", error=str(error), delay=delay)
+                    await _close(client)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, ceiling)
+                    continue
+                self.connected = True
+                self.connections += 1
+                delay = 1.0
+                topic = f"$share/{self._settings.mqtt_shared_group}/{self._prefix}/#"
+                client.subscribe(topic, qos=self._settings.mqtt_qos)
+                log.info("mqtt connected", subscription=topic)
+                await lost.wait()
+                self.connected = self.subscribed = False
+                log.warning("mqtt disconnected; reconnecting with backoff", delay=delay)
+                await _close(client)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, ceiling)
         finally:
             for worker in workers:
                 worker.cancel()
-            self.connected = False  # a disconnect of our own is no warning
-            client.disconnect()
-            client.loop_stop()
-            self.connected = False
+            self.connected = self.subscribed = False  # a disconnect of our own is no warning
+            if self._client is not None:
+                await _close(self._client)
+            # Closed: what was not stored goes unacknowledged, and the broker sends it again.
+            for group in [*self._open, self._filling]:
+                if group is not None and not group.done.done():
+                    group.done.set_result(None)
 
-    # -- paho callbacks (its network thread) ---------------------------------------------
-    def _on_connect(
-        self, client: mqtt.Client, _: Any, __: Any, reason: Any, ___: Any = None
-    ) -> None:
-        if reason.is_failure:
-            log.warning("mqtt connect refused", reason=str(reason))
-            return
-        self.connected = True
-        topic = f"$share/{self._settings.mqtt_shared_group}/{self._prefix}/#"
-        client.subscribe(topic, qos=self._settings.mqtt_qos)
-        log.info("mqtt connected", subscription=topic)
+    def _new_client(self, lost: asyncio.Event) -> gmqtt.Client:
+        client = _OneConnection(
+            self.client_id,
+            clean_session=False,
+            optimistic_acknowledgement=False,  # PUBACK once on_message has returned
+            receive_maximum=RECEIVE_MAXIMUM,
+            session_expiry_interval=SESSION_EXPIRY_SECONDS,
+        )
+        if self._url.username:
+            client.set_auth_credentials(self._url.username, self._url.password)
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
+        client.on_disconnect = lambda _client, _packet, _exc=None: lost.set()
+        return client
 
-    def _on_subscribe(self, *_: Any) -> None:
-        self.subscribed = True
+    async def _connect(self, client: gmqtt.Client) -> None:
+        tls = self._url.scheme in ("mqtts", "ssl")
+        port = self._url.port or (8883 if tls else 1883)
+        await client.connect(
+            self._url.hostname or "127.0.0.1",
+            port,
+            ssl=tls,
+            keepalive=self._settings.mqtt_keepalive_seconds,  # gmqtt applies Server Keep Alive
+        )
 
-    def _on_disconnect(self, _: mqtt.Client, __: Any, ___: Any, reason: Any, ____: Any) -> None:
-        if self.connected:
-            log.warning("mqtt disconnected; reconnecting with backoff", reason=str(reason))
-        self.connected = self.subscribed = False
+    def _on_subscribe(self, _client: gmqtt.Client, _mid: int, granted: Any, _p: Any) -> None:
+        if all(code < 0x80 for code in granted):
+            self.subscribed = True
+        else:
+            log.warning("mqtt subscription refused", codes=list(granted))
 
-    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
-        assert self._loop is not None
-        self._inbox.append(message)
-        if not self._wake_pending:
-            self._wake_pending = True
-            self._loop.call_soon_threadsafe(self._take_inbox)
-
-    def _take_inbox(self) -> None:
-        """(the asyncio loop) Move what paho's thread received to the workers' queue. The
-        flag drops first: a message appended after it gets a wake-up of its own."""
-        self._wake_pending = False
-        while self._inbox:
-            self._queue.put_nowait(self._inbox.popleft())
+    async def _on_message(
+        self, _client: gmqtt.Client, topic: Any, payload: bytes, _qos: int, properties: Any
+    ) -> int:
+        """Join the group being filled and wait until it is stored or judged: gmqtt sends
+        the PUBACK when this returns."""
+        group = self._filling
+        assert group is not None
+        group.messages.append((topic, payload, properties))
+        if len(group.messages) == 1:
+            self._ready.set()
+        await group.done
+        return int(PubAckReasonCode.SUCCESS)
 
     # -- handling (the asyncio loop) -----------------------------------------------------
     async def _work(self) -> None:
-        """Take what has arrived (up to COALESCE messages), store it in one transaction,
-        acknowledge it; forever."""
+        """Take what has arrived, store it in one transaction, release its
+        acknowledgements; forever. Receive Maximum bounds a group's size."""
         while True:
-            messages = [await self._queue.get()]
-            while len(messages) < COALESCE and not self._queue.empty():
-                messages.append(self._queue.get_nowait())
-            await self._handle(messages)
+            await self._ready.wait()
+            self._ready.clear()
+            group = self._filling
+            if group is None or not group.messages:
+                continue
+            self._filling = _Group()
+            self.groups += 1
+            self._open.add(group)
+            while True:
+                try:
+                    await self._handle(group.messages)
+                    break
+                except Exception:  # a bug, not bad input: keep the group unacknowledged
+                    log.exception("mqtt group failed; retrying")
+                    await asyncio.sleep(1.0)
+            self._open.discard(group)
+            group.done.set_result(None)
 
-    async def _handle(self, messages: list[mqtt.MQTTMessage]) -> None:
-        opened: list[Opened] = []
+    async def _handle(self, messages: list[Message]) -> None:
+        """Check, prepare and store a group: credentials looked up once per token and
+        readings checked once per device (not per message), one transaction for all."""
+        key_ids = {_user(properties).get(KEY_ID, "") for _, _, properties in messages}
+        credentials = await self._retrying(lambda: self._credentials(key_ids))
+        by_device: dict[tuple[str, str], tuple[DeviceCredential, list[Any]]] = {}
         for message in messages:
-            found = await self._retrying(lambda m=message: self._open(m))
+            found = self._check(message, credentials)
             if found is not None:
-                opened.append(found)
-        counts = Counter(did for did, _, _ in opened)  # one rate-limit hit per device
-        admitted = {did: await self._telemetry.admit(did, n) for did, n in counts.items()}
+                did, credential, body = found
+                by_device.setdefault((did, credential.token_id), (credential, []))[1].append(body)
         prepared: list[Prepared] = []
-        for did, credential, body in opened:
-            found = await self._retrying(
-                lambda d=did, c=credential, b=body: self._prepare(d, c, b, admitted[d])
-            )
-            if found is not None:
-                prepared.append(found)
+        for (did, _), (credential, bodies) in by_device.items():
+            try:
+                results = await self._retrying(
+                    lambda d=did, c=credential, b=bodies: self._telemetry.prepare_many(
+                        d, c, b, "mqtt"
+                    )
+                )
+            except ServiceError as error:  # all of the device's messages refused alike
+                results = [error] * len(bodies)
+            for result in results:
+                if isinstance(result, Prepared):
+                    prepared.append(result)
+                else:
+                    self._refused(did, result)
         if prepared:
             try:
                 merged = merge_by_device(prepared)
@@ -222,9 +291,9 @@ class MqttIngest:
                 self.stored += len(prepared)
             except NOT_RETRYABLE:
                 await self._one_by_one(prepared)
-        for message in messages:
-            if self._client is not None and message.qos > 0:
-                self._client.ack(message.mid, message.qos)
+
+    async def _credentials(self, key_ids: set[str]) -> dict[str, DeviceCredential | None]:
+        return {key_id: await self._tokens.by_id(key_id) for key_id in key_ids if key_id}
 
     async def _one_by_one(self, prepared: list[Prepared]) -> None:
         """A group failed for a reason retrying cannot cure: store each alone, so only the
@@ -250,44 +319,56 @@ class MqttIngest:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _open(self, message: mqtt.MQTTMessage) -> Opened | None:
+    def _check(
+        self, message: Message, credentials: dict[str, DeviceCredential | None]
+    ) -> Opened | None:
         """The message's twin, credential and parsed body once its signature holds, or None
         when it is dropped (counted and listed)."""
-        topic = message.topic
+        topic, payload, properties = message
+        if not isinstance(topic, str):  # gmqtt hands over a topic that is not UTF-8 as bytes
+            return self._drop(repr(topic)[:200], "topic is not UTF-8")
         did = topic[len(self._prefix) + 1 :] if topic.startswith(self._prefix + "/") else ""
-        properties = dict(getattr(message.properties, "UserProperty", None) or [])
-        key_id, signature = properties.get(KEY_ID, ""), properties.get(SIGNATURE, "")
+        user = _user(properties)
+        key_id, signature = user.get(KEY_ID, ""), user.get(SIGNATURE, "")
         if not did or not key_id or not signature:
             return self._drop(did or topic, "unsigned: key-id and signature user properties")
-        credential = await self._tokens.by_id(key_id)
+        credential = credentials.get(key_id)
         if credential is None:
             return self._drop(did, "unknown or revoked device token")
-        expected = hmac.new(credential.signing_key, message.payload, hashlib.sha256).hexdigest()
+        expected = hmac.new(credential.signing_key, payload, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             return self._drop(did, "bad signature")
         if credential.domain != did:
             return self._drop(did, "a token of another device")
         try:
-            body = loads(message.payload)
+            body = loads(payload)
         except ValueError:
             return self._drop(did, "malformed JSON")
         return did, credential, body
 
-    async def _prepare(
-        self, did: str, credential: DeviceCredential, body: Any, admitted: bool
-    ) -> Prepared | None:
-        """The message's checked batch, or None when it is dropped (counted and listed)."""
-        try:
-            return await self._telemetry.prepare(
-                did, credential, body, source="mqtt", admitted=admitted
-            )
-        except ServiceError as error:
-            self.dropped += 1
-            if error.code not in ("forbidden", "rate_limited"):  # the service listed those
-                self._telemetry.reject("mqtt", did, error.message)
-            return None
+    def _refused(self, did: str, error: ServiceError) -> None:
+        """A message the service refused: counted; listed unless the service listed it."""
+        self.dropped += 1
+        if error.code not in ("forbidden", "rate_limited"):
+            self._telemetry.reject("mqtt", did, error.message)
 
     def _drop(self, did: str, reason: str) -> None:
         self.dropped += 1
         self._telemetry.reject("mqtt", did, reason)
         return None
+
+
+def _user(properties: dict[str, Any]) -> dict[str, str]:
+    """A message's user properties (the first of a name that comes twice)."""
+    user: dict[str, str] = {}
+    for name, value in properties.get("user_property") or ():
+        user.setdefault(name, value)
+    return user
+
+
+async def _close(client: gmqtt.Client) -> None:
+    """Disconnect (sends DISCONNECT when the connection is up, closes the socket)."""
+    try:
+        await client.disconnect()
+    except Exception as error:  # closing a connection already gone
+        log.debug("mqtt close", error=type(error).__name__)

@@ -218,6 +218,52 @@ class TelemetryService:
             )
         return Prepared(did, info, valid, rejected, source)
 
+    async def prepare_many(
+        self, did: str, credential: DeviceCredential, bodies: list[Any], source: str
+    ) -> list[Prepared | ServiceError]:
+        """`prepare` for several messages of one device at once (MQTT: a group's messages
+        of one device): authorised once, rate-limited in one hit, the twin looked up once;
+        each body is still checked on its own, so each message is kept or refused alone
+        (its ServiceError in its place). A refusal of them all (another device's token, a
+        deactivated twin) is raised."""
+        if credential.domain != did:
+            for _ in bodies:
+                self.reject(source, did, "a token of another device")
+            raise Forbidden("This device token writes only its own twin's telemetry.")
+        if not await self.admit(did, len(bodies)):  # over the limit: each counted on its own
+            out: list[Prepared | ServiceError] = []
+            for body in bodies:
+                try:
+                    out.append(await self.prepare(did, credential, body, source))
+                except ServiceError as error:
+                    out.append(error)
+            return out
+        info = await self._twin(did)
+        latest = datetime.now(UTC) + timedelta(seconds=self.settings.telemetry_future_skew_seconds)
+        results: list[Prepared | ServiceError] = []
+        for body in bodies:
+            try:
+                raw = self._envelope(body)
+            except (Invalid, TooLarge) as error:
+                await self._record_rejection(did, _refused(source, error.message, error.details))
+                results.append(error)
+                continue
+            valid, rejected = check_readings(raw, info.schema, latest)
+            for rejection in rejected[:20]:
+                self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
+            self.counters["rejected"] += len(rejected)
+            if not valid:
+                await self._record_rejection(did, rejection_data(source, len(raw), rejected))
+                results.append(
+                    Invalid(
+                        "No reading of the batch is valid.",
+                        [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
+                    )
+                )
+                continue
+            results.append(Prepared(did, info, valid, rejected, source))
+        return results
+
     async def admit(self, did: str, count: int) -> bool:
         """Whether `count` more messages of `did` are within its rate limit, counted in one
         hit (MQTT handles a device's messages of a group together); when not, nothing is

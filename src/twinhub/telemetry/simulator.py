@@ -232,8 +232,9 @@ async def send_mqtt(
 ) -> Totals:
     """Publish every batch as a signed QoS 1 message; wait until the subscriber has handled
     them all (stored or dropped)."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
+    from urllib.parse import urlsplit
+
+    import gmqtt
 
     from twinhub.telemetry.mqtt import device_properties, topic_for
 
@@ -244,37 +245,35 @@ async def send_mqtt(
         if ingest.subscribed:
             break
         await asyncio.sleep(0.05)
-    from urllib.parse import urlsplit
-
     url = urlsplit(settings.mqtt_url.get_secret_value())
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    tls = url.scheme in ("mqtts", "ssl")
+    client = gmqtt.Client(None)
+    client.stop_reconnect()
     if url.username:
-        client.username_pw_set(url.username, url.password)
-    client.connect(url.hostname or "127.0.0.1", url.port or 1883)
-    client.loop_start()
+        client.set_auth_credentials(url.username, url.password)
+    await client.connect(url.hostname or "127.0.0.1", url.port or (8883 if tls else 1883), ssl=tls)
     before = platform.telemetry.counters.copy()
     handled_before = ingest.stored + ingest.dropped
     sent = 0
-    info = None
     total = sum(len(day) for day in schedule)
     try:
         for day in schedule:
             for stove, batch in day:
                 payload = json.dumps({"readings": batch}).encode()
-                info = client.publish(
-                    topic_for(settings.mqtt_topic_prefix, stove.did),
-                    payload,
-                    qos=1,
-                    properties=device_properties(stove.token, payload),
-                )
+                topic = topic_for(settings.mqtt_topic_prefix, stove.did)
+                properties = device_properties(stove.token, payload)
+                while True:
+                    try:
+                        client.publish(topic, payload, qos=1, user_property=properties)
+                        break
+                    except OverflowError:  # the broker's Receive Maximum: wait for PUBACKs
+                        await asyncio.sleep(0.005)
                 sent += 1
                 # Stay within the broker's per-client queue (Mosquitto drops QoS 1
                 # messages beyond max_queued_messages, which no subscriber would see).
                 while sent - (ingest.stored + ingest.dropped - handled_before) > WINDOW:
                     progress(ingest.stored + ingest.dropped - handled_before, total)
                     await asyncio.sleep(0.01)
-        if info is not None:
-            info.wait_for_publish(30)
         deadline = asyncio.get_running_loop().time() + wait_seconds
         while ingest.stored + ingest.dropped - handled_before < sent:
             if asyncio.get_running_loop().time() > deadline:
@@ -283,8 +282,7 @@ async def send_mqtt(
             await asyncio.sleep(0.05)
         progress(ingest.stored + ingest.dropped - handled_before, total)
     finally:
-        client.disconnect()
-        client.loop_stop()
+        await client.disconnect()
     after = platform.telemetry.counters
     return Totals(
         batches=sent,

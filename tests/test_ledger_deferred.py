@@ -243,3 +243,35 @@ async def test_creates_the_table_would_refuse_take_the_ordinary_write(
     committed = 20 + isinstance(results[0], dict)
     assert await platform.ledger.height() == start + committed
     await assert_sound(registry)
+
+
+async def test_concurrent_posts_of_one_serial_over_http(registry: Registry) -> None:
+    """Through the API: of many POSTs with one serial number in flight at once, one is 201
+    and every other gets 409 `serial_taken` naming the winner, field and all."""
+    serial = unique("http-sn")
+    body = {
+        "type": "Device",
+        "class": STOVE,
+        "metadata": {"name": "stove"},
+        "properties": {"fuelType": "lpg", "serialNumber": serial},
+    }
+    plain = [
+        {**body, "properties": {"fuelType": "lpg", "serialNumber": unique("sn")}} for _ in range(20)
+    ]
+    answers = await asyncio.gather(
+        *(registry.client.post("/v1/domains", json=b) for b in [body] * 12 + plain)
+    )
+    assert all(answer.status_code == 201 for answer in answers[12:])
+    won = [a for a in answers[:12] if a.status_code == 201]
+    lost = [a for a in answers[:12] if a.status_code != 201]
+    assert len(won) == 1 and len(lost) == 11
+    winner = won[0].json()["did"]
+    assert won[0].headers["location"].endswith(winner)
+    for answer in lost:
+        assert answer.status_code == 409
+        error = answer.json()["error"]
+        assert error["code"] == "serial_taken"
+        assert error["details"] == [
+            {"field": "properties.serialNumber", "error": f"taken by {winner}"}
+        ]
+    await assert_sound(registry)

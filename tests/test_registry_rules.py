@@ -35,7 +35,7 @@ from tests.conftest import (
 from tests.test_cli import base_env, run_cli
 from tests.test_registry_basics import make_domain, make_protocol
 from twinhub.registry.app import create_registry_app
-from twinhub.registry.routes import hot_router
+from twinhub.registry.routes import create_router, hot_router
 from twinhub.registry.routes import router as v1_router
 from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
@@ -2014,6 +2014,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
     expected: set[tuple[str, str]] = set()
     routers = [
         hot_router,
+        create_router,
         v1_router,
         governance_router,
         claims_router,

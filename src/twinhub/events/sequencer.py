@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -26,6 +26,12 @@ from twinhub.logging import get_logger
 log = get_logger(__name__)
 _PG_SEQUENCER_LOCK = 0x74776576  # "twev": shared by every twinhub process
 PENDING = "pending"
+_EVENTS = Event.__table__
+# A Core UPDATE run as executemany: the ORM's bulk UPDATE by primary key spent more on its
+# per-row bookkeeping than the statement (one numbering runs per ledger batch).
+_NUMBER = (
+    update(_EVENTS).where(_EVENTS.c.id == bindparam("pk")).values(position=bindparam("position"))
+)
 
 
 class Sequencer:
@@ -84,8 +90,8 @@ class Sequencer:
                 return 0, 0
             top = await session.scalar(select(func.max(Event.position))) or 0
             await session.execute(
-                update(Event),
-                [{"id": pk, "position": top + n} for n, (pk, _) in enumerate(rows, start=1)],
+                _NUMBER,
+                [{"pk": pk, "position": top + n} for n, (pk, _) in enumerate(rows, start=1)],
             )
             deliveries = await self._fan_out(session, rows)
         return len(rows), deliveries

@@ -22,7 +22,14 @@ from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.registry.errors import database_unavailable, install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
-from twinhub.registry.routes import DID_PATH, DOMAIN_DID_PATH, HotRoute, hot_router, router
+from twinhub.registry.routes import (
+    DID_PATH,
+    DOMAIN_DID_PATH,
+    HotRoute,
+    create_router,
+    hot_router,
+    router,
+)
 from twinhub.registry.routes_admin import router as admin_router
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_customers import router as customers_router
@@ -307,6 +314,7 @@ def create_registry_app(
     # swallowed by the core router's greedy /domains/{did:path}.
     app.router.routes.insert(0, HotRoute())  # the current version's read, tried first
     app.include_router(hot_router)  # the hot read first (see routes.hot_router)
+    app.include_router(create_router)  # then the hot write (see routes.create_router)
     app.include_router(telemetry_router)  # before the core router's greedy /domains/{did}
     app.include_router(oracle_router)  # before the core router's greedy path, too
     app.include_router(governance_router)

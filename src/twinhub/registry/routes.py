@@ -81,6 +81,9 @@ DOMAIN_DID_PATH = "{did:domain_did}"
 # and each of the ~70 before it cost a match attempt on every request (the DID's convertor
 # keeps it off every other route's paths).
 hot_router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
+# The hot write, creating a domain, next: its two exact paths cost every other request one
+# cheap match attempt each, and save the create dozens.
+create_router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 
 
 def _domains(request: Request) -> DomainService:
@@ -228,7 +231,7 @@ def _protocol_of(body: DomainIn) -> str:
     return chosen
 
 
-@router.post(
+@create_router.post(
     "/domains",
     status_code=201,
     response_model=DomainOut,
@@ -243,7 +246,7 @@ async def create_domain(request: Request, body: DomainIn, caller: Writer) -> Res
     return await idempotent(request, caller, run)
 
 
-@router.post(
+@create_router.post(
     "/entities",
     status_code=201,
     response_model=DomainOut,

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import delete, func, insert, or_, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Customer, Domain, DomainController, Relationship, utcnow
@@ -197,6 +198,11 @@ class DomainService:
         problems.raise_if_any("The domain breaks the registry's rules.")
         assert protocol is not None
         did = mint("entity", spec.local_id)
+        if _deferrable(spec):
+            return resolve_inheritance(
+                await self._create_deferred(did, spec, protocol, controller, targets, actor),
+                protocol,
+            )
         try:
             async with self._ledger.write() as write:
                 row = await self._insert(
@@ -214,6 +220,69 @@ class DomainService:
             raise Conflict(f"A domain {did} exists already.") from None
         return resolve_inheritance(record, protocol)
 
+    async def _create_deferred(
+        self,
+        did: str,
+        spec: DomainSpec,
+        protocol: ProtocolView,
+        controller: list[str],
+        targets: list[tuple[str, str]],
+        actor: Principal,
+    ) -> dict[str, Any]:
+        """The create as a deferred ledger write (Ledger.write): its rows are checked here,
+        under the ledger's lock, and written with the batch's others at its commit."""
+        async with self._ledger.write(deferred=True) as write:
+            row = await self._stage(write, did, spec.type, protocol, spec, controller, None)
+            edges = [_stage_edge(write, did, kind, target) for kind, target in targets]
+            if spec.type.strip().lower() in ORGANISATION_TYPES:
+                group_protocol = await self._protocols.get(MEMBERSHIP_GROUP_PROTOCOL)
+                group_spec = _group_spec(row, group_protocol)
+                group_did = mint("entity")
+                group = await self._stage(
+                    write, group_did, "Group", group_protocol, group_spec, row.controller, did
+                )
+                edges.append(_stage_edge(write, did, MEMBERSHIP_EDGE, group_did))
+                await write.append(
+                    "domain.create", group_did, actor.did, {"record": stored_record(group, [])}
+                )
+            record = stored_record(row, edges)
+            await write.append("domain.create", did, actor.did, {"record": record})
+        return record
+
+    async def _stage(
+        self,
+        write: LedgerWrite,
+        did: str,
+        entity_type: str,
+        protocol: ProtocolView,
+        spec: DomainSpec,
+        controller: list[str],
+        parent: str | None,
+    ) -> Domain:
+        """`_insert` for a deferred write: the same row, checked against the table and the
+        batch's rows not yet written, then handed to the batch."""
+        serial = serial_of(spec.properties)
+        serial_key = ("domains.serial", protocol.did, serial)
+        holder = write.holder(serial_key) if serial is not None else None
+        if holder is None:
+            holder, taken = await _holders(write.session, did, protocol.did, serial)
+        else:
+            taken = False
+        if holder is not None:
+            raise _serial_taken(serial, holder, protocol.did)
+        if taken or write.holder(("domains.did", did)) is not None:
+            raise Conflict(f"A domain {did} exists already.")
+        now = utcnow()
+        values = _row_values(did, entity_type, protocol, spec, controller, parent, serial, now)
+        values["seq"] = await write.next_seq(Domain.seq)
+        write.defer(DOMAINS, {COLUMN_NAMES.get(key, key): value for key, value in values.items()})
+        for each in controller:
+            write.defer(CONTROLLERS, {"domain_did": did, "controller": each})
+        write.take(("domains.did", did), did)
+        if serial is not None:
+            write.take(serial_key, did)
+        return Domain(**values)
+
     @staticmethod
     async def _serial_free(
         session: AsyncSession, protocol: str, serial: str | None, did: str
@@ -228,11 +297,7 @@ class DomainService:
             )
         )
         if holder is not None:
-            raise SerialTaken(
-                f"Serial number {serial!r} belongs to {holder} already; serial numbers are "
-                f"unique among the domains of {protocol}.",
-                [FieldProblem("properties.serialNumber", f"taken by {holder}")],
-            )
+            raise _serial_taken(serial, holder, protocol)
 
     async def _insert(
         self,
@@ -247,30 +312,8 @@ class DomainService:
         serial = serial_of(spec.properties)
         await self._serial_free(write.session, protocol.did, serial, did)
         seq = await write.next_seq(Domain.seq)
-        now = utcnow()
-        values: dict[str, Any] = {
-            "did": did,
-            "seq": seq,
-            "type": entity_type,
-            "class_did": protocol.did,
-            "twin_class": twin_class(entity_type, protocol.effective_twin_class),
-            "parent_did": parent,
-            "controller": controller,
-            "services": spec.services,
-            "credentials": spec.credentials,
-            "meta": spec.metadata,
-            "properties": spec.properties,
-            # In UTC, as the table gives them back: the ledger's record and the row agree.
-            "valid_from": _utc(spec.valid_from),
-            "valid_until": _utc(spec.valid_until),
-            "status": ACTIVE,
-            "verified": False,
-            "version": 1,
-            "created_at": now,
-            "updated_at": now,
-            "serial": serial,
-            "owner_customer_id": owner_of(spec.properties),
-        }
+        values = _row_values(did, entity_type, protocol, spec, controller, parent, serial, utcnow())
+        values["seq"] = seq
         # Core INSERTs, not the ORM's unit of work: a new domain needs no identity map, and
         # this halves the CPU of a create. The returned row is transient, for reading only.
         await write.session.execute(insert(Domain), [values])
@@ -287,10 +330,7 @@ class DomainService:
     ) -> Relationship:
         """Every organisation is a DAO whose members form a group sub-domain."""
         group_protocol = await self._protocols.get(MEMBERSHIP_GROUP_PROTOCOL)
-        name = organisation.meta.get("name") or organisation.did
-        spec = DomainSpec(
-            type="Group", protocol=group_protocol.did, metadata={"name": f"{name} members"}
-        )
+        spec = _group_spec(organisation, group_protocol)
         group_did = mint("entity")
         group = await self._insert(
             write,
@@ -749,6 +789,140 @@ def require_verified_project(
             "(rule: verified domains only)."
         )
     return project
+
+
+DOMAINS = Domain.__table__
+CONTROLLERS = DomainController.__table__
+RELATIONSHIPS = Relationship.__table__
+COLUMN_NAMES = {"meta": "metadata"}  # Domain's attributes named unlike their columns
+MAX_SERIAL = 200  # domains.serial's length
+
+
+def _row_values(
+    did: str,
+    entity_type: str,
+    protocol: ProtocolView,
+    spec: DomainSpec,
+    controller: list[str],
+    parent: str | None,
+    serial: str | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """A new domain's row, by attribute name (all but `seq`)."""
+    return {
+        "did": did,
+        "type": entity_type,
+        "class_did": protocol.did,
+        "twin_class": twin_class(entity_type, protocol.effective_twin_class),
+        "parent_did": parent,
+        "controller": controller,
+        "services": spec.services,
+        "credentials": spec.credentials,
+        "meta": spec.metadata,
+        "properties": spec.properties,
+        # In UTC, as the table gives them back: the ledger's record and the row agree.
+        "valid_from": _utc(spec.valid_from),
+        "valid_until": _utc(spec.valid_until),
+        "status": ACTIVE,
+        "verified": False,
+        "version": 1,
+        "created_at": now,
+        "updated_at": now,
+        "serial": serial,
+        "owner_customer_id": owner_of(spec.properties),
+    }
+
+
+def _group_spec(organisation: Domain, group_protocol: ProtocolView) -> DomainSpec:
+    """The membership-group sub-domain every organisation gets."""
+    name = organisation.meta.get("name") or organisation.did
+    return DomainSpec(
+        type="Group", protocol=group_protocol.did, metadata={"name": f"{name} members"}
+    )
+
+
+def _stage_edge(write: LedgerWrite, source: str, kind: str, target: str) -> Relationship:
+    """An edge for a deferred write; its target was checked to exist (and domains are never
+    deleted), and a create names each (role, target) once, so the row cannot fail."""
+    row = {"source_did": source, "type": kind, "target_did": target, "created_at": utcnow()}
+    write.defer(RELATIONSHIPS, row)
+    return Relationship(**row)
+
+
+def _deferrable(spec: DomainSpec) -> bool:
+    """Whether a create's rows can only fail on a unique key, which `_stage` checks: no
+    value the table would refuse (PostgreSQL refuses NUL in text, the serial's column has a
+    length). Others take the ordinary write, whose SAVEPOINT fails that create alone."""
+    serial = serial_of(spec.properties)
+    if serial is not None and len(serial) > MAX_SERIAL:
+        return False
+    documents = (spec.properties, spec.metadata, spec.services, spec.credentials)
+    try:
+        return b"\\u0000" not in orjson.dumps(documents)
+    except orjson.JSONEncodeError:  # an integer past 64 bits, say: as the ordinary write does
+        return False
+
+
+_HOLDERS_SQL = {  # one statement for both answers a create needs; NULL serial: no holder
+    "sqlite": "SELECT did, serial FROM domains WHERE did = ? OR (class_did = ? AND serial = ?)",
+    "postgresql": (
+        "SELECT did, serial FROM domains WHERE did = $1 OR (class_did = $2 AND serial = $3)"
+    ),
+}
+_DRIVER = "twinhub.domains.driver"  # the session's driver connection, in session.info
+
+
+async def _holders(
+    session: AsyncSession, did: str, protocol: str, serial: str | None
+) -> tuple[str | None, bool]:
+    """Which other domain of `protocol` has `serial` (if any), and whether `did` exists.
+
+    Asked of the driver (aiosqlite or asyncpg) in the session's transaction: through the
+    ORM the statement's building, compiling and result handling cost a tenth of a create."""
+    info = session.sync_session.info
+    if _DRIVER not in info:
+        connection = await session.connection()
+        raw = await connection.get_raw_connection()
+        info[_DRIVER] = (connection, raw)
+    connection, raw = info[_DRIVER]
+    dialect = connection.dialect
+    try:
+        if dialect.name == "postgresql":
+            rows = await raw.driver_connection.fetch(
+                _HOLDERS_SQL["postgresql"], did, protocol, serial
+            )
+        else:
+            rows = await raw.driver_connection.execute_fetchall(
+                _HOLDERS_SQL["sqlite"], (did, protocol, serial)
+            )
+    except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+        base = dialect.loaded_dbapi.Error
+        translated: BaseException = error
+        if not isinstance(error, base):
+            try:
+                raw.dbapi_connection._handle_exception(error)
+            except Exception as adapted:
+                translated = adapted
+        if not isinstance(translated, base):
+            raise
+        raise DBAPIError.instance(
+            None, None, translated, base, hide_parameters=True, dialect=dialect
+        ) from error
+    holder, exists = None, False
+    for found, found_serial in rows:
+        if found == did:
+            exists = True
+        elif serial is not None and found_serial == serial:
+            holder = found
+    return holder, exists
+
+
+def _serial_taken(serial: str | None, holder: str, protocol: str) -> SerialTaken:
+    return SerialTaken(
+        f"Serial number {serial!r} belongs to {holder} already; serial numbers are "
+        f"unique among the domains of {protocol}.",
+        [FieldProblem("properties.serialNumber", f"taken by {holder}")],
+    )
 
 
 def serial_of(properties: dict[str, Any]) -> str | None:

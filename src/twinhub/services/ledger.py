@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import Table, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Event, LedgerHead, LedgerTransaction, utcnow
@@ -87,7 +87,11 @@ class LedgerWrite:
     """One atomic registry write: change rows through `session`, record them with `append`."""
 
     def __init__(
-        self, session: AsyncSession, head: Head, sequences: dict[Any, int] | None = None
+        self,
+        session: AsyncSession,
+        head: Head,
+        sequences: dict[Any, int] | None = None,
+        pending: dict[Hashable, str] | None = None,
     ) -> None:
         self.session = session
         self._head = head
@@ -97,6 +101,26 @@ class LedgerWrite:
         # succeeds: a transaction's row and its events need no ORM object or round trip.
         self.ledger_rows: list[dict[str, Any]] = []
         self.event_rows: list[dict[str, Any]] = []
+        # A deferred write's rows (Ledger.write(deferred=True)), by table, and the unique
+        # keys they take; the batch writes them with its own rows if this write succeeds.
+        self.deferred_rows: dict[Table, list[dict[str, Any]]] = {}
+        self.taken: dict[Hashable, str] = {}
+        self._pending: dict[Hashable, str] = {} if pending is None else pending
+
+    def defer(self, table: Table, row: dict[str, Any]) -> None:
+        """Insert `row` (column names as keys) at the batch's commit, with the batch's other
+        rows of `table` in one statement; only in a deferred write, which must have checked
+        that the row cannot fail (it is not visible to statements before the commit)."""
+        self.deferred_rows.setdefault(table, []).append(row)
+
+    def holder(self, key: Hashable) -> str | None:
+        """Who took a unique `key` (say, a serial number) in a row not yet written: an
+        earlier write of this batch, or this one (`take`)."""
+        return self.taken.get(key) or self._pending.get(key)
+
+    def take(self, key: Hashable, holder: str) -> None:
+        """Note that a deferred row of this write takes the unique `key`."""
+        self.taken[key] = holder
 
     async def next_seq(self, column: Any) -> int:
         """The next value of a creation-order column (`Domain.seq`, ...): `max + 1` read
@@ -154,6 +178,8 @@ class _Batch:
         self.sequences: dict[Any, int] = {}  # LedgerWrite.next_seq's counters
         self.ledger_rows: list[dict[str, Any]] = []  # of the writes that succeeded, in order
         self.event_rows: list[dict[str, Any]] = []
+        self.deferred_rows: dict[Table, list[dict[str, Any]]] = {}  # not yet written
+        self.pending: dict[Hashable, str] = {}  # unique keys the deferred rows take
         self.writes = 0  # writes whose savepoint was released into this batch
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Retrieved here so a failed commit nobody awaits (its writers all failed or were
@@ -172,9 +198,17 @@ class Ledger:
         self.max_batch = max_batch
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[LedgerWrite]:
+    async def write(self, deferred: bool = False) -> AsyncIterator[LedgerWrite]:
         """Rows changed and transactions appended inside commit together, or not at all;
-        on return they are committed (with whichever writes shared the batch)."""
+        on return they are committed (with whichever writes shared the batch).
+
+        A `deferred` write changes nothing through the session: it only reads, then hands
+        its rows to `LedgerWrite.defer` and appends. Those rows are written at the batch's
+        commit (or before the next ordinary write of the batch), in one statement per table
+        with the other deferred writes' rows, so the write needs no SAVEPOINT and no
+        statement of its own: failing, it discards what it deferred and appended. It must
+        check beforehand whatever could make its rows fail (unique keys: `holder`/`take`
+        see the rows not yet written), since a row failing at the commit fails the batch."""
         self._queued += 1
         try:
             await self._turn.acquire()
@@ -189,10 +223,23 @@ class Ledger:
         try:
             batch = self._batch or await self._open()
             self._batch = batch
-            write = LedgerWrite(batch.session, batch.head, batch.sequences)
+            if batch.deferred_rows and not deferred:
+                await self._write_deferred(batch)  # an ordinary write sees every row
+            write = LedgerWrite(batch.session, batch.head, batch.sequences, batch.pending)
             # record_event puts this write's events with its own rows (events.store).
             batch.session.sync_session.info[EVENT_ROWS] = write.event_rows
-            if batch.writes == 0:
+            if deferred:
+                before = Head(batch.head.height, batch.head.tx_hash)
+                try:
+                    yield write
+                except BaseException:
+                    # Nothing reached the database: forget the heights this write took.
+                    batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
+                    raise
+                for table, rows in write.deferred_rows.items():
+                    batch.deferred_rows.setdefault(table, []).extend(rows)
+                batch.pending.update(write.taken)
+            elif batch.writes == 0:
                 # Alone in its transaction so far: no savepoint needed, since failing
                 # discards the whole (otherwise empty) batch. A write nobody queues behind
                 # costs what it did before group commit.
@@ -266,6 +313,7 @@ class Ledger:
         self._batch = None
         try:
             if batch.writes:
+                await self._write_deferred(batch, closing=True)
                 if batch.ledger_rows:
                     await batch.session.execute(insert(LedgerTransaction), batch.ledger_rows)
                 if batch.event_rows:
@@ -285,6 +333,23 @@ class Ledger:
             batch.committed.set_result(None)
         finally:
             await asyncio.shield(batch.session.close())
+
+    async def _write_deferred(self, batch: _Batch, closing: bool = False) -> None:
+        """The deferred writes' rows, one statement per table in the order first deferred
+        (parents before children). Their writers checked them; if one fails all the same,
+        the whole batch fails (so nobody is told of a write that was not made)."""
+        try:
+            connection = await batch.session.connection()
+            for table, rows in batch.deferred_rows.items():
+                await connection.execute(insert(table), rows)
+        except BaseException as error:
+            if not closing:  # _maybe_close reports its own failure
+                self._batch = None
+                batch.committed.set_exception(error)
+                await asyncio.shield(batch.session.close())  # rolls back
+            raise
+        batch.deferred_rows = {}
+        batch.pending = {}
 
     async def height(self) -> int:
         async with self._sessions() as session:

@@ -24,9 +24,10 @@ from typing import Any
 
 import orjson
 from sqlalchemy import delete, func, insert, or_, select
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.driver import driver_error
 from twinhub.db.models import Customer, Domain, DomainController, Relationship, utcnow
 from twinhub.identifiers import SLUG_PATTERN, is_did, mint
 from twinhub.services.customer_ids import is_valid_customer_id
@@ -896,18 +897,7 @@ async def _holders(
                 _HOLDERS_SQL["sqlite"], (did, protocol, serial)
             )
     except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
-        base = dialect.loaded_dbapi.Error
-        translated: BaseException = error
-        if not isinstance(error, base):
-            try:
-                raw.dbapi_connection._handle_exception(error)
-            except Exception as adapted:
-                translated = adapted
-        if not isinstance(translated, base):
-            raise
-        raise DBAPIError.instance(
-            None, None, translated, base, hide_parameters=True, dialect=dialect
-        ) from error
+        raise driver_error(dialect, raw, error) from error
     holder, exists = None, False
     for found, found_serial in rows:
         if found == did:

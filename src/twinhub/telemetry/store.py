@@ -29,6 +29,7 @@ from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.driver import driver_error
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
 from twinhub.events.store import event_row, events_committed, record_event
 from twinhub.telemetry.schema import Reading, dumps
@@ -508,7 +509,7 @@ class TelemetryStore:
                         raise
                     await driver.commit()
             except Exception as error:
-                raise _translated(connection, raw, error) from error
+                raise driver_error(connection.dialect, raw, error) from error
             # Committed, so the staging table exists on this connection (one made in a
             # transaction that rolled back would not).
             self._staged.add(driver)
@@ -778,7 +779,7 @@ class TelemetryStore:
         try:
             return await work(driver)
         except Exception as error:
-            raise _translated(connection, raw, error) from error
+            raise driver_error(connection.dialect, raw, error) from error
 
     @staticmethod
     def _advance_state(row: DeviceState, inserted: list[Reading], meter: str | None) -> None:
@@ -961,23 +962,6 @@ def _months_of(readings: list[Reading]) -> list[datetime]:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
-
-
-def _translated(connection: Any, raw: Any, error: Exception) -> BaseException:
-    """A driver's error (asyncpg or aiosqlite, raised on the driver's connection) as
-    SQLAlchemy's DBAPIError, as from any other statement, so the API answers 503 and MQTT
-    retries alike; any other error as it is."""
-    dialect = connection.dialect
-    base = dialect.loaded_dbapi.Error
-    translated: BaseException = error
-    if not isinstance(error, base):
-        try:
-            raw.dbapi_connection._handle_exception(error)
-        except Exception as adapted:
-            translated = adapted
-    if not isinstance(translated, base):
-        return error
-    return DBAPIError.instance(None, None, translated, base, hide_parameters=True, dialect=dialect)
 
 
 def sqlite_time(moment: datetime) -> str:

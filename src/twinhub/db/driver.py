@@ -1,0 +1,28 @@
+"""Errors of statements sent on a driver's own connection (asyncpg, aiosqlite), told as
+SQLAlchemy tells them.
+
+Hot writes (telemetry groups, domain checks under the ledger lock) skip SQLAlchemy's
+statement layer and talk to the driver. Their errors must still come out as `DBAPIError`,
+as from any other statement, so the API answers 503 and MQTT retries them alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
+
+
+def driver_error(dialect: Dialect, raw: Any, error: Exception) -> BaseException:
+    """`error`, raised on `raw`'s driver connection, as SQLAlchemy's DBAPIError; any error
+    that is not the database's, as it is."""
+    base = dialect.loaded_dbapi.Error
+    translated: BaseException = error
+    if not isinstance(error, base):
+        try:
+            raw.dbapi_connection._handle_exception(error)  # the adapter's own mapping
+        except Exception as adapted:
+            translated = adapted
+    if not isinstance(translated, base):
+        return error
+    return DBAPIError.instance(None, None, translated, base, hide_parameters=True, dialect=dialect)

@@ -48,10 +48,12 @@ class Sequencer:
         self._sequenced = asyncio.Condition()
         self.listeners: list[Callable[[], None]] = []  # told after each numbering
 
-    async def run_once(self) -> int:
-        """Number the committed, unnumbered events (at most one batch); how many."""
+    async def run_once(self, wait: bool = False) -> int:
+        """Number the committed, unnumbered events (at most one batch); how many. On
+        PostgreSQL another process may be numbering: without `wait` this run then numbers
+        nothing, with it it waits for that one's transaction and goes on after it."""
         try:
-            count, fanned_out = await self._number()
+            count, fanned_out = await self._number(wait)
         except (IntegrityError, DBAPIError) as error:  # another sequencer won (SQLite)
             log.warning("event sequencing deferred", error=type(error).__name__)
             return 0
@@ -64,15 +66,21 @@ class Sequencer:
         return count
 
     async def run_until_idle(self) -> int:
+        """Number until nothing committed is left unnumbered (waiting for another process's
+        numbering rather than taking its lock for "nothing left")."""
         total = 0
-        while count := await self.run_once():
+        while count := await self.run_once(wait=True):
             total += count
         return total
 
-    async def _number(self) -> tuple[int, int]:
+    async def _number(self, wait: bool = False) -> tuple[int, int]:
         """(events numbered, deliveries made for them)."""
         async with self._sessions.begin() as session:
-            if self._postgres:
+            if self._postgres and wait:
+                await session.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
+                )
+            elif self._postgres:
                 locked = await session.scalar(
                     text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
                 )

@@ -66,6 +66,7 @@ from bench.ussd import (
     Server,
     add_server_options,
     check_alive,
+    cpu_seconds,
     fmt,
     free_port,
     hwm_mib,
@@ -223,6 +224,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=15,
         metavar="SECONDS",
         help="length of each paced phase (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--bulk-claims",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="claims approved through POST /v1/claims/evaluations at each size (metered, "
+        "seeded for it); 0 skips the bulk phase (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--bulk-size",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="evaluations per bulk request (at most the server's CLAIMS_EVALUATION_BATCH_MAX, "
+        "default 1,000) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--bulk-concurrency",
+        type=int,
+        default=2,
+        help="bulk requests in flight: one fills the ledger's turn while the next is read "
+        "and computed (default: %(default)s)",
     )
     parser.add_argument(
         "--seed-concurrency",
@@ -510,12 +534,15 @@ class SizeResult:
     ops: dict[str, OpResult] = field(default_factory=dict)
     counts_after: dict[str, int] = field(default_factory=dict)
     analyzed: bool = False  # PostgreSQL: ANALYZE ran after seeding
+    bulk: dict[str, Any] = field(default_factory=dict)  # POST /v1/claims/evaluations
     rss_mib: float = 0.0
     db_mib: float = 0.0
 
     @property
     def errors(self) -> int:
-        return sum(r.all_errors for o in self.ops.values() for r in o.runs)
+        return sum(r.all_errors for o in self.ops.values() for r in o.runs) + int(
+            self.bulk.get("errors", 0)
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -525,6 +552,7 @@ class SizeResult:
             "walk": self.walk,
             "analyzed_after_seeding": self.analyzed,
             "ops": {op: result.to_json() for op, result in self.ops.items()},
+            "bulk_approvals": self.bulk,
             "collection_counts_after": self.counts_after,
             "errors": self.errors,
             "rss_mib": round(self.rss_mib, 2),
@@ -1258,6 +1286,84 @@ class Bench:
 
         at.ops[op] = await self.phases(op, phase)
 
+    async def bulk_approvals(self, at: SizeResult) -> None:
+        """Approve `--bulk-claims` pending, metered claims through POST /v1/claims/evaluations,
+        `--bulk-size` per request, `--bulk-concurrency` in flight: approvals per second and
+        the server's CPU per approval. Every item must come back approved with the smoke
+        approval's amount and a credential."""
+        import httpx
+
+        args, store = self.args, self.store
+        wanted = args.bulk_claims
+        if wanted <= 0:
+            return
+        if len(store.pending) < wanted:
+            stored = await stored_claims(self.platform, self.prog)
+            topup = await seed(
+                self.platform,
+                self.prog,
+                store,
+                args,
+                stored + wanted - len(store.pending),
+                "pending for bulk approvals",
+            )
+            at.topups.append(topup)
+        ids = list(store.pending)[:wanted]
+        started = time.monotonic()
+        metered = await meter(self.platform, self.prog, store, ids)
+        print(
+            f"  bulk approvals: {len(ids):,} pending claims, telemetry of {metered:,} "
+            f"stove-months stored in {time.monotonic() - started:.1f} s",
+            flush=True,
+        )
+        store.take(set(ids))
+        chunks = [ids[i : i + args.bulk_size] for i in range(0, len(ids), args.bulk_size)]
+        pid = self.ctx.server.pid
+        errors: list[str] = []
+        headers = {"Authorization": f"Bearer {self.prog.oracle_key}"}
+
+        async def send(client: httpx.AsyncClient, queue: deque[list[str]]) -> None:
+            while queue:
+                chunk = queue.popleft()
+                body = {"evaluations": [{"claim": c, "status": "approved"} for c in chunk]}
+                reply = await call(client, "POST", "/v1/claims/evaluations", 200, body)
+                for item in reply["results"]:
+                    if (
+                        item.get("status") != "approved"
+                        or item.get("amount") != self.prog.amount
+                        or not item.get("credential")
+                    ):
+                        errors.append(str(item)[:300])
+
+        queue = deque(chunks)
+        async with httpx.AsyncClient(
+            base_url=self.ctx.server.base_url, headers=headers, timeout=600
+        ) as client:
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+            await asyncio.gather(
+                *(send(client, queue) for _ in range(max(1, args.bulk_concurrency)))
+            )
+            wall, cpu = time.monotonic() - t0, cpu_seconds(pid) - cpu0
+        check_alive(self.ctx.server)
+        at.bulk = {
+            "request": "POST /v1/claims/evaluations",
+            "approvals": len(ids),
+            "per_request": args.bulk_size,
+            "in_flight": args.bulk_concurrency,
+            "seconds": round(wall, 2),
+            "approvals_per_s": round(len(ids) / wall, 1),
+            "server_cpu_ms_per_approval": round(1000 * cpu / len(ids), 3),
+            "target_per_s": WRITE_TARGETS["approve"],
+            "errors": len(errors),
+            "first_errors": errors[:5],
+        }
+        print(
+            f"  bulk approvals ({args.bulk_size} per request, {args.bulk_concurrency} in "
+            f"flight): {len(ids):,} in {wall:.1f} s = {len(ids) / wall:,.0f}/s, server CPU "
+            f"{1000 * cpu / len(ids):.3f} ms per approval; errors {len(errors)}",
+            flush=True,
+        )
+
 
 # ------------------------------------------------------------------------------ the run
 
@@ -1293,6 +1399,7 @@ async def bench_sizes(bench: Bench, sizes: list[int]) -> None:
         await bench.submissions(at)
         for op in ("approve", "reject"):
             await bench.evaluations(op, at)
+        await bench.bulk_approvals(at)
         at.counts_after = (await platform.claims.collection(prog.collection))["counts"]
         at.rss_mib = rss_mib(ctx.server.pid)
         at.db_mib = await database_mib(platform, ctx.workdir)
@@ -1379,6 +1486,21 @@ async def bench_async(
             }
             print(
                 f"\n{OPS[op]}: {got:,.0f}/s against the target {target:,}/s -> {got / target:.3f}",
+                flush=True,
+            )
+        if last.bulk:
+            got = last.bulk["approvals_per_s"]
+            target = WRITE_TARGETS["approve"]
+            result.write_targets["approve_bulk"] = {
+                "approvals_per_s": got,
+                "target_per_s": target,
+                "ratio": round(got / target, 3),
+                "server_cpu_ms_per_approval": last.bulk["server_cpu_ms_per_approval"],
+                "per_request": last.bulk["per_request"],
+            }
+            print(
+                f"bulk approvals (POST /v1/claims/evaluations, {last.bulk['per_request']} per "
+                f"request): {got:,.0f}/s against the target {target:,}/s -> {got / target:.3f}",
                 flush=True,
             )
         if args.ceiling:
@@ -1619,6 +1741,7 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of `python -m bench claims`; non-zero on missing tools or failures."""
     if args.quick:
         args.claims, args.small, args.duration, args.warmup, args.paced_rate = 1000, 0, 5, 1, 0
+        args.bulk_claims = min(args.bulk_claims, 3000)
     problem = check_tools(args)
     if problem:
         print(problem, file=sys.stderr)
@@ -1630,7 +1753,8 @@ def run(args: argparse.Namespace) -> int:
         print("--connections, --duration and --assets must be positive", file=sys.stderr)
         return 2
     try:
-        MonthSlots.before(datetime.now(UTC), args.assets).check_seeds(args.claims)
+        bulk = max(0, args.bulk_claims) * len([n for n in (args.small, args.claims) if n])
+        MonthSlots.before(datetime.now(UTC), args.assets).check_seeds(args.claims + bulk)
     except OutOfMonths as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -425,6 +425,13 @@ class Settings(BaseSettings):
     )
 
     # -- Oracle (issue 18) ------------------------------------------------------------------
+    claims_evaluation_batch_max: int = Field(
+        1000,
+        ge=1,
+        le=10_000,
+        description="Most evaluations one POST /v1/claims/evaluations carries (one ledger "
+        "write: larger batches hold the write turn longer).",
+    )
     oracle_enabled: bool = Field(
         True,
         description="Run the claim oracle with the background work (`twinhub serve oracle` "

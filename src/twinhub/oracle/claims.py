@@ -9,6 +9,7 @@ to the token's smallest unit, the same digests.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from twinhub.db.models import Claim, ClaimCollection, CreditToken, Domain
 from twinhub.oracle.inputs import stove_periods
 from twinhub.oracle.methodology import Methodology, compile_methodology, digest_of
-from twinhub.oracle.periods import PeriodSpec, compute_period
+from twinhub.oracle.periods import PeriodSpec, StovePeriod, compute_period
 from twinhub.services.errors import Problems
 
 DEFAULT_DECIMALS = 6  # a new credit token counts millionths: 0.000001 tCO2e
@@ -118,6 +119,17 @@ async def token_decimals(session: AsyncSession, token: str) -> int:
     return row.decimals if row is not None else DEFAULT_DECIMALS
 
 
+@dataclass(frozen=True)
+class ClaimJob:
+    """A claim to compute (`compute_claims`): the claim, its protocol's methodology and
+    token, its project."""
+
+    claim: Claim
+    methodology: dict[str, Any] | None
+    token: str
+    project: str
+
+
 async def compute_claim(
     session: AsyncSession,
     claim: Claim,
@@ -127,24 +139,70 @@ async def compute_claim(
     now: datetime,
 ) -> ClaimComputation:
     """The claim's credits from its stove's telemetry, or NotComputable with the reason."""
-    if methodology_document is None:
-        raise NotComputable(
-            f"the protocol names the token {token} but no methodology: nothing computes its credits"
-        )
-    methodology = methodology_of(methodology_document)
-    if claim.asset_did is None:
-        raise NotComputable("the claim names no stove (asset) whose telemetry would count")
-    start, end = claim_days(claim.data, now)
-    decimals = await token_decimals(session, token)
-    (stove,) = await stove_periods(session, [claim.asset_did], start, end)
-    spec = PeriodSpec(project, start, end, token, decimals)
+    (result,) = await compute_claims(
+        session, [ClaimJob(claim, methodology_document, token, project)], now
+    )
+    if isinstance(result, NotComputable):
+        raise result
+    return result
+
+
+async def compute_claims(
+    session: AsyncSession, jobs: Sequence[ClaimJob], now: datetime
+) -> list[ClaimComputation | NotComputable]:
+    """Each job's credits (or why there are none), in order. Claims over the same days
+    read their stoves' telemetry in one go (stove_periods), so an oracle approving a month
+    of a programme's claims reads a handful of statements, not one set per claim."""
+    results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
+    methodologies: dict[int, Methodology] = {}
+    by_days: dict[tuple[date, date], list[int]] = {}
+    for index, job in enumerate(jobs):
+        try:
+            if job.methodology is None:
+                raise NotComputable(
+                    f"the protocol names the token {job.token} but no methodology: nothing "
+                    "computes its credits"
+                )
+            methodologies[index] = methodology_of(job.methodology)
+            if job.claim.asset_did is None:
+                raise NotComputable("the claim names no stove (asset) whose telemetry would count")
+            days = claim_days(job.claim.data, now)
+        except NotComputable as error:
+            results[index] = error
+            continue
+        by_days.setdefault(days, []).append(index)
+    decimals = {
+        token: await token_decimals(session, token)
+        for token in dict.fromkeys(jobs[i].token for group in by_days.values() for i in group)
+    }
+    for (start, end), members in by_days.items():
+        stoves = [jobs[i].claim.asset_did for i in members]
+        periods = await stove_periods(session, [s for s in stoves if s is not None], start, end)
+        for index, stove in zip(members, periods, strict=True):
+            job = jobs[index]
+            results[index] = _computed(
+                job, methodologies[index], stove, start, end, decimals[job.token]
+            )
+    return [result for result in results if result is not None]
+
+
+def _computed(
+    job: ClaimJob,
+    methodology: Methodology,
+    stove: StovePeriod,
+    start: date,
+    end: date,
+    decimals: int,
+) -> ClaimComputation | NotComputable:
+    """One claim computed as a one-stove monitoring period."""
+    spec = PeriodSpec(job.project, start, end, job.token, decimals)
     report = compute_period(spec, methodology, [stove], [])
     if report["exclusions"]:
-        raise NotComputable(report["exclusions"][0]["reason"])
+        return NotComputable(report["exclusions"][0]["reason"])
     row = report["stoves"][0]
     return ClaimComputation(
         amount=report["credits"]["amount"],
-        token=token,
+        token=job.token,
         decimals=decimals,
         methodology={
             "id": methodology.id,

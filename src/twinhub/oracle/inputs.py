@@ -41,7 +41,7 @@ async def stove_periods(
 ) -> list[StovePeriod]:
     """Each stove's facts and days from `start` to `end` (inclusive), in the given order;
     a stove that is not a domain comes back unverified, unenrolled, without days."""
-    domains: dict[str, Domain] = {}
+    domains: dict[str, tuple[dict[str, Any], bool]] = {}  # did -> (properties, verified)
     enrolled: set[str] = set()
     cells: dict[str, dict[date, dict[str, tuple[int, float, float]]]] = defaultdict(
         lambda: defaultdict(dict)
@@ -50,8 +50,13 @@ async def stove_periods(
     unique = list(dict.fromkeys(stoves))
     for offset in range(0, len(unique), _CHUNK):
         chunk = unique[offset : offset + _CHUNK]
-        for row in await session.scalars(select(Domain).where(Domain.did.in_(chunk))):
-            domains[row.did] = row
+        facts = await session.execute(
+            select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
+                Domain.did.in_(chunk)
+            )
+        )
+        for did, properties, verified, status in facts:
+            domains[did] = (dict(properties or {}), bool(verified and status == "active"))
         enrolled.update(
             await session.scalars(
                 select(DeviceToken.domain_did).where(
@@ -81,7 +86,7 @@ async def stove_periods(
     found = []
     for did in stoves:
         domain = domains.get(did)
-        properties: dict[str, Any] = dict(domain.properties) if domain is not None else {}
+        properties: dict[str, Any] = domain[0] if domain is not None else {}
         unit = _unit(properties, cells.get(did, {}))
         days = _days(did, cells.get(did, {}), FUEL if unit == "kg" else ENERGY)
         household = properties.get("householdSize")
@@ -90,7 +95,7 @@ async def stove_periods(
             StovePeriod(
                 stove=did,
                 serial=properties.get("serialNumber") if domain is not None else None,
-                verified=bool(domain is not None and domain.verified and domain.status == "active"),
+                verified=domain is not None and domain[1],
                 enrolled=did in enrolled,
                 household_size=household
                 if isinstance(household, int) and not isinstance(household, bool)

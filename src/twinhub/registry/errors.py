@@ -23,6 +23,7 @@ from twinhub.services.errors import (
     NotFound,
     ServiceError,
     StaleVersion,
+    TooLarge,
 )
 from twinhub.web.errors import error_response
 
@@ -34,6 +35,7 @@ STATUS: dict[type[ServiceError], int] = {
     Conflict: 409,
     Forbidden: 403,
     StaleVersion: 412,
+    TooLarge: 413,
 }
 
 
@@ -52,9 +54,14 @@ class RateLimited(Exception):
 def _service_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
-    details = [{"field": d.field, "error": d.error} for d in exc.details]
     headers = {"Retry-After": "1"} if exc.__class__.__name__ == "InProgress" else None
-    return error_response(status, exc.code, exc.message, details, headers=headers)
+    return error_response(status, **service_error_fields(exc), headers=headers)
+
+
+def service_error_fields(exc: ServiceError) -> dict[str, Any]:
+    """The `error` object of a service failure's JSON body: code, message, details."""
+    details = [{"field": d.field, "error": d.error} for d in exc.details]
+    return {"code": exc.code, "message": exc.message, "details": details}
 
 
 def _field(location: tuple[Any, ...]) -> str:

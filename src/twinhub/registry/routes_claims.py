@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Path, Query, Request
 from fastapi import Body as JsonBody
 from pydantic import Field, field_validator
@@ -12,12 +13,19 @@ from starlette.responses import Response
 
 from twinhub.platform import Platform
 from twinhub.registry.auth import Reader, Writer
-from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import Cursor, documented
 from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body, as_utc
-from twinhub.services.claims import STATUSES, ClaimFilter, CollectionSpec
+from twinhub.services.claims import (
+    STATUSES,
+    ClaimFilter,
+    CollectionSpec,
+    EvaluationOutcome,
+    EvaluationRequest,
+)
+from twinhub.services.errors import FieldProblem, TooLarge
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 CollectionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -73,6 +81,18 @@ class EvaluationIn(Body):
         "from the stove's telemetry; an approval mints exactly that.",
     )
     oracle: str | None = Field(None, description="The oracle evaluating, if you run several.")
+
+
+class BatchEvaluationIn(EvaluationIn):
+    claim: str = Field(min_length=1, max_length=100, description="The claim's id.")
+
+
+class EvaluationsIn(Body):
+    evaluations: list[BatchEvaluationIn] = Field(
+        min_length=1,
+        description="Evaluations made in order, each on its own (at most "
+        "CLAIMS_EVALUATION_BATCH_MAX, default 1,000).",
+    )
 
 
 class TransferIn(Body):
@@ -192,6 +212,54 @@ async def evaluate_claim(
     return await _platform(request).claims.evaluate(
         claim_id, body.status, caller, reason=body.reason, amount=body.amount, oracle=body.oracle
     )
+
+
+@router.post(
+    "/claims/evaluations",
+    tags=["claims"],
+    summary="Evaluate many claims at once (an oracle's month); each made or refused alone",
+)
+async def evaluate_claims(request: Request, body: EvaluationsIn, caller: Writer) -> Response:
+    """One ledger write for the whole list: each approval still computes its credits from
+    the stove's telemetry, issues its credential and mints, exactly as one evaluation does;
+    a refused item (its JSON error in `results`) changes nothing and does not stop the
+    others. 200 whenever the list was read; `refused` counts the items that were not made."""
+    platform = _platform(request)
+    limit = platform.settings.claims_evaluation_batch_max
+    if len(body.evaluations) > limit:
+        raise TooLarge(
+            f"One request evaluates at most {limit} claims; this one has "
+            f"{len(body.evaluations)}. Send the rest in further requests.",
+            [FieldProblem("evaluations", f"at most {limit}")],
+        )
+    outcomes = await platform.claims.evaluate_many(
+        [
+            EvaluationRequest(item.claim, item.status, item.reason, item.amount, item.oracle)
+            for item in body.evaluations
+        ],
+        caller,
+    )
+    results = [_evaluation_result(index, outcome) for index, outcome in enumerate(outcomes)]
+    refused = sum(1 for outcome in outcomes if outcome.error is not None)
+    reply = {"evaluated": len(outcomes) - refused, "refused": refused, "results": results}
+    return Response(orjson.dumps(reply), media_type="application/json")
+
+
+def _evaluation_result(index: int, outcome: EvaluationOutcome) -> dict[str, Any]:
+    """One item of a batch's reply: what the claim became, or the error one evaluation
+    would have answered (its JSON error body's `error`)."""
+    result: dict[str, Any] = {"index": index, "claim": outcome.claim}
+    if outcome.error is not None:
+        result["error"] = service_error_fields(outcome.error)
+        return result
+    assert outcome.reply is not None
+    result.update(
+        status=outcome.reply["status"],
+        amount=outcome.reply["amount"],
+        token=outcome.token,
+        credential=outcome.credential,
+    )
+    return result
 
 
 @router.get("/claims/{claim_id}/credential", tags=["credentials"])

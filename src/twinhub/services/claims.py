@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -45,12 +45,14 @@ from twinhub.identifiers import customer_did, is_did
 from twinhub.oracle.claims import (
     FAR_FUTURE,
     ClaimComputation,
+    ClaimJob,
     NotComputable,
     claim_days,
     compute_claim,
+    compute_claims,
 )
 from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credits import CreditService
+from twinhub.services.credits import CreditService, Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.errors import (
     Conflict,
@@ -60,6 +62,7 @@ from twinhub.services.errors import (
     NotFound,
     NotVerified,
     Problems,
+    ServiceError,
 )
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
@@ -83,6 +86,7 @@ STATUSES = (PENDING, *OUTCOMES)
 EVALUABLE = (PENDING, FLAGGED)
 VERIFIER_ROLE = "verifier"
 MAX_EVALUATORS = 50
+_CHUNK = 500  # ids per IN (...) list
 CLAIM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,99}$")
 _REASON = re.compile(r"^\S.{0,999}$", re.DOTALL)
 JSON_SAFE_INTEGER = 2**53 - 1  # credentials are canonicalised as JSON numbers (RFC 8785)
@@ -216,6 +220,10 @@ class _Prepared:
         return self.computation
 
 
+class _NothingApplied(Exception):
+    """Every evaluation of a write was refused: roll it back rather than commit nothing."""
+
+
 class DoubleCounting(Conflict):
     """The approval would credit a stove-period that is credited already."""
 
@@ -289,53 +297,136 @@ def reporting_period(
     return data, f"{month:%Y-%m}"
 
 
+class Credited:
+    """What is credited already for some stoves: other approved claims' periods, and the
+    monitoring periods of their projects with the stoves each credited. Read once for a
+    batch of approvals and kept up to date as the batch approves (`add`), so each approval
+    is checked against the database and against the batch before it."""
+
+    def __init__(self) -> None:
+        self._claims: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # stove -> (id, data)
+        self._periods: dict[str, list[tuple[int, date, date, set[str]]]] = {}  # project ->
+
+    @classmethod
+    async def load(
+        cls,
+        session: AsyncSession,
+        stoves: Iterable[str],
+        projects: Iterable[str],
+        days: Iterable[tuple[date, date]],
+    ) -> Credited:
+        """For approvals of `stoves` (claims of `projects`) over `days` (first, last)."""
+        credited = cls()
+        spans = list(days)
+        stoves, projects = sorted(set(stoves)), sorted(set(projects))
+        for offset in range(0, len(stoves), _CHUNK):
+            rows = await session.execute(
+                select(Claim.asset_did, Claim.id, Claim.data).where(
+                    Claim.asset_did.in_(stoves[offset : offset + _CHUNK]),
+                    Claim.status == APPROVED,
+                )
+            )
+            for stove, claim_id, data in rows:
+                credited._claims.setdefault(stove, []).append((claim_id, data))
+        if projects and spans:
+            periods = await session.execute(
+                select(
+                    MonitoringPeriod.project_did,
+                    MonitoringPeriod.id,
+                    MonitoringPeriod.start,
+                    MonitoringPeriod.end,
+                    MonitoringPeriod.report,
+                ).where(
+                    MonitoringPeriod.project_did.in_(projects),
+                    MonitoringPeriod.start <= max(last for _, last in spans),
+                    MonitoringPeriod.end >= min(first for first, _ in spans),
+                )
+            )
+            for project, period_id, start, end, report in periods:
+                stoves_credited = {row["stove"] for row in orjson.loads(report).get("stoves", [])}
+                credited._periods.setdefault(project, []).append(
+                    (period_id, start, end, stoves_credited)
+                )
+        return credited
+
+    def doubled(self, claim: Claim, project: str, computation: ClaimComputation) -> list[str]:
+        """Why approving `claim` would credit its stove-period twice (empty: it would not)."""
+        found = []
+        for period_id, start, end, stoves in self._periods.get(project, []):
+            if start <= computation.end and end >= computation.start and claim.asset_did in stoves:
+                found.append(
+                    f"monitoring period {period_id} ({start}..{end}) credited this stove "
+                    "already (double counting)"
+                )
+        for other, data in self._claims.get(claim.asset_did or "", []):
+            if other == claim.id:
+                continue
+            try:
+                start, end = claim_days(data, FAR_FUTURE)
+            except NotComputable:
+                continue
+            if start <= computation.end and computation.start <= end:
+                found.append(
+                    f"the stove-period {start}..{end} was credited already by claim {other} "
+                    "(double counting)"
+                )
+        return found
+
+    def add(self, claim: Claim) -> None:
+        """`claim` is approved now (in this batch)."""
+        if claim.asset_did is not None:
+            self._claims.setdefault(claim.asset_did, []).append((claim.id, claim.data))
+
+
 async def double_counted(
     session: AsyncSession, claim: Claim, computation: ClaimComputation
 ) -> list[str]:
     """Why approving `claim` would credit its stove-period twice: another approved claim
     on the stove whose period overlaps, or a monitoring period of the project that credited
     the stove for overlapping days. Checked by the oracle and by every approval."""
-    rows = await session.execute(
-        select(Claim.id, Claim.data).where(
-            Claim.asset_did == claim.asset_did, Claim.status == APPROVED, Claim.id != claim.id
-        )
+    project = await session.scalar(
+        select(ClaimCollection.project_did).where(ClaimCollection.id == claim.collection_id)
     )
-    found = []
-    project = (
-        select(ClaimCollection.project_did)
-        .where(ClaimCollection.id == claim.collection_id)
-        .scalar_subquery()
-    )
-    periods = await session.execute(
-        select(
-            MonitoringPeriod.id,
-            MonitoringPeriod.start,
-            MonitoringPeriod.end,
-            MonitoringPeriod.report,
-        ).where(
-            MonitoringPeriod.project_did == project,
-            MonitoringPeriod.start <= computation.end,
-            MonitoringPeriod.end >= computation.start,
-        )
-    )
-    for period_id, start, end, report in periods:
-        credited = {row["stove"] for row in orjson.loads(report).get("stoves", [])}
-        if claim.asset_did in credited:
-            found.append(
-                f"monitoring period {period_id} ({start}..{end}) credited this stove "
-                "already (double counting)"
-            )
-    for other, data in rows:
-        try:
-            start, end = claim_days(data, FAR_FUTURE)
-        except NotComputable:
-            continue
-        if start <= computation.end and computation.start <= end:
-            found.append(
-                f"the stove-period {start}..{end} was credited already by claim {other} "
-                "(double counting)"
-            )
-    return found
+    stoves = [claim.asset_did] if claim.asset_did else []
+    span = [(computation.start, computation.end)]
+    credited = await Credited.load(session, stoves, [project] if project else [], span)
+    return credited.doubled(claim, project or "", computation)
+
+
+@dataclass
+class EvaluationRequest:
+    """One evaluation (`ClaimService.evaluate_many`). `computation`: the claim's credits as
+    the oracle computed them already; `on_write` runs inside the same ledger write (the
+    oracle records its signed decision there, so decision and mint commit together)."""
+
+    claim: str
+    status: str
+    reason: str | None = None
+    amount: int | None = None
+    oracle: str | None = None
+    computation: ClaimComputation | None = None
+    on_write: DecisionHook | None = None
+
+
+@dataclass
+class EvaluationOutcome:
+    """What became of one evaluation: the claim with its evaluations, or why not."""
+
+    claim: str
+    reply: dict[str, Any] | None = None
+    error: ServiceError | None = None
+    credential: str | None = None  # the approval's credential id
+    token: str | None = None  # and the token class it minted
+
+
+@dataclass
+class _Applied:
+    """An evaluation made in the open write, whose reply is built once all are flushed."""
+
+    outcome: EvaluationOutcome
+    claim: Claim
+    evaluation: Evaluation
+    before: str
 
 
 class ClaimService:
@@ -693,190 +784,327 @@ class ClaimService:
     ) -> dict[str, Any]:
         """Record an evaluation. An approval mints what the protocol's methodology computes
         from the claim's stove telemetry (`computation`, when the oracle computed it
-        already); nobody names an amount. `on_write` runs inside the same ledger write (the
-        oracle records its signed decision there, so decision and mint commit together)."""
+        already); nobody names an amount."""
+        request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation, on_write)
+        (outcome,) = await self.evaluate_many([request], actor)
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.reply is not None
+        return outcome.reply
+
+    async def evaluate_many(
+        self, requests: Sequence[EvaluationRequest], actor: Principal
+    ) -> list[EvaluationOutcome]:
+        """Record evaluations, in order, each made or refused on its own (one refused
+        changes nothing and keeps none of the others from being made), in one ledger write.
+        Credits are computed before the ledger's turn (telemetry rollups, methodology), a
+        statement per set of claims over the same days: they depend only on each claim's
+        immutable data and past telemetry, so the turn re-checks what can change (status,
+        verification, double counting), then writes all the evaluations together."""
         require_role(actor, "writer")
+        outcomes = [EvaluationOutcome(request.claim) for request in requests]
+        live: list[int] = []
+        for index, request in enumerate(requests):
+            try:
+                self._check_request(request)
+            except ServiceError as error:
+                outcomes[index].error = error
+            else:
+                live.append(index)
+        if not live:
+            return outcomes
+        now = self._now()
+        prepared = await self._prepare(
+            [
+                requests[i].claim
+                for i in live
+                if requests[i].status == APPROVED and requests[i].computation is None
+            ],
+            now,
+        )
+        try:
+            async with self._ledger.write() as write:
+                applied = await self._apply(write, requests, outcomes, live, actor, now, prepared)
+                if not applied:
+                    raise _NothingApplied
+                await self._replies(write.session, applied)
+        except _NothingApplied:
+            pass
+        return outcomes
+
+    @staticmethod
+    def _check_request(request: EvaluationRequest) -> None:
+        """The evaluation's own fields, before anything is read."""
         problems = Problems()
+        status, reason = request.status, request.reason
         if status not in OUTCOMES:
             problems.add("status", f"expected one of {', '.join(OUTCOMES)}")
-        if reason is not None and not _REASON.match(reason):
+        if reason is not None and (not isinstance(reason, str) or not _REASON.match(reason)):
             problems.add("reason", "1 to 1000 characters, not starting with a space")
         if status != APPROVED and reason is None:
             problems.add("reason", f"a {status} evaluation says why")
-        if amount is not None:
+        if request.amount is not None:
             problems.add(
                 "amount",
                 "credits follow from the methodology: an approval mints what it computes "
                 "from the stove's telemetry; leave amount out",
             )
         problems.raise_if_any("The evaluation is invalid.")
-        now = self._now()
-        # Credits computed before the ledger's turn (telemetry rollups, methodology): they
-        # depend only on the claim's immutable data and past telemetry, so the turn
-        # re-checks what can change (status, verification, double counting) and writes.
-        prepared = (
-            await self._prepare(claim_id, now)
-            if status == APPROVED and computation is None
-            else None
-        )
-        async with self._ledger.write() as write:
-            session = write.session
-            claim, collection = await self._claim_row(session, claim_id)
-            domains = await self._domains(
-                session,
-                [
-                    collection.project_did,
-                    *([claim.asset_did] if status == APPROVED and claim.asset_did else []),
-                    *collection.evaluators,
-                ],
-            )
-            project = self._verified_project(
-                domains.get(collection.project_did), collection.project_did, "evaluate claims"
-            )
-            asset = None
-            if status == APPROVED and claim.asset_did is not None:
-                asset = self._verified_asset(domains.get(claim.asset_did), claim.asset_did)
-            evaluator = self._evaluator(domains, collection, actor, oracle)
-            if claim.status not in EVALUABLE:
-                raise Conflict(
-                    f"Claim {claim_id} is {claim.status}; only pending or flagged claims "
-                    "can be evaluated."
-                )
-            if claim.status == FLAGGED and reason is None:
-                raise Invalid(
-                    "Overriding a flagged claim needs a recorded reason.",
-                    [FieldProblem("reason", "say why the flag is overridden")],
-                )
-            protocol = await self._protocols.get(collection.protocol_did)
-            token = protocol.effective_token_class
-            if status == APPROVED and token is not None and computation is None:
-                try:
-                    if prepared is not None and prepared.fits(claim, collection):
-                        computation = prepared.result()
-                    else:  # not computed ahead (or the claim changed meanwhile): here
-                        computation = await compute_claim(
-                            session,
-                            claim,
-                            protocol.effective_methodology,
-                            token,
-                            project.did,
-                            now,
-                        )
-                except NotComputable as error:
-                    raise Invalid(
-                        "Credits follow from the methodology, and it cannot compute this "
-                        f"claim: {error.reason}. Flag or reject it instead.",
-                        [FieldProblem("status", error.reason)],
-                    ) from None
-            if status != APPROVED or token is None:
-                computation = None
-            # A stove's claim (a project's monitoring period excluded credited stoves when it
-            # computed). Checked under the ledger's turn, so no other approval races it.
-            if isinstance(computation, ClaimComputation) and claim.asset_did is not None:
-                doubled = await double_counted(session, claim, computation)
-                if doubled:
-                    raise DoubleCounting(
-                        f"Approving claim {claim_id} would credit its stove twice: "
-                        f"{doubled[0]}. Reject it instead."
-                    )
-            amount = computation.amount if computation is not None else None
-            before = claim.status
-            self._count(collection, claim.status, status)
-            claim.status, claim.oracle, claim.reason = status, evaluator, reason
-            claim.amount, claim.evaluated_at = amount, now
-            collection.updated_at = now
-            evaluation = Evaluation(
-                claim_id=claim.id,
-                oracle=evaluator,
-                actor=actor.did,
-                status=status,
-                reason=reason,
-                amount=amount,
-                created_at=now,
-            )
-            session.add(evaluation)
-            subject = claim.asset_did or project.did
-            credential = None
-            if status == APPROVED:
-                credential = await self._approve(
-                    write, claim, collection, project, protocol, now, computation
-                )
-            view = claim_view(claim)
-            await write.append(
-                "claims.evaluate",
-                subject,
-                actor.did,
-                {"claim": view, "credential": credential["id"] if credential else None},
-            )
-            if computation is not None and computation.amount > 0:
-                await self._credits.mint(
-                    write,
-                    computation.token,
-                    protocol.did,
-                    self._owner(claim, project, asset),
-                    computation.amount,
-                    claim.id,
-                    actor.did,
-                    decimals=computation.decimals,
-                )
-            if on_write is not None:
-                await on_write(write, claim)
-            # The reply, read in the write's own transaction: no second session for it. A
-            # pending claim had no evaluation before this one, so there is nothing to read.
-            if before == PENDING:
-                evaluations = [evaluation]
-            else:
-                evaluations = (await self._evaluations_of(session, [claim.id])).get(claim.id, [])
-            reply = claim_view(claim, evaluations)
-        return reply
 
-    async def _prepare(self, claim_id: str, now: datetime) -> _Prepared | None:
-        """The claim's credits, computed outside the ledger's turn in a session of its own
-        (None when there is nothing to compute: the turn finds out why)."""
-        if not CLAIM_ID.match(claim_id):
-            return None
-        async with self._sessions() as session:
-            found = (
-                await session.execute(
-                    select(Claim, ClaimCollection.protocol_did, ClaimCollection.project_did)
-                    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
-                    .where(Claim.id == claim_id)
-                )
-            ).one_or_none()
-            if found is None:
-                return None
-            claim, protocol_did, project_did = found
-            if claim.status not in EVALUABLE:
-                return None
-            protocol = await self._protocols.get(protocol_did)
-            token = protocol.effective_token_class
-            if token is None:
-                return None
-            prepared = _Prepared(
-                claim.collection_id, claim.asset_did, claim.data, protocol_did, project_did
-            )
+    async def _apply(
+        self,
+        write: LedgerWrite,
+        requests: Sequence[EvaluationRequest],
+        outcomes: list[EvaluationOutcome],
+        live: list[int],
+        actor: Principal,
+        now: datetime,
+        prepared: dict[str, _Prepared],
+    ) -> list[_Applied]:
+        """The evaluations made under the ledger's turn: every row they need read (and
+        locked) at once, each evaluation checked and made in order."""
+        session = write.session
+        rows = await self._claim_rows(session, [requests[i].claim for i in live])
+        approving = {requests[i].claim for i in live if requests[i].status == APPROVED}
+        dids: list[str] = []
+        for claim, collection in rows.values():
+            dids += [collection.project_did, *collection.evaluators]
+            if claim.id in approving and claim.asset_did:
+                dids.append(claim.asset_did)
+        domains = await self._domains(session, dids)
+        credited = await Credited.load(
+            session,
+            [c.asset_did for c, _ in rows.values() if c.id in approving and c.asset_did],
+            [collection.project_did for c, collection in rows.values() if c.id in approving],
+            self._spans(requests, live, rows, prepared),
+        )
+        minting = Minting(write)
+        applied: list[_Applied] = []
+        for index in live:
+            request, outcome = requests[index], outcomes[index]
             try:
-                prepared.computation = await compute_claim(
-                    session, claim, protocol.effective_methodology, token, project_did, now
+                found = rows.get(request.claim)
+                if found is None:
+                    raise NotFound(f"No claim {request.claim!r}.")
+                applied.append(
+                    await self._evaluate_one(
+                        write,
+                        request,
+                        outcome,
+                        found,
+                        domains,
+                        credited,
+                        minting,
+                        actor,
+                        now,
+                        prepared.get(request.claim),
+                    )
                 )
-            except NotComputable as error:
-                prepared.error = error
-        return prepared
+            except ServiceError as error:
+                outcome.error = error
+        await minting.finish()
+        return applied
 
     @staticmethod
-    async def _claim_row(session: AsyncSession, claim_id: str) -> tuple[Claim, ClaimCollection]:
-        """The claim and its collection, locked, in one statement."""
-        found = (
-            await session.execute(
+    def _spans(
+        requests: Sequence[EvaluationRequest],
+        live: list[int],
+        rows: dict[str, tuple[Claim, ClaimCollection]],
+        prepared: dict[str, _Prepared],
+    ) -> list[tuple[date, date]]:
+        """The days the approvals' credits cover, as far as known before the turn: what
+        double counting is checked over."""
+        spans = []
+        for index in live:
+            request = requests[index]
+            found = rows.get(request.claim)
+            if request.status != APPROVED or found is None or found[0].asset_did is None:
+                continue
+            computed = request.computation or getattr(
+                prepared.get(request.claim), "computation", None
+            )
+            if computed is not None:
+                spans.append((computed.start, computed.end))
+                continue
+            try:
+                spans.append(claim_days(found[0].data, FAR_FUTURE))
+            except NotComputable:
+                continue
+        return spans
+
+    async def _evaluate_one(
+        self,
+        write: LedgerWrite,
+        request: EvaluationRequest,
+        outcome: EvaluationOutcome,
+        found: tuple[Claim, ClaimCollection],
+        domains: dict[str, Domain],
+        credited: Credited,
+        minting: Minting,
+        actor: Principal,
+        now: datetime,
+        prepared: _Prepared | None,
+    ) -> _Applied:
+        """One evaluation: every check first (a refusal leaves no trace), then its rows."""
+        session = write.session
+        claim, collection = found
+        status, reason, computation = request.status, request.reason, request.computation
+        project = self._verified_project(
+            domains.get(collection.project_did), collection.project_did, "evaluate claims"
+        )
+        asset = None
+        if status == APPROVED and claim.asset_did is not None:
+            asset = self._verified_asset(domains.get(claim.asset_did), claim.asset_did)
+        evaluator = self._evaluator(domains, collection, actor, request.oracle)
+        if claim.status not in EVALUABLE:
+            raise Conflict(
+                f"Claim {claim.id} is {claim.status}; only pending or flagged claims "
+                "can be evaluated."
+            )
+        if claim.status == FLAGGED and reason is None:
+            raise Invalid(
+                "Overriding a flagged claim needs a recorded reason.",
+                [FieldProblem("reason", "say why the flag is overridden")],
+            )
+        protocol = await self._protocols.get(collection.protocol_did)
+        token = protocol.effective_token_class
+        if status == APPROVED and token is not None and computation is None:
+            try:
+                if prepared is not None and prepared.fits(claim, collection):
+                    computation = prepared.result()
+                else:  # not computed ahead (or the claim changed meanwhile): here
+                    computation = await compute_claim(
+                        session, claim, protocol.effective_methodology, token, project.did, now
+                    )
+            except NotComputable as error:
+                raise Invalid(
+                    "Credits follow from the methodology, and it cannot compute this "
+                    f"claim: {error.reason}. Flag or reject it instead.",
+                    [FieldProblem("status", error.reason)],
+                ) from None
+        if status != APPROVED or token is None:
+            computation = None
+        # A stove's claim (a project's monitoring period excluded credited stoves when it
+        # computed). Checked under the ledger's turn, so no other approval races it.
+        if isinstance(computation, ClaimComputation) and claim.asset_did is not None:
+            doubled = credited.doubled(claim, project.did, computation)
+            if doubled:
+                raise DoubleCounting(
+                    f"Approving claim {claim.id} would credit its stove twice: "
+                    f"{doubled[0]}. Reject it instead."
+                )
+        # Checked: from here on the evaluation is made.
+        amount = computation.amount if computation is not None else None
+        before = claim.status
+        self._count(collection, claim.status, status)
+        claim.status, claim.oracle, claim.reason = status, evaluator, reason
+        claim.amount, claim.evaluated_at = amount, now
+        collection.updated_at = now
+        evaluation = Evaluation(
+            claim_id=claim.id,
+            oracle=evaluator,
+            actor=actor.did,
+            status=status,
+            reason=reason,
+            amount=amount,
+            created_at=now,
+        )
+        session.add(evaluation)
+        subject = claim.asset_did or project.did
+        credential = None
+        if status == APPROVED:
+            credited.add(claim)
+            credential = await self._approve(
+                write, claim, collection, project, protocol, now, computation
+            )
+            outcome.credential = credential["id"]
+        view = claim_view(claim)
+        await write.append(
+            "claims.evaluate",
+            subject,
+            actor.did,
+            {"claim": view, "credential": credential["id"] if credential else None},
+        )
+        if computation is not None and computation.amount > 0:
+            outcome.token = computation.token
+            await minting.add(
+                computation.token,
+                protocol.did,
+                self._owner(claim, project, asset),
+                computation.amount,
+                claim.id,
+                actor.did,
+                decimals=computation.decimals,
+            )
+        if request.on_write is not None:
+            await request.on_write(write, claim)
+        return _Applied(outcome, claim, evaluation, before)
+
+    async def _replies(self, session: AsyncSession, applied: list[_Applied]) -> None:
+        """Each evaluated claim with its evaluations, read in the write's own transaction.
+        A pending claim had no evaluation before this one, so there is nothing to read."""
+        await session.flush()
+        earlier = await self._evaluations_of(
+            session, [a.claim.id for a in applied if a.before != PENDING]
+        )
+        for item in applied:
+            history = earlier.get(item.claim.id, []) if item.before != PENDING else []
+            if item.evaluation not in history:
+                history.append(item.evaluation)
+            item.outcome.reply = claim_view(item.claim, history)
+
+    async def _prepare(self, claim_ids: list[str], now: datetime) -> dict[str, _Prepared]:
+        """The claims' credits, computed outside the ledger's turn in a session of its own
+        (a claim with nothing to compute is left out: the turn finds out why)."""
+        wanted = sorted({c for c in claim_ids if isinstance(c, str) and CLAIM_ID.match(c)})
+        found: dict[str, _Prepared] = {}
+        if not wanted:
+            return found
+        async with self._sessions() as session:
+            jobs: list[ClaimJob] = []
+            for offset in range(0, len(wanted), _CHUNK):
+                rows = await session.execute(
+                    select(Claim, ClaimCollection.protocol_did, ClaimCollection.project_did)
+                    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
+                    .where(Claim.id.in_(wanted[offset : offset + _CHUNK]))
+                )
+                for claim, protocol_did, project_did in rows:
+                    if claim.status not in EVALUABLE:
+                        continue
+                    protocol = await self._protocols.get(protocol_did)
+                    token = protocol.effective_token_class
+                    if token is None:
+                        continue
+                    found[claim.id] = _Prepared(
+                        claim.collection_id, claim.asset_did, claim.data, protocol_did, project_did
+                    )
+                    jobs.append(ClaimJob(claim, protocol.effective_methodology, token, project_did))
+            results = await compute_claims(session, jobs, now)
+        for job, result in zip(jobs, results, strict=True):
+            if isinstance(result, NotComputable):
+                found[job.claim.id].error = result
+            else:
+                found[job.claim.id].computation = result
+        return found
+
+    @staticmethod
+    async def _claim_rows(
+        session: AsyncSession, claim_ids: list[str]
+    ) -> dict[str, tuple[Claim, ClaimCollection]]:
+        """The claims and their collections, locked (in id order), a statement per chunk."""
+        wanted = sorted({c for c in claim_ids if isinstance(c, str)})
+        found: dict[str, tuple[Claim, ClaimCollection]] = {}
+        for offset in range(0, len(wanted), _CHUNK):
+            rows = await session.execute(
                 select(Claim, ClaimCollection)
                 .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
-                .where(Claim.id == claim_id)
+                .where(Claim.id.in_(wanted[offset : offset + _CHUNK]))
+                .order_by(Claim.id)
                 .with_for_update()
             )
-        ).one_or_none()
-        if found is None:
-            raise NotFound(f"No claim {claim_id!r}.")
-        return found[0], found[1]
+            for claim, collection in rows:
+                found[claim.id] = (claim, collection)
+        return found
 
     @staticmethod
     async def _domains(session: AsyncSession, dids: list[str]) -> dict[str, Domain]:

@@ -38,6 +38,7 @@ from twinhub.services.protocols import TOKEN_CLASS_PATTERN
 MAX_AMOUNT = 10**15  # far above any programme, far below 64-bit overflow of the sums
 MINT, TRANSFER, RETIRE = "mint", "transfer", "retire"
 _REASON = re.compile(r"^\S.{0,499}$", re.DOTALL)
+_CHUNK = 500  # owners per IN (...) list
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,117 @@ def _movement_view(row: CreditMovement) -> dict[str, Any]:
     }
 
 
+async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> CreditMovement:
+    """The movement's ledger transaction, appended; its row (not yet added)."""
+    subject = movement.sender or movement.recipient
+    assert subject is not None
+    payload = {
+        "token": movement.token,
+        "from": movement.sender,
+        "to": movement.recipient,
+        "amount": movement.amount,
+        "reason": movement.reason,
+        "claim": movement.claim_id,
+    }
+    transaction = await write.append(f"credits.{movement.kind}", subject, actor, payload)
+    return CreditMovement(
+        kind=movement.kind,
+        token=movement.token,
+        sender=movement.sender,
+        recipient=movement.recipient,
+        amount=movement.amount,
+        reason=movement.reason,
+        claim_id=movement.claim_id,
+        actor=actor,
+        ledger_height=transaction.height,
+        created_at=transaction.created_at,
+    )
+
+
+class Minting:
+    """The mints of one ledger write, gathered: `add` appends each mint's ledger
+    transaction where it happens; `finish` then reads and updates each token and balance
+    row once, and stores the movements together. A batch of a thousand approvals thus
+    touches the token row once, not a thousand times."""
+
+    def __init__(self, write: LedgerWrite) -> None:
+        self._write = write
+        self._tokens: dict[str, list[Any]] = {}  # name -> [protocol, decimals, amount]
+        self._balances: dict[tuple[str, str], int] = {}  # (owner, token) -> amount
+        self._rows: list[CreditMovement] = []
+
+    async def add(
+        self,
+        token: str,
+        protocol_did: str,
+        owner: str,
+        amount: int,
+        claim_id: str,
+        actor: str,
+        decimals: int = 0,
+    ) -> None:
+        movement = Movement(MINT, token, None, owner, amount, None, claim_id)
+        self._rows.append(await _appended(self._write, movement, actor))
+        self._tokens.setdefault(token, [protocol_did, decimals, 0])[2] += amount
+        self._balances[owner, token] = self._balances.get((owner, token), 0) + amount
+
+    async def finish(self) -> list[CreditMovement]:
+        """Apply the gathered mints (token rows, then balances, locked in key order);
+        the movement rows, stored."""
+        session = self._write.session
+        names = sorted(self._tokens)
+        if not names:
+            return []
+        found = await session.scalars(
+            select(CreditToken)
+            .where(CreditToken.name.in_(names))
+            .order_by(CreditToken.name)
+            .with_for_update()
+        )
+        tokens = {row.name: row for row in found}
+        for name in names:
+            protocol_did, decimals, amount = self._tokens[name]
+            row = tokens.get(name)
+            if row is None:
+                row = CreditToken(
+                    name=name, protocol_did=protocol_did, minted=0, retired=0, decimals=decimals
+                )
+                session.add(row)
+            row.minted += amount
+        keys = sorted(self._balances)
+        balances: dict[tuple[str, str], CreditBalance] = {}
+        for name in names:
+            owners = [owner for owner, token in keys if token == name]
+            for offset in range(0, len(owners), _CHUNK):
+                rows = await session.scalars(
+                    select(CreditBalance)
+                    .where(
+                        CreditBalance.token == name,
+                        CreditBalance.owner.in_(owners[offset : offset + _CHUNK]),
+                    )
+                    .order_by(CreditBalance.owner)
+                    .with_for_update()
+                )
+                balances.update({(row.owner, row.token): row for row in rows})
+        for key in keys:
+            balance = balances.get(key)
+            if balance is None:
+                balance = CreditBalance(owner=key[0], token=key[1], amount=0, retired=0)
+                session.add(balance)
+            balance.amount += self._balances[key]
+        session.add_all(self._rows)
+        await session.flush()
+        return self._rows
+
+
 class CreditService:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
         self._sessions = sessions
         self._ledger = ledger
 
     # -- writes ----------------------------------------------------------------------------
+    @staticmethod
     async def mint(
-        self,
         write: LedgerWrite,
         token: str,
         protocol_did: str,
@@ -93,19 +197,10 @@ class CreditService:
         """Create `amount` new credits (in the token's smallest unit) for `owner`; only an
         approved claim's evaluation calls this, inside its own ledger write. `decimals`
         fixes the token's smallest unit when this is its first mint."""
-        session = write.session
-        row = await session.get(CreditToken, token, with_for_update=True)
-        if row is None:
-            row = CreditToken(
-                name=token, protocol_did=protocol_did, minted=0, retired=0, decimals=decimals
-            )
-            session.add(row)
-        row.minted += amount
-        balance = await self._balance(session, owner, token)
-        balance.amount += amount
-        return await self._record(
-            write, Movement(MINT, token, None, owner, amount, None, claim_id), actor
-        )
+        minting = Minting(write)
+        await minting.add(token, protocol_did, owner, amount, claim_id, actor, decimals)
+        (row,) = await minting.finish()
+        return _movement_view(row)
 
     async def transfer(
         self, token: str, sender: str, recipient: str, amount: int, actor: Principal
@@ -187,29 +282,7 @@ class CreditService:
 
     @staticmethod
     async def _record(write: LedgerWrite, movement: Movement, actor: str) -> dict[str, Any]:
-        subject = movement.sender or movement.recipient
-        assert subject is not None
-        payload = {
-            "token": movement.token,
-            "from": movement.sender,
-            "to": movement.recipient,
-            "amount": movement.amount,
-            "reason": movement.reason,
-            "claim": movement.claim_id,
-        }
-        transaction = await write.append(f"credits.{movement.kind}", subject, actor, payload)
-        row = CreditMovement(
-            kind=movement.kind,
-            token=movement.token,
-            sender=movement.sender,
-            recipient=movement.recipient,
-            amount=movement.amount,
-            reason=movement.reason,
-            claim_id=movement.claim_id,
-            actor=actor,
-            ledger_height=transaction.height,
-            created_at=transaction.created_at,
-        )
+        row = await _appended(write, movement, actor)
         write.session.add(row)
         await write.session.flush()
         return _movement_view(row)

@@ -52,6 +52,12 @@ class Forbidden(ServiceError):
     code = "forbidden"
 
 
+class TooLarge(ServiceError):
+    """More items in one request than the configured limit allows."""
+
+    code = "too_large"
+
+
 class StaleVersion(ServiceError):
     code = "precondition_failed"
 

@@ -21,7 +21,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from twinhub.logging import get_logger
 from twinhub.services.device_tokens import DeviceCredential
 from twinhub.services.domains import DomainService
-from twinhub.services.errors import Conflict, FieldProblem, Forbidden, Invalid, ServiceError
+from twinhub.services.errors import (
+    Conflict,
+    FieldProblem,
+    Forbidden,
+    Invalid,
+    ServiceError,
+    TooLarge,
+)
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import Settings
 from twinhub.telemetry.live import LiveHub
@@ -49,10 +56,6 @@ class Throttled(ServiceError):
     def __init__(self, retry_after: int) -> None:
         super().__init__(f"Too many telemetry requests from this device; retry in {retry_after} s.")
         self.retry_after = retry_after
-
-
-class TooLarge(ServiceError):
-    code = "too_large"
 
 
 @dataclass(frozen=True)

@@ -121,10 +121,11 @@ async def token_decimals(session: AsyncSession, token: str) -> int:
 
 @dataclass(frozen=True)
 class ClaimJob:
-    """A claim to compute (`compute_claims`): the claim, its protocol's methodology and
-    token, its project."""
+    """A claim to compute (`compute_claims`): its stove and data, its protocol's
+    methodology and token, its project."""
 
-    claim: Claim
+    asset: str | None
+    data: dict[str, Any]
     methodology: dict[str, Any] | None
     token: str
     project: str
@@ -140,7 +141,7 @@ async def compute_claim(
 ) -> ClaimComputation:
     """The claim's credits from its stove's telemetry, or NotComputable with the reason."""
     (result,) = await compute_claims(
-        session, [ClaimJob(claim, methodology_document, token, project)], now
+        session, [ClaimJob(claim.asset_did, claim.data, methodology_document, token, project)], now
     )
     if isinstance(result, NotComputable):
         raise result
@@ -164,9 +165,9 @@ async def compute_claims(
                     "computes its credits"
                 )
             methodologies[index] = methodology_of(job.methodology)
-            if job.claim.asset_did is None:
+            if job.asset is None:
                 raise NotComputable("the claim names no stove (asset) whose telemetry would count")
-            days = claim_days(job.claim.data, now)
+            days = claim_days(job.data, now)
         except NotComputable as error:
             results[index] = error
             continue
@@ -176,7 +177,7 @@ async def compute_claims(
         for token in dict.fromkeys(jobs[i].token for group in by_days.values() for i in group)
     }
     for (start, end), members in by_days.items():
-        stoves = [jobs[i].claim.asset_did for i in members]
+        stoves = [jobs[i].asset for i in members]
         periods = await stove_periods(session, [s for s in stoves if s is not None], start, end)
         for index, stove in zip(members, periods, strict=True):
             job = jobs[index]

@@ -29,6 +29,7 @@ from twinhub.services.errors import Problems
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")
 INPUT_TYPES: dict[str, cel.Type] = {"double": cel.Type.DOUBLE, "int": cel.Type.INT}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*?)(?:\n|$)")
 _STATUS_WORDS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")  # "CANCELLED: ... [CANCELLED]"
 
@@ -136,6 +137,9 @@ class Methodology:
     document: dict[str, Any] = field(repr=False)
     digest: str = ""
     _programs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    # Per formula, the names it can refer to: each evaluation hands CEL only those (CEL
+    # converts every variable it is given, and a formula reads a handful of thirty).
+    _uses: tuple[tuple[str, ...], ...] = field(default=(), repr=False, compare=False)
     limits: MethodologyLimits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
 
     @property
@@ -156,8 +160,8 @@ class Methodology:
             used[name] = data[name] = _coerce_input(name, declared.type, inputs[name])
         steps: list[Step] = []
         started = time.thread_time()
-        for formula, program in zip(self.formulas, self._programs, strict=True):
-            outcome = program.eval(data=data)
+        for formula, program, uses in zip(self.formulas, self._programs, self._uses, strict=True):
+            outcome = program.eval(data={name: data[name] for name in uses})
             if outcome.type() == cel.Type.ERROR:
                 raise MethodologyError(_runtime_reason(str(outcome.value())), formula.name)
             value = outcome.value()
@@ -173,6 +177,21 @@ class Methodology:
             raise MethodologyError("evaluation took longer than the methodology time limit")
         result = float(data[self.result])
         return Evaluation(self.id, self.version, self.digest, used, steps, result, self.result_unit)
+
+
+def _references(
+    formulas: list[Formula], parameters: dict[str, Any], inputs: dict[str, Any]
+) -> tuple[tuple[str, ...], ...]:
+    """For each formula, the parameters, inputs and earlier formulas whose names occur in
+    its expression as identifiers: a superset of what it reads (a name inside a string
+    literal or after a dot is passed needlessly, never missed)."""
+    known = set(parameters) | set(inputs)
+    found = []
+    for formula in formulas:
+        words = set(_IDENTIFIER.findall(formula.expression))
+        found.append(tuple(sorted(words & known)))
+        known.add(formula.name)
+    return tuple(found)
 
 
 def _coerce_input(name: str, type_name: str, value: Any) -> float | int:
@@ -256,6 +275,7 @@ def compile_methodology(
         document=document,
         digest=digest_of(document),
         _programs=tuple(programs),
+        _uses=_references(formulas, parameters, inputs),
         limits=limits,
     )
 

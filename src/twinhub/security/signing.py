@@ -2,10 +2,10 @@
 
 Why these choices: a `did:key` issuer carries its own public key, so anyone can check a
 credential without asking twinhub, and an old credential still verifies after the key is
-rotated. `eddsa-jcs-2022` canonicalises JSON with RFC 8785 (JCS), which needs no JSON-LD
-processing. Signing follows the cryptosuite: SHA-256 of the canonical proof options,
-then SHA-256 of the canonical document without its proof, concatenated and signed; the
-signature is the proof's base58btc multibase `proofValue`.
+rotated. `eddsa-jcs-2022` canonicalises JSON with RFC 8785 (JCS, security/jcs.py), which
+needs no JSON-LD processing. Signing follows the cryptosuite: SHA-256 of the canonical proof
+options, then SHA-256 of the canonical document without its proof, concatenated and signed;
+the signature is the proof's base58btc multibase `proofValue`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import base58
-import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from twinhub.security.jcs import CanonicalizationError, canonical
 
 ED25519_MULTICODEC = b"\xed\x01"
 PROOF_TYPE = "DataIntegrityProof"
@@ -122,14 +123,11 @@ def verify(credential: dict[str, Any]) -> Verification:
     options = {k: v for k, v in proof.items() if k != "proofValue"}
     try:
         public_key.verify(signature, _hash_data(document, options))
-    except (InvalidSignature, rfc8785.CanonicalizationError):
+    except (InvalidSignature, CanonicalizationError):
         return Verification(False, "the signature does not match the credential", issuer_id)
     return Verification(True, None, issuer_id)
 
 
 def _hash_data(document: dict[str, Any], options: dict[str, Any]) -> bytes:
     config = {**options, "@context": document.get("@context")}
-    return (
-        hashlib.sha256(rfc8785.dumps(config)).digest()
-        + hashlib.sha256(rfc8785.dumps(document)).digest()
-    )
+    return hashlib.sha256(canonical(config)).digest() + hashlib.sha256(canonical(document)).digest()

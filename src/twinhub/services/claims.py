@@ -23,18 +23,20 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import (
     Claim,
     ClaimCollection,
+    Credential,
     Domain,
     Evaluation,
     MonitoringPeriod,
@@ -319,11 +321,15 @@ class Credited:
         credited = cls()
         spans = list(days)
         stoves, projects = sorted(set(stoves)), sorted(set(projects))
+        # A periodic claim lies within the calendar month its `period` names: only claims
+        # of the spans' months can overlap them (and claims with no period: older ones).
+        months = sorted({month for span in spans for month in _months(*span)})
         for offset in range(0, len(stoves), _CHUNK):
             rows = await session.execute(
                 select(Claim.asset_did, Claim.id, Claim.data).where(
                     Claim.asset_did.in_(stoves[offset : offset + _CHUNK]),
                     Claim.status == APPROVED,
+                    or_(Claim.period.in_(months), Claim.period.is_(None)),
                 )
             )
             for stove, claim_id, data in rows:
@@ -378,6 +384,15 @@ class Credited:
             self._claims.setdefault(claim.asset_did, []).append((claim.id, claim.data))
 
 
+def _months(first: date, last: date) -> list[str]:
+    """The calendar months ("2026-11") from `first`'s to `last`'s, as claims name them."""
+    months, year, month = [], first.year, first.month
+    while (year, month) <= (last.year, last.month):
+        months.append(f"{year:04d}-{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return months
+
+
 async def double_counted(
     session: AsyncSession, claim: Claim, computation: ClaimComputation
 ) -> list[str]:
@@ -421,12 +436,35 @@ class EvaluationOutcome:
 
 @dataclass
 class _Applied:
-    """An evaluation made in the open write, whose reply is built once all are flushed."""
+    """An evaluation made in the open write, whose reply is built once all are stored."""
 
     outcome: EvaluationOutcome
     claim: Claim
-    evaluation: Evaluation
+    evaluation: dict[str, Any]  # its `evaluations` row
     before: str
+
+
+@dataclass
+class _Turn:
+    """What the evaluations of one ledger write share: the rows read for them (locked),
+    the mints and the new rows gathered, written together once every evaluation is made."""
+
+    write: LedgerWrite
+    domains: dict[str, Domain]
+    credited: Credited
+    minting: Minting
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+    credentials: list[dict[str, Any]] = field(default_factory=list)
+
+    async def store(self) -> None:
+        """The gathered rows, a statement per table (claims and collections, changed as ORM
+        objects, are flushed by the first of them)."""
+        session = self.write.session
+        if self.credentials:
+            await session.execute(insert(Credential), self.credentials)
+        if self.evaluations:
+            await session.execute(insert(Evaluation), self.evaluations)
+        await self.minting.finish()
 
 
 class ClaimService:
@@ -871,14 +909,13 @@ class ClaimService:
             dids += [collection.project_did, *collection.evaluators]
             if claim.id in approving and claim.asset_did:
                 dids.append(claim.asset_did)
-        domains = await self._domains(session, dids)
         credited = await Credited.load(
             session,
             [c.asset_did for c, _ in rows.values() if c.id in approving and c.asset_did],
             [collection.project_did for c, collection in rows.values() if c.id in approving],
             self._spans(requests, live, rows, prepared),
         )
-        minting = Minting(write)
+        turn = _Turn(write, await self._domains(session, dids), credited, Minting(write))
         applied: list[_Applied] = []
         for index in live:
             request, outcome = requests[index], outcomes[index]
@@ -888,21 +925,12 @@ class ClaimService:
                     raise NotFound(f"No claim {request.claim!r}.")
                 applied.append(
                     await self._evaluate_one(
-                        write,
-                        request,
-                        outcome,
-                        found,
-                        domains,
-                        credited,
-                        minting,
-                        actor,
-                        now,
-                        prepared.get(request.claim),
+                        turn, request, outcome, found, actor, now, prepared.get(request.claim)
                     )
                 )
             except ServiceError as error:
                 outcome.error = error
-        await minting.finish()
+        await turn.store()
         return applied
 
     @staticmethod
@@ -934,18 +962,16 @@ class ClaimService:
 
     async def _evaluate_one(
         self,
-        write: LedgerWrite,
+        turn: _Turn,
         request: EvaluationRequest,
         outcome: EvaluationOutcome,
         found: tuple[Claim, ClaimCollection],
-        domains: dict[str, Domain],
-        credited: Credited,
-        minting: Minting,
         actor: Principal,
         now: datetime,
         prepared: _Prepared | None,
     ) -> _Applied:
         """One evaluation: every check first (a refusal leaves no trace), then its rows."""
+        write, domains, credited = turn.write, turn.domains, turn.credited
         session = write.session
         claim, collection = found
         status, reason, computation = request.status, request.reason, request.computation
@@ -1000,23 +1026,21 @@ class ClaimService:
         claim.status, claim.oracle, claim.reason = status, evaluator, reason
         claim.amount, claim.evaluated_at = amount, now
         collection.updated_at = now
-        evaluation = Evaluation(
-            claim_id=claim.id,
-            oracle=evaluator,
-            actor=actor.did,
-            status=status,
-            reason=reason,
-            amount=amount,
-            created_at=now,
-        )
-        session.add(evaluation)
+        evaluation = {
+            "claim_id": claim.id,
+            "oracle": evaluator,
+            "actor": actor.did,
+            "status": status,
+            "reason": reason,
+            "amount": amount,
+            "created_at": now,
+        }
+        turn.evaluations.append(evaluation)
         subject = claim.asset_did or project.did
         credential = None
         if status == APPROVED:
             credited.add(claim)
-            credential = await self._approve(
-                write, claim, collection, project, protocol, now, computation
-            )
+            credential = self._approve(turn, claim, collection, project, protocol, now, computation)
             outcome.credential = credential["id"]
         view = claim_view(claim)
         await write.append(
@@ -1027,7 +1051,7 @@ class ClaimService:
         )
         if computation is not None and computation.amount > 0:
             outcome.token = computation.token
-            await minting.add(
+            await turn.minting.add(
                 computation.token,
                 protocol.did,
                 self._owner(claim, project, asset),
@@ -1041,16 +1065,18 @@ class ClaimService:
         return _Applied(outcome, claim, evaluation, before)
 
     async def _replies(self, session: AsyncSession, applied: list[_Applied]) -> None:
-        """Each evaluated claim with its evaluations, read in the write's own transaction.
-        A pending claim had no evaluation before this one, so there is nothing to read."""
+        """Each evaluated claim with its evaluations, read in the write's own transaction
+        (stored by now, this one's included). A pending claim had no evaluation before this
+        one, so there is nothing to read."""
         await session.flush()
         earlier = await self._evaluations_of(
             session, [a.claim.id for a in applied if a.before != PENDING]
         )
         for item in applied:
-            history = earlier.get(item.claim.id, []) if item.before != PENDING else []
-            if item.evaluation not in history:
-                history.append(item.evaluation)
+            if item.before == PENDING:
+                history: list[Any] = [SimpleNamespace(**item.evaluation)]
+            else:
+                history = earlier.get(item.claim.id, [])
             item.outcome.reply = claim_view(item.claim, history)
 
     async def _prepare(self, claim_ids: list[str], now: datetime) -> dict[str, _Prepared]:
@@ -1061,30 +1087,40 @@ class ClaimService:
         if not wanted:
             return found
         async with self._sessions() as session:
+            ids: list[str] = []
             jobs: list[ClaimJob] = []
             for offset in range(0, len(wanted), _CHUNK):
                 rows = await session.execute(
-                    select(Claim, ClaimCollection.protocol_did, ClaimCollection.project_did)
+                    select(
+                        Claim.id,
+                        Claim.collection_id,
+                        Claim.asset_did,
+                        Claim.data,
+                        Claim.status,
+                        ClaimCollection.protocol_did,
+                        ClaimCollection.project_did,
+                    )
                     .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
                     .where(Claim.id.in_(wanted[offset : offset + _CHUNK]))
                 )
-                for claim, protocol_did, project_did in rows:
-                    if claim.status not in EVALUABLE:
+                for claim_id, collection, asset, data, status, protocol_did, project in rows:
+                    if status not in EVALUABLE:
                         continue
                     protocol = await self._protocols.get(protocol_did)
                     token = protocol.effective_token_class
                     if token is None:
                         continue
-                    found[claim.id] = _Prepared(
-                        claim.collection_id, claim.asset_did, claim.data, protocol_did, project_did
+                    found[claim_id] = _Prepared(collection, asset, data, protocol_did, project)
+                    ids.append(claim_id)
+                    jobs.append(
+                        ClaimJob(asset, data, protocol.effective_methodology, token, project)
                     )
-                    jobs.append(ClaimJob(claim, protocol.effective_methodology, token, project_did))
             results = await compute_claims(session, jobs, now)
-        for job, result in zip(jobs, results, strict=True):
+        for claim_id, result in zip(ids, results, strict=True):
             if isinstance(result, NotComputable):
-                found[job.claim.id].error = result
+                found[claim_id].error = result
             else:
-                found[job.claim.id].computation = result
+                found[claim_id].computation = result
         return found
 
     @staticmethod
@@ -1156,9 +1192,9 @@ class ClaimService:
             collection.flagged -= 1
         setattr(collection, after, getattr(collection, after) + 1)
 
-    async def _approve(
+    def _approve(
         self,
-        write: LedgerWrite,
+        turn: _Turn,
         claim: Claim,
         collection: ClaimCollection,
         project: Domain,
@@ -1177,8 +1213,7 @@ class ClaimService:
             evaluation["decimals"] = computation.decimals
             # The whole calculation, so the credential alone lets anyone recompute it.
             evaluation["calculation"] = computation.calculation()
-        credential = await self._credentials.issue(
-            write.session,
+        credential, row = self._credentials.issue(
             claim.id,
             claim.asset_did or project.did,
             CREDENTIAL_TYPE,
@@ -1197,6 +1232,7 @@ class ClaimService:
             now,
         )
         claim.credential_id = credential["id"]
+        turn.credentials.append(row)
         return credential
 
     @staticmethod

@@ -32,16 +32,11 @@ class CredentialService:
         self._sessions = sessions
         self.issuer = issuer
 
-    async def issue(
-        self,
-        session: AsyncSession,
-        claim_id: str,
-        subject: str,
-        kind: str,
-        claims: dict[str, Any],
-        at: datetime,
-    ) -> dict[str, Any]:
-        """Sign and store a credential inside the caller's transaction (its ledger write)."""
+    def issue(
+        self, claim_id: str, subject: str, kind: str, claims: dict[str, Any], at: datetime
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A signed credential, and its `credentials` row (columns) for the caller to store
+        in its own ledger write: the stored document is exactly what was signed."""
         credential_id = f"urn:uuid:{uuid.uuid4()}"
         document = {
             "@context": [CONTEXT],
@@ -52,17 +47,15 @@ class CredentialService:
             "credentialSubject": {"id": subject, **claims},
         }
         signed = self.issuer.sign(document, rfc3339(at))
-        session.add(
-            Credential(
-                id=credential_id,
-                claim_id=claim_id,
-                subject=subject,
-                issuer=self.issuer.did,
-                document=orjson.dumps(signed).decode(),
-                issued_at=at,
-            )
-        )
-        return signed
+        row = {
+            "id": credential_id,
+            "claim_id": claim_id,
+            "subject": subject,
+            "issuer": self.issuer.did,
+            "document": orjson.dumps(signed).decode(),
+            "issued_at": at,
+        }
+        return signed, row
 
     async def get(self, credential_id: str) -> dict[str, Any]:
         async with self._sessions() as session:

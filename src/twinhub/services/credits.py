@@ -1,8 +1,8 @@
 """Credits (CARBON, ...): minted for approved claims, transferred, retired.
 
 Rules that live here:
-- credits come into being only by minting for an approved claim (ClaimService calls
-  `mint` inside its own ledger write); nobody mints by hand;
+- credits come into being only by minting for an approved claim (ClaimService mints
+  through `Minting` inside its own ledger write); nobody mints by hand;
 - the owner of a balance, or an admin acting as custodian for people who reach twinhub
   by phone only, may transfer or retire it; retiring needs a reason;
 - every movement is a ledger transaction and a row of `credit_movements`; a token's
@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, insert, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import CreditBalance, CreditMovement, CreditToken
+from twinhub.db.models import CreditBalance, CreditMovement, CreditToken, utcnow
 from twinhub.identifiers import is_did
 from twinhub.services.errors import (
     FieldProblem,
@@ -74,8 +75,8 @@ def _movement_view(row: CreditMovement) -> dict[str, Any]:
     }
 
 
-async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> CreditMovement:
-    """The movement's ledger transaction, appended; its row (not yet added)."""
+async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> dict[str, Any]:
+    """The movement's ledger transaction, appended; its `credit_movements` row (columns)."""
     subject = movement.sender or movement.recipient
     assert subject is not None
     payload = {
@@ -87,31 +88,31 @@ async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> Credi
         "claim": movement.claim_id,
     }
     transaction = await write.append(f"credits.{movement.kind}", subject, actor, payload)
-    return CreditMovement(
-        kind=movement.kind,
-        token=movement.token,
-        sender=movement.sender,
-        recipient=movement.recipient,
-        amount=movement.amount,
-        reason=movement.reason,
-        claim_id=movement.claim_id,
-        actor=actor,
-        ledger_height=transaction.height,
-        created_at=transaction.created_at,
-    )
+    return {
+        "kind": movement.kind,
+        "token": movement.token,
+        "sender": movement.sender,
+        "recipient": movement.recipient,
+        "amount": movement.amount,
+        "reason": movement.reason,
+        "claim_id": movement.claim_id,
+        "actor": actor,
+        "ledger_height": transaction.height,
+        "created_at": transaction.created_at,
+    }
 
 
 class Minting:
     """The mints of one ledger write, gathered: `add` appends each mint's ledger
-    transaction where it happens; `finish` then reads and updates each token and balance
-    row once, and stores the movements together. A batch of a thousand approvals thus
-    touches the token row once, not a thousand times."""
+    transaction where it happens; `finish` then adds each token's and each holder's sum in
+    one upsert per table, and stores the movements in one statement. A batch of a thousand
+    approvals thus touches the token row once, not a thousand times."""
 
     def __init__(self, write: LedgerWrite) -> None:
         self._write = write
         self._tokens: dict[str, list[Any]] = {}  # name -> [protocol, decimals, amount]
         self._balances: dict[tuple[str, str], int] = {}  # (owner, token) -> amount
-        self._rows: list[CreditMovement] = []
+        self._rows: list[dict[str, Any]] = []
 
     async def add(
         self,
@@ -123,58 +124,58 @@ class Minting:
         actor: str,
         decimals: int = 0,
     ) -> None:
+        """Mint `amount` (in the token's smallest unit) for `owner`; `decimals` fixes the
+        token's smallest unit when this is its first mint."""
         movement = Movement(MINT, token, None, owner, amount, None, claim_id)
         self._rows.append(await _appended(self._write, movement, actor))
         self._tokens.setdefault(token, [protocol_did, decimals, 0])[2] += amount
         self._balances[owner, token] = self._balances.get((owner, token), 0) + amount
 
-    async def finish(self) -> list[CreditMovement]:
-        """Apply the gathered mints (token rows, then balances, locked in key order);
-        the movement rows, stored."""
+    async def finish(self) -> None:
+        """Apply the gathered mints: token rows, then balances, in key order (the order
+        every writer takes them in), then the movements."""
+        if not self._tokens:
+            return
         session = self._write.session
-        names = sorted(self._tokens)
-        if not names:
-            return []
-        found = await session.scalars(
-            select(CreditToken)
-            .where(CreditToken.name.in_(names))
-            .order_by(CreditToken.name)
-            .with_for_update()
+        upsert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
+        tokens = upsert(CreditToken).values(
+            [
+                {
+                    "name": name,
+                    "protocol_did": protocol_did,
+                    "minted": amount,
+                    "retired": 0,
+                    "decimals": decimals,
+                    "created_at": utcnow(),
+                }
+                for name, (protocol_did, decimals, amount) in sorted(self._tokens.items())
+            ]
         )
-        tokens = {row.name: row for row in found}
-        for name in names:
-            protocol_did, decimals, amount = self._tokens[name]
-            row = tokens.get(name)
-            if row is None:
-                row = CreditToken(
-                    name=name, protocol_did=protocol_did, minted=0, retired=0, decimals=decimals
-                )
-                session.add(row)
-            row.minted += amount
+        await session.execute(
+            tokens.on_conflict_do_update(
+                index_elements=["name"],
+                set_={"minted": CreditToken.minted + tokens.excluded.minted},
+            )
+        )
         keys = sorted(self._balances)
-        balances: dict[tuple[str, str], CreditBalance] = {}
-        for name in names:
-            owners = [owner for owner, token in keys if token == name]
-            for offset in range(0, len(owners), _CHUNK):
-                rows = await session.scalars(
-                    select(CreditBalance)
-                    .where(
-                        CreditBalance.token == name,
-                        CreditBalance.owner.in_(owners[offset : offset + _CHUNK]),
-                    )
-                    .order_by(CreditBalance.owner)
-                    .with_for_update()
-                )
-                balances.update({(row.owner, row.token): row for row in rows})
-        for key in keys:
-            balance = balances.get(key)
-            if balance is None:
-                balance = CreditBalance(owner=key[0], token=key[1], amount=0, retired=0)
-                session.add(balance)
-            balance.amount += self._balances[key]
-        session.add_all(self._rows)
-        await session.flush()
-        return self._rows
+        for offset in range(0, len(keys), _CHUNK):
+            balances = upsert(CreditBalance).values(
+                [
+                    {
+                        "owner": owner,
+                        "token": token,
+                        "amount": self._balances[owner, token],
+                        "retired": 0,
+                    }
+                    for owner, token in keys[offset : offset + _CHUNK]
+                ]
+            )
+            balances = balances.on_conflict_do_update(
+                index_elements=["owner", "token"],
+                set_={"amount": CreditBalance.amount + balances.excluded.amount},
+            )
+            await session.execute(balances)
+        await session.execute(insert(CreditMovement), self._rows)
 
 
 class CreditService:
@@ -183,25 +184,6 @@ class CreditService:
         self._ledger = ledger
 
     # -- writes ----------------------------------------------------------------------------
-    @staticmethod
-    async def mint(
-        write: LedgerWrite,
-        token: str,
-        protocol_did: str,
-        owner: str,
-        amount: int,
-        claim_id: str,
-        actor: str,
-        decimals: int = 0,
-    ) -> dict[str, Any]:
-        """Create `amount` new credits (in the token's smallest unit) for `owner`; only an
-        approved claim's evaluation calls this, inside its own ledger write. `decimals`
-        fixes the token's smallest unit when this is its first mint."""
-        minting = Minting(write)
-        await minting.add(token, protocol_did, owner, amount, claim_id, actor, decimals)
-        (row,) = await minting.finish()
-        return _movement_view(row)
-
     async def transfer(
         self, token: str, sender: str, recipient: str, amount: int, actor: Principal
     ) -> dict[str, Any]:
@@ -282,7 +264,7 @@ class CreditService:
 
     @staticmethod
     async def _record(write: LedgerWrite, movement: Movement, actor: str) -> dict[str, Any]:
-        row = await _appended(write, movement, actor)
+        row = CreditMovement(**await _appended(write, movement, actor))
         write.session.add(row)
         await write.session.flush()
         return _movement_view(row)

@@ -1741,7 +1741,7 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of `python -m bench claims`; non-zero on missing tools or failures."""
     if args.quick:
         args.claims, args.small, args.duration, args.warmup, args.paced_rate = 1000, 0, 5, 1, 0
-        args.bulk_claims = min(args.bulk_claims, 3000)
+        args.bulk_claims = min(args.bulk_claims, 4000)
     problem = check_tools(args)
     if problem:
         print(problem, file=sys.stderr)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta, timezone
 
 import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy.engine import make_url
 
 from tests.chain_gateway import running_node
@@ -18,7 +20,7 @@ from tests.claims_world import METERED_AMOUNT, World, build_world, metered_claim
 from tests.conftest import Registry, unique
 from twinhub.chain.node.answers import Dispatcher, QueryFailed
 from twinhub.chain.node.claims import ClaimsQuery
-from twinhub.chain.node.common import VersionCache
+from twinhub.chain.node.common import VersionCache, timestamp
 from twinhub.chain.node.token import TokenQuery
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2
@@ -42,10 +44,11 @@ class ServiceReads(ReadModel):
         return False
 
 
-def dispatcher(platform: Platform, reads: ReadModel) -> Dispatcher:
-    """A node's dispatcher for the claims and token services, keeping no answers."""
+def dispatcher(platform: Platform, reads: ReadModel, messages: int = 20_000) -> Dispatcher:
+    """A node's dispatcher for the claims and token services, keeping no answers and at
+    most `messages` built messages."""
     found = Dispatcher(reads, 0)
-    shared = (platform, reads, VersionCache())
+    shared = (platform, reads, VersionCache(messages))
     found.add(ClaimsQuery(*shared), claims_q.DESCRIPTOR.services_by_name["Query"])
     found.add(TokenQuery(*shared), token_q.DESCRIPTOR.services_by_name["Query"])
     return found
@@ -105,6 +108,9 @@ async def test_claims_and_tokens_replies_equal_the_services(
     fast_reads, service_reads = ReadModel(platform), ServiceReads(platform)
     assert fast_reads.fast  # a file SQLite database and PostgreSQL both have it
     fast, old = dispatcher(platform, fast_reads), dispatcher(platform, service_reads)
+    # Keeping two messages, a page often meets a claim read without its evaluations (its
+    # message was built) whose message the page's other claims then pushed out.
+    tiny = dispatcher(platform, fast_reads, messages=2)
     minter = platform.credentials.issuer.did
     try:
         # Pages by key, forwards and backwards, walked to the end by the keys given out.
@@ -115,6 +121,7 @@ async def test_claims_and_tokens_replies_equal_the_services(
                 asked = claims_q.QueryClaimListRequest(pagination=page).SerializeToString()
                 status, body = await reply(fast, CLAIMS + "ClaimList", asked)
                 assert (status, body) == await reply(old, CLAIMS + "ClaimList", asked)
+                assert (status, body) == await reply(tiny, CLAIMS + "ClaimList", asked)
                 listed = claims_q.QueryClaimListResponse.FromString(body)
                 compared += len(listed.claims)
                 if not listed.pagination.next_key:
@@ -157,8 +164,10 @@ async def test_claims_and_tokens_replies_equal_the_services(
         ):
             request = token_q.QueryTokenListRequest(minter=who, pagination=PageRequest(**options))
             singles.append((TOKENS + "TokenList", request.SerializeToString()))
-        for path, asked in singles:
-            assert await reply(fast, path, asked) == await reply(old, path, asked), (path, asked)
+        for path, asked in singles * 2:  # the second time from the built messages
+            expected = await reply(old, path, asked)
+            assert await reply(fast, path, asked) == expected, (path, asked)
+            assert await reply(tiny, path, asked) == expected, (path, asked)
         # The token list carries the retirement and the transfer, read by the read model.
         tokens = token_q.QueryTokenListResponse.FromString(
             (await fast.answer(TOKENS + "TokenList", singles[-6][1])).body
@@ -233,3 +242,20 @@ def test_a_keyed_claims_page_is_an_index_range(registry: Registry) -> None:
             assert "TEMP B-TREE" not in details, details
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 11, 26, 18, 6, 57, 123456, tzinfo=UTC),
+        datetime(2026, 11, 26, 18, 6, 57, 123456, tzinfo=timezone(timedelta(hours=3))),
+        datetime(2026, 11, 26, 18, 6, 57),  # naive: UTC, as stored on SQLite
+        datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC),
+        "2026-11-26 18:06:57.000001",
+        "2026-11-26T18:06:57+00:00",
+    ],
+)
+def test_timestamps_are_what_from_datetime_makes(value: datetime | str) -> None:
+    expected = Timestamp()
+    expected.FromDatetime(datetime.fromisoformat(value) if isinstance(value, str) else value)
+    assert timestamp(value) == expected

@@ -80,7 +80,8 @@ PG_POOL_SIZE = 4
 # Claims and credit tokens (the node's ixo claims and token queries): only the columns the
 # node's messages carry. A claims page is walked on the unique seq index, as domains are.
 SELECT_CLAIMS = (
-    "SELECT id, seq, collection_id, agent, status, credential_id, submitted_at FROM claims "
+    "SELECT id, seq, collection_id, agent, status, credential_id, submitted_at, evaluated_at "
+    "FROM claims "
 )
 CLAIM_BY_ID = SELECT_CLAIMS + "WHERE id = ?"
 CLAIM_PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
@@ -167,28 +168,23 @@ def _row(raw: tuple[Any, ...]) -> DomainRow:
     return DomainRow(did=raw[0], version=raw[15], seq=raw[1], raw=raw)
 
 
-def _when(value: str | datetime) -> datetime:
-    """A stored UTC datetime (SQLite: naive text, PostgreSQL: aware) as an aware one, the
-    value the services' views carry (`UtcDateTime`)."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 @dataclass(frozen=True, slots=True)
 class EvaluationRow:
-    """One evaluation of a claim, as the node's message needs it."""
+    """One evaluation of a claim, as the node's message needs it; `at` as stored (UTC:
+    naive text on SQLite, an aware datetime on PostgreSQL)."""
 
     oracle: str
     actor: str
     status: str
     amount: int | None
-    at: datetime
+    at: str | datetime
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimRow:
-    """One claim as the node's message needs it, with its evaluations oldest first."""
+    """One claim as the node's message needs it, times as stored (see EvaluationRow).
+    `evaluations` (oldest first) is None when the caller had the claim's message built
+    for its `stamp` already and so was not read."""
 
     id: str
     seq: int
@@ -196,8 +192,17 @@ class ClaimRow:
     agent: str
     status: str
     credential: str | None
-    submitted_at: datetime
-    evaluations: tuple[EvaluationRow, ...]
+    submitted_at: str | datetime
+    evaluated_at: str | datetime | None
+    evaluations: tuple[EvaluationRow, ...] | None
+
+    @property
+    def stamp(self) -> tuple[Any, ...]:
+        """What changes with each evaluation of the claim (every evaluation sets its
+        status and time, an approval its credential, in the same commit): a claim's message
+        is the same for as long as its stamp is (its collection, agent and submission never
+        change)."""
+        return (self.status, self.evaluated_at, self.credential)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +221,11 @@ class MovementRow:
 
 
 def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
-    return EvaluationRow(raw[1], raw[2], raw[3], raw[4], _when(raw[5]))
+    return EvaluationRow(raw[1], raw[2], raw[3], raw[4], raw[5])
 
 
-def _claim(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow]) -> ClaimRow:
-    claim_id, seq, collection, agent, status, credential, submitted = raw
-    return ClaimRow(
-        claim_id, seq, collection, agent, status, credential, _when(submitted), tuple(evaluations)
-    )
+def _claim(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
+    return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
 
 
 class ReadModel:
@@ -467,18 +469,27 @@ class ReadModel:
             return await self._pg_fetch(pg_statement, *args)
         return self._db().execute(statement, args).fetchall()
 
-    async def claim(self, claim_id: str) -> ClaimRow | None:
-        """A claim with its evaluations (None when unknown): two primary-key/index reads."""
+    async def claim(
+        self, claim_id: str, built: Callable[[str, Any], bool] = lambda claim, stamp: False
+    ) -> ClaimRow | None:
+        """A claim (None when unknown): a primary-key read, and an index read of its
+        evaluations unless `built(id, stamp)` says its message is built already."""
         found = await self._rows(CLAIM_BY_ID, PG_CLAIM_BY_ID, claim_id)
         if not found:
             return None
+        row = _claim(found[0], None)
+        if built(row.id, row.stamp):
+            return row
         evaluations = await self._rows(EVALUATIONS_OF, PG_EVALUATIONS_OF, claim_id)
         return _claim(found[0], map(_evaluation, evaluations))
 
-    async def claim_page(self, window: Window) -> WindowPage[ClaimRow]:
+    async def claim_page(
+        self, window: Window, built: Callable[[str, Any], bool] = lambda claim, stamp: False
+    ) -> WindowPage[ClaimRow]:
         """A Cosmos page of every claim by submission order, as `domain_page`: after the key
         on the seq index (the same cost for page 1 and page 1,000), or at an offset when a
-        client asks for one; with the page's evaluations in one more statement."""
+        client asks for one; with the evaluations of the claims whose messages are not
+        built (`built(id, stamp)`) in one more statement."""
         keyed = window.key is not None
         params: list[Any] = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
@@ -486,9 +497,10 @@ class ReadModel:
         raws = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
         more = len(raws) > window.limit
         raws = raws[: window.limit]
+        rows = [_claim(raw, None) for raw in raws]
         history: dict[str, list[EvaluationRow]] = {}
-        if raws:
-            ids = [raw[0] for raw in raws]
+        ids = [row.id for row in rows if not built(row.id, row.stamp)]
+        if ids:
             if self._pg_url is not None:
                 found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
             else:
@@ -496,7 +508,11 @@ class ReadModel:
                 found = statement.fetchall()
             for raw in found:
                 history.setdefault(raw[0], []).append(_evaluation(raw))
-        rows = [_claim(raw, history.get(raw[0], ())) for raw in raws]
+        wanted = set(ids)
+        rows = [
+            _claim(raw, history.get(raw[0], ())) if raw[0] in wanted else row
+            for raw, row in zip(raws, rows, strict=True)
+        ]
         total = None
         if window.count_total:
             total = (

@@ -10,6 +10,7 @@ it issued.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import grpc
@@ -125,7 +126,7 @@ def claim_row_message(claim: ClaimRow, token: str | None) -> claims_pb2.Claim:
             evaluation_date=timestamp(e.at),
             amount=[coin_pb2.Coin(denom=token, amount=str(e.amount))] if e.amount and token else [],
         )
-        for e in claim.evaluations
+        for e in claim.evaluations or ()
     ]
     return claims_pb2.Claim(
         collection_id=collection,
@@ -174,6 +175,22 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
         protocol = await self.platform.protocols.get(protocol_did)
         return protocol.effective_token_class
 
+    def _built(self, claim_id: str, stamp: Hashable) -> bool:
+        return self.cache.get("claim", claim_id, stamp) is not None
+
+    async def _claim(self, row: ClaimRow) -> claims_pb2.Claim:
+        """A claim's message, built once per stamp. A page row read without its evaluations
+        (its message was built) whose message has left the cache since is read again."""
+        cached = self.cache.get("claim", row.id, row.stamp)
+        if cached is not None:
+            return cached
+        if row.evaluations is None:
+            row = await self.reads.claim(row.id) or row
+            if row.evaluations is None:  # gone meanwhile (claims are never deleted)
+                raise NotFound(f"No claim {row.id!r}.")
+        message = claim_row_message(row, await self._token_of(row.collection))
+        return self.cache.put("claim", row.id, row.stamp, message)
+
     @staticmethod
     def _collection_id(text: str) -> int:
         if not (text.isascii() and text.isdigit()) or not 1 <= int(text) < 2**31:
@@ -216,12 +233,12 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
         if not request.id:
             raise Invalid("id is required")
         if self.reads.fast:
-            row = await self.reads.claim(request.id) if CLAIM_ID.match(request.id) else None
-            if row is None:
+            found = None
+            if CLAIM_ID.match(request.id):
+                found = await self.reads.claim(request.id, self._built)
+            if found is None:
                 raise NotFound(f"No claim {request.id!r}.")
-            return q.QueryClaimResponse(
-                claim=claim_row_message(row, await self._token_of(row.collection))
-            )
+            return q.QueryClaimResponse(claim=await self._claim(found))
         claim = await self.platform.claims.claim(request.id)
         token = await self._token_of(claim["collection"])
         return q.QueryClaimResponse(claim=claim_message(claim, token))
@@ -232,12 +249,9 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     ) -> q.QueryClaimListResponse:
         tokens: dict[int, str | None] = {}
         if self.reads.fast:
-            rows = await self.reads.claim_page(window(request))
-            for row in rows.items:
-                if row.collection not in tokens:
-                    tokens[row.collection] = await self._token_of(row.collection)
+            rows = await self.reads.claim_page(window(request), self._built)
             return q.QueryClaimListResponse(
-                claims=[claim_row_message(row, tokens[row.collection]) for row in rows.items],
+                claims=[await self._claim(row) for row in rows.items],
                 pagination=page_response(rows),
             )
         page = await self.platform.claims.claims_window(window(request))

@@ -29,7 +29,7 @@ from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2_grpc as claims_grp
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as token_q
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2_grpc as token_grpc
 from twinhub.platform import Platform
-from twinhub.services.read_model import CLAIM_PAGES, ReadModel
+from twinhub.services.read_model import CLAIM_PAGES, MOVEMENTS_OF, ReadModel
 
 CLAIMS = "/ixo.claims.v1beta1.Query/"
 TOKENS = "/ixo.token.v1beta1.Query/"
@@ -226,9 +226,12 @@ async def test_a_write_is_seen_by_the_next_claims_and_token_query(
         assert (await claims.ClaimList(newest)).claims[0].claim_id == submitted.json()["id"]
 
 
-def test_a_keyed_claims_page_is_an_index_range(registry: Registry) -> None:
+def test_a_keyed_claims_page_and_a_tokens_movements_are_index_ranges(
+    registry: Registry,
+) -> None:
     """Page 1,000 by key costs what page 1 does: SQLite's plan walks the seq index from
-    the key (a SEARCH), with no OFFSET to skip; only an offset a client asks for scans."""
+    the key (a SEARCH), with no OFFSET to skip; only an offset a client asks for scans. A
+    token's retirements are read on their index, not found among every mint."""
     url = make_url(registry.platform.settings.resolved_database_url)
     if url.get_backend_name() != "sqlite":
         pytest.skip("the plan is SQLite's; PostgreSQL runs the same statements")
@@ -240,6 +243,10 @@ def test_a_keyed_claims_page_is_an_index_range(registry: Registry) -> None:
             details = " ".join(row[-1] for row in plan)
             assert "SEARCH claims USING INDEX" in details and "seq" in details, details
             assert "TEMP B-TREE" not in details, details
+        plan = connection.execute(f"EXPLAIN QUERY PLAN {MOVEMENTS_OF}", ("CARBON", "retire"))
+        details = " ".join(row[-1] for row in plan)
+        assert "USING INDEX ix_credit_movements_token_kind" in details, details
+        assert "TEMP B-TREE" not in details, details
     finally:
         connection.close()
 

@@ -13,8 +13,12 @@ another core:
 - the ceiling: a bare grpc.aio server on the same core answering each method with the
   node's own reply bytes for it (a list page with page 1's);
 - REST: wrk GETting `/ixo/entity/{did}` on the gateway, against the direct node figure;
-- paced: the Python gRPC load of `bench gateway` at a moderate rate over random DIDs, for
-  p50/p99 (h2load reports no percentiles).
+- paced: the Python gRPC load of `bench gateway` at a moderate rate over random DIDs, then
+  over random claim ids, for p50/p99 (h2load reports no percentiles).
+
+`--answer-cache-mib 0` runs the node without kept answers, so every h2load request takes the
+read path (what every query pays after a commit on a node beside a busy writer); `--only`
+measures a subset of the calls (e.g. `claim,token`).
 
 h2load sends one request body per run, so each h2load figure reads one DID or one page
 again and again (the node answers a repeated query from its kept bytes: see

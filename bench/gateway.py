@@ -224,20 +224,27 @@ def _bucket(us: float) -> tuple[int, int]:
 
 
 async def _grpc_load(config: dict[str, Any]) -> dict[str, Any]:
-    """Concurrent callers of Query/Entity for config["seconds"], optionally paced."""
+    """Concurrent callers of Query/Entity (or, with config["query"] "claim", of the claims
+    module's Query/Claim over the ids in the file) for config["seconds"], optionally paced."""
     import grpc
 
+    from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as claims_pb2
+    from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2_grpc as claims_grpc
     from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2, query_pb2_grpc
 
     dids: list[str] = config["dids"]
+    claims = config.get("query", "entity") == "claim"
     callers = int(config["concurrency"])
     per_caller_rate = float(config["rate"]) / callers if config["rate"] else 0.0
     counts: dict[tuple[int, int], int] = {}
     errors: list[str] = []
     responses = 0
     async with grpc.aio.insecure_channel(config["target"]) as channel:
-        stub = query_pb2_grpc.QueryStub(channel)
-        await stub.Entity(query_pb2.QueryEntityRequest(id=dids[0]), timeout=10)
+        if claims:
+            call, make = claims_grpc.QueryStub(channel).Claim, claims_pb2.QueryClaimRequest
+        else:
+            call, make = query_pb2_grpc.QueryStub(channel).Entity, query_pb2.QueryEntityRequest
+        await call(make(id=dids[0]), timeout=10)
         end = time.perf_counter() + float(config["seconds"])
 
         async def caller(seed: int) -> None:
@@ -254,9 +261,9 @@ async def _grpc_load(config: dict[str, Any]) -> dict[str, Any]:
                 started = time.perf_counter()
                 if started >= end:
                     return
-                request = query_pb2.QueryEntityRequest(id=chooser.choice(dids))
+                request = make(id=chooser.choice(dids))
                 try:
-                    await stub.Entity(request, timeout=float(config["timeout"]))
+                    await call(request, timeout=float(config["timeout"]))
                 except grpc.aio.AioRpcError as error:
                     if len(errors) < 5:
                         errors.append(f"{error.code().name}: {error.details()}")
@@ -316,8 +323,10 @@ def run_grpc(
     concurrency: int,
     rate: float,
     timeout: int,
+    query: str = "entity",
 ) -> GrpcRun:
-    """One run of the gRPC load generator in its own process on the load core."""
+    """One run of the gRPC load generator in its own process on the load core; `query`
+    "claim" calls Query/Claim with the ids of `dids_file` instead of Query/Entity."""
     result_file = workdir / f"grpc-{phase}.json"
     config_file = workdir / f"grpc-{phase}.config.json"
     config_file.write_text(
@@ -332,6 +341,7 @@ def run_grpc(
                 "result_file": str(result_file),
                 "server_pid": server.pid,
                 "server_cpu": server_cpu,
+                "query": query,
             }
         )
     )

@@ -13,8 +13,12 @@ another core:
 - the ceiling: a bare grpc.aio server on the same core answering each method with the
   node's own reply bytes for it (a list page with page 1's);
 - REST: wrk GETting `/ixo/entity/{did}` on the gateway, against the direct node figure;
-- paced: the Python gRPC load of `bench gateway` at a moderate rate over random DIDs, for
-  p50/p99 (h2load reports no percentiles).
+- paced: the Python gRPC load of `bench gateway` at a moderate rate over random DIDs, then
+  over random claim ids, for p50/p99 (h2load reports no percentiles).
+
+`--answer-cache-mib 0` runs the node without kept answers, so every h2load request takes the
+read path (what every query pays after a commit on a node beside a busy writer); `--only`
+measures a subset of the calls (e.g. `claim,token`).
 
 h2load sends one request body per run, so each h2load figure reads one DID or one page
 again and again (the node answers a repeated query from its kept bytes: see
@@ -34,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -91,6 +96,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tag", default="", help="a label stored with the results")
     parser.add_argument(
         "--repeat", type=int, default=2, help="runs per figure; the best counts (noise only lowers)"
+    )
+    parser.add_argument(
+        "--answer-cache-mib",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="the node's NODE_ANSWER_CACHE_MIB; 0 keeps no answers, so every h2load request "
+        "takes the read path (as after every write on a busy node); default: the server's",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        metavar="PREFIXES",
+        help="measure only the calls whose names start with one of these (comma-separated: "
+        "entity,list,claim,token); REST runs with entity, each paced phase with its query",
     )
     parser.add_argument(
         "--data",
@@ -442,11 +462,21 @@ def run(args: argparse.Namespace) -> int:
         claims, minter = asyncio.run(seed_claims(data, dids))
         seeded_claims.write_text("\n".join([minter, *claims]) + "\n")
     measured = calls(dids, claims, minter, workdir)
+    if args.only:
+        prefixes = tuple(p.strip() for p in args.only.split(",") if p.strip())
+        chosen = {c.name for c in measured if c.name.startswith(prefixes)}
+        chosen |= {c.ceiling for c in measured if c.name in chosen}
+        measured = [c for c in measured if c.name in chosen]
+    names = {c.name for c in measured}
     dids_file = workdir / "dids.txt"
     dids_file.write_text("\n".join(dids[:20_000]) + "\n")
+    claims_file = workdir / "claims.txt"
+    claims_file.write_text("\n".join(random.Random(1).sample(claims, min(20_000, len(claims)))))
     port, node_port = free_port(), free_port()
     # No claim oracle on the measured core: its writes would also drop the kept answers.
     env = server_env(data) | {"ORACLE_ENABLED": "false"}
+    if args.answer_cache_mib is not None:
+        env["NODE_ANSWER_CACHE_MIB"] = str(args.answer_cache_mib)
     server = Server(server_command(port, node_port, server_cpu), env, workdir, port)
     h2 = {"seconds": args.duration, "warmup": args.warmup, "streams": args.streams}
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -489,6 +519,8 @@ def run(args: argparse.Namespace) -> int:
                         ceiling_ports[kind], call.method, call.body, cpu=load_cpu, pid=pid, **h2
                     )
                     runs.setdefault(f"{kind}:{call.name}", []).append(ceiling)
+            if "entity" not in names:
+                continue
             got = wrk(port, rest_path, args.duration, args.connections, load_cpu, server.pid)
             rest_runs.append(got)
             print(
@@ -496,26 +528,38 @@ def run(args: argparse.Namespace) -> int:
                 f"{got['server_cpu_ms_per_request']:.3f} ms CPU",
                 flush=True,
             )
-        paced = None
+        paced = paced_claims = None
         if args.paced_rate > 0:
-            common = (server, server_cpu, node_port, dids_file, workdir, load_cpu)
-            paced = summary(
-                run_grpc(
-                    *common,
-                    "paced",
-                    args.paced_seconds,
-                    concurrency=4,
-                    rate=args.paced_rate,
-                    timeout=5,
+            for query, ids_file in (("entity", dids_file), ("claim", claims_file)):
+                if query not in names:
+                    continue
+                got_paced = summary(
+                    run_grpc(
+                        server,
+                        server_cpu,
+                        node_port,
+                        ids_file,
+                        workdir,
+                        load_cpu,
+                        f"paced-{query}",
+                        args.paced_seconds,
+                        concurrency=4,
+                        rate=args.paced_rate,
+                        timeout=5,
+                        query=query,
+                    )
                 )
-            )
+                if query == "entity":
+                    paced = got_paced
+                else:
+                    paced_claims = got_paced
     finally:
         server.stop()
         for bare in bares:
             bare.terminate()
             bare.wait(10)
     figures = {name: best(found) for name, found in runs.items()}
-    rest = best(rest_runs)
+    rest = best(rest_runs) if rest_runs else None
     ceilings = {n.split(":")[1]: figures.pop(n) for n in list(figures) if n.startswith("ceiling:")}
     with_header = {
         n.split(":")[1]: figures.pop(n) for n in list(figures) if n.startswith("ceiling_header:")
@@ -556,18 +600,29 @@ def run(args: argparse.Namespace) -> int:
             f"({floor['requests_per_s'] / ceilings[call]['requests_per_s']:.0%} "
             "of the bare ceiling)"
         )
-    rest_ratio = rest["requests_per_s"] / node["entity"]["requests_per_s"]
-    rest_cpu_ratio = node["entity"]["server_cpu_ms_per_request"] / rest["server_cpu_ms_per_request"]
-    print(
-        f"REST /ixo/entity/{{id}}: {rest['requests_per_s']:,.0f} req/s = {rest_ratio:.0%} "
-        f"of the direct node (goal {TARGET_REST_RATIO:.0%}); CPU "
-        f"{rest['server_cpu_ms_per_request']:.3f} ms/req, node CPU / REST CPU {rest_cpu_ratio:.0%}"
-    )
-    if paced:
-        print(
-            f"paced {args.paced_rate:g} req/s, random DIDs: p50 {paced['p50_ms']} ms, "
-            f"p99 {paced['p99_ms']} ms (goal p50 < {TARGET_P50_MS} ms)"
+    rest_entity = None
+    if rest is not None:
+        rest_ratio = rest["requests_per_s"] / node["entity"]["requests_per_s"]
+        rest_cpu_ratio = (
+            node["entity"]["server_cpu_ms_per_request"] / rest["server_cpu_ms_per_request"]
         )
+        print(
+            f"REST /ixo/entity/{{id}}: {rest['requests_per_s']:,.0f} req/s = {rest_ratio:.0%} "
+            f"of the direct node (goal {TARGET_REST_RATIO:.0%}); CPU "
+            f"{rest['server_cpu_ms_per_request']:.3f} ms/req, "
+            f"node CPU / REST CPU {rest_cpu_ratio:.0%}"
+        )
+        rest_entity = rest | {
+            "of_node": round(rest_ratio, 3),
+            "of_node_by_cpu": round(rest_cpu_ratio, 3),
+        }
+    for what, got_paced in (("random DIDs", paced), ("random claim ids", paced_claims)):
+        if got_paced:
+            print(
+                f"paced {args.paced_rate:g} req/s, {what}: p50 {got_paced['p50_ms']} ms, "
+                f"p99 {got_paced['p99_ms']} ms, {got_paced['server_cpu_ms_per_request']} ms "
+                f"CPU/req (goal p50 < {TARGET_P50_MS} ms)"
+            )
     result = {
         "benchmark": "node",
         "tag": args.tag,
@@ -583,9 +638,10 @@ def run(args: argparse.Namespace) -> int:
         "ceiling": ceilings,
         "ceiling_with_height_header": with_header,
         "node": {k: v | {"of_ceiling": shares[k]} for k, v in node.items()},
-        "rest_entity": rest
-        | {"of_node": round(rest_ratio, 3), "of_node_by_cpu": round(rest_cpu_ratio, 3)},
+        "answer_cache_mib": args.answer_cache_mib,
+        "rest_entity": rest_entity,
         "paced": paced,
+        "paced_claims": paced_claims,
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)
     name = f"node{'-' + args.tag if args.tag else ''}.json"

@@ -440,6 +440,9 @@ class CreditMovement(Base):
     __table_args__ = (
         Index("ix_credit_movements_sender", "sender", "id"),
         Index("ix_credit_movements_recipient", "recipient", "id"),
+        # A token's retirements and transfers (the chain node's token queries), not a scan
+        # of every mint (migration 0016).
+        Index("ix_credit_movements_token_kind", "token", "kind", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -15,8 +15,13 @@ newest committed state, as the writer's WAL commits land. The ledger height is c
 re-read only when `PRAGMA data_version` says another connection has committed since.
 
 The records are the ones the domain service builds (`stored_record` with inheritance
-resolved), field for field; tests hold the two to that. On PostgreSQL (and an in-memory
-SQLite database, which another connection cannot open) this falls back to the services.
+resolved), field for field; tests hold the two to that. The node's claims and token
+queries (Claim, ClaimList, TokenMetadata, TokenList, TokenDoc) read here too: a claim and
+its evaluations, keyset pages of claims on their seq index, token classes and their
+retirements and transfers, only the columns the node's messages carry; tests hold their
+answers to the services' as well. On PostgreSQL the same statements run on an asyncpg
+pool of the node's own; an in-memory SQLite database, which another connection cannot
+open, falls back to the services.
 """
 
 from __future__ import annotations
@@ -71,6 +76,40 @@ PG_PAGES = {shape: _numbered(statement) for shape, statement in PAGES.items()}
 PG_EDGES = _numbered(EDGES)
 PG_TYPES = "SELECT did, type FROM domains WHERE did = ANY($1::text[])"
 PG_POOL_SIZE = 4
+
+# Claims and credit tokens (the node's ixo claims and token queries): only the columns the
+# node's messages carry. A claims page is walked on the unique seq index, as domains are.
+SELECT_CLAIMS = (
+    "SELECT id, seq, collection_id, agent, status, credential_id, submitted_at, evaluated_at "
+    "FROM claims "
+)
+CLAIM_BY_ID = SELECT_CLAIMS + "WHERE id = ?"
+CLAIM_PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
+    (False, False): SELECT_CLAIMS + "ORDER BY seq LIMIT ? OFFSET ?",
+    (False, True): SELECT_CLAIMS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (True, False): SELECT_CLAIMS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
+    (True, True): SELECT_CLAIMS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+}
+SELECT_EVALUATIONS = "SELECT claim_id, oracle, actor, status, amount, created_at FROM evaluations "
+EVALUATIONS_OF = SELECT_EVALUATIONS + "WHERE claim_id = ? ORDER BY id"
+EVALUATIONS_OF_MANY = (
+    SELECT_EVALUATIONS + "WHERE claim_id IN (SELECT value FROM json_each(?)) ORDER BY id"  # noqa: S608
+)
+COLLECTION_PROTOCOL = "SELECT protocol_did FROM claim_collections WHERE id = ?"
+COUNT_CLAIMS = "SELECT count(*) FROM claims"
+TOKEN_BY_NAME = "SELECT name, protocol_did, minted FROM credit_tokens WHERE name = ?"  # noqa: S105
+TOKENS = "SELECT name, protocol_did, minted FROM credit_tokens ORDER BY name"
+MOVEMENTS_OF = (
+    "SELECT id, reason, amount, sender FROM credit_movements "
+    "WHERE token = ? AND kind = ? ORDER BY id"
+)
+PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
+PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
+PG_EVALUATIONS_OF = _numbered(EVALUATIONS_OF)
+PG_EVALUATIONS_OF_MANY = SELECT_EVALUATIONS + "WHERE claim_id = ANY($1::text[]) ORDER BY id"
+PG_COLLECTION_PROTOCOL = _numbered(COLLECTION_PROTOCOL)
+PG_TOKEN_BY_NAME = _numbered(TOKEN_BY_NAME)
+PG_MOVEMENTS_OF = _numbered(MOVEMENTS_OF)
 HEIGHT = "SELECT height FROM ledger_head WHERE id = 1"
 # PostgreSQL: the snapshot and the height of one statement (one snapshot for both).
 PG_STATE = (
@@ -129,6 +168,66 @@ def _row(raw: tuple[Any, ...]) -> DomainRow:
     return DomainRow(did=raw[0], version=raw[15], seq=raw[1], raw=raw)
 
 
+@dataclass(frozen=True, slots=True)
+class EvaluationRow:
+    """One evaluation of a claim, as the node's message needs it; `at` as stored (UTC:
+    naive text on SQLite, an aware datetime on PostgreSQL)."""
+
+    oracle: str
+    actor: str
+    status: str
+    amount: int | None
+    at: str | datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRow:
+    """One claim as the node's message needs it, times as stored (see EvaluationRow).
+    `evaluations` (oldest first) is None when the caller had the claim's message built
+    for its `stamp` already and so was not read."""
+
+    id: str
+    seq: int
+    collection: int
+    agent: str
+    status: str
+    credential: str | None
+    submitted_at: str | datetime
+    evaluated_at: str | datetime | None
+    evaluations: tuple[EvaluationRow, ...] | None
+
+    @property
+    def stamp(self) -> tuple[Any, ...]:
+        """What changes with each evaluation of the claim (every evaluation sets its
+        status and time, an approval its credential, in the same commit): a claim's message
+        is the same for as long as its stamp is (its collection, agent and submission never
+        change)."""
+        return (self.status, self.evaluated_at, self.credential)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    name: str
+    protocol: str
+    minted: int
+
+
+@dataclass(frozen=True, slots=True)
+class MovementRow:
+    id: int
+    reason: str | None
+    amount: int
+    sender: str | None
+
+
+def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
+    return EvaluationRow(raw[1], raw[2], raw[3], raw[4], raw[5])
+
+
+def _claim(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
+    return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
+
+
 class ReadModel:
     """Reads of the node's hot queries; see the module docstring."""
 
@@ -153,6 +252,7 @@ class ReadModel:
         self._pg_started = 0  # state reads begun so far
         self._pg_done = 0  # the number of the last state read that finished
         self._pg_state: tuple[str, int] | None = None
+        self._collection_protocols: dict[int, str] = {}
 
     @property
     def fast(self) -> bool:
@@ -352,11 +452,96 @@ class ReadModel:
             )
         return WindowPage(rows, keys[-1][1] if more and keys else None, total)
 
-    def _count(self) -> int:
+    def _count(self, statement: str = COUNT) -> int:
         """Counting is a scan: it runs on a worker thread, off the event loop."""
         assert self._path is not None
         connection = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
         try:
-            return int(connection.execute(COUNT).fetchone()[0])
+            return int(connection.execute(statement).fetchone()[0])
         finally:
             connection.close()
+
+    # -- claims and credit tokens (the node's ixo claims and token queries) ----------------
+
+    async def _rows(self, statement: str, pg_statement: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows of one fixed statement: inline on the SQLite connection, or on the pool."""
+        if self._pg_url is not None:
+            return await self._pg_fetch(pg_statement, *args)
+        return self._db().execute(statement, args).fetchall()
+
+    async def claim(
+        self, claim_id: str, built: Callable[[str, Any], bool] = lambda claim, stamp: False
+    ) -> ClaimRow | None:
+        """A claim (None when unknown): a primary-key read, and an index read of its
+        evaluations unless `built(id, stamp)` says its message is built already."""
+        found = await self._rows(CLAIM_BY_ID, PG_CLAIM_BY_ID, claim_id)
+        if not found:
+            return None
+        row = _claim(found[0], None)
+        if built(row.id, row.stamp):
+            return row
+        evaluations = await self._rows(EVALUATIONS_OF, PG_EVALUATIONS_OF, claim_id)
+        return _claim(found[0], map(_evaluation, evaluations))
+
+    async def claim_page(
+        self, window: Window, built: Callable[[str, Any], bool] = lambda claim, stamp: False
+    ) -> WindowPage[ClaimRow]:
+        """A Cosmos page of every claim by submission order, as `domain_page`: after the key
+        on the seq index (the same cost for page 1 and page 1,000), or at an offset when a
+        client asks for one; with the evaluations of the claims whose messages are not
+        built (`built(id, stamp)`) in one more statement."""
+        keyed = window.key is not None
+        params: list[Any] = [window.key] if keyed else []
+        params += [window.limit + 1, window.offset]
+        shape = (keyed, window.reverse)
+        raws = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
+        more = len(raws) > window.limit
+        raws = raws[: window.limit]
+        rows = [_claim(raw, None) for raw in raws]
+        history: dict[str, list[EvaluationRow]] = {}
+        ids = [row.id for row in rows if not built(row.id, row.stamp)]
+        if ids:
+            if self._pg_url is not None:
+                found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
+            else:
+                statement = self._db().execute(EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),))
+                found = statement.fetchall()
+            for raw in found:
+                history.setdefault(raw[0], []).append(_evaluation(raw))
+        wanted = set(ids)
+        rows = [
+            _claim(raw, history.get(raw[0], ())) if raw[0] in wanted else row
+            for raw, row in zip(raws, rows, strict=True)
+        ]
+        total = None
+        if window.count_total:
+            total = (
+                (await self._pg_fetch(COUNT_CLAIMS))[0][0]
+                if self._pg_url is not None
+                else await asyncio.to_thread(self._count, COUNT_CLAIMS)
+            )
+        return WindowPage(rows, rows[-1].seq if more and rows else None, total)
+
+    async def collection_protocol(self, collection_id: int) -> str | None:
+        """The protocol of a claim collection (None when unknown). A collection's protocol
+        is fixed at creation, so it is kept once read."""
+        known = self._collection_protocols.get(collection_id)
+        if known is None:
+            found = await self._rows(COLLECTION_PROTOCOL, PG_COLLECTION_PROTOCOL, collection_id)
+            if not found:
+                return None
+            known = self._collection_protocols[collection_id] = found[0][0]
+        return known
+
+    async def token(self, name: str) -> TokenRow | None:
+        found = await self._rows(TOKEN_BY_NAME, PG_TOKEN_BY_NAME, name)
+        return TokenRow(*found[0]) if found else None
+
+    async def tokens(self) -> list[TokenRow]:
+        """Every credit token class by name (one per protocol's token class: a handful)."""
+        return [TokenRow(*raw) for raw in await self._rows(TOKENS, TOKENS)]
+
+    async def movements(self, token: str, kind: str) -> list[MovementRow]:
+        """Every movement of one kind (retire, transfer) of a token, oldest first."""
+        found = await self._rows(MOVEMENTS_OF, PG_MOVEMENTS_OF, token, kind)
+        return [MovementRow(*raw) for raw in found]

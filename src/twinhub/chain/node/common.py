@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Hashable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
@@ -38,17 +38,17 @@ R = TypeVar("R")
 class VersionCache:
     """Protobuf messages built once per record version: a domain's messages depend only on
     its row at one version (a change of any field, edge or status makes a new version),
-    on its protocol (immutable) and on its links' types (fixed at creation). Bounded; the
-    oldest entries go first."""
+    on its protocol (immutable) and on its links' types (fixed at creation); a claim's on
+    its stamp (see `ClaimRow.stamp`). Bounded; the oldest entries go first."""
 
     def __init__(self, size: int = 20_000) -> None:
         self._size = size
-        self._items: dict[tuple[str, str, int], Any] = {}
+        self._items: dict[tuple[str, str, Hashable], Any] = {}
 
-    def get(self, kind: str, did: str, version: int) -> Any:
+    def get(self, kind: str, did: str, version: Hashable) -> Any:
         return self._items.get((kind, did, version))
 
-    def put(self, kind: str, did: str, version: int, message: R) -> R:
+    def put(self, kind: str, did: str, version: Hashable, message: R) -> R:
         if len(self._items) >= self._size:
             del self._items[next(iter(self._items))]
         self._items[(kind, did, version)] = message
@@ -133,14 +133,20 @@ def requested_height_problem(text: str, latest: int) -> str | None:
     return None
 
 
+EPOCH = datetime(1970, 1, 1)
+EPOCH_UTC = EPOCH.replace(tzinfo=UTC)
+
+
 def timestamp(value: datetime | str | None) -> Timestamp | None:
+    """A datetime (or its ISO text) as a protobuf Timestamp; a naive one is UTC, as
+    `Timestamp.FromDatetime` takes it. The same values as FromDatetime at half its cost
+    (no time tuple), which counted when a page of 50 claims built 100 of them."""
     if value is None:
         return None
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    stamp = Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
+    since = value - (EPOCH if value.tzinfo is None else EPOCH_UTC)
+    return Timestamp(seconds=since.days * 86400 + since.seconds, nanos=since.microseconds * 1000)
 
 
 def window(request: Any) -> Window:

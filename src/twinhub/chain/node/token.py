@@ -17,6 +17,13 @@ from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as q
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2_grpc, token_pb2
 from twinhub.services.errors import Invalid, NotFound
+from twinhub.services.protocols import TOKEN_CLASS_PATTERN
+from twinhub.services.read_model import TokenRow
+
+
+def _view(row: TokenRow) -> dict[str, Any]:
+    """The fields of the credit service's token view that the messages use."""
+    return {"name": row.name, "protocol": row.protocol, "minted": row.minted}
 
 
 class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
@@ -24,10 +31,33 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
     def minter(self) -> str:
         return self.platform.credentials.issuer.did
 
+    async def _views(self) -> list[dict[str, Any]]:
+        """Every token class by name, with the fields the messages use. The read model
+        reads them in one statement (the services also sum each class's balances, which
+        no message carries)."""
+        if self.reads.fast:
+            return [_view(row) for row in await self.reads.tokens()]
+        return await self.platform.credits.tokens()
+
+    async def _view(self, name: str) -> dict[str, Any]:
+        if not self.reads.fast:
+            return await self.platform.credits.token(name)
+        row = await self.reads.token(name) if TOKEN_CLASS_PATTERN.match(name) else None
+        if row is None:
+            raise NotFound(f"No credits of class {name!r} were ever minted.")
+        return _view(row)
+
+    async def _movements(self, name: str, kind: str) -> list[dict[str, Any]]:
+        if not self.reads.fast:
+            return await self.platform.credits.movements_of(name, kind)
+        return [
+            {"id": m.id, "reason": m.reason, "amount": m.amount, "from": m.sender}
+            for m in await self.reads.movements(name, kind)
+        ]
+
     async def _token(self, view: dict[str, Any]) -> token_pb2.Token:
-        credits = self.platform.credits
-        retired = await credits.movements_of(view["name"], "retire")
-        transferred = await credits.movements_of(view["name"], "transfer")
+        retired = await self._movements(view["name"], "retire")
+        transferred = await self._movements(view["name"], "transfer")
         return token_pb2.Token(
             minter=self.minter,
             contract_address=view["name"],
@@ -67,7 +97,7 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
         if not request.minter:
             raise Invalid("minter is required")
         page = window(request)
-        views = await self.platform.credits.tokens() if request.minter == self.minter else []
+        views = await self._views() if request.minter == self.minter else []
         if page.reverse:
             views.reverse()
         start = page.offset + (page.key or 0)  # a key here is the index of the next class
@@ -87,14 +117,14 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
     ) -> q.QueryTokenDocResponse:
         if request.minter != self.minter:
             raise NotFound(f"{request.minter!r} minted no tokens here.")
-        view = await self.platform.credits.token(request.contract_address)
+        view = await self._view(request.contract_address)
         return q.QueryTokenDocResponse(tokenDoc=await self._token(view))
 
     @query
     async def TokenMetadata(
         self, request: q.QueryTokenMetadataRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryTokenMetadataResponse:
-        view = await self.platform.credits.token(request.id)
+        view = await self._view(request.id)
         return q.QueryTokenMetadataResponse(
             name=view["name"],
             description=f"{view['name']} credits minted for approved claims",

@@ -100,7 +100,12 @@ class Platform:
         self.credentials = CredentialService(self.sessionmaker, Issuer(issuer_key))
         self.credits = CreditService(self.sessionmaker, self.ledger)
         self.claims = ClaimService(
-            self.sessionmaker, self.ledger, self.protocols, self.credentials, self.credits
+            self.sessionmaker,
+            self.ledger,
+            self.protocols,
+            self.credentials,
+            self.credits,
+            batch_max=settings.claims_evaluation_batch_max,
         )
         self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)

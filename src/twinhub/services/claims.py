@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
@@ -53,6 +53,7 @@ from twinhub.oracle.claims import (
     compute_claim,
     compute_claims,
 )
+from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService, Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
@@ -476,6 +477,7 @@ class ClaimService:
         credentials: CredentialService,
         credits: CreditService,
         clock: Any = utcnow,
+        batch_max: int = 1000,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
@@ -483,6 +485,14 @@ class ClaimService:
         self._credentials = credentials
         self._credits = credits
         self._now = clock
+        self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
+            self._evaluate_batch, batch_max
+        )
+
+    @property
+    def coalesced(self) -> tuple[int, int]:
+        """Single evaluations coalesced so far: (batches run, evaluations they carried)."""
+        return self._coalescer.batches, self._coalescer.items
 
     # -- collections -----------------------------------------------------------------------
     async def create_collection(self, spec: CollectionSpec, actor: Principal) -> dict[str, Any]:
@@ -824,7 +834,12 @@ class ClaimService:
         from the claim's stove telemetry (`computation`, when the oracle computed it
         already); nobody names an amount."""
         request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation, on_write)
-        (outcome,) = await self.evaluate_many([request], actor)
+        if on_write is None and computation is None:
+            # Single evaluations arriving together are made together (services/coalesce).
+            require_role(actor, "writer")
+            outcome = await self._coalescer.submit(actor, request)
+        else:  # the oracle's own: its decision hook runs in the write, alone
+            (outcome,) = await self.evaluate_many([request], actor)
         if outcome.error is not None:
             raise outcome.error
         assert outcome.reply is not None
@@ -869,6 +884,12 @@ class ClaimService:
         except _NothingApplied:
             pass
         return outcomes
+
+    async def _evaluate_batch(
+        self, actor: Hashable, requests: list[EvaluationRequest]
+    ) -> list[EvaluationOutcome]:
+        assert isinstance(actor, Principal)
+        return await self.evaluate_many(requests, actor)
 
     @staticmethod
     def _check_request(request: EvaluationRequest) -> None:

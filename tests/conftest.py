@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import httpx
@@ -31,6 +31,9 @@ from twinhub.ussd.app import create_ussd_app
 # Tests set every setting explicitly: nothing from the developer's shell may leak in.
 for _name in Settings.model_fields:
     os.environ.pop(_name.upper(), None)
+
+if TYPE_CHECKING:
+    from tests.claims_world import World
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 POSTGRES_URL = os.environ.get(
@@ -328,6 +331,16 @@ async def make_registry(settings_for: Callable[..., Settings]) -> AsyncIterator[
 @pytest.fixture
 async def registry(make_registry: RegistryFactory) -> Registry:
     return await make_registry()
+
+
+@pytest.fixture
+async def world(registry: Registry) -> AsyncIterator[World]:
+    """A verified programme on the test's registry (tests/claims_world.py)."""
+    from tests.claims_world import build_world
+
+    made = await build_world(registry)
+    yield made
+    await made.close()
 
 
 def unique(prefix: str) -> str:

@@ -6,11 +6,9 @@ ledger stays whole."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import func, select
 
 from tests.claims_world import METERED_AMOUNT, World, build_world
@@ -27,13 +25,6 @@ from tests.test_claims_rules import (
 from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
 
 PATH = "/v1/claims/evaluations"
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 async def rows(registry: Registry, model: type, *where: object) -> int:

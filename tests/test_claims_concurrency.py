@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import httpx
-import pytest
 from sqlalchemy import func, select
 
-from tests.claims_world import METERED_AMOUNT, World, build_world
+from tests.claims_world import METERED_AMOUNT, World
 from tests.conftest import Registry, unique
 from tests.test_claims_rules import (
     balance,
@@ -28,13 +26,6 @@ from tests.test_claims_rules import (
     token_state,
 )
 from twinhub.db.models import Credential, CreditMovement
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 def statuses(responses: list[httpx.Response]) -> Counter[int]:

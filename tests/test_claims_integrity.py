@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,20 +16,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from tests.claims_world import METERED_AMOUNT, World, build_world, executed, metered_claim
+from tests.claims_world import METERED_AMOUNT, World, executed, metered_claim
 from tests.conftest import Registry, restore_token_decimals, saved_token_decimals, unique
 from tests.test_claims_rules import customer, evaluate, evaluated, submit, submitted
 from tests.test_registry_rules import error_of
 from twinhub.db.models import Claim, LedgerTransaction
 
 JANUARY = {"periodStart": "2026-01-01T00:00:00Z", "periodEnd": "2026-02-01T00:00:00Z"}
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 def fields_of(response: httpx.Response, status: int = 422) -> dict[str, str]:

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import ValidationError
 
-from tests.claims_world import CLAIM_PROTOCOL, METERED_AMOUNT, World, build_world, metered_claim
+from tests.claims_world import CLAIM_PROTOCOL, METERED_AMOUNT, World, metered_claim
 from tests.conftest import (
     BOOTSTRAP_KEY,
     Backend,
@@ -55,13 +55,6 @@ SAFE = 2**53 - 1
 
 
 # -- helpers -------------------------------------------------------------------------------
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
-
-
 def stranger() -> str:
     return f"did:ixo:org/{unique('stranger')}"
 

@@ -6,11 +6,11 @@ approvals are made in fewer ledger writes, each exactly once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import Hashable
 
 import pytest
 
-from tests.claims_world import METERED_AMOUNT, World, build_world
+from tests.claims_world import METERED_AMOUNT, World
 from tests.conftest import Registry
 from tests.test_claims_rules import balance, customer, token_state
 from twinhub.services.coalesce import Coalescer
@@ -76,13 +76,6 @@ async def test_a_cancelled_caller_does_not_stop_its_batch() -> None:
     with pytest.raises(asyncio.CancelledError):
         await leaving
     assert run.batches == [("k", [1]), ("k", [2, 3])]  # 2 was made all the same
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 async def test_concurrent_single_approvals_are_made_together_each_once(

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from tests.chain_gateway import RunningGateway, gateway_settings, running_gateway, running_node
-from tests.claims_world import METERED_AMOUNT, World, build_world
+from tests.claims_world import METERED_AMOUNT, World
 from tests.conftest import Registry, unique
 from tests.test_registry_basics import make_domain
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
@@ -33,13 +33,6 @@ async def node(registry: Registry) -> AsyncIterator[str]:
 async def gateway(registry: Registry, node: str) -> AsyncIterator[RunningGateway]:
     async with running_gateway(gateway_settings(registry.settings), node) as running:
         yield running
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 async def ok(gateway: RunningGateway, path: str, registry: Registry) -> dict[str, Any]:

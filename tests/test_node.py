@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tests.claims_world import METERED_AMOUNT, World, build_world
+from tests.claims_world import METERED_AMOUNT, World
 from tests.conftest import Registry, unique
 from twinhub.chain.node import NodeServer
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
@@ -33,13 +33,6 @@ async def channel(registry: Registry) -> AsyncIterator[grpc.aio.Channel]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as opened:
         yield opened
     await node.stop(0)
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 async def test_entity_and_iid_answer_from_the_registry(

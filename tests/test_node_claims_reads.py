@@ -7,7 +7,6 @@ backends."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import grpc
@@ -16,7 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy.engine import make_url
 
 from tests.chain_gateway import running_node
-from tests.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.claims_world import METERED_AMOUNT, World, metered_claim
 from tests.conftest import BACKENDS, Registry, unique
 from twinhub.chain.node.answers import Dispatcher, QueryFailed
 from twinhub.chain.node.claims import ClaimsQuery
@@ -60,13 +59,6 @@ async def reply(node: Dispatcher, path: str, request: bytes) -> tuple[str, bytes
         return "OK", (await node.answer(path, request)).body
     except QueryFailed as failure:
         return failure.code.name, failure.message.encode()
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 async def programme(world: World) -> str:

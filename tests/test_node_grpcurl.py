@@ -19,7 +19,7 @@ import pytest
 from google.api import annotations_pb2
 
 from tests.chain_gateway import running_node
-from tests.claims_world import World, build_world
+from tests.claims_world import World
 from tests.conftest import Registry, unique
 from twinhub.chain.descriptors import QUERY_SERVICES, file_descriptor_set
 
@@ -35,13 +35,6 @@ async def grpcurl(*args: str) -> tuple[int, str]:
     )
     out, _ = await asyncio.wait_for(process.communicate(), timeout=30)
     return process.returncode or 0, out.decode()
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 @pytest.fixture

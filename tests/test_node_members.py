@@ -27,13 +27,6 @@ from twinhub.services.paging import Window
 
 
 @pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
-
-
-@pytest.fixture
 async def node(registry: Registry) -> AsyncIterator[str]:
     async with running_node(registry.platform) as address:
         yield address

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from tests.chain_gateway import running_node
-from tests.claims_world import World, build_world
+from tests.claims_world import World
 from tests.conftest import Registry
 from twinhub.chain.node.common import Servicer
 from twinhub.chain.node.entity import entity_message, iid_document
@@ -23,13 +23,6 @@ from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
 from twinhub.services.domains import DomainFilter
 from twinhub.services.paging import Window
 from twinhub.services.read_model import ReadModel
-
-
-@pytest.fixture
-async def world(registry: Registry) -> AsyncIterator[World]:
-    made = await build_world(registry)
-    yield made
-    await made.close()
 
 
 @pytest.fixture

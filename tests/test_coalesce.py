@@ -98,6 +98,9 @@ async def test_concurrent_single_approvals_are_made_together_each_once(
     after_batches, after_items = registry.platform.claims.coalesced
     assert after_items - items == len(claims)
     assert after_batches - batches < len(claims)  # some of them went together
+    metrics = (await registry.client.get("/metrics")).text
+    assert f"twinhub_claim_evaluations_coalesced_total {float(after_items)}" in metrics
+    assert f"twinhub_claim_evaluation_batches_total {float(after_batches)}" in metrics
     for owner in owners:
         assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT

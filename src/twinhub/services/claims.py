@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 from sqlalchemy import func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -493,6 +495,26 @@ class ClaimService:
     def coalesced(self) -> tuple[int, int]:
         """Single evaluations coalesced so far: (batches run, evaluations they carried)."""
         return self._coalescer.batches, self._coalescer.items
+
+    def collector(self) -> Collector:
+        """Prometheus metrics of this process's coalesced single evaluations: their mean
+        batch size is how much concurrent approvals share."""
+        coalescer = self._coalescer
+
+        class EvaluationMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                yield CounterMetricFamily(
+                    "twinhub_claim_evaluation_batches",
+                    "Batches that made single claim evaluations (coalesced when concurrent).",
+                    value=coalescer.batches,
+                )
+                yield CounterMetricFamily(
+                    "twinhub_claim_evaluations_coalesced",
+                    "Single claim evaluations made in those batches.",
+                    value=coalescer.items,
+                )
+
+        return EvaluationMetrics()
 
     # -- collections -----------------------------------------------------------------------
     async def create_collection(self, spec: CollectionSpec, actor: Principal) -> dict[str, Any]:

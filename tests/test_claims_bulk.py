@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 
 from tests.claims_world import METERED_AMOUNT, World, build_world
@@ -23,6 +24,10 @@ from tests.test_claims_rules import (
     token_state,
 )
 from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
+from twinhub.services.claims import EvaluationRequest
+from twinhub.services.errors import Conflict
+from twinhub.services.ledger import LedgerWrite
+from twinhub.services.principals import Principal
 
 PATH = "/v1/claims/evaluations"
 
@@ -254,3 +259,46 @@ async def test_concurrent_batches_and_single_evaluations_approve_each_claim_once
     assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT
     assert await registry.platform.ledger.height() == height + 2 * len(claims)
     assert (await registry.platform.ledger.verify()).ok
+
+
+async def test_a_decision_hook_refusing_after_the_evaluation_undoes_it_whole(
+    registry: Registry, world: World
+) -> None:
+    """The oracle's and the monitoring period's hooks run inside the evaluation's write,
+    after its rows changed: a hook that refuses (a period that found the stove credited
+    meanwhile) rolls the whole write back, the evaluations beside it in the batch too,
+    and nothing of them stays."""
+    owners = [customer(), customer()]
+    collection = (await world.collection())["id"]
+    claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
+    minted = (await token_state(registry))["minted"]
+    height = await registry.platform.ledger.height()
+
+    async def refuse(write: LedgerWrite, made: Claim) -> None:
+        assert made.status == "approved"  # the evaluation was made in the write
+        raise Conflict("the period credited this stove meanwhile")
+
+    actor = Principal(world.oracle_operator, frozenset({"reader", "writer"}))
+    outcomes = await registry.platform.claims.evaluate_many(
+        [
+            EvaluationRequest(claims[0], "approved"),
+            EvaluationRequest(claims[1], "approved", on_write=refuse),
+        ],
+        actor,
+    )
+    for outcome in outcomes:
+        assert outcome.reply is None and isinstance(outcome.error, Conflict)
+        assert "meanwhile" in outcome.error.message
+    for claim, owner in zip(claims, owners, strict=True):
+        view = await claim_of(registry, claim)
+        assert view["status"] == "pending" and view["evaluations"] == []
+        assert await rows(registry, Credential, Credential.claim_id == claim) == 0
+        assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
+        assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+    assert (await token_state(registry))["minted"] == minted
+    assert await registry.platform.ledger.height() == height
+    assert (await counts(registry, collection))["pending"] == 2
+    # A single evaluation whose hook refuses raises the hook's error.
+    with pytest.raises(Conflict, match="meanwhile"):
+        await registry.platform.claims.evaluate(claims[1], "approved", actor, on_write=refuse)
+    assert (await claim_of(registry, claims[1]))["status"] == "pending"

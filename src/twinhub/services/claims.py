@@ -229,6 +229,16 @@ class _NothingApplied(Exception):
     """Every evaluation of a write was refused: roll it back rather than commit nothing."""
 
 
+class _Undone(Exception):
+    """A decision hook refused after its evaluation was made (a monitoring period that
+    found the stove credited meanwhile): the whole write rolls back, and every evaluation
+    of it reports the hook's error."""
+
+    def __init__(self, error: ServiceError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class DoubleCounting(Conflict):
     """The approval would credit a stove-period that is credited already."""
 
@@ -905,6 +915,9 @@ class ClaimService:
                 await self._replies(write.session, applied)
         except _NothingApplied:
             pass
+        except _Undone as undone:
+            for index in live:
+                outcomes[index] = EvaluationOutcome(requests[index].claim, error=undone.error)
         return outcomes
 
     async def _evaluate_batch(
@@ -1104,7 +1117,10 @@ class ClaimService:
                 decimals=computation.decimals,
             )
         if request.on_write is not None:
-            await request.on_write(write, claim)
+            try:
+                await request.on_write(write, claim)
+            except ServiceError as error:  # after the rows changed: not this item alone
+                raise _Undone(error) from error
         return _Applied(outcome, claim, evaluation, before)
 
     async def _replies(self, session: AsyncSession, applied: list[_Applied]) -> None:

@@ -24,7 +24,8 @@ machine):
    `--mqtt-messages` signed QoS 1 messages of one reading each, published to Mosquitto by
    `--mqtt-publishers` processes (each device's messages from one of them, in order) and
    stored by the shared subscription; messages stored per second (publish start to last
-   commit). One paho publisher alone publishes fewer messages a second than the goal asks.
+   commit). Messages that never arrive (the broker dropped them) are reported, not waited
+   for; see bench/README.md on more than one publisher with Mosquitto 2.0.
 3. History: `--stoves` stoves (default 10,000) get `--other-days` days of hourly readings
    each (bulk-seeded into the readings table), one stove a year of hourly readings through
    the ingestion path; then `GET .../telemetry?from=&to=&limit=100` over random month
@@ -81,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mqtt-publishers",
         type=int,
-        default=4,
-        help="publisher processes (on the load core); one alone is slower than the goal",
+        default=1,
+        help="publisher processes (on the load core; see bench/README.md before raising it)",
     )
     parser.add_argument(
         "--no-pin-database",
@@ -795,7 +796,7 @@ async def mqtt_flood(
         loads[0].progress.value = done
         if done != last:
             moved, last = time.perf_counter(), done
-        elif time.perf_counter() - moved > 30:  # lost by the broker (queue full): say so
+        elif time.perf_counter() - moved > 10:  # lost by the broker: say so, stop waiting
             print(f"  MQTT: {len(messages) - done} messages never arrived; stopped waiting")
             break
         await asyncio.sleep(0.002)

@@ -16,9 +16,11 @@ bounds the unacknowledged messages in flight, so a flood cannot grow memory.
 gmqtt runs the connection on the asyncio loop itself (no thread). Its `on_message` is a
 coroutine here, and for QoS 1 gmqtt sends the PUBACK when that coroutine returns (its return
 value is the reason code): each message joins the group being filled and waits for that
-group's transaction. A lost connection is replaced by a fresh client after a backoff, so
-no acknowledgement meant for the old connection can reach the new one (packet ids are per
-connection); the broker sends what was left unacknowledged again.
+group's transaction (a worker that finds fewer than LINGER_BELOW messages gives the group
+LINGER_SECONDS more to fill: a transaction costs about as much for few messages as for many).
+A lost connection is replaced by a fresh client after a backoff, so no acknowledgement
+meant for the old connection can reach the new one (packet ids are per connection); the
+broker sends what was left unacknowledged again.
 """
 
 from __future__ import annotations

@@ -10,7 +10,10 @@ device and per project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFL
 UPDATE), so no Python work is done per rollup row; SQLite, which runs in this process,
 sums cells in Python (cheaper there). The device's live state and its events go in the same
 transaction: either all of a group counts or none. rollup_rows is the Python reference of
-the same sums (the tests compare the two; the benchmark seeds rollups with it).
+the same sums (the tests compare the two; the benchmark seeds rollups with it). On SQLite,
+whose one writer makes callers wait their turn anyway, the callers waiting go in together
+as one group (store_many), and new readings go in with one INSERT OR IGNORE, the staging
+table kept for batches that repeat stored seqs.
 """
 
 from __future__ import annotations

@@ -340,3 +340,53 @@ async def test_a_device_over_its_rate_limit_loses_only_the_excess(
     assert await readings_of(farm, stove) == 3
     listed = (await registry.client.get("/v1/telemetry/rejections")).json()["items"]
     assert [i["reason"] for i in listed if i["device"] == stove].count("rate limited") == 3
+
+
+async def test_a_small_group_waits_a_moment_for_the_messages_on_their_way(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that finds fewer than LINGER_BELOW messages lingers before taking them, so
+    the messages arriving meanwhile go in the same transaction; a group that is big
+    enough is taken at once. (The linger is the test's to end, so nothing here is timed.)"""
+    from twinhub.settings import Settings
+    from twinhub.telemetry import mqtt as ingest_module
+
+    settings = Settings(environment="test", data_dir=tmp_path, mqtt_url="mqtt://127.0.0.1:1883")
+    ingest = MqttIngest(settings, None, None)  # type: ignore[arg-type]  # _handle is replaced
+    handled: list[int] = []
+    lingering = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def handle(messages: list[Any]) -> None:
+        handled.append(len(messages))
+
+    async def linger() -> None:
+        lingering.set()
+        await go_on.wait()
+
+    monkeypatch.setattr(ingest, "_handle", handle)
+    monkeypatch.setattr(ingest, "_linger", linger)
+    ingest._filling = ingest_module._Group()
+    worker = asyncio.create_task(ingest._work())
+
+    def arrive(count: int) -> list[asyncio.Task[int]]:
+        return [
+            asyncio.create_task(ingest._on_message(None, "t/x", b"{}", 1, {})) for _ in range(count)
+        ]
+
+    try:
+        first = arrive(1)
+        await asyncio.wait_for(lingering.wait(), 10)  # the worker waits with one message
+        later = arrive(4)
+        await asyncio.sleep(0)  # the four join the group being filled
+        go_on.set()
+        assert await asyncio.wait_for(asyncio.gather(*first, *later), 10) == [0] * 5
+        assert handled == [5]
+
+        lingering.clear()
+        big = arrive(ingest_module.LINGER_BELOW)
+        assert await asyncio.wait_for(asyncio.gather(*big), 10) == [0] * len(big)
+        assert handled == [5, ingest_module.LINGER_BELOW] and not lingering.is_set()
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)

@@ -6,6 +6,7 @@ readings a group repeats, scopes fed by several devices."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from tests.conftest import Registry
 from tests.telemetry_world import build_farm
 from twinhub.telemetry.schema import STOVE_TELEMETRY, Reading, check_readings, parse_schema
-from twinhub.telemetry.store import INTERVALS, Batch, rollup_rows
+from twinhub.telemetry.store import INTERVALS, Batch, Cells, add_cells, bucket_of, rollup_rows
 
 SCHEMA = parse_schema(STOVE_TELEMETRY)
 INDIA = timezone(timedelta(hours=5, minutes=30))
@@ -150,3 +151,41 @@ def test_the_batch_check_agrees_with_the_check_of_each_reading() -> None:
     assert valid == [r for r in one_by_one if isinstance(r, Reading)]
     assert rejected == [r for r in one_by_one if not isinstance(r, Reading)]
     assert [r.seq for r in valid] == [1, 2, 3]
+
+
+def test_the_hour_first_cells_equal_a_reading_by_reading_sum() -> None:
+    """add_cells sums hours from readings, then days from hours and months from days; the
+    result must be what adding every reading to its hour, day and month gives (several
+    readings an hour, hours across day, month and year ends, counted enum values, fields
+    missing from some readings, integers)."""
+    rng = random.Random(12)
+    start = datetime(2025, 12, 30, 20, tzinfo=UTC)
+    items = []
+    for seq in range(3000):
+        moment = start + timedelta(minutes=rng.randrange(0, 60 * 24 * 70))
+        values: dict[str, Any] = {}
+        if rng.random() < 0.8:
+            values["energyKwh"] = rng.choice([rng.random() * 3, rng.randrange(5)])
+        if rng.random() < 0.5:
+            values["meterKwh"] = rng.random() * 1000
+        if rng.random() < 0.3:
+            values["session"] = rng.choice(["start", "end"])
+        items.append(Reading(seq, moment, values))
+    numeric, counted = ["energyKwh", "meterKwh"], ["session"]
+    cells: Cells = {}
+    add_cells(cells, items[:1700], numeric, counted)  # two calls: the second adds to cells
+    add_cells(cells, items[1700:], numeric, counted)
+
+    expected: dict[tuple[str, int, str], list[float]] = {}
+    for reading in items:
+        for name, value in reading.values.items():
+            field = f"{name}={value}" if name in counted else name
+            amount = 1.0 if name in counted else float(value)
+            for interval in INTERVALS:
+                stamp = int(bucket_of(reading.time, interval).timestamp())
+                expected.setdefault((interval, stamp, field), []).append(amount)
+    assert sorted(cells) == sorted(expected)
+    for key, values in expected.items():
+        count, total, low, high = cells[key]
+        assert (count, low, high) == (len(values), min(values), max(values)), key
+        assert total == pytest.approx(sum(values), rel=1e-12), key

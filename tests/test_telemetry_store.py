@@ -3,6 +3,7 @@ repeated seqs, in one transaction; each reading counted, stored and rolled up on
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -181,3 +182,74 @@ async def test_driver_level_writes_commit_and_roll_back_with_their_transaction(
             await store.add_rollups(session, as_records([{**row, "scope": "raw-undone"}]))
             raise LookupError("the transaction is abandoned")
     assert await store.aggregates("raw-undone", "day", None, None) == {}
+
+
+async def test_concurrent_mixed_batches_roll_up_exactly_the_stored_readings(
+    registry: Registry,
+) -> None:
+    """Concurrent HTTP batches of several stoves of one project (new readings, resent
+    ones, late ones from weeks ago, several fields, counted enum values): every answer
+    counts its own readings, and each rollup of every scope (stove, project, organisation;
+    hour, day and month) equals the sums of the raw readings stored. On SQLite the waiting
+    batches go in as groups (one transaction each), on PostgreSQL side by side."""
+    farm = await build_farm(registry)
+    stoves = [await farm.stove() for _ in range(3)]
+    base = bucket_of(datetime.now(UTC) - timedelta(days=2), "hour")
+
+    def readings(seqs: range, start: datetime) -> list[dict[str, Any]]:
+        return [
+            {
+                "seq": s,
+                "time": (start + timedelta(minutes=23 * s)).isoformat(),
+                "values": {
+                    "energyKwh": (s % 7) / 4,
+                    "meterKwh": 100 + s,
+                    **({"session": "start" if s % 2 else "end"} if s % 3 == 0 else {}),
+                },
+            }
+            for s in seqs
+        ]
+
+    sends = [
+        (stoves[0], readings(range(1, 40), base)),
+        (stoves[1], readings(range(1, 30), base)),
+        (stoves[2], readings(range(1, 10), base - timedelta(days=35))),  # weeks late
+        (stoves[0], readings(range(30, 60), base)),  # 30..39 resent
+        (stoves[1], readings(range(30, 35), base)),
+        (stoves[2], readings(range(5, 20), base)),  # 5..9 resent, other times
+        (stoves[1], readings(range(1, 5), base)),  # all resent
+    ]
+    answers = await asyncio.gather(*(farm.send(did, items) for did, items in sends))
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    accepted = {did: 0 for did in stoves}
+    for (did, items), answer in zip(sends, answers, strict=True):
+        body = answer.json()
+        assert body["accepted"] + body["duplicates"] == len(items) and body["rejected"] == 0
+        accepted[did] += body["accepted"]
+    assert accepted == {stoves[0]: 59, stoves[1]: 34, stoves[2]: 19}
+
+    store = registry.platform.telemetry.store
+    stored = {did: await store.history(did, None, None, None, 1000) for did in stoves}
+    assert {did: len(items) for did, items in stored.items()} == accepted
+    for scope, members in [
+        *((did, [did]) for did in stoves),
+        (farm.project, stoves),
+        (farm.organisation, stoves),
+    ]:
+        raw = [r for did in members for r in stored[did]]
+        for interval in ("hour", "day", "month"):
+            expected: dict[tuple[datetime, str], list[float]] = {}
+            for reading in raw:
+                bucket = bucket_of(reading.time, interval)
+                for name, value in reading.values.items():
+                    field = f"{name}={value}" if isinstance(value, str) else name
+                    amount = 1.0 if isinstance(value, str) else float(value)
+                    expected.setdefault((bucket, field), []).append(amount)
+            cells = await store.aggregates(scope, interval, None, None)
+            got = {(b, f): cell for b, fields in cells.items() for f, cell in fields.items()}
+            assert sorted(got) == sorted(expected), (scope, interval)
+            for key, values in expected.items():
+                cell = got[key]
+                assert cell["count"] == len(values), (scope, interval, key)
+                assert cell["sum"] == pytest.approx(sum(values)), (scope, interval, key)
+                assert (cell["min"], cell["max"]) == (min(values), max(values))

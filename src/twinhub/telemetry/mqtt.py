@@ -16,9 +16,11 @@ bounds the unacknowledged messages in flight, so a flood cannot grow memory.
 gmqtt runs the connection on the asyncio loop itself (no thread). Its `on_message` is a
 coroutine here, and for QoS 1 gmqtt sends the PUBACK when that coroutine returns (its return
 value is the reason code): each message joins the group being filled and waits for that
-group's transaction. A lost connection is replaced by a fresh client after a backoff, so
-no acknowledgement meant for the old connection can reach the new one (packet ids are per
-connection); the broker sends what was left unacknowledged again.
+group's transaction (a worker that finds fewer than LINGER_BELOW messages gives the group
+LINGER_SECONDS more to fill: a transaction costs about as much for few messages as for many).
+A lost connection is replaced by a fresh client after a backoff, so no acknowledgement
+meant for the old connection can reach the new one (packet ids are per connection); the
+broker sends what was left unacknowledged again.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ KEY_ID = "key-id"
 SIGNATURE = "signature"
 RECEIVE_MAXIMUM = 1000  # unacknowledged messages the broker may send us at once
 WORKERS = 2
+LINGER_BELOW = 100  # a group smaller than this waits LINGER_SECONDS for more messages
+LINGER_SECONDS = 0.002
 CONNECT_TIMEOUT_SECONDS = 10.0
 SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 T = TypeVar("T")
@@ -243,6 +247,13 @@ class MqttIngest:
             await self._ready.wait()
             self._ready.clear()
             group = self._filling
+            if group is not None and 0 < len(group.messages) < LINGER_BELOW:
+                # A group costs about as much to write for one message as for a hundred
+                # (one transaction, a few statements): a moment more lets the messages
+                # already on their way join it, when a flood arrives faster than groups
+                # are written (SQLite's quick commits took groups of 5 to 50 messages).
+                await self._linger()
+                group = self._filling
             if group is None or not group.messages:
                 continue
             self._filling = _Group()
@@ -257,6 +268,9 @@ class MqttIngest:
                     await asyncio.sleep(1.0)
             self._open.discard(group)
             group.done.set_result(None)
+
+    async def _linger(self) -> None:
+        await asyncio.sleep(LINGER_SECONDS)
 
     async def _handle(self, messages: list[Message]) -> None:
         """Check, prepare and store a group: credentials looked up once per token and

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -269,6 +270,33 @@ class ObserveRequests:
             children[1].observe(time.perf_counter() - started)
 
 
+class RecheckedEvery:
+    """A yes/no question asked again at most every `seconds`, the answer kept in between."""
+
+    def __init__(self, ask: Callable[[], bool], seconds: float = 1.0) -> None:
+        self._ask = ask
+        self._seconds = seconds
+        self._answer = False
+        self._until = -math.inf
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now >= self._until:
+            self._answer = self._ask()
+            self._until = now + self._seconds
+        return self._answer
+
+
+def _recheck_telemetry(app: FastAPI) -> None:
+    """FastAPI 0.165 asks on every request whether its native OpenTelemetry is on: the
+    global tracer, meter and logger providers, each looked up again (a tenth of a cached
+    domain read). twinhub installs none; the answer is now kept for a second, so a provider
+    installed while running (auto-instrumentation) is still picked up, a second later."""
+    native = getattr(app, "_native_telemetry", None)
+    if native is not None and callable(getattr(native, "enabled", None)):
+        native.enabled = RecheckedEvery(native.enabled)
+
+
 def create_registry_app(
     platform: Platform | None = None, settings: Settings | None = None
 ) -> FastAPI:
@@ -298,6 +326,7 @@ def create_registry_app(
     )
     app.state.platform = platform
     app.state.reads = reads
+    _recheck_telemetry(app)
     settings = platform.settings
     redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
     app.state.rate_limiter = RateLimiter.create(

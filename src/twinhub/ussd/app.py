@@ -36,7 +36,7 @@ from twinhub.ussd.request import InvalidRequest, parse_ussd_request, receive_res
 from twinhub.ussd.screens import Content, all_contents
 from twinhub.ussd.sessions import MemorySessionStore, SessionBusy, SessionStore
 from twinhub.ussd.sessions_redis import RedisSessionStore
-from twinhub.web.client_ip import client_ip, peer_ip
+from twinhub.web.client_ip import client_ip
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
 from twinhub.web.operator import operator_denial
@@ -134,7 +134,6 @@ class SessionEndpoint:
         self._limits = limits
         self._counter = limits.counter if limits is not None else None
         self._direct = not platform.settings.trust_proxy_enabled  # the peer is the client
-        self._peer = peer_ip
         self._engine = engine
         self._max_bytes = platform.settings.ussd_max_body_bytes
         self._unavailable = Reply(True, content.unavailable).render()
@@ -145,7 +144,11 @@ class SessionEndpoint:
         started = time.perf_counter()
         limits = self._limits
         if limits is not None:
-            client = self._peer(scope) if self._direct else limits.client_of(scope)
+            if self._direct:  # peer_ip, inline
+                peer = scope.get("client")
+                client = peer[0] if peer else "unknown"
+            else:
+                client = limits.client_of(scope)
             counter = self._counter
             retry_after = counter.hit(client) if counter is not None else await limits.hit(client)
             if retry_after is not None:

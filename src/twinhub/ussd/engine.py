@@ -71,7 +71,7 @@ class UssdEngine:
                         session_id=session_id,
                         phone=mask_phone(session.phone_number),
                     )
-                reply = await self._apply(session, None, text)
+                previous = None
             elif session.phone_number != request.phoneNumber:
                 log.warning("ussd session reused by another phone", session_id=session_id)
                 return _end(self._menu.content_for(session).invalid_request), "invalid"
@@ -82,7 +82,19 @@ class UssdEngine:
             elif session.status == ENDED:
                 return _end(self._menu.content_for(session).ended), "end"
             else:
-                reply = await self._apply(session, self._previous(session, text), text)
+                previous = self._previous(session, text)
+            # Apply the new answers. The menu answers most steps without awaiting
+            # (`start_now`, `answer_now`: None when it cannot, having changed nothing).
+            menu = self._menu
+            reply = None
+            if previous is None:
+                reply = menu.start_now(session) or await menu.start(session)
+            for answer in new_inputs(previous, text):
+                reply = menu.answer_now(session, answer) or await menu.answer(session, answer)
+                if reply.end:
+                    break
+            if reply is None:
+                reply = Reply(False, session.message)
             rendered = reply.render()
             session.last_text_digest = self._digest(text, session_id)
             session.last_text_length = len(text)
@@ -118,19 +130,6 @@ class UssdEngine:
         if len(candidate) == session.last_text_length and self._is_last_text(session, candidate):
             return candidate
         return "\x00"
-
-    async def _apply(self, session: Session, previous: str | None, text: str) -> Reply:
-        # The menu answers most steps without awaiting (`start_now`, `answer_now`: None
-        # when it cannot, having changed nothing); awaiting costs a coroutine per call.
-        menu = self._menu
-        reply = None
-        if previous is None:
-            reply = menu.start_now(session) or await menu.start(session)
-        for answer in new_inputs(previous, text):
-            reply = menu.answer_now(session, answer) or await menu.answer(session, answer)
-            if reply.end:
-                break
-        return reply or Reply(False, session.message)
 
     async def debug_view(self, session_id: str) -> dict[str, object] | None:
         """The seed's session record, or None for a session unknown, ended or expired."""

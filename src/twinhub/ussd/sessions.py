@@ -188,8 +188,10 @@ class MemorySessionStore:
 
     def load_now(self, session_id: str) -> Session | None:
         """`load` without awaiting (the engine calls it so: one coroutine fewer)."""
-        self._purge()
-        record = self._records.get(session_id)
+        records = self._records
+        if records and next(iter(records.values()))[0] < self._clock() - self._keep:
+            self._purge()  # something to forget (the test of _purge's loop, inline)
+        record = records.get(session_id)
         return Session.loads(record[2]) if record else None
 
     def save_now(self, session: Session) -> None:
@@ -201,7 +203,8 @@ class MemorySessionStore:
         self._records.move_to_end(session.session_id)
         while len(self._records) > self._max:
             self._records.popitem(last=False)
-        self._purge()
+        if next(iter(self._records.values()))[0] < self._clock() - self._keep:
+            self._purge()  # as in load_now
 
     def _purge(self) -> None:
         horizon = self._clock() - self._keep

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from limits import parse
+from starlette.requests import Request
+from starlette.responses import Response
 
 from tests.conftest import Gateway, Registry
-from twinhub.registry.routes import DID_PATH, HotRoute
+from twinhub.registry.auth import bearer, bearer_of
+from twinhub.registry.routes import DID_PATH, HotRoute, RecordResponse
 from twinhub.security.pins import PinCipher
 from twinhub.ussd.menu import Menu, State
 from twinhub.ussd.metrics import UssdMetrics
@@ -239,3 +244,99 @@ def test_ussd_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
     reference.replies.labels("con").inc()
     reference.latency.observe(0.0002)
     assert samples(ours) == samples(reference)
+
+
+async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
+    registry: Registry,
+) -> None:
+    """`GET /v1/domains/{did}` through RegistryApp's lane and through the whole stack (the
+    lane switched off): the same status, headers and body for a record, an unknown DID, a
+    path that is no DID, no key, an unknown key, a sub-resource, and a database known to
+    be down; and the same metrics label."""
+    created = await registry.client.post(
+        "/v1/domains",
+        json={"type": "Organisation", "class": "did:ixo:protocol/organisation"},
+    )
+    did = created.json()["did"]
+    app = registry.app
+    lane = app.hot_route
+    assert lane is not None
+
+    async def both(client: Any, path: str) -> list[tuple[int, list[tuple[str, str]], bytes]]:
+        answers = []
+        for route in (lane, None):
+            app.hot_route = route
+            try:
+                response = await client.get(path)
+            finally:
+                app.hot_route = lane
+            answers.append(
+                (response.status_code, sorted(response.headers.items()), response.content)
+            )
+        return answers
+
+    paths = [
+        f"/v1/domains/{did}",
+        "/v1/domains/did:ixo:entity/nobody-here",
+        "/v1/domains/not-a-did",
+        f"/v1/domains/{did}/relationships",
+    ]
+    for path in paths:
+        fast, whole = await both(registry.client, path)
+        assert fast == whole, path
+    assert (await both(registry.client, paths[0]))[0][0] == 200
+    assert app._hot_lane is not None  # the lane did answer
+    async with registry.as_key(None) as anonymous:
+        fast, whole = await both(anonymous, paths[0])
+        assert fast == whole and fast[0] == 401
+    async with registry.as_key("thk_nokey_nosecret") as stranger:
+        fast, whole = await both(stranger, paths[0])
+        assert fast == whole and fast[0] == 401
+    labels = {"method": "GET", "route": f"/v1/domains/{DID_PATH}", "status": "200"}
+    metrics = app.state.metrics.registry
+    before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
+    await both(registry.client, paths[0])
+    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == before + 2
+    database = registry.platform.database
+    database.healthy = False
+    try:
+        fast, whole = await both(registry.client, paths[0])
+    finally:
+        database.healthy = True
+    assert fast == whole and fast[0] == 503
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer abc",
+        "bearer abc",
+        "BEARER  abc def",
+        "Basic abc",
+        "Token x",
+        " Bearer abc",
+    ],
+)
+async def test_the_hot_reads_bearer_reads_what_fastapis_reads(authorization: str | None) -> None:
+    headers = [] if authorization is None else [(b"authorization", authorization.encode())]
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": headers})
+    assert bearer_of(request) == await bearer(request)
+
+
+@pytest.mark.parametrize("status", [200, 201])
+def test_record_responses_are_the_responses_starlette_builds(status: int) -> None:
+    record = {"did": "did:ixo:entity/x", "version": 7, "metadata": {"name": "é"}}
+    ours = RecordResponse(record, status)
+    theirs = Response(
+        orjson.dumps(record), status, headers={"ETag": '"7"'}, media_type="application/json"
+    )
+    assert (ours.status_code, ours.raw_headers, ours.body, ours.background) == (
+        theirs.status_code,
+        theirs.raw_headers,
+        theirs.body,
+        theirs.background,
+    )

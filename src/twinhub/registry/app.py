@@ -12,7 +12,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.responses import Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twinhub import __version__
@@ -297,6 +300,72 @@ def _recheck_telemetry(app: FastAPI) -> None:
         native.enabled = RecheckedEvery(native.enabled)
 
 
+class RegistryApp(FastAPI):
+    """The registry's FastAPI app, with a lane of its own for the current version's read
+    of a domain (`GET /v1/domains/{did}` without a query string, no body): a wallet or
+    dashboard polling twins sends little else. The lane is the same app minus the layers
+    that have nothing to do for such a request: the write log (reads are not logged), the
+    two body limits (no body), FastAPI's telemetry layers (only while its telemetry is
+    off) and the router's search (HotRoute, which the router tries first anyway, is
+    matched directly). Error handling, metrics, the database guard and the deadline are
+    the same middleware, in the same order. Anything else takes the whole stack."""
+
+    hot_route: Route | None = None
+    _hot_lane: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.hot_route
+        if (
+            route is not None
+            and scope["type"] == "http"
+            and scope["method"] == "GET"
+            and scope["path"].startswith(HOT_PREFIX)
+            and not scope.get("query_string")
+            and not self.root_path
+            and not self._native_telemetry.enabled()
+            and _bodiless(scope)
+        ):
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                scope["app"] = self
+                if "router" not in scope:
+                    scope["router"] = self.router
+                scope.update(child)
+                lane = self._hot_lane or self._build_hot_lane(route)
+                await lane(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+    def _build_hot_lane(self, route: Route) -> ASGIApp:
+        """`build_middleware_stack` for the hot route alone, without the layers above."""
+        error_handler = None
+        handlers: dict[Any, Any] = {}
+        for key, value in self.exception_handlers.items():
+            if key in (500, Exception):
+                error_handler = value
+            else:
+                handlers[key] = value
+        app: ASGIApp = ExceptionMiddleware(route.handle, handlers=handlers, debug=self.debug)
+        for cls, args, kwargs in reversed(self.user_middleware):
+            if cls not in _NOTHING_TO_DO_ON_A_READ:
+                app = cls(app, *args, **kwargs)
+        self._hot_lane = ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
+        return self._hot_lane
+
+
+HOT_PREFIX = "/v1/domains/"
+
+
+def _bodiless(scope: Scope) -> bool:
+    for name, _ in scope["headers"]:  # noqa: SIM110 (a loop: no generator per request)
+        if name in _BODY_HEADERS:
+            return False
+    return True
+
+
+_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+
+
 def create_registry_app(
     platform: Platform | None = None, settings: Settings | None = None
 ) -> FastAPI:
@@ -316,7 +385,7 @@ def create_registry_app(
                 await platform.stop()
 
     reads = ReadModel(platform)  # hot GETs without an ORM session (routes.get_domain)
-    app = FastAPI(
+    app = RegistryApp(
         title="twinhub registry",
         version=__version__,
         description=DESCRIPTION,
@@ -341,7 +410,8 @@ def create_registry_app(
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
     # swallowed by the core router's greedy /domains/{did:path}.
-    app.router.routes.insert(0, HotRoute())  # the current version's read, tried first
+    app.hot_route = HotRoute()
+    app.router.routes.insert(0, app.hot_route)  # the current version's read, tried first
     app.include_router(hot_router)  # the hot read first (see routes.hot_router)
     app.include_router(create_router)  # then the hot write (see routes.create_router)
     app.include_router(telemetry_router)  # before the core router's greedy /domains/{did}
@@ -396,3 +466,7 @@ def create_registry_app(
     app.add_middleware(WriteLog)  # one info line per write: actor, route, object, status
     app.add_middleware(ObserveRequests, metrics=metrics)
     return app
+
+
+# What the hot lane leaves out of the stack (RegistryApp): a body-less GET passes through.
+_NOTHING_TO_DO_ON_A_READ = (WriteLog, BodyLimit)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -84,8 +85,15 @@ def _iso(value: str | datetime | None) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return datetime.fromisoformat(value).replace(tzinfo=UTC).isoformat()
+        return _iso_text(value)
     return value.astimezone(UTC).isoformat()
+
+
+@functools.lru_cache(maxsize=8192)
+def _iso_text(value: str) -> str:
+    """SQLite's text of a time as isoformat: a record has up to four, and the same times
+    are read again and again (every read of a twin): parsed once each."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC).isoformat()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tests.conftest import Gateway, Registry
+from twinhub.registry.app import RegistryMetrics
 from twinhub.registry.auth import bearer, bearer_of
 from twinhub.registry.routes import DID_PATH, HotRoute, RecordResponse
 from twinhub.security.pins import PinCipher
@@ -340,3 +341,23 @@ def test_record_responses_are_the_responses_starlette_builds(status: int) -> Non
         theirs.body,
         theirs.background,
     )
+
+
+def test_registry_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
+    ours, reference = RegistryMetrics(), RegistryMetrics()
+    for route, status, seconds in [("/a", "200", 0.0004), ("/a", "200", 0.02), ("/b", "404", 9.0)]:
+        children = (ours.requests.labels("GET", route, status), ours.latency.labels("GET", route))
+        ours.observe(children, seconds)
+        reference.requests.labels("GET", route, status).inc()
+        reference.latency.labels("GET", route).observe(seconds)
+
+    def samples(metrics: RegistryMetrics) -> list[tuple[str, list[tuple[str, str]], float]]:
+        return sorted(
+            (sample.name, sorted(sample.labels.items()), sample.value)
+            for family in metrics.registry.collect()
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        )
+
+    assert samples(ours) == samples(reference)
+    assert samples(ours) == samples(reference)  # a second collection adds nothing

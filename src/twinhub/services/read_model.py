@@ -79,21 +79,19 @@ PG_STATE = (
 )
 
 
-def _iso(value: str | datetime | None) -> str | None:
+def _iso_of(value: str | datetime | None) -> str | None:
     """A stored UTC datetime (SQLite: text, PostgreSQL: a datetime) as the services render
     it (isoformat with +00:00)."""
     if value is None:
         return None
     if isinstance(value, str):
-        return _iso_text(value)
+        return datetime.fromisoformat(value).replace(tzinfo=UTC).isoformat()
     return value.astimezone(UTC).isoformat()
 
 
-@functools.lru_cache(maxsize=8192)
-def _iso_text(value: str) -> str:
-    """SQLite's text of a time as isoformat: a record has up to four, and the same times
-    are read again and again (every read of a twin): parsed once each."""
-    return datetime.fromisoformat(value).replace(tzinfo=UTC).isoformat()
+# A record has up to four times, and the same ones are read again and again (every read of
+# a twin): each converted once (the cache's hits cost no Python call).
+_iso = functools.lru_cache(maxsize=8192)(_iso_of)
 
 
 @dataclass(frozen=True, slots=True)

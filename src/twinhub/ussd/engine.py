@@ -77,7 +77,7 @@ class UssdEngine:
                 return _end(self._menu.content_for(session).invalid_request), "invalid"
             elif session.is_expired(now, store.ttl):  # before replay: a stale menu misleads
                 return _end(self._menu.content_for(session).expired), "end"
-            elif self._is_last_text(session, text):
+            elif len(text) == session.last_text_length and self._is_last_text(session, text):
                 return session.last_reply, "retry"
             elif session.status == ENDED:
                 return _end(self._menu.content_for(session).ended), "end"

@@ -163,7 +163,8 @@ class SessionEndpoint:
         outcome, rendered = "unavailable", self._unavailable
         max_bytes = self._max_bytes
         try:
-            # receive_body, with the usual single-message body read here (a call fewer)
+            # A declared length past the limit is refused before reading; the usual
+            # single-message body is taken here, anything longer read by receive_rest.
             if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
                 raise InvalidRequest("body too large")
             first = await receive()

@@ -61,14 +61,6 @@ def parse_ussd_request(content_type: str, body: bytes) -> UssdRequest:
         raise InvalidRequest(f"invalid fields: {names}") from None
 
 
-async def receive_body(receive: Receive, declared: bytes | None, max_bytes: int) -> bytes:
-    """The whole body of a plain ASGI request, refused past `max_bytes` whether announced
-    by Content-Length (`declared`) or streamed; a client gone mid-body is invalid too."""
-    if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-        raise InvalidRequest("body too large")
-    return await receive_rest(receive, await receive(), max_bytes)
-
-
 def whole_body(message: Message, max_bytes: int) -> bytes | None:
     """The body when `message`, the request's first, carries all of it (nearly always:
     a USSD form is a hundred bytes); None when more follow or the client left, for
@@ -82,7 +74,9 @@ def whole_body(message: Message, max_bytes: int) -> bytes | None:
 
 
 async def receive_rest(receive: Receive, message: Message, max_bytes: int) -> bytes:
-    """The whole body from its first message on (see `receive_body`)."""
+    """The whole body of a plain ASGI request from its first message on, refused past
+    `max_bytes` (the caller has refused a larger Content-Length already); a client gone
+    mid-body is invalid too."""
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -1,19 +1,35 @@
 """The hot request paths of issue #14's ceiling ratios keep their contracts: the registry's
 `GET /v1/domains/{did}` read through the read model answers exactly what the domain service
-builds, the USSD form parser reads exactly what `parse_qsl` reads, and the in-process rate
-counter follows the sliding-window arithmetic of the `limits` library it stands in for."""
+builds, the USSD form parser reads exactly what `parse_qsl` reads, the in-process rate
+counter follows the sliding-window arithmetic of the `limits` library it stands in for, the
+menu's steps without awaiting answer and change exactly what the awaited ones do, the
+session digest is HMAC-SHA256, session records read back as the dataclass would build them,
+and the USSD metrics counted in bulk read as Prometheus's own would."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+from typing import Any
 from urllib.parse import parse_qsl
 
+import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from limits import parse
+from starlette.requests import Request
+from starlette.responses import Response
 
-from tests.conftest import Registry
-from twinhub.registry.routes import DID_PATH, HotRoute
+from tests.conftest import Gateway, Registry
+from twinhub.registry.app import RegistryMetrics
+from twinhub.registry.auth import bearer, bearer_of
+from twinhub.registry.routes import DID_PATH, HotRoute, RecordResponse
+from twinhub.security.pins import PinCipher
+from twinhub.ussd.menu import Menu, State
+from twinhub.ussd.metrics import UssdMetrics
 from twinhub.ussd.request import InvalidRequest, _form_fields
+from twinhub.ussd.sessions import ENDED, Session
 from twinhub.web.ratelimit import MemoryCounter
 
 
@@ -117,3 +133,231 @@ def test_the_memory_counter_is_a_sliding_window() -> None:
     now[0] = 1300.0  # two windows idle: forgotten, a full budget again
     assert [counter.hit("a") for _ in range(3)] == [None, None, None]
     assert len(counter._windows) == 1  # "b" was swept
+
+
+ANSWERS = ["", "1", "2", "3", "4", "9", "0", "*", " 1 ", "12345", "x"]
+
+
+def _session(state: str, language: str, **fields: object) -> Session:
+    return Session(
+        session_id="s-1",
+        phone_number="+254700000001",
+        service_code="*384*1#",
+        state=state,
+        language=language,
+        scratch={"page": "1"},
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+async def test_menu_steps_without_awaiting_do_what_the_awaited_steps_do(
+    gateway: Gateway,
+) -> None:
+    """Every state, signed in or not, in two languages, under a set of answers: where
+    `answer_now` answers, `answer` gives the same reply and leaves the same session; where
+    it declines (None), it changed nothing. The seed's menu walk is answered without
+    awaiting, and so is a new session's welcome once the phone's language is cached."""
+    menu: Menu = gateway.app.state.engine._menu
+    answered = set()
+    for state in State:
+        for language in ("en", "sw"):
+            for customer in (None, "CUST0001"):
+                for answer in ANSWERS:
+                    fast = _session(state.value, language, customer_id=customer)
+                    slow = _session(state.value, language, customer_id=customer)
+                    reply = menu.answer_now(fast, answer)
+                    if reply is None:
+                        assert fast == slow, (state, answer)
+                        continue
+                    answered.add((state, answer))
+                    assert await menu.answer(slow, answer) == reply, (state, answer)
+                    assert fast == slow, (state, answer)
+    for state, answer in [
+        (State.pre_menu, "1"),
+        (State.know_more, "2"),
+        (State.pricing, "0"),
+        (State.about, "4"),
+        (State.pre_menu, "*"),
+    ]:
+        assert (state, answer) in answered
+
+    fresh = _session(State.pre_menu.value, "")
+    if gateway.settings.redis_url is None:
+        assert menu.start_now(fresh) is None  # the phone's language is not cached yet
+        assert fresh == _session(State.pre_menu.value, "")
+    started = _session(State.pre_menu.value, "")
+    reply = await menu.start(started)  # caches the phone's language
+    again = _session(State.pre_menu.value, "")
+    now = menu.start_now(again)
+    if gateway.settings.redis_url is None:
+        assert now == reply
+        assert again == started
+    else:
+        assert now is None  # Redis's cache is always awaited
+
+
+def test_the_session_digest_is_hmac_sha256_under_the_derived_key() -> None:
+    key = bytes(range(32))
+    cipher = PinCipher(key)
+    derived = hmac.digest(key, b"twinhub digest v1", hashlib.sha256)
+    for text, context in [("", "s"), ("1*2*0", "ATUid_1"), ("é" * 90, "x" * 100)]:
+        expected = hmac.new(derived, f"{context}\x00{text}".encode(), hashlib.sha256)
+        assert cipher.digest(text, context) == expected.digest()[:16].hex()
+
+
+def test_session_records_read_back_as_the_dataclass_builds_them() -> None:
+    session = _session("knowMore", "sw", last_text_digest="ab" * 16, last_text_length=3)
+    session.status = ENDED
+    blob = session.dumps()
+    assert Session.loads(blob) == session
+    assert Session.loads(blob).dumps() == blob  # and are written back byte for byte
+    old = orjson.loads(blob)
+    del old["language"], old["scratch"]  # a record from before those fields
+    old["last_text"] = "1*2"  # and from before texts were digested
+    loaded = Session.loads(orjson.dumps(old))
+    expected = _session("knowMore", "", last_text_digest="ab" * 16, last_text_length=3)
+    expected.status, expected.scratch = ENDED, {}
+    assert loaded == expected
+
+
+def test_ussd_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
+    ours, reference = UssdMetrics(), UssdMetrics()
+    steps = [("con", 0.0003), ("con", 0.0005), ("end", 0.004), ("retry", 7.0), ("con", 0.001)]
+    for outcome, seconds in steps:
+        ours.reply(outcome, seconds)
+        reference.replies.labels(outcome).inc()
+        reference.latency.observe(seconds)
+    ours.session_started()
+    reference.sessions_started.inc()
+    ours.replies.labels("rate_limited").inc()  # the 429 path counts directly
+    reference.replies.labels("rate_limited").inc()
+
+    def samples(metrics: UssdMetrics) -> list[tuple[str, list[tuple[str, str]], float]]:
+        return sorted(
+            (sample.name, sorted(sample.labels.items()), sample.value)
+            for family in metrics.registry.collect()
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        )
+
+    assert samples(ours) == samples(reference)
+    ours.reply("con", 0.0002)  # and what comes after a collection is counted too
+    reference.replies.labels("con").inc()
+    reference.latency.observe(0.0002)
+    assert samples(ours) == samples(reference)
+
+
+async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
+    registry: Registry,
+) -> None:
+    """`GET /v1/domains/{did}` through RegistryApp's lane and through the whole stack (the
+    lane switched off): the same status, headers and body for a record, an unknown DID, a
+    path that is no DID, no key, an unknown key, a sub-resource, and a database known to
+    be down; and the same metrics label."""
+    created = await registry.client.post(
+        "/v1/domains",
+        json={"type": "Organisation", "class": "did:ixo:protocol/organisation"},
+    )
+    did = created.json()["did"]
+    app = registry.app
+    lane = app.hot_route
+    assert lane is not None
+
+    async def both(client: Any, path: str) -> list[tuple[int, list[tuple[str, str]], bytes]]:
+        answers = []
+        for route in (lane, None):
+            app.hot_route = route
+            try:
+                response = await client.get(path)
+            finally:
+                app.hot_route = lane
+            answers.append(
+                (response.status_code, sorted(response.headers.items()), response.content)
+            )
+        return answers
+
+    paths = [
+        f"/v1/domains/{did}",
+        "/v1/domains/did:ixo:entity/nobody-here",
+        "/v1/domains/not-a-did",
+        f"/v1/domains/{did}/relationships",
+    ]
+    for path in paths:
+        fast, whole = await both(registry.client, path)
+        assert fast == whole, path
+    assert (await both(registry.client, paths[0]))[0][0] == 200
+    assert app._hot_lane is not None  # the lane did answer
+    async with registry.as_key(None) as anonymous:
+        fast, whole = await both(anonymous, paths[0])
+        assert fast == whole and fast[0] == 401
+    async with registry.as_key("thk_nokey_nosecret") as stranger:
+        fast, whole = await both(stranger, paths[0])
+        assert fast == whole and fast[0] == 401
+    labels = {"method": "GET", "route": f"/v1/domains/{DID_PATH}", "status": "200"}
+    metrics = app.state.metrics.registry
+    before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
+    await both(registry.client, paths[0])
+    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == before + 2
+    database = registry.platform.database
+    database.healthy = False
+    try:
+        fast, whole = await both(registry.client, paths[0])
+    finally:
+        database.healthy = True
+    assert fast == whole and fast[0] == 503
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer abc",
+        "bearer abc",
+        "BEARER  abc def",
+        "Basic abc",
+        "Token x",
+        " Bearer abc",
+    ],
+)
+async def test_the_hot_reads_bearer_reads_what_fastapis_reads(authorization: str | None) -> None:
+    headers = [] if authorization is None else [(b"authorization", authorization.encode())]
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": headers})
+    assert bearer_of(request) == await bearer(request)
+
+
+@pytest.mark.parametrize("status", [200, 201])
+def test_record_responses_are_the_responses_starlette_builds(status: int) -> None:
+    record = {"did": "did:ixo:entity/x", "version": 7, "metadata": {"name": "é"}}
+    ours = RecordResponse(record, status)
+    theirs = Response(
+        orjson.dumps(record), status, headers={"ETag": '"7"'}, media_type="application/json"
+    )
+    assert (ours.status_code, ours.raw_headers, ours.body, ours.background) == (
+        theirs.status_code,
+        theirs.raw_headers,
+        theirs.body,
+        theirs.background,
+    )
+
+
+def test_registry_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
+    ours, reference = RegistryMetrics(), RegistryMetrics()
+    for route, status, seconds in [("/a", "200", 0.0004), ("/a", "200", 0.02), ("/b", "404", 9.0)]:
+        children = (ours.requests.labels("GET", route, status), ours.latency.labels("GET", route))
+        ours.observe(children, seconds)
+        reference.requests.labels("GET", route, status).inc()
+        reference.latency.labels("GET", route).observe(seconds)
+
+    def samples(metrics: RegistryMetrics) -> list[tuple[str, list[tuple[str, str]], float]]:
+        return sorted(
+            (sample.name, sorted(sample.labels.items()), sample.value)
+            for family in metrics.registry.collect()
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        )
+
+    assert samples(ours) == samples(reference)
+    assert samples(ours) == samples(reference)  # a second collection adds nothing

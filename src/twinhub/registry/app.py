@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import AsyncIterator
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.responses import Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twinhub import __version__
@@ -210,8 +217,14 @@ class RequestDeadline:
 
 
 class RegistryMetrics:
+    """Requests and latency by route. A request adds to plain numbers (`observe`); they
+    are moved into the Prometheus metrics whenever the registry is collected (a scrape,
+    `get_sample_value`), as the USSD gateway does (ussd/metrics.py): prometheus_client's
+    labelled inc and observe were three locks and a dozen calls per request."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self.registry.register(_Flush(self))  # first: collected before the metrics below
         self.requests = Counter(
             "twinhub_registry_requests",
             "Registry API requests by route and status.",
@@ -225,6 +238,41 @@ class RegistryMetrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
         )
+        self._bounds: list[float] = list(self.latency._upper_bounds)  # ends with +Inf
+        # (counter child, histogram child): [requests, seconds, per-bucket observations]
+        self._pending: dict[tuple[Any, Any], list[Any]] = {}
+
+    def observe(self, children: tuple[Any, Any], seconds: float) -> None:
+        """`children[0].inc()` and `children[1].observe(seconds)`, counted at collection."""
+        pending = self._pending.get(children)
+        if pending is None:
+            pending = self._pending[children] = [0, 0.0, [0] * len(self._bounds)]
+        pending[0] += 1
+        pending[1] += seconds
+        pending[2][bisect_left(self._bounds, seconds)] += 1  # the first bound >= it
+
+    def flush(self) -> None:
+        """Move the pending numbers into the metrics (on the event loop's thread, as the
+        requests count them: nothing is counted between reading and clearing)."""
+        pending, self._pending = self._pending, {}
+        for (requests, latency), (count, seconds, buckets) in pending.items():
+            requests.inc(count)
+            # Histogram.observe's additions in bulk (its private values: pinned version).
+            latency._sum.inc(seconds)
+            for index, observed in enumerate(buckets):
+                if observed:
+                    latency._buckets[index].inc(observed)
+
+
+class _Flush(Collector):
+    """A collector of nothing that flushes RegistryMetrics' pending numbers."""
+
+    def __init__(self, metrics: RegistryMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        self._metrics.flush()
+        return ()
 
 
 class ObserveRequests:
@@ -265,8 +313,110 @@ class ObserveRequests:
                     metrics.requests.labels(method, route, str(status)),
                     metrics.latency.labels(method, route),
                 )
-            children[0].inc()
-            children[1].observe(time.perf_counter() - started)
+            self._metrics.observe(children, time.perf_counter() - started)
+
+
+class RecheckedEvery:
+    """A yes/no question asked again at most every `seconds`, the answer kept in between."""
+
+    def __init__(self, ask: Callable[[], bool], seconds: float = 1.0) -> None:
+        self._ask = ask
+        self._seconds = seconds
+        self._answer = False
+        self._until = -math.inf
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now >= self._until:
+            self._answer = self._ask()
+            self._until = now + self._seconds
+        return self._answer
+
+
+def _recheck_telemetry(app: FastAPI) -> None:
+    """FastAPI 0.165 asks on every request whether its native OpenTelemetry is on: the
+    global tracer, meter and logger providers, each looked up again (a tenth of a cached
+    domain read). twinhub installs none; the answer is now kept for a second, so a provider
+    installed while running (auto-instrumentation) is still picked up, a second later."""
+    native = getattr(app, "_native_telemetry", None)
+    if native is not None and callable(getattr(native, "enabled", None)):
+        native.enabled = RecheckedEvery(native.enabled)
+
+
+class RegistryApp(FastAPI):
+    """The registry's FastAPI app, with a lane of its own for the current version's read
+    of a domain (`GET /v1/domains/{did}` without a query string, no body): a wallet or
+    dashboard polling twins sends little else. The lane is the same app minus the layers
+    that have nothing to do for such a request: the write log (reads are not logged), the
+    two body limits (no body), FastAPI's telemetry layers (only while its telemetry is
+    off) and the router's search (HotRoute, which the router tries first anyway, is
+    matched directly). Error handling, metrics, the database guard and the deadline are
+    the same middleware, in the same order. Anything else takes the whole stack."""
+
+    hot_route: Route | None = None
+    _hot_lane: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.hot_route
+        if (
+            route is not None
+            and scope["type"] == "http"
+            and scope["method"] == "GET"
+            and scope["path"].startswith(HOT_PREFIX)
+            and not scope.get("query_string")
+            and not self.root_path
+            and not self._native_telemetry.enabled()
+            and _bodiless(scope)
+        ):
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                scope["app"] = self
+                if "router" not in scope:
+                    scope["router"] = self.router
+                scope.update(child)
+                lane = self._hot_lane or self._build_hot_lane(route)
+                await lane(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+    def _build_hot_lane(self, route: Route) -> ASGIApp:
+        """`build_middleware_stack` for the hot route alone, without the layers above."""
+        error_handler = None
+        handlers: dict[Any, Any] = {}
+        for key, value in self.exception_handlers.items():
+            if key in (500, Exception):
+                error_handler = value
+            else:
+                handlers[key] = value
+        # ExceptionMiddleware only puts its handlers in the scope and wraps the route in the
+        # handling the route's own endpoint wrapper does again (request_response): the
+        # lane puts them there itself.
+        handling = ExceptionMiddleware(route.handle, handlers=handlers, debug=self.debug)
+        in_scope = (handling._exception_handlers, handling._status_handlers)
+
+        async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+            scope["starlette.exception_handlers"] = in_scope
+            await route.handle(scope, receive, send)
+
+        app: ASGIApp = routed
+        for cls, args, kwargs in reversed(self.user_middleware):
+            if cls not in _NOTHING_TO_DO_ON_A_READ:
+                app = cls(app, *args, **kwargs)
+        self._hot_lane = ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
+        return self._hot_lane
+
+
+HOT_PREFIX = "/v1/domains/"
+
+
+def _bodiless(scope: Scope) -> bool:
+    for name, _ in scope["headers"]:  # noqa: SIM110 (a loop: no generator per request)
+        if name in _BODY_HEADERS:
+            return False
+    return True
+
+
+_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
 
 
 def create_registry_app(
@@ -288,7 +438,7 @@ def create_registry_app(
                 await platform.stop()
 
     reads = ReadModel(platform)  # hot GETs without an ORM session (routes.get_domain)
-    app = FastAPI(
+    app = RegistryApp(
         title="twinhub registry",
         version=__version__,
         description=DESCRIPTION,
@@ -298,6 +448,7 @@ def create_registry_app(
     )
     app.state.platform = platform
     app.state.reads = reads
+    _recheck_telemetry(app)
     settings = platform.settings
     redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
     app.state.rate_limiter = RateLimiter.create(
@@ -313,7 +464,8 @@ def create_registry_app(
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
     # swallowed by the core router's greedy /domains/{did:path}.
-    app.router.routes.insert(0, HotRoute())  # the current version's read, tried first
+    app.hot_route = HotRoute()
+    app.router.routes.insert(0, app.hot_route)  # the current version's read, tried first
     app.include_router(hot_router)  # the hot read first (see routes.hot_router)
     app.include_router(create_router)  # then the hot write (see routes.create_router)
     app.include_router(telemetry_router)  # before the core router's greedy /domains/{did}
@@ -368,3 +520,7 @@ def create_registry_app(
     app.add_middleware(WriteLog)  # one info line per write: actor, route, object, status
     app.add_middleware(ObserveRequests, metrics=metrics)
     return app
+
+
+# What the hot lane leaves out of the stack (RegistryApp): a body-less GET passes through.
+_NOTHING_TO_DO_ON_A_READ = (WriteLog, BodyLimit)

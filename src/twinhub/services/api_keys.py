@@ -107,7 +107,7 @@ class ApiKeyService:
     async def authenticate(self, token: str) -> Principal | None:
         """The principal of a valid, unrevoked key; None otherwise."""
         if self._bootstrap is not None and hmac.compare_digest(token.encode(), self._bootstrap):
-            return Principal(BOOTSTRAP_PRINCIPAL, frozenset({"admin"}), "bootstrap")
+            return _BOOTSTRAP  # immutable: one for every request
         now = time.monotonic()
         cached = self._cache.get(token)
         if cached is not None and cached[0] > now:
@@ -130,3 +130,6 @@ class ApiKeyService:
         if not hmac.compare_digest(row.secret_sha256, _digest(secret)):
             return None
         return Principal(row.principal, frozenset(row.roles), row.key_id)
+
+
+_BOOTSTRAP = Principal(BOOTSTRAP_PRINCIPAL, frozenset({"admin"}), "bootstrap")

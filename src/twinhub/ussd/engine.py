@@ -23,6 +23,7 @@ from twinhub.ussd.request import UssdRequest
 from twinhub.ussd.sessions import ENDED, Session, SessionStore
 
 log = get_logger(__name__)
+PRE_MENU = State.pre_menu.value
 # structlog builds a bound logger before its level filter drops an event: asking the
 # standard logger first keeps an info line that is not written from costing anything.
 _logs_info = logging.getLogger(__name__).isEnabledFor
@@ -42,18 +43,24 @@ class UssdEngine:
         self._on_session_started = on_session_started
         self._menu = menu
         self._clock = clock
+        # The in-memory store answers without awaiting (one coroutine fewer each way).
+        self._load_now = getattr(store, "load_now", None)
+        self._save_now = getattr(store, "save_now", None)
 
-    async def handle(self, request: UssdRequest) -> tuple[Reply, str]:
-        """The reply, and an outcome label for metrics (con, end, retry, invalid)."""
-        async with self.store.lock(request.sessionId):
-            session = await self.store.load(request.sessionId)
+    async def handle(self, request: UssdRequest) -> tuple[str, str]:
+        """The rendered reply, and an outcome label for metrics (con, end, retry, invalid)."""
+        session_id, text = request.sessionId, request.text
+        store = self.store
+        load_now = self._load_now
+        async with store.lock(session_id):
+            session = load_now(session_id) if load_now else await store.load(session_id)
             now = self._clock()
             if session is None:
                 session = Session(
-                    session_id=request.sessionId,
+                    session_id=session_id,
                     phone_number=request.phoneNumber,
                     service_code=request.serviceCode,
-                    state=State.pre_menu.value,
+                    state=PRE_MENU,
                     created_at=now,
                     updated_at=now,
                 )
@@ -61,33 +68,49 @@ class UssdEngine:
                 if _logs_info(logging.INFO):
                     log.info(
                         "ussd session started",
-                        session_id=session.session_id,
+                        session_id=session_id,
                         phone=mask_phone(session.phone_number),
                     )
-                reply = await self._apply(session, None, request.text)
+                previous = None
             elif session.phone_number != request.phoneNumber:
-                log.warning("ussd session reused by another phone", session_id=session.session_id)
-                return Reply(True, self._menu.content_for(session).invalid_request), "invalid"
-            elif session.is_expired(now, self.store.ttl):  # before replay: a stale menu misleads
-                return Reply(True, self._menu.content_for(session).expired), "end"
-            elif self._is_last_text(session, request.text):
-                return _parse(session.last_reply), "retry"
+                log.warning("ussd session reused by another phone", session_id=session_id)
+                return _end(self._menu.content_for(session).invalid_request), "invalid"
+            elif session.is_expired(now, store.ttl):  # before replay: a stale menu misleads
+                return _end(self._menu.content_for(session).expired), "end"
+            elif len(text) == session.last_text_length and self._is_last_text(session, text):
+                return session.last_reply, "retry"
             elif session.status == ENDED:
-                return Reply(True, self._menu.content_for(session).ended), "end"
+                return _end(self._menu.content_for(session).ended), "end"
             else:
-                reply = await self._apply(
-                    session, self._previous(session, request.text), request.text
-                )
-            session.last_text_digest = self._digest(request.text, session.session_id)
-            session.last_text_length = len(request.text)
-            session.last_reply = reply.render()
+                previous = self._previous(session, text)
+            # Apply the new answers. The menu answers most steps without awaiting
+            # (`start_now`, `answer_now`: None when it cannot, having changed nothing).
+            menu = self._menu
+            reply = None
+            if previous is None:
+                reply = menu.start_now(session) or await menu.start(session)
+            for answer in new_inputs(previous, text):
+                reply = menu.answer_now(session, answer) or await menu.answer(session, answer)
+                if reply.end:
+                    break
+            if reply is None:
+                reply = Reply(False, session.message)
+            rendered = reply.render()
+            session.last_text_digest = self._digest(text, session_id)
+            session.last_text_length = len(text)
+            session.last_reply = rendered
             # Inactivity counts from the reply (the store times its record the same way;
             # a new session waits on the database for its language before that).
             session.updated_at = self._clock()
-            await self.store.save(session)
-        if reply.end and _logs_info(logging.INFO):
-            log.info("ussd session ended", session_id=session.session_id, state=session.state)
-        return reply, "end" if reply.end else "con"
+            if self._save_now is not None:
+                self._save_now(session)
+            else:
+                await store.save(session)
+        if reply.end:
+            if _logs_info(logging.INFO):
+                log.info("ussd session ended", session_id=session_id, state=session.state)
+            return rendered, "end"
+        return rendered, "con"
 
     def _is_last_text(self, session: Session, text: str) -> bool:
         """True when `text` is the one the previous request carried (a gateway retry)."""
@@ -107,14 +130,6 @@ class UssdEngine:
         if len(candidate) == session.last_text_length and self._is_last_text(session, candidate):
             return candidate
         return "\x00"
-
-    async def _apply(self, session: Session, previous: str | None, text: str) -> Reply:
-        reply = await self._menu.start(session) if previous is None else None
-        for answer in new_inputs(previous, text):
-            reply = await self._menu.answer(session, answer)
-            if reply.end:
-                break
-        return reply or Reply(False, session.message)
 
     async def debug_view(self, session_id: str) -> dict[str, object] | None:
         """The seed's session record, or None for a session unknown, ended or expired."""
@@ -143,5 +158,5 @@ class UssdEngine:
         }
 
 
-def _parse(rendered: str) -> Reply:
-    return Reply(end=rendered.startswith("END "), text=rendered[4:])
+def _end(text: str) -> str:
+    return Reply(True, text).render()

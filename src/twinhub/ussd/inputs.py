@@ -38,5 +38,7 @@ def new_inputs(previous: str | None, text: str) -> list[str]:
     if previous == "":
         return split_inputs(text)
     if text.startswith(previous + "*"):
-        return split_inputs(text[len(previous) + 1 :])
+        added = text[len(previous) + 1 :]
+        # One more answer, the usual step: split_inputs would return just that.
+        return [added] if "*" not in added else split_inputs(added)
     return split_inputs(text)[-1:]

@@ -128,6 +128,17 @@ class LanguageMemory:
                 )
         await self._cache(dict.fromkeys(keys, language))
 
+    def cached_now(self, key: str) -> str | None:
+        """What `_cached` answers from this process's own cache, without awaiting; None
+        when it does not know or the cache is Redis's (then `recalled` must be awaited)."""
+        if self._redis is not None:
+            return None
+        entry = self._local.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        self._local.move_to_end(key)
+        return entry[1]
+
     async def _cached(self, key: str) -> str | None:
         """The cached code, NONE for "no choice", None when the cache does not know."""
         if self._redis is not None:
@@ -136,11 +147,7 @@ class LanguageMemory:
             except RedisError:  # the database answers instead
                 return None
             return value.decode() if isinstance(value, bytes) else value
-        entry = self._local.get(key)
-        if entry is None or entry[0] < time.monotonic():
-            return None
-        self._local.move_to_end(key)
-        return entry[1]
+        return self.cached_now(key)
 
     async def _cache(self, values: dict[str, str], only_new: bool = False) -> None:
         if self._redis is not None:

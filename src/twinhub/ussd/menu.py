@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from twinhub.logging import get_logger
 from twinhub.security.pins import PIN_LENGTH, PinCipher, pin_problem
@@ -142,6 +142,40 @@ SIGNED_IN = frozenset(
         State.problem_sent,
     }
 )
+# Python 3.11's EnumType has a `__getattr__`, which sends every `State.x` through a slow
+# lookup hook (about a microsecond each): what every request needs is looked up once here.
+STATE_OF: dict[str, State] = {state.value: state for state in State}
+_PRE_MENU = State.pre_menu
+_FORGETS_SCRATCH = frozenset(
+    {State.pre_menu, State.account_menu, State.login_id, State.create_name, State.main_menu}
+)
+# Screens built from more than their language (see `_screen`); every other is fixed.
+_DYNAMIC_SCREENS = frozenset(
+    {
+        State.account_created,
+        State.main_menu,
+        State.account_details,
+        State.stoves,
+        State.stove_details,
+        State.report_quantity,
+        State.report_confirm,
+        State.report_result,
+        State.claims,
+        State.credits,
+        State.language,
+        State.language_signed_in,
+        State.stove_pick,
+        State.stove_status,
+        State.problem_confirm,
+        State.problem_kind,
+        State.problem_sent,
+    }
+)
+_WELCOME_CHOICES = {"1": State.know_more, "2": State.account_menu, "3": State.language}
+_KNOW_MORE_CHOICES = {"1": State.about, "2": State.pricing, "3": State.delivery}
+_PLAIN_MENUS = {State.pre_menu: _WELCOME_CHOICES, State.know_more: _KNOW_MORE_CHOICES}
+_VALUE = {state: state.value for state in State}
+
 # Scratch keys: what a multi-screen flow remembers between screens. The session record may
 # sit in Redis, so a flow keeps references (a page number, a DID), never copies of lists.
 NAME, PENDING_PIN, LOGIN_ID = "name", "pendingPin", "loginId"
@@ -156,8 +190,10 @@ PROBLEM, REFERENCE = "problem", "reference"  # the problem kind chosen; its refe
 LANGUAGE_CODES = list(LANGUAGES)  # the Language menu's order
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):
+    """A screen and whether it ends the session (a named tuple: made on every request, and
+    a frozen dataclass sets its fields through object.__setattr__, one call each)."""
+
     end: bool
     text: str
 
@@ -220,6 +256,7 @@ class Menu:
             State.problem_confirm: self._problem_confirm,
             State.problem_sent: self._info,
         }
+        self._info_screens = frozenset(s for s, h in self._handlers.items() if h == self._info)
 
     # -- entry points ----------------------------------------------------------------------
     async def start(self, session: Session) -> Reply:
@@ -228,7 +265,42 @@ class Menu:
         session.language = choose_language(
             remembered, self._defaults.for_service(session.service_code)
         )
-        return await self._show(session, State.pre_menu)
+        return await self._show(session, _PRE_MENU)
+
+    def start_now(self, session: Session) -> Reply | None:
+        """`start` without awaiting, when this process's cache knows the phone's language;
+        None when `start` must be awaited (a cache miss, or the cache is in Redis)."""
+        remembered = self._languages.cached_now(phone_key(session.phone_number))
+        if remembered is None:
+            return None
+        session.language = choose_language(
+            remembered or None, self._defaults.for_service(session.service_code)
+        )
+        return self._show_fixed(session, _PRE_MENU)
+
+    def answer_now(self, session: Session, raw: str) -> Reply | None:
+        """`answer` without awaiting, for the screens that need neither the database nor
+        an account: the welcome and Know More menus, their information pages, and back and
+        exit from them (a USSD gateway's busiest steps). None when `answer` must be
+        awaited; what it returns is exactly what `answer` would (tested side by side)."""
+        state = STATE_OF.get(session.state)
+        if state is None or state in SIGNED_IN:
+            return None
+        answer = raw.strip()
+        if answer == EXIT:
+            return self._end(session, self.content_for(session).goodbye)
+        if answer == BACK and state in PARENT:
+            parent = PARENT[state]
+            return None if parent in _DYNAMIC_SCREENS else self._show_fixed(session, parent)
+        choices = _PLAIN_MENUS.get(state)
+        if choices is not None:
+            target = choices.get(answer)
+            if target is None:
+                return self._show_fixed(session, state, Notice.invalid_choice)
+            return None if target in _DYNAMIC_SCREENS else self._show_fixed(session, target)
+        if state in self._info_screens:
+            return self._show_fixed(session, state, Notice.invalid_choice)
+        return None
 
     def content_for(self, session: Session) -> Content:
         """The screens in the session's language (any unknown code: the default's)."""
@@ -237,9 +309,9 @@ class Menu:
 
     async def answer(self, session: Session, raw: str) -> Reply:
         answer = raw.strip()
-        state = State(session.state)
+        state = STATE_OF.get(session.state) or State(session.state)
         if state in SIGNED_IN and not session.is_authenticated:
-            return await self._show(session, State.pre_menu, Notice.invalid_choice)
+            return await self._show(session, _PRE_MENU, Notice.invalid_choice)
         if answer == EXIT:
             return self._end(session, self.content_for(session).goodbye)
         if answer == BACK and state in PARENT:
@@ -250,34 +322,43 @@ class Menu:
     async def _show(
         self, session: Session, state: State, notice: NoticeText | None = None
     ) -> Reply:
-        if state in (
-            State.pre_menu,
-            State.account_menu,
-            State.login_id,
-            State.create_name,
-            State.main_menu,
-        ):
+        if state not in _DYNAMIC_SCREENS:
+            return self._show_fixed(session, state, notice)
+        if state in _FORGETS_SCRATCH:
             session.scratch.clear()  # leaving a flow forgets its half-typed answers
-        if state is State.pre_menu:
-            session.customer_id = None
         content = self.content_for(session)
         body = await self._screen(session, state, content)
         text = f"{content.notice(notice)}\n{body}" if notice else body
-        session.state = state.value
+        session.state = _VALUE[state]
         session.message = text
-        return Reply(end=False, text=text)
+        return Reply(False, text)
+
+    def _show_fixed(
+        self, session: Session, state: State, notice: NoticeText | None = None
+    ) -> Reply:
+        """`_show` of a screen that depends on its language alone: nothing to await."""
+        if state in _FORGETS_SCRATCH:
+            session.scratch.clear()  # leaving a flow forgets its half-typed answers
+        if state is _PRE_MENU:
+            session.customer_id = None
+        content = self._contents.get(session.language)  # content_for, inline
+        if content is None:
+            content = self._contents[self._defaults.default]
+        body = self._fixed_screens.get((content, state)) or self._fixed(content, state)
+        text = f"{content.notice(notice)}\n{body}" if notice else body
+        session.state = _VALUE[state]
+        session.message = text
+        return Reply(False, text)
 
     def _end(self, session: Session, message: str) -> Reply:
         session.status = ENDED
         session.customer_id = None
         session.scratch.clear()
         session.message = message
-        return Reply(end=True, text=message)
+        return Reply(True, message)
 
     async def _screen(self, session: Session, state: State, content: Content) -> str:
         match state:
-            case State.pre_menu:
-                return self._fixed(content, state)
             case State.account_created:
                 return content.account_created(session.customer_id or "")
             case State.main_menu:
@@ -342,7 +423,7 @@ class Menu:
         if text is None:
             text = (
                 content.welcome()
-                if state is State.pre_menu
+                if state is _PRE_MENU
                 else str(getattr(content, _ATTRIBUTES[state]))
             )
             self._fixed_screens[key] = text
@@ -355,12 +436,10 @@ class Menu:
 
     # -- handlers --------------------------------------------------------------------------
     async def _pre_menu(self, session: Session, answer: str) -> Reply:
-        choices = {"1": State.know_more, "2": State.account_menu, "3": State.language}
-        return await self._choose(session, answer, choices)
+        return await self._choose(session, answer, _WELCOME_CHOICES)
 
     async def _know_more(self, session: Session, answer: str) -> Reply:
-        choices = {"1": State.about, "2": State.pricing, "3": State.delivery}
-        return await self._choose(session, answer, choices)
+        return await self._choose(session, answer, _KNOW_MORE_CHOICES)
 
     async def _choose(self, session: Session, answer: str, choices: dict[str, State]) -> Reply:
         """Plain menus: go to the chosen screen, or stay with a notice."""

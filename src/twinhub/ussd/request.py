@@ -8,12 +8,13 @@ answers `END Invalid input. Please try again.` and touches no state.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import unquote_plus
 
 import orjson
-from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
-from starlette.types import Receive
+from pydantic import ConfigDict, StrictStr, StringConstraints, TypeAdapter, ValidationError
+from starlette.types import Message, Receive
 
 NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]*$"  # C0, DEL and C1 control characters
 E164 = r"^\+[1-9][0-9]{6,14}$"
@@ -21,8 +22,12 @@ SERVICE_CODE = r"^\*[0-9]+(\*[0-9]+)*#$"
 MAX_TEXT, MAX_SESSION_ID = 182, 100
 
 
-class UssdRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+@dataclass(frozen=True, slots=True)
+class UssdRequest:
+    """A validated request. A plain dataclass rather than a pydantic model: a model's
+    `__getattr__` hook made each of the engine's dozen field reads a slow lookup."""
+
+    __pydantic_config__ = ConfigDict(extra="ignore")
 
     sessionId: Annotated[
         StrictStr, StringConstraints(min_length=1, max_length=MAX_SESSION_ID, pattern=NO_CONTROL)
@@ -30,6 +35,10 @@ class UssdRequest(BaseModel):
     serviceCode: Annotated[StrictStr, StringConstraints(pattern=SERVICE_CODE)]
     phoneNumber: Annotated[StrictStr, StringConstraints(pattern=E164)]
     text: Annotated[StrictStr, StringConstraints(max_length=MAX_TEXT, pattern=NO_CONTROL)]
+
+
+# The core validator itself: TypeAdapter.validate_python is a Python wrapper around it.
+_validate = TypeAdapter(UssdRequest).validator.validate_python
 
 
 class InvalidRequest(Exception):
@@ -46,21 +55,31 @@ def parse_ussd_request(content_type: str, body: bytes) -> UssdRequest:
     else:
         raise InvalidRequest(f"unsupported content type {media_type!r}")
     try:
-        return UssdRequest.model_validate(fields)
+        return _validate(fields)
     except ValidationError as error:
         names = ", ".join(str(e["loc"][0]) for e in error.errors() if e["loc"])
         raise InvalidRequest(f"invalid fields: {names}") from None
 
 
-async def receive_body(receive: Receive, declared: bytes | None, max_bytes: int) -> bytes:
-    """The whole body of a plain ASGI request, refused past `max_bytes` whether announced
-    by Content-Length (`declared`) or streamed; a client gone mid-body is invalid too."""
-    if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+def whole_body(message: Message, max_bytes: int) -> bytes | None:
+    """The body when `message`, the request's first, carries all of it (nearly always:
+    a USSD form is a hundred bytes); None when more follow or the client left, for
+    `receive_rest` to read or refuse. Too large is refused here as there."""
+    if message["type"] != "http.request" or message.get("more_body", False):
+        return None
+    body: bytes = message.get("body", b"")
+    if len(body) > max_bytes:
         raise InvalidRequest("body too large")
+    return body
+
+
+async def receive_rest(receive: Receive, message: Message, max_bytes: int) -> bytes:
+    """The whole body of a plain ASGI request from its first message on, refused past
+    `max_bytes` (the caller has refused a larger Content-Length already); a client gone
+    mid-body is invalid too."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] != "http.request":
             raise InvalidRequest("client disconnected")
         chunk = message.get("body", b"")
@@ -70,6 +89,7 @@ async def receive_body(receive: Receive, declared: bytes | None, max_bytes: int)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        message = await receive()
 
 
 def _json_fields(body: bytes) -> dict[str, Any]:

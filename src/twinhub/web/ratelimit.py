@@ -74,6 +74,11 @@ class RateLimiter:
         self._namespace = namespace
         self._memory = MemoryCounter(item) if isinstance(storage, MemoryStorage) else None
 
+    @property
+    def memory(self) -> MemoryCounter | None:
+        """The in-process counter (no Redis): its `hit` answers without awaiting."""
+        return self._memory
+
     @classmethod
     def create(
         cls, item: RateLimitItem, redis_url: str | None, key_prefix: str, namespace: str

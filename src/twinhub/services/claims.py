@@ -915,9 +915,10 @@ class ClaimService:
                 await self._replies(write.session, applied)
         except _NothingApplied:
             pass
-        except _Undone as undone:
+        except _Undone as undone:  # nothing of the write stays: its made items fail too
             for index in live:
-                outcomes[index] = EvaluationOutcome(requests[index].claim, error=undone.error)
+                if outcomes[index].error is None:
+                    outcomes[index] = EvaluationOutcome(requests[index].claim, error=undone.error)
         return outcomes
 
     async def _evaluate_batch(

@@ -1084,6 +1084,24 @@ class Bench:
         check_alive(self.ctx.server)
         return run
 
+    async def coalesced(self) -> tuple[float, float]:
+        """The server's counts of coalesced single evaluations (/metrics): batches, items."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.ctx.api_key}"}
+        async with httpx.AsyncClient(
+            base_url=self.ctx.server.base_url, headers=headers, timeout=30
+        ) as client:
+            text = (await client.get("/metrics")).text
+        found = dict.fromkeys(("batches", "items"), 0.0)
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "twinhub_claim_evaluation_batches_total":
+                found["batches"] = float(value)
+            elif name == "twinhub_claim_evaluations_coalesced_total":
+                found["items"] = float(value)
+        return found["batches"], found["items"]
+
     def show(self, op: str, phase: str, run: ReadRun, rate: float = 0.0) -> None:
         lat = run.latency_ms()
         head = f"paced {rate:5,.0f}/s" if phase == "paced" else "full load"
@@ -1093,7 +1111,12 @@ class Bench:
             f"p99 {lat['p99']:7.2f} ms  server CPU {fmt(cpu, '.2f')} ms/req  errors "
             f"{run.all_errors}  others on server core "
             f"{100 * run.foreign_cpu_seconds / max(run.wall_seconds, 1e-9):3.0f} %"
-            + ("  (ran out of pending claims)" if run.extra.get("exhausted") else ""),
+            + ("  (ran out of pending claims)" if run.extra.get("exhausted") else "")
+            + (
+                f"  {run.extra['evaluations_per_batch']} per coalesced batch"
+                if run.extra.get("evaluations_per_batch")
+                else ""
+            ),
             flush=True,
         )
 
@@ -1279,7 +1302,13 @@ class Bench:
                 "BENCH_IDS_OUT": str(out),
                 "BENCH_THREADS": str(self.args.connections),
             }
+            before = await self.coalesced()
             run = await self.wrk(op, name, ids_file, seconds, rate, env, WRITE_SCRIPT)
+            after = await self.coalesced()
+            batches, items = after[0] - before[0], after[1] - before[1]
+            # How many single evaluations each batch carried (services/coalesce.py).
+            run.extra["coalesced_batches"] = batches
+            run.extra["evaluations_per_batch"] = round(items / batches, 2) if batches else None
             self.store.take(set(read_ids(out)))
             busy_seconds(run)
             return run

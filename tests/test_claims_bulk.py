@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from tests.claims_world import METERED_AMOUNT, World, build_world
 from tests.conftest import Registry, RegistryFactory
@@ -27,6 +27,7 @@ from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
 from twinhub.services.claims import EvaluationRequest
 from twinhub.services.errors import Conflict
 from twinhub.services.ledger import LedgerWrite
+from twinhub.services.ledger_state import reconcile
 from twinhub.services.principals import Principal
 
 PATH = "/v1/claims/evaluations"
@@ -182,19 +183,27 @@ async def test_a_claim_named_twice_or_doubling_a_stove_in_one_batch_is_refused(
         row = await session.get(ClaimCollection, collection)
         assert row is not None
         row.count += 1
-    minted = (await token_state(registry))["minted"]
-    reply = await bulk(world.oracle_client, approve(claim), approve(claim), approve(twin))
-    first, again, doubled = reply["results"]
-    assert first["status"] == "approved"
-    assert again["error"]["code"] == "conflict"
-    assert doubled["error"]["code"] == "double_counting"
-    assert f"credited already by claim {claim}" in doubled["error"]["message"]
-    assert (await claim_of(registry, twin))["status"] == "pending"
-    assert await rows(registry, Credential, Credential.claim_id == twin) == 0
-    assert await rows(registry, CreditMovement, CreditMovement.claim_id == twin) == 0
-    assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
-    assert (await token_state(registry))["minted"] == minted + METERED_AMOUNT
-    assert (await registry.platform.ledger.verify()).ok
+    try:
+        minted = (await token_state(registry))["minted"]
+        reply = await bulk(world.oracle_client, approve(claim), approve(claim), approve(twin))
+        first, again, doubled = reply["results"]
+        assert first["status"] == "approved"
+        assert again["error"]["code"] == "conflict"
+        assert doubled["error"]["code"] == "double_counting"
+        assert f"credited already by claim {claim}" in doubled["error"]["message"]
+        assert (await claim_of(registry, twin))["status"] == "pending"
+        assert await rows(registry, Credential, Credential.claim_id == twin) == 0
+        assert await rows(registry, CreditMovement, CreditMovement.claim_id == twin) == 0
+        assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
+        assert (await token_state(registry))["minted"] == minted + METERED_AMOUNT
+        assert (await registry.platform.ledger.verify()).ok
+    finally:  # the run's PostgreSQL database is shared: leave no row the ledger never made
+        async with registry.platform.sessionmaker.begin() as session:
+            await session.execute(delete(Claim).where(Claim.id == twin))
+            row = await session.get(ClaimCollection, collection)
+            assert row is not None
+            row.count -= 1
+    assert await reconcile(registry.platform.sessionmaker) == []  # as the ledger has it
 
 
 async def test_a_flagged_claim_overridden_in_a_batch_keeps_its_history(

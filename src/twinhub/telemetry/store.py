@@ -379,16 +379,7 @@ def _add_cell(cells: dict[Any, list[float]], key: Any, cell: list[float]) -> Non
 def merge_cells(into: Cells, cells: Cells) -> None:
     """Add one set of cells to another (a scope fed by several batches of a group)."""
     for key, cell in cells.items():
-        held = into.get(key)
-        if held is None:
-            into[key] = list(cell)
-            continue
-        held[0] += cell[0]
-        held[1] += cell[1]
-        if cell[2] < held[2]:
-            held[2] = cell[2]
-        if cell[3] > held[3]:
-            held[3] = cell[3]
+        _add_cell(into, key, cell)
 
 
 def _utc(stamp: int) -> datetime:

@@ -204,6 +204,23 @@ class World:
         assert submitted.status_code == 201, submitted.text
         return submitted.json()
 
+    async def transfer_and_retire(
+        self, owner: str, amount: int, retire: int
+    ) -> httpx.AsyncClient:
+        """The admin (as custodian) moves `amount` CARBON of `owner` to a new buyer, who
+        retires `retire` of it; the buyer's client."""
+        buyer = f"did:ixo:org/{unique('buyer')}"
+        moved = await self.registry.client.post(
+            "/v1/credits/CARBON/transfers", json={"from": owner, "to": buyer, "amount": amount}
+        )
+        assert moved.status_code == 201, moved.text
+        buyer_client = await self.client(buyer, "reader", "writer")
+        retired = await buyer_client.post(
+            "/v1/credits/CARBON/retirements", json={"amount": retire, "reason": "2026 offset"}
+        )
+        assert retired.status_code == 201, retired.text
+        return buyer_client
+
     async def project_domain(self, verified: bool) -> str:
         did = await self.domain(
             self.operator_client,

@@ -45,16 +45,7 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
         counts = (await registry.client.get(f"/v1/claim-collections/{collection['id']}")).json()
         assert counts["counts"]["approved"] == 1 and counts["counts"]["pending"] == 0
         # The owner (custodied by an admin) transfers and retires.
-        buyer = f"did:ixo:org/{unique('buyer')}"
-        moved = await registry.client.post(
-            "/v1/credits/CARBON/transfers", json={"from": owner, "to": buyer, "amount": 3}
-        )
-        assert moved.status_code == 201, moved.text
-        buyer_client = await world.client(buyer, "reader", "writer")
-        retired = await buyer_client.post(
-            "/v1/credits/CARBON/retirements", json={"amount": 2, "reason": "2026 offset"}
-        )
-        assert retired.status_code == 201, retired.text
+        buyer_client = await world.transfer_and_retire(owner, 3, 2)
         too_much = await buyer_client.post(
             "/v1/credits/CARBON/retirements", json={"amount": 2, "reason": "again"}
         )

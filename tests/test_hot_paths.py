@@ -33,6 +33,16 @@ from twinhub.ussd.sessions import ENDED, Session
 from twinhub.web.ratelimit import MemoryCounter
 
 
+def samples(metrics: Any) -> list[tuple[str, list[tuple[str, str]], float]]:
+    """Every sample a metrics object's registry exposes (creation stamps aside), sorted."""
+    return sorted(
+        (sample.name, sorted(sample.labels.items()), sample.value)
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if not sample.name.endswith("_created")
+    )
+
+
 async def test_get_domain_answers_the_services_record_and_sees_every_write(
     registry: Registry,
 ) -> None:
@@ -232,14 +242,6 @@ def test_ussd_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
     ours.replies.labels("rate_limited").inc()  # the 429 path counts directly
     reference.replies.labels("rate_limited").inc()
 
-    def samples(metrics: UssdMetrics) -> list[tuple[str, list[tuple[str, str]], float]]:
-        return sorted(
-            (sample.name, sorted(sample.labels.items()), sample.value)
-            for family in metrics.registry.collect()
-            for sample in family.samples
-            if not sample.name.endswith("_created")
-        )
-
     assert samples(ours) == samples(reference)
     ours.reply("con", 0.0002)  # and what comes after a collection is counted too
     reference.replies.labels("con").inc()
@@ -350,14 +352,6 @@ def test_registry_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> No
         ours.observe(children, seconds)
         reference.requests.labels("GET", route, status).inc()
         reference.latency.labels("GET", route).observe(seconds)
-
-    def samples(metrics: RegistryMetrics) -> list[tuple[str, list[tuple[str, str]], float]]:
-        return sorted(
-            (sample.name, sorted(sample.labels.items()), sample.value)
-            for family in metrics.registry.collect()
-            for sample in family.samples
-            if not sample.name.endswith("_created")
-        )
 
     assert samples(ours) == samples(reference)
     assert samples(ours) == samples(reference)  # a second collection adds nothing

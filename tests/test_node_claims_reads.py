@@ -78,17 +78,7 @@ async def programme(world: World) -> str:
     ):
         done = await world.oracle_client.post(f"/v1/claims/{claim['id']}/evaluations", json=body)
         assert done.status_code == 200, done.text
-    registry = world.registry
-    buyer = f"did:ixo:org/{unique('buyer')}"
-    moved = await registry.client.post(
-        "/v1/credits/CARBON/transfers", json={"from": owner, "to": buyer, "amount": 3}
-    )
-    assert moved.status_code == 201, moved.text
-    buyer_client = await world.client(buyer, "reader", "writer")
-    retired = await buyer_client.post(
-        "/v1/credits/CARBON/retirements", json={"amount": 2, "reason": "2026 offset"}
-    )
-    assert retired.status_code == 201, retired.text
+    await world.transfer_and_retire(owner, 3, 2)
     return str(pending["id"])
 
 

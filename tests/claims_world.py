@@ -204,9 +204,7 @@ class World:
         assert submitted.status_code == 201, submitted.text
         return submitted.json()
 
-    async def transfer_and_retire(
-        self, owner: str, amount: int, retire: int
-    ) -> httpx.AsyncClient:
+    async def transfer_and_retire(self, owner: str, amount: int, retire: int) -> httpx.AsyncClient:
         """The admin (as custodian) moves `amount` CARBON of `owner` to a new buyer, who
         retires `retire` of it; the buyer's client."""
         buyer = f"did:ixo:org/{unique('buyer')}"

@@ -82,6 +82,10 @@ async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
                 text("SELECT relkind FROM pg_class WHERE relname = 'telemetry_readings'")
             )
             assert kind in ("p", b"p")  # a partitioned table
+            options = await connection.scalar(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'telemetry_rollups'")
+            )
+            assert "fillfactor=70" in options  # 0017: room on each page for HOT updates
     await restore_token_decimals(platform.engine, decimals)
     await platform.start()
 

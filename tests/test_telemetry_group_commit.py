@@ -1,6 +1,6 @@
-"""SQLite's telemetry group commit: callers that wait for the one writer go in together, as
-one transaction, yet each gets its own batches' results; a caller whose batches fail fails
-alone; a caller that leaves before its turn has nothing written."""
+"""The telemetry group commit (both databases): callers that wait for the process's writer
+go in together, as one transaction, yet each gets its own batches' results; a caller whose
+batches fail fails alone; a caller that leaves before its turn has nothing written."""
 
 from __future__ import annotations
 
@@ -11,16 +11,10 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from tests.conftest import Backend, Registry
+from tests.conftest import Registry
 from tests.telemetry_world import build_farm
 from twinhub.telemetry.schema import Reading
 from twinhub.telemetry.store import Batch, StoredBatch, TelemetryStore, bucket_of
-
-
-@pytest.fixture
-def backend() -> Backend:
-    """Only SQLite groups waiting callers (PostgreSQL writes them side by side)."""
-    return Backend("sqlite", "memory")
 
 
 def _batch(did: str, project: str, seqs: range, start: datetime) -> Batch:

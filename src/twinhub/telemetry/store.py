@@ -10,10 +10,11 @@ device and per project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFL
 UPDATE), so no Python work is done per rollup row; SQLite, which runs in this process,
 sums cells in Python (cheaper there). The device's live state and its events go in the same
 transaction: either all of a group counts or none. rollup_rows is the Python reference of
-the same sums (the tests compare the two; the benchmark seeds rollups with it). On SQLite,
-whose one writer makes callers wait their turn anyway, the callers waiting go in together
-as one group (store_many), and new readings go in with one INSERT OR IGNORE, the staging
-table kept for batches that repeat stored seqs.
+the same sums (the tests compare the two; the benchmark seeds rollups with it). A process
+writes one transaction at a time: the callers waiting meanwhile go in together as one
+group (store_many), so a project's rollup rows are upserted once per group. On SQLite new
+readings go in with one INSERT OR IGNORE, the staging table kept for batches that repeat
+stored seqs.
 """
 
 from __future__ import annotations
@@ -267,7 +268,7 @@ class RollupPlan:
             self.fields.append((device, name, True))
 
 
-GROUP_READINGS = 20_000  # SQLite: the most readings one group commit writes
+GROUP_READINGS = 20_000  # the most readings one group commit writes
 
 
 class _Waiting:
@@ -487,10 +488,13 @@ class TelemetryStore:
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
         self.postgres = postgres
-        # SQLite has one writer at a time: batches wait their turn here rather than in
-        # busy_timeout, whose wait would count against the statement deadline. What waits
-        # meanwhile goes in with the next transaction (_Waiting).
-        self._writer = asyncio.Lock() if not postgres else None
+        # One writing transaction at a time per process; what waits meanwhile goes in with
+        # the next one (_Waiting). SQLite has one writer anyway (waiting here rather than in
+        # busy_timeout, whose wait would count against the statement deadline); on
+        # PostgreSQL, concurrent batches of one project would otherwise queue on the
+        # project's rollup rows one transaction after another, and together they upsert
+        # those rows once (bench/README.md, "Telemetry", session 10).
+        self._writer = asyncio.Lock()
         self._waiting: list[_Waiting] = []
         self.transactions = 0  # write transactions begun (the benchmark reports batches per)
         self._engine = sessions.kw["bind"]
@@ -544,14 +548,12 @@ class TelemetryStore:
         """Several devices' batches in ONE transaction (MQTT coalesces messages this way):
         one commit for many readings. Devices are locked in id order (no deadlocks).
 
-        SQLite: callers that arrive while a transaction is being written wait for the
-        writer, and the first of them to get it writes everything waiting by then as one
-        transaction (group commit). Each caller still gets its own batches' results; a
+        Callers that arrive while a transaction is being written wait for the writer, and
+        the first of them to get it writes everything waiting by then as one transaction
+        (group commit, on both databases). Each caller still gets its own batches' results; a
         project's rollup rows are then upserted once for the group instead of once per
         request, and there is one commit. A group that fails is written again caller by
         caller, so one caller's failure is not another's."""
-        if self._writer is None:
-            return await self._store_many(batches)
         waiting = _Waiting(batches)
         self._waiting.append(waiting)
         try:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.models import DeviceToken, Domain, TelemetryRollup
@@ -24,6 +24,28 @@ from twinhub.oracle.plausibility import StoveDay
 ENERGY, FUEL, SESSIONS, METER = "energyKwh", "fuelKg", "session=start", "meterKwh"
 FIELDS = (ENERGY, FUEL, SESSIONS, METER)
 _CHUNK = 500  # stoves per IN (...) list
+# Built once (each claim's evaluation runs them): facts, enrolment, day rollups.
+_FACTS = select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
+    Domain.did.in_(bindparam("dids", expanding=True))
+)
+_ENROLLED = select(DeviceToken.domain_did).where(
+    DeviceToken.domain_did.in_(bindparam("dids", expanding=True)),
+    DeviceToken.revoked_at.is_(None),
+)
+_DAYS = select(
+    TelemetryRollup.scope,
+    TelemetryRollup.bucket,
+    TelemetryRollup.field,
+    TelemetryRollup.count,
+    TelemetryRollup.sum,
+    TelemetryRollup.max,
+).where(
+    TelemetryRollup.scope.in_(bindparam("dids", expanding=True)),
+    TelemetryRollup.interval == "day",
+    TelemetryRollup.field.in_(FIELDS),
+    TelemetryRollup.bucket >= bindparam("low"),
+    TelemetryRollup.bucket < bindparam("high"),
+)
 
 
 def day_start(day: date) -> datetime:
@@ -50,36 +72,11 @@ async def stove_periods(
     unique = list(dict.fromkeys(stoves))
     for offset in range(0, len(unique), _CHUNK):
         chunk = unique[offset : offset + _CHUNK]
-        facts = await session.execute(
-            select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
-                Domain.did.in_(chunk)
-            )
-        )
+        facts = await session.execute(_FACTS, {"dids": chunk})
         for did, properties, verified, status in facts:
             domains[did] = (dict(properties or {}), bool(verified and status == "active"))
-        enrolled.update(
-            await session.scalars(
-                select(DeviceToken.domain_did).where(
-                    DeviceToken.domain_did.in_(chunk), DeviceToken.revoked_at.is_(None)
-                )
-            )
-        )
-        rows = await session.execute(
-            select(
-                TelemetryRollup.scope,
-                TelemetryRollup.bucket,
-                TelemetryRollup.field,
-                TelemetryRollup.count,
-                TelemetryRollup.sum,
-                TelemetryRollup.max,
-            ).where(
-                TelemetryRollup.scope.in_(chunk),
-                TelemetryRollup.interval == "day",
-                TelemetryRollup.field.in_(FIELDS),
-                TelemetryRollup.bucket >= low,
-                TelemetryRollup.bucket < high,
-            )
-        )
+        enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
+        rows = await session.execute(_DAYS, {"dids": chunk, "low": low, "high": high})
         for scope, bucket, name, count, total, most in rows:
             moment = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
             cells[scope][moment.astimezone(UTC).date()][name] = (count, total, most)

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, insert, or_, select
+from sqlalchemy import bindparam, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -92,6 +92,52 @@ EVALUABLE = (PENDING, FLAGGED)
 VERIFIER_ROLE = "verifier"
 MAX_EVALUATORS = 50
 _CHUNK = 500  # ids per IN (...) list
+# The statements every evaluation batch runs, built once (each IN list one expanding
+# parameter): building and cache-keying them per batch cost about as much as running them.
+_APPROVED_OVER = select(Claim.asset_did, Claim.id, Claim.data).where(
+    Claim.asset_did.in_(bindparam("stoves", expanding=True)),
+    Claim.status == APPROVED,
+    or_(Claim.period.in_(bindparam("months", expanding=True)), Claim.period.is_(None)),
+)
+_PERIODS_OVER = select(
+    MonitoringPeriod.project_did,
+    MonitoringPeriod.id,
+    MonitoringPeriod.start,
+    MonitoringPeriod.end,
+    MonitoringPeriod.report,
+).where(
+    MonitoringPeriod.project_did.in_(bindparam("projects", expanding=True)),
+    MonitoringPeriod.start <= bindparam("last"),
+    MonitoringPeriod.end >= bindparam("first"),
+)
+_TO_PREPARE = (
+    select(
+        Claim.id,
+        Claim.collection_id,
+        Claim.asset_did,
+        Claim.data,
+        Claim.status,
+        ClaimCollection.protocol_did,
+        ClaimCollection.project_did,
+    )
+    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
+    .where(Claim.id.in_(bindparam("ids", expanding=True)))
+)
+_CLAIMS_LOCKED = (
+    select(Claim, ClaimCollection)
+    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
+    .where(Claim.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Claim.id)
+    .with_for_update()
+)
+_INSERT_CREDENTIAL = insert(Credential.__table__)
+_INSERT_EVALUATION = insert(Evaluation.__table__)
+_DOMAINS_LOCKED = (
+    select(Domain)
+    .where(Domain.did.in_(bindparam("dids", expanding=True)))
+    .order_by(Domain.did)
+    .with_for_update()
+)
 CLAIM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,99}$")
 _REASON = re.compile(r"^\S.{0,999}$", re.DOTALL)
 JSON_SAFE_INTEGER = 2**53 - 1  # credentials are canonicalised as JSON numbers (RFC 8785)
@@ -339,27 +385,18 @@ class Credited:
         months = sorted({month for span in spans for month in _months(*span)})
         for offset in range(0, len(stoves), _CHUNK):
             rows = await session.execute(
-                select(Claim.asset_did, Claim.id, Claim.data).where(
-                    Claim.asset_did.in_(stoves[offset : offset + _CHUNK]),
-                    Claim.status == APPROVED,
-                    or_(Claim.period.in_(months), Claim.period.is_(None)),
-                )
+                _APPROVED_OVER, {"stoves": stoves[offset : offset + _CHUNK], "months": months}
             )
             for stove, claim_id, data in rows:
                 credited._claims.setdefault(stove, []).append((claim_id, data))
         if projects and spans:
             periods = await session.execute(
-                select(
-                    MonitoringPeriod.project_did,
-                    MonitoringPeriod.id,
-                    MonitoringPeriod.start,
-                    MonitoringPeriod.end,
-                    MonitoringPeriod.report,
-                ).where(
-                    MonitoringPeriod.project_did.in_(projects),
-                    MonitoringPeriod.start <= max(last for _, last in spans),
-                    MonitoringPeriod.end >= min(first for first, _ in spans),
-                )
+                _PERIODS_OVER,
+                {
+                    "projects": projects,
+                    "last": max(last for _, last in spans),
+                    "first": min(first for first, _ in spans),
+                },
             )
             for project, period_id, start, end, report in periods:
                 stoves_credited = {row["stove"] for row in orjson.loads(report).get("stoves", [])}
@@ -470,13 +507,14 @@ class _Turn:
     credentials: list[dict[str, Any]] = field(default_factory=list)
 
     async def store(self) -> None:
-        """The gathered rows, a statement per table (claims and collections, changed as ORM
-        objects, are flushed by the first of them)."""
+        """The gathered rows, a statement per table (Core inserts: the ORM's bulk insert
+        spent more on its bookkeeping than the statement); claims and collections, changed
+        as ORM objects, are flushed with the ledger's rows at the commit."""
         session = self.write.session
         if self.credentials:
-            await session.execute(insert(Credential), self.credentials)
+            await session.execute(_INSERT_CREDENTIAL, self.credentials)
         if self.evaluations:
-            await session.execute(insert(Evaluation), self.evaluations)
+            await session.execute(_INSERT_EVALUATION, self.evaluations)
         await self.minting.finish()
 
 
@@ -1150,19 +1188,7 @@ class ClaimService:
             ids: list[str] = []
             jobs: list[ClaimJob] = []
             for offset in range(0, len(wanted), _CHUNK):
-                rows = await session.execute(
-                    select(
-                        Claim.id,
-                        Claim.collection_id,
-                        Claim.asset_did,
-                        Claim.data,
-                        Claim.status,
-                        ClaimCollection.protocol_did,
-                        ClaimCollection.project_did,
-                    )
-                    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
-                    .where(Claim.id.in_(wanted[offset : offset + _CHUNK]))
-                )
+                rows = await session.execute(_TO_PREPARE, {"ids": wanted[offset : offset + _CHUNK]})
                 for claim_id, collection, asset, data, status, protocol_did, project in rows:
                     if status not in EVALUABLE:
                         continue
@@ -1191,13 +1217,7 @@ class ClaimService:
         wanted = sorted({c for c in claim_ids if isinstance(c, str)})
         found: dict[str, tuple[Claim, ClaimCollection]] = {}
         for offset in range(0, len(wanted), _CHUNK):
-            rows = await session.execute(
-                select(Claim, ClaimCollection)
-                .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
-                .where(Claim.id.in_(wanted[offset : offset + _CHUNK]))
-                .order_by(Claim.id)
-                .with_for_update()
-            )
+            rows = await session.execute(_CLAIMS_LOCKED, {"ids": wanted[offset : offset + _CHUNK]})
             for claim, collection in rows:
                 found[claim.id] = (claim, collection)
         return found
@@ -1207,9 +1227,7 @@ class ClaimService:
         """The evaluation's project, stove and evaluator oracles in one statement, locked
         (in DID order): a revocation executing now waits for the approval, or it for it."""
         wanted = sorted({did for did in dids if is_did(did)})
-        rows = await session.scalars(
-            select(Domain).where(Domain.did.in_(wanted)).order_by(Domain.did).with_for_update()
-        )
+        rows = await session.scalars(_DOMAINS_LOCKED, {"dids": wanted})
         return {row.did: row for row in rows}
 
     @staticmethod

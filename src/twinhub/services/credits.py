@@ -13,12 +13,13 @@ applied twice under concurrency.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select
+from sqlalchemy import Insert, func, insert, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -39,7 +40,6 @@ from twinhub.services.protocols import TOKEN_CLASS_PATTERN
 MAX_AMOUNT = 10**15  # far above any programme, far below 64-bit overflow of the sums
 MINT, TRANSFER, RETIRE = "mint", "transfer", "retire"
 _REASON = re.compile(r"^\S.{0,499}$", re.DOTALL)
-_CHUNK = 500  # owners per IN (...) list
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,25 @@ async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> dict[
     }
 
 
+@functools.cache
+def _mint_statements(dialect: str) -> tuple[Insert, Insert, Insert]:
+    """The token upsert, the balance upsert and the movement insert, built once per
+    dialect and run with each write's rows as parameters: building (and keying for the
+    compiled cache) a statement of N VALUES per write cost more than the statement."""
+    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    tokens = upsert(CreditToken.__table__)
+    tokens = tokens.on_conflict_do_update(
+        index_elements=["name"],
+        set_={"minted": CreditToken.__table__.c.minted + tokens.excluded.minted},
+    )
+    balances = upsert(CreditBalance.__table__)
+    balances = balances.on_conflict_do_update(
+        index_elements=["owner", "token"],
+        set_={"amount": CreditBalance.__table__.c.amount + balances.excluded.amount},
+    )
+    return tokens, balances, insert(CreditMovement.__table__)
+
+
 class Minting:
     """The mints of one ledger write, gathered: `add` appends each mint's ledger
     transaction where it happens; `finish` then adds each token's and each holder's sum in
@@ -137,8 +156,10 @@ class Minting:
         if not self._tokens:
             return
         session = self._write.session
-        upsert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
-        tokens = upsert(CreditToken).values(
+        tokens, balances, movements = _mint_statements(session.bind.dialect.name)
+        now = utcnow()
+        await session.execute(
+            tokens,
             [
                 {
                     "name": name,
@@ -146,36 +167,19 @@ class Minting:
                     "minted": amount,
                     "retired": 0,
                     "decimals": decimals,
-                    "created_at": utcnow(),
+                    "created_at": now,
                 }
                 for name, (protocol_did, decimals, amount) in sorted(self._tokens.items())
-            ]
+            ],
         )
         await session.execute(
-            tokens.on_conflict_do_update(
-                index_elements=["name"],
-                set_={"minted": CreditToken.minted + tokens.excluded.minted},
-            )
+            balances,
+            [
+                {"owner": owner, "token": token, "amount": amount, "retired": 0}
+                for (owner, token), amount in sorted(self._balances.items())
+            ],
         )
-        keys = sorted(self._balances)
-        for offset in range(0, len(keys), _CHUNK):
-            balances = upsert(CreditBalance).values(
-                [
-                    {
-                        "owner": owner,
-                        "token": token,
-                        "amount": self._balances[owner, token],
-                        "retired": 0,
-                    }
-                    for owner, token in keys[offset : offset + _CHUNK]
-                ]
-            )
-            balances = balances.on_conflict_do_update(
-                index_elements=["owner", "token"],
-                set_={"amount": CreditBalance.amount + balances.excluded.amount},
-            )
-            await session.execute(balances)
-        await session.execute(insert(CreditMovement), self._rows)
+        await session.execute(movements, self._rows)
 
 
 class CreditService:

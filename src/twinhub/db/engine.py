@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.util import await_
 
+from twinhub.db.sqlite_cursor import one_hop_dbapi
 from twinhub.settings import Settings
 
 
@@ -48,6 +49,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(
             url,
+            module=one_hop_dbapi(),  # a statement is one hand-off to sqlite3's thread
             connect_args={"timeout": statement},
             hide_parameters=True,
             pool_timeout=settings.database_pool_timeout_seconds,

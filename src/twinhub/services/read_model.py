@@ -211,6 +211,12 @@ class ClaimRow:
         return (self.status, self.evaluated_at, self.credential)
 
 
+def claim_stamp(raw: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`ClaimRow.stamp` of a claim's row as `claim_keys` gives it (without the row object:
+    a page checks fifty of them)."""
+    return (raw[4], raw[7], raw[5])
+
+
 @dataclass(frozen=True, slots=True)
 class TokenRow:
     name: str
@@ -230,7 +236,8 @@ def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
     return EvaluationRow(raw[1], raw[2], raw[3], raw[4], raw[5])
 
 
-def _claim(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
+def claim_row(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
+    """A claim row of `claim_keys` (or the claim statement) with its evaluations."""
     return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
 
 
@@ -422,41 +429,56 @@ class ReadModel:
         rows = self._db().execute(TYPES, (orjson.dumps(dids).decode(),))
         return dict(rows.fetchall())
 
-    async def domain_page(
-        self, window: Window, built: Callable[[str, int], bool] = lambda did, version: False
-    ) -> WindowPage[DomainRow]:
-        """A Cosmos page of every domain by creation order: after the key (keyset, one
-        index range whatever the page number) or, when a client asks, at an offset. Rows
-        for which `built(did, version)` is true come without their columns."""
+    async def domain_keys(self, window: Window) -> WindowPage[tuple[str, int, int]]:
+        """A Cosmos page of every domain by creation order as (did, seq, version): after the
+        key (keyset, one index range whatever the page number) or, when a client asks, at an
+        offset. The node builds each domain's message once per version, so a page needs only
+        these to know which rows to read (`domain_rows`)."""
         keyed = window.key is not None
         params = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
-        pg = self._pg_url is not None
-        if pg:
+        if self._pg_url is not None:
             keys = await self._pg_fetch(PG_PAGES[(keyed, window.reverse)], *params)
         else:
             keys = self._db().execute(PAGES[(keyed, window.reverse)], params).fetchall()
         more = len(keys) > window.limit
         keys = keys[: window.limit]
-        missing = [did for did, _seq, version in keys if not built(did, version)]
-        fetched: dict[str, tuple[Any, ...]] = {}
-        if missing and pg:
-            found = await self._pg_fetch(PG_BY_DIDS, missing)
-            fetched = {raw[0]: raw for raw in found}
-        elif missing:
-            found = self._db().execute(BY_DIDS, (orjson.dumps(missing).decode(),)).fetchall()
-            fetched = {raw[0]: raw for raw in found}
-        rows = []
-        for did, seq, version in keys:
-            raw = fetched.get(did)
-            # A row fetched after a newer commit carries its own (newer) version.
-            rows.append(_row(raw) if raw else DomainRow(did, version, seq, None))
-        total = None
-        if window.count_total:
-            total = (
-                (await self._pg_fetch(COUNT))[0][0] if pg else await asyncio.to_thread(self._count)
-            )
-        return WindowPage(rows, keys[-1][1] if more and keys else None, total)
+        total = await self._total(window, COUNT)
+        return WindowPage(keys, keys[-1][1] if more and keys else None, total)
+
+    async def domain_rows(self, dids: list[str]) -> dict[str, DomainRow]:
+        """The stored rows of `dids` by DID, in one statement (unknown ones are left out).
+        A row read after a newer commit than its page's carries its own (newer) version."""
+        if not dids:
+            return {}
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_BY_DIDS, dids)
+        else:
+            found = self._db().execute(BY_DIDS, (orjson.dumps(dids).decode(),)).fetchall()
+        return {raw[0]: _row(raw) for raw in found}
+
+    async def domain_page(
+        self, window: Window, built: Callable[[str, int], bool] = lambda did, version: False
+    ) -> WindowPage[DomainRow]:
+        """`domain_keys` as rows: those for which `built(did, version)` is true come without
+        their columns."""
+        page = await self.domain_keys(window)
+        fetched = await self.domain_rows(
+            [did for did, _seq, version in page.items if not built(did, version)]
+        )
+        rows = [
+            fetched.get(did) or DomainRow(did, version, seq, None)
+            for did, seq, version in page.items
+        ]
+        return WindowPage(rows, page.next_key, page.total)
+
+    async def _total(self, window: Window, statement: str) -> int | None:
+        """The row count a page asked for (`count_total`), else None."""
+        if not window.count_total:
+            return None
+        if self._pg_url is not None:
+            return int((await self._pg_fetch(statement))[0][0])
+        return await asyncio.to_thread(self._count, statement)
 
     def _count(self, statement: str = COUNT) -> int:
         """Counting is a scan: it runs on a worker thread, off the event loop."""
@@ -483,19 +505,17 @@ class ReadModel:
         found = await self._rows(CLAIM_BY_ID, PG_CLAIM_BY_ID, claim_id)
         if not found:
             return None
-        row = _claim(found[0], None)
+        row = claim_row(found[0], None)
         if built(row.id, row.stamp):
             return row
         evaluations = await self._rows(EVALUATIONS_OF, PG_EVALUATIONS_OF, claim_id)
-        return _claim(found[0], map(_evaluation, evaluations))
+        return claim_row(found[0], map(_evaluation, evaluations))
 
-    async def claim_page(
-        self, window: Window, built: Callable[[str, Any], bool] = lambda claim, stamp: False
-    ) -> WindowPage[ClaimRow]:
-        """A Cosmos page of every claim by submission order, as `domain_page`: after the key
+    async def claim_keys(self, window: Window) -> WindowPage[tuple[Any, ...]]:
+        """A Cosmos page of every claim by submission order, as `domain_keys`: after the key
         on the seq index (the same cost for page 1 and page 1,000), or at an offset when a
-        client asks for one; with the evaluations of the claims whose messages are not
-        built (`built(id, stamp)`) in one more statement."""
+        client asks for one. Items are the claims' rows without their evaluations (see
+        `claim_row`, `claim_stamp`, `evaluations_of`)."""
         keyed = window.key is not None
         params: list[Any] = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
@@ -503,30 +523,22 @@ class ReadModel:
         raws = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
         more = len(raws) > window.limit
         raws = raws[: window.limit]
-        rows = [_claim(raw, None) for raw in raws]
+        total = await self._total(window, COUNT_CLAIMS)
+        return WindowPage(raws, raws[-1][1] if more and raws else None, total)
+
+    async def evaluations_of(self, ids: list[str]) -> dict[str, list[EvaluationRow]]:
+        """The evaluations of the claims `ids` (oldest first), in one statement."""
         history: dict[str, list[EvaluationRow]] = {}
-        ids = [row.id for row in rows if not built(row.id, row.stamp)]
-        if ids:
-            if self._pg_url is not None:
-                found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
-            else:
-                statement = self._db().execute(EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),))
-                found = statement.fetchall()
-            for raw in found:
-                history.setdefault(raw[0], []).append(_evaluation(raw))
-        wanted = set(ids)
-        rows = [
-            _claim(raw, history.get(raw[0], ())) if raw[0] in wanted else row
-            for raw, row in zip(raws, rows, strict=True)
-        ]
-        total = None
-        if window.count_total:
-            total = (
-                (await self._pg_fetch(COUNT_CLAIMS))[0][0]
-                if self._pg_url is not None
-                else await asyncio.to_thread(self._count, COUNT_CLAIMS)
-            )
-        return WindowPage(rows, rows[-1].seq if more and rows else None, total)
+        if not ids:
+            return history
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
+        else:
+            statement = self._db().execute(EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),))
+            found = statement.fetchall()
+        for raw in found:
+            history.setdefault(raw[0], []).append(_evaluation(raw))
+        return history
 
     async def collection_protocol(self, collection_id: int) -> str | None:
         """The protocol of a claim collection (None when unknown). A collection's protocol

@@ -85,11 +85,15 @@ SELECT_CLAIMS = (
     "FROM claims "
 )
 CLAIM_BY_ID = SELECT_CLAIMS + "WHERE id = ?"
+CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
+# A page is walked reading each claim's id, seq and stamp (`claim_stamp`) only; whole rows
+# are read for the claims whose messages are not built at that stamp.
+SELECT_CLAIM_KEYS = "SELECT id, seq, status, evaluated_at, credential_id FROM claims "
 CLAIM_PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
-    (False, False): SELECT_CLAIMS + "ORDER BY seq LIMIT ? OFFSET ?",
-    (False, True): SELECT_CLAIMS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
-    (True, False): SELECT_CLAIMS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
-    (True, True): SELECT_CLAIMS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (False, False): SELECT_CLAIM_KEYS + "ORDER BY seq LIMIT ? OFFSET ?",
+    (False, True): SELECT_CLAIM_KEYS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (True, False): SELECT_CLAIM_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
+    (True, True): SELECT_CLAIM_KEYS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
 }
 SELECT_EVALUATIONS = "SELECT claim_id, oracle, actor, status, amount, created_at FROM evaluations "
 EVALUATIONS_OF = SELECT_EVALUATIONS + "WHERE claim_id = ? ORDER BY id"
@@ -105,6 +109,7 @@ MOVEMENTS_OF = (
     "WHERE token = ? AND kind = ? ORDER BY id"
 )
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
+PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
 PG_EVALUATIONS_OF = _numbered(EVALUATIONS_OF)
 PG_EVALUATIONS_OF_MANY = SELECT_EVALUATIONS + "WHERE claim_id = ANY($1::text[]) ORDER BY id"
@@ -211,10 +216,10 @@ class ClaimRow:
         return (self.status, self.evaluated_at, self.credential)
 
 
-def claim_stamp(raw: tuple[Any, ...]) -> tuple[Any, ...]:
-    """`ClaimRow.stamp` of a claim's row as `claim_keys` gives it (without the row object:
-    a page checks fifty of them)."""
-    return (raw[4], raw[7], raw[5])
+def claim_stamp(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`ClaimRow.stamp` of a claim's key as `claim_keys` gives it, (id, seq, *stamp): a
+    page checks fifty of them without building rows."""
+    return key[2:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +242,7 @@ def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
 
 
 def claim_row(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
-    """A claim row of `claim_keys` (or the claim statement) with its evaluations."""
+    """A claim's row (`SELECT_CLAIMS`) with its evaluations (None: not read)."""
     return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
 
 
@@ -514,17 +519,30 @@ class ReadModel:
     async def claim_keys(self, window: Window) -> WindowPage[tuple[Any, ...]]:
         """A Cosmos page of every claim by submission order, as `domain_keys`: after the key
         on the seq index (the same cost for page 1 and page 1,000), or at an offset when a
-        client asks for one. Items are the claims' rows without their evaluations (see
-        `claim_row`, `claim_stamp`, `evaluations_of`)."""
+        client asks for one. Items are (id, seq, *stamp) (see `claim_stamp`); `claim_rows`
+        reads the claims whose messages are not built at their stamps."""
         keyed = window.key is not None
         params: list[Any] = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
         shape = (keyed, window.reverse)
-        raws = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
-        more = len(raws) > window.limit
-        raws = raws[: window.limit]
+        keys = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
+        more = len(keys) > window.limit
+        keys = keys[: window.limit]
         total = await self._total(window, COUNT_CLAIMS)
-        return WindowPage(raws, raws[-1][1] if more and raws else None, total)
+        return WindowPage(keys, keys[-1][1] if more and keys else None, total)
+
+    async def claim_rows(self, ids: list[str]) -> dict[str, ClaimRow]:
+        """The claims `ids` by id with their evaluations, in two statements (unknown ones
+        are left out). A claim read after a newer commit than its page's carries its own
+        (newer) stamp."""
+        if not ids:
+            return {}
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_CLAIMS_BY_IDS, ids)
+        else:
+            found = self._db().execute(CLAIMS_BY_IDS, (orjson.dumps(ids).decode(),)).fetchall()
+        history = await self.evaluations_of(ids)
+        return {raw[0]: claim_row(raw, history.get(raw[0], ())) for raw in found}
 
     async def evaluations_of(self, ids: list[str]) -> dict[str, list[EvaluationRow]]:
         """The evaluations of the claims `ids` (oldest first), in one statement."""

@@ -49,6 +49,7 @@ SELECT_DOMAINS = (
     "created_at, updated_at FROM domains "
 )
 BY_DID = SELECT_DOMAINS + "WHERE did = ?"
+KEY_BY_DID = "SELECT did, seq, version FROM domains WHERE did = ?"
 BY_DIDS = SELECT_DOMAINS + "WHERE did IN (SELECT value FROM json_each(?))"  # noqa: S608
 # A page is walked on the seq index reading only (did, seq, version); whole rows are
 # fetched only for the ones whose messages are not built yet.
@@ -72,6 +73,7 @@ def _numbered(statement: str) -> str:
 
 # PostgreSQL's forms of the same statements (JSON columns come back as text, as in SQLite).
 PG_BY_DID = _numbered(BY_DID)
+PG_KEY_BY_DID = _numbered(KEY_BY_DID)
 PG_BY_DIDS = SELECT_DOMAINS + "WHERE did = ANY($1::text[])"
 PG_PAGES = {shape: _numbered(statement) for shape, statement in PAGES.items()}
 PG_EDGES = _numbered(EDGES)
@@ -414,6 +416,17 @@ class ReadModel:
             return None
         raw = self._db().execute(BY_DID, (did,)).fetchone()
         return _row(raw) if raw else None
+
+    async def domain_key(self, did: str) -> tuple[str, int, int] | None:
+        """(did, seq, version) of `did` (None when unknown, or on the fallback path): a
+        query whose answer is built for that version reads no more (the whole row is a few
+        times dearer, its JSON columns made into strings)."""
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_KEY_BY_DID, did)
+            return found[0] if found else None
+        if self._path is None:
+            return None
+        return self._db().execute(KEY_BY_DID, (did,)).fetchone()  # type: ignore[no-any-return]
 
     async def domain(self, row: DomainRow) -> dict[str, Any]:
         """The resolved record of a row: its edges, and what it inherits from its protocol."""

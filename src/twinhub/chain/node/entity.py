@@ -193,6 +193,11 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
             return entity_query.QueryEntityResponse(
                 entity=entity_message(record), iidDocument=document
             )
+        key = await self.reads.domain_key(request.id) if request.id else None
+        if key is not None:
+            cached = self.cache.get("entity_response", key[0], key[2])
+            if cached is not None:
+                return cached  # serialised once per version
         row = await self._row(request.id)
         cached = self.cache.get("entity_response", row.did, row.version)
         if cached is None:

@@ -15,7 +15,7 @@ from tests.claims_world import World
 from tests.conftest import Registry
 from twinhub.chain.node.answers import Dispatcher
 from twinhub.chain.node.common import Servicer, VersionCache
-from twinhub.chain.node.entity import EntityQuery, entity_message, iid_document
+from twinhub.chain.node.entity import EntityQuery, IidQuery, entity_message, iid_document
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_q
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
@@ -171,9 +171,15 @@ async def test_entity_answers_are_the_services_answers_byte_for_byte(
             )
         ]
         asks = [(path + "EntityList", s.SerializeToString()) for s in singles]
+        iid = "/ixo.iid.v1beta1.Query/"
+        for single in singles[:3]:  # IidDocuments pages walk the same keys (domain_page)
+            documents = iid_q.QueryIidDocumentsRequest(pagination=single.pagination)
+            asks.append((iid + "IidDocuments", documents.SerializeToString()))
         for did in (renamed, gone, world.organisation, world.project, "did:ixo:nope", ""):
             request = entity_q.QueryEntityRequest(id=did).SerializeToString()
             asks.append((path + "Entity", request))
+            document = iid_q.QueryIidDocumentRequest(id=did).SerializeToString()
+            asks.append((iid + "IidDocument", document))
         for method, asked in asks * 2:  # the second time from the built items
             expected = await reply(old, method, asked)
             assert await reply(fast, method, asked) == expected, (method, asked)
@@ -184,11 +190,12 @@ async def test_entity_answers_are_the_services_answers_byte_for_byte(
 
 
 def entity_dispatcher(platform: Platform, reads: ReadModel, messages: int = 20_000) -> Dispatcher:
-    """A node's dispatcher for the entity service keeping no answers and at most
+    """A node's dispatcher for the entity and IID services keeping no answers and at most
     `messages` built messages and items."""
     found = Dispatcher(reads, 0)
     shared = (platform, reads, VersionCache(messages))
     found.add(EntityQuery(*shared), entity_q.DESCRIPTOR.services_by_name["Query"])
+    found.add(IidQuery(*shared), iid_q.DESCRIPTOR.services_by_name["Query"])
     return found
 
 

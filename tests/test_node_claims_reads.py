@@ -28,7 +28,8 @@ from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2_grpc as claims_grp
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as token_q
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2_grpc as token_grpc
 from twinhub.platform import Platform
-from twinhub.services.read_model import CLAIM_PAGES, MOVEMENTS_OF, ReadModel
+from twinhub.services.paging import Window
+from twinhub.services.read_model import CLAIM_PAGES, MOVEMENTS_OF, ReadModel, claim_stamp
 
 CLAIMS = "/ixo.claims.v1beta1.Query/"
 TOKENS = "/ixo.token.v1beta1.Query/"
@@ -110,6 +111,13 @@ async def test_claims_and_tokens_replies_equal_the_services(
                     break
                 page = PageRequest(limit=3, reverse=reverse, key=listed.pagination.next_key)
         assert compared >= 8
+        # A page's keys carry each claim's stamp as its row does, so a page finds the
+        # claims built at that stamp (else every page would build its claims again).
+        keys = (await fast_reads.claim_keys(Window(limit=50, reverse=True))).items
+        rows = await fast_reads.claim_rows([key[0] for key in keys])
+        assert len(rows) == len(keys) >= 4
+        assert all(claim_stamp(key) == rows[key[0]].stamp for key in keys)
+        assert {rows[key[0]].status for key in keys} >= {"pending", "approved", "rejected"}
         singles: list[tuple[str, bytes]] = []
         for options in (
             {},

@@ -13,13 +13,15 @@ import pytest
 from tests.chain_gateway import running_node
 from tests.claims_world import World
 from tests.conftest import Registry
-from twinhub.chain.node.common import Servicer
-from twinhub.chain.node.entity import entity_message, iid_document
+from twinhub.chain.node.answers import Dispatcher
+from twinhub.chain.node.common import Servicer, VersionCache
+from twinhub.chain.node.entity import EntityQuery, IidQuery, entity_message, iid_document
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_q
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
 from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2 as iid_q
 from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
+from twinhub.platform import Platform
 from twinhub.services.domains import DomainFilter
 from twinhub.services.paging import Window
 from twinhub.services.read_model import ReadModel
@@ -118,3 +120,114 @@ def test_servicers_share_one_read_model_when_given(registry: Registry) -> None:
     reads = ReadModel(registry.platform)
     servicer = Servicer(registry.platform, reads)
     assert servicer.reads is reads
+
+
+async def test_entity_answers_are_the_services_answers_byte_for_byte(
+    registry: Registry, world: World
+) -> None:
+    """`Entity` and `EntityList` on the read model answer bytes joined from items encoded
+    once per version (common.encoded_field): the same bytes as the services' messages
+    serialised, page by page, built or not, and with the items pushed out between reads."""
+    from tests.test_node_claims_reads import ServiceReads, reply
+
+    platform = registry.platform
+    renamed = await world.asset()
+    changed = await world.operator_client.patch(
+        f"/v1/domains/{renamed}", json={"metadata": {"name": "renamed stove"}}
+    )
+    assert changed.status_code == 200, changed.text
+    gone = await world.asset()
+    assert (await registry.client.delete(f"/v1/domains/{gone}")).status_code in (200, 204)
+    fast_reads, service_reads = ReadModel(platform), ServiceReads(platform)
+    fast, old = entity_dispatcher(platform, fast_reads), entity_dispatcher(platform, service_reads)
+    tiny = entity_dispatcher(platform, fast_reads, messages=2)
+    path = "/ixo.entity.v1beta1.Query/"
+    try:
+        compared = 0
+        for reverse in (False, True):  # forwards from the oldest, backwards from the newest
+            page = PageRequest(limit=2, reverse=reverse)
+            for _ in range(30):
+                asked = entity_q.QueryEntityListRequest(pagination=page).SerializeToString()
+                for _twice in range(2):  # then from the built items
+                    status, body = await reply(fast, path + "EntityList", asked)
+                    assert status == "OK"
+                    assert (status, body) == await reply(old, path + "EntityList", asked)
+                    assert (status, body) == await reply(tiny, path + "EntityList", asked)
+                listed = entity_q.QueryEntityListResponse.FromString(body)
+                compared += len(listed.entities)
+                if not listed.pagination.next_key:
+                    break
+                page = PageRequest(limit=2, reverse=reverse, key=listed.pagination.next_key)
+        assert compared >= 10  # both ways, a few pages each
+        singles = [
+            entity_q.QueryEntityListRequest(pagination=PageRequest(**options))
+            for options in (
+                {},
+                {"limit": 2, "offset": 1},
+                {"limit": 3, "count_total": True, "reverse": True},
+                {"key": b"1", "offset": 1},  # refused alike
+                {"key": b"x"},
+                {"limit": 1001},
+            )
+        ]
+        asks = [(path + "EntityList", s.SerializeToString()) for s in singles]
+        iid = "/ixo.iid.v1beta1.Query/"
+        for single in singles[:3]:  # IidDocuments pages walk the same keys (domain_page)
+            documents = iid_q.QueryIidDocumentsRequest(pagination=single.pagination)
+            asks.append((iid + "IidDocuments", documents.SerializeToString()))
+        for did in (renamed, gone, world.organisation, world.project, "did:ixo:nope", ""):
+            request = entity_q.QueryEntityRequest(id=did).SerializeToString()
+            asks.append((path + "Entity", request))
+            document = iid_q.QueryIidDocumentRequest(id=did).SerializeToString()
+            asks.append((iid + "IidDocument", document))
+        for method, asked in asks * 2:  # the second time from the built items
+            expected = await reply(old, method, asked)
+            assert await reply(fast, method, asked) == expected, (method, asked)
+            assert await reply(tiny, method, asked) == expected, (method, asked)
+    finally:
+        await fast_reads.aclose()
+        await service_reads.aclose()
+
+
+def entity_dispatcher(platform: Platform, reads: ReadModel, messages: int = 20_000) -> Dispatcher:
+    """A node's dispatcher for the entity and IID services keeping no answers and at most
+    `messages` built messages and items."""
+    found = Dispatcher(reads, 0)
+    shared = (platform, reads, VersionCache(messages))
+    found.add(EntityQuery(*shared), entity_q.DESCRIPTOR.services_by_name["Query"])
+    found.add(IidQuery(*shared), iid_q.DESCRIPTOR.services_by_name["Query"])
+    return found
+
+
+async def test_a_servicer_registered_the_generated_way_answers_messages(
+    registry: Registry, world: World
+) -> None:
+    """Methods that answer their serialised message (bytes) still serve a generated
+    handler, which serialises a message: `query` parses the bytes back, so the client
+    reads what the node's own server answers."""
+    platform = registry.platform
+    reads = ReadModel(platform)
+    server = grpc.aio.server()
+    entity_grpc.add_QueryServicer_to_server(EntityQuery(platform, reads), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    node = entity_dispatcher(platform, reads)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as opened:
+            stub = entity_grpc.QueryStub(opened)
+            single = entity_q.QueryEntityRequest(id=world.organisation)
+            page = entity_q.QueryEntityListRequest(pagination=PageRequest(limit=2, reverse=True))
+            for call, request, path in (
+                (stub.Entity, single, "Entity"),
+                (stub.EntityList, page, "EntityList"),
+            ):
+                expected = await node.answer(
+                    f"/ixo.entity.v1beta1.Query/{path}", request.SerializeToString()
+                )
+                answered = call(request)
+                assert (await answered).SerializeToString() == expected.body
+                height = dict(await answered.initial_metadata())["x-cosmos-block-height"]
+                assert int(height) == expected.height
+    finally:
+        await server.stop(0)
+        await reads.aclose()

@@ -49,6 +49,7 @@ SELECT_DOMAINS = (
     "created_at, updated_at FROM domains "
 )
 BY_DID = SELECT_DOMAINS + "WHERE did = ?"
+KEY_BY_DID = "SELECT did, seq, version FROM domains WHERE did = ?"
 BY_DIDS = SELECT_DOMAINS + "WHERE did IN (SELECT value FROM json_each(?))"  # noqa: S608
 # A page is walked on the seq index reading only (did, seq, version); whole rows are
 # fetched only for the ones whose messages are not built yet.
@@ -72,6 +73,7 @@ def _numbered(statement: str) -> str:
 
 # PostgreSQL's forms of the same statements (JSON columns come back as text, as in SQLite).
 PG_BY_DID = _numbered(BY_DID)
+PG_KEY_BY_DID = _numbered(KEY_BY_DID)
 PG_BY_DIDS = SELECT_DOMAINS + "WHERE did = ANY($1::text[])"
 PG_PAGES = {shape: _numbered(statement) for shape, statement in PAGES.items()}
 PG_EDGES = _numbered(EDGES)
@@ -85,11 +87,15 @@ SELECT_CLAIMS = (
     "FROM claims "
 )
 CLAIM_BY_ID = SELECT_CLAIMS + "WHERE id = ?"
+CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id IN (SELECT value FROM json_each(?))"  # noqa: S608
+# A page is walked reading each claim's id, seq and stamp (`claim_stamp`) only; whole rows
+# are read for the claims whose messages are not built at that stamp.
+SELECT_CLAIM_KEYS = "SELECT id, seq, status, evaluated_at, credential_id FROM claims "
 CLAIM_PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
-    (False, False): SELECT_CLAIMS + "ORDER BY seq LIMIT ? OFFSET ?",
-    (False, True): SELECT_CLAIMS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
-    (True, False): SELECT_CLAIMS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
-    (True, True): SELECT_CLAIMS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (False, False): SELECT_CLAIM_KEYS + "ORDER BY seq LIMIT ? OFFSET ?",
+    (False, True): SELECT_CLAIM_KEYS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
+    (True, False): SELECT_CLAIM_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
+    (True, True): SELECT_CLAIM_KEYS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
 }
 SELECT_EVALUATIONS = "SELECT claim_id, oracle, actor, status, amount, created_at FROM evaluations "
 EVALUATIONS_OF = SELECT_EVALUATIONS + "WHERE claim_id = ? ORDER BY id"
@@ -105,6 +111,7 @@ MOVEMENTS_OF = (
     "WHERE token = ? AND kind = ? ORDER BY id"
 )
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
+PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
 PG_EVALUATIONS_OF = _numbered(EVALUATIONS_OF)
 PG_EVALUATIONS_OF_MANY = SELECT_EVALUATIONS + "WHERE claim_id = ANY($1::text[]) ORDER BY id"
@@ -211,6 +218,12 @@ class ClaimRow:
         return (self.status, self.evaluated_at, self.credential)
 
 
+def claim_stamp(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`ClaimRow.stamp` of a claim's key as `claim_keys` gives it, (id, seq, *stamp): a
+    page checks fifty of them without building rows."""
+    return key[2:]
+
+
 @dataclass(frozen=True, slots=True)
 class TokenRow:
     name: str
@@ -230,7 +243,8 @@ def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
     return EvaluationRow(raw[1], raw[2], raw[3], raw[4], raw[5])
 
 
-def _claim(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
+def claim_row(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
+    """A claim's row (`SELECT_CLAIMS`) with its evaluations (None: not read)."""
     return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
 
 
@@ -403,6 +417,17 @@ class ReadModel:
         raw = self._db().execute(BY_DID, (did,)).fetchone()
         return _row(raw) if raw else None
 
+    async def domain_key(self, did: str) -> tuple[str, int, int] | None:
+        """(did, seq, version) of `did` (None when unknown, or on the fallback path): a
+        query whose answer is built for that version reads no more (the whole row is a few
+        times dearer, its JSON columns made into strings)."""
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_KEY_BY_DID, did)
+            return found[0] if found else None
+        if self._path is None:
+            return None
+        return self._db().execute(KEY_BY_DID, (did,)).fetchone()  # type: ignore[no-any-return]
+
     async def domain(self, row: DomainRow) -> dict[str, Any]:
         """The resolved record of a row: its edges, and what it inherits from its protocol."""
         if self._pg_url is not None:
@@ -422,41 +447,56 @@ class ReadModel:
         rows = self._db().execute(TYPES, (orjson.dumps(dids).decode(),))
         return dict(rows.fetchall())
 
-    async def domain_page(
-        self, window: Window, built: Callable[[str, int], bool] = lambda did, version: False
-    ) -> WindowPage[DomainRow]:
-        """A Cosmos page of every domain by creation order: after the key (keyset, one
-        index range whatever the page number) or, when a client asks, at an offset. Rows
-        for which `built(did, version)` is true come without their columns."""
+    async def domain_keys(self, window: Window) -> WindowPage[tuple[str, int, int]]:
+        """A Cosmos page of every domain by creation order as (did, seq, version): after the
+        key (keyset, one index range whatever the page number) or, when a client asks, at an
+        offset. The node builds each domain's message once per version, so a page needs only
+        these to know which rows to read (`domain_rows`)."""
         keyed = window.key is not None
         params = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
-        pg = self._pg_url is not None
-        if pg:
+        if self._pg_url is not None:
             keys = await self._pg_fetch(PG_PAGES[(keyed, window.reverse)], *params)
         else:
             keys = self._db().execute(PAGES[(keyed, window.reverse)], params).fetchall()
         more = len(keys) > window.limit
         keys = keys[: window.limit]
-        missing = [did for did, _seq, version in keys if not built(did, version)]
-        fetched: dict[str, tuple[Any, ...]] = {}
-        if missing and pg:
-            found = await self._pg_fetch(PG_BY_DIDS, missing)
-            fetched = {raw[0]: raw for raw in found}
-        elif missing:
-            found = self._db().execute(BY_DIDS, (orjson.dumps(missing).decode(),)).fetchall()
-            fetched = {raw[0]: raw for raw in found}
-        rows = []
-        for did, seq, version in keys:
-            raw = fetched.get(did)
-            # A row fetched after a newer commit carries its own (newer) version.
-            rows.append(_row(raw) if raw else DomainRow(did, version, seq, None))
-        total = None
-        if window.count_total:
-            total = (
-                (await self._pg_fetch(COUNT))[0][0] if pg else await asyncio.to_thread(self._count)
-            )
-        return WindowPage(rows, keys[-1][1] if more and keys else None, total)
+        total = await self._total(window, COUNT)
+        return WindowPage(keys, keys[-1][1] if more and keys else None, total)
+
+    async def domain_rows(self, dids: list[str]) -> dict[str, DomainRow]:
+        """The stored rows of `dids` by DID, in one statement (unknown ones are left out).
+        A row read after a newer commit than its page's carries its own (newer) version."""
+        if not dids:
+            return {}
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_BY_DIDS, dids)
+        else:
+            found = self._db().execute(BY_DIDS, (orjson.dumps(dids).decode(),)).fetchall()
+        return {raw[0]: _row(raw) for raw in found}
+
+    async def domain_page(
+        self, window: Window, built: Callable[[str, int], bool] = lambda did, version: False
+    ) -> WindowPage[DomainRow]:
+        """`domain_keys` as rows: those for which `built(did, version)` is true come without
+        their columns."""
+        page = await self.domain_keys(window)
+        fetched = await self.domain_rows(
+            [did for did, _seq, version in page.items if not built(did, version)]
+        )
+        rows = [
+            fetched.get(did) or DomainRow(did, version, seq, None)
+            for did, seq, version in page.items
+        ]
+        return WindowPage(rows, page.next_key, page.total)
+
+    async def _total(self, window: Window, statement: str) -> int | None:
+        """The row count a page asked for (`count_total`), else None."""
+        if not window.count_total:
+            return None
+        if self._pg_url is not None:
+            return int((await self._pg_fetch(statement))[0][0])
+        return await asyncio.to_thread(self._count, statement)
 
     def _count(self, statement: str = COUNT) -> int:
         """Counting is a scan: it runs on a worker thread, off the event loop."""
@@ -483,50 +523,53 @@ class ReadModel:
         found = await self._rows(CLAIM_BY_ID, PG_CLAIM_BY_ID, claim_id)
         if not found:
             return None
-        row = _claim(found[0], None)
+        row = claim_row(found[0], None)
         if built(row.id, row.stamp):
             return row
         evaluations = await self._rows(EVALUATIONS_OF, PG_EVALUATIONS_OF, claim_id)
-        return _claim(found[0], map(_evaluation, evaluations))
+        return claim_row(found[0], map(_evaluation, evaluations))
 
-    async def claim_page(
-        self, window: Window, built: Callable[[str, Any], bool] = lambda claim, stamp: False
-    ) -> WindowPage[ClaimRow]:
-        """A Cosmos page of every claim by submission order, as `domain_page`: after the key
+    async def claim_keys(self, window: Window) -> WindowPage[tuple[Any, ...]]:
+        """A Cosmos page of every claim by submission order, as `domain_keys`: after the key
         on the seq index (the same cost for page 1 and page 1,000), or at an offset when a
-        client asks for one; with the evaluations of the claims whose messages are not
-        built (`built(id, stamp)`) in one more statement."""
+        client asks for one. Items are (id, seq, *stamp) (see `claim_stamp`); `claim_rows`
+        reads the claims whose messages are not built at their stamps."""
         keyed = window.key is not None
         params: list[Any] = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
         shape = (keyed, window.reverse)
-        raws = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
-        more = len(raws) > window.limit
-        raws = raws[: window.limit]
-        rows = [_claim(raw, None) for raw in raws]
+        keys = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
+        more = len(keys) > window.limit
+        keys = keys[: window.limit]
+        total = await self._total(window, COUNT_CLAIMS)
+        return WindowPage(keys, keys[-1][1] if more and keys else None, total)
+
+    async def claim_rows(self, ids: list[str]) -> dict[str, ClaimRow]:
+        """The claims `ids` by id with their evaluations, in two statements (unknown ones
+        are left out). A claim read after a newer commit than its page's carries its own
+        (newer) stamp."""
+        if not ids:
+            return {}
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_CLAIMS_BY_IDS, ids)
+        else:
+            found = self._db().execute(CLAIMS_BY_IDS, (orjson.dumps(ids).decode(),)).fetchall()
+        history = await self.evaluations_of(ids)
+        return {raw[0]: claim_row(raw, history.get(raw[0], ())) for raw in found}
+
+    async def evaluations_of(self, ids: list[str]) -> dict[str, list[EvaluationRow]]:
+        """The evaluations of the claims `ids` (oldest first), in one statement."""
         history: dict[str, list[EvaluationRow]] = {}
-        ids = [row.id for row in rows if not built(row.id, row.stamp)]
-        if ids:
-            if self._pg_url is not None:
-                found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
-            else:
-                statement = self._db().execute(EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),))
-                found = statement.fetchall()
-            for raw in found:
-                history.setdefault(raw[0], []).append(_evaluation(raw))
-        wanted = set(ids)
-        rows = [
-            _claim(raw, history.get(raw[0], ())) if raw[0] in wanted else row
-            for raw, row in zip(raws, rows, strict=True)
-        ]
-        total = None
-        if window.count_total:
-            total = (
-                (await self._pg_fetch(COUNT_CLAIMS))[0][0]
-                if self._pg_url is not None
-                else await asyncio.to_thread(self._count, COUNT_CLAIMS)
-            )
-        return WindowPage(rows, rows[-1].seq if more and rows else None, total)
+        if not ids:
+            return history
+        if self._pg_url is not None:
+            found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
+        else:
+            statement = self._db().execute(EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),))
+            found = statement.fetchall()
+        for raw in found:
+            history.setdefault(raw[0], []).append(_evaluation(raw))
+        return history
 
     async def collection_protocol(self, collection_id: int) -> str | None:
         """The protocol of a claim collection (None when unknown). A collection's protocol

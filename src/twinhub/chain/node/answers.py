@@ -120,7 +120,8 @@ class Dispatcher:
 
     def add(self, servicer: object, service: ServiceDescriptor) -> None:
         """Serve `service`'s methods from `servicer`: methods written with `@query` (see
-        common.py) are called without a gRPC context; any other is UNIMPLEMENTED."""
+        common.py) are called without a gRPC context and answer a message or its bytes;
+        any other is UNIMPLEMENTED."""
         names = self._services.setdefault(service.full_name, [])
         for method in service.methods:
             bound = getattr(servicer, method.name, None)
@@ -188,7 +189,10 @@ class Dispatcher:
                     grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid message", height
                 ) from None
             response = await call(message, None)
-            made = Answer(response.SerializeToString(), height)
+            # A method may answer its serialised message itself (pages joined from items
+            # encoded once per version: see common.encoded_field).
+            body = response if type(response) is bytes else response.SerializeToString()
+            made = Answer(body, height)
             if cache is not None and version is not None:
                 cache.put(version, key, made)
             return made

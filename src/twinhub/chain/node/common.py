@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import typing
 from collections.abc import Awaitable, Callable, Hashable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -39,20 +40,40 @@ class VersionCache:
     """Protobuf messages built once per record version: a domain's messages depend only on
     its row at one version (a change of any field, edge or status makes a new version),
     on its protocol (immutable) and on its links' types (fixed at creation); a claim's on
-    its stamp (see `ClaimRow.stamp`). Bounded; the oldest entries go first."""
+    its stamp (see `ClaimRow.stamp`). Bounded; the oldest entries go first. A page's loop
+    reads `items` directly, (kind, id, version) -> entry: a method call per row counted."""
 
     def __init__(self, size: int = 20_000) -> None:
         self._size = size
-        self._items: dict[tuple[str, str, Hashable], Any] = {}
+        self.items: dict[tuple[str, str, Hashable], Any] = {}
 
     def get(self, kind: str, did: str, version: Hashable) -> Any:
-        return self._items.get((kind, did, version))
+        return self.items.get((kind, did, version))
 
     def put(self, kind: str, did: str, version: Hashable, message: R) -> R:
-        if len(self._items) >= self._size:
-            del self._items[next(iter(self._items))]
-        self._items[(kind, did, version)] = message
+        if len(self.items) >= self._size:
+            del self.items[next(iter(self.items))]
+        self.items[(kind, did, version)] = message
         return message
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encoded_field(number: int, payload: bytes) -> bytes:
+    """Field `number` holding `payload` (a serialised message) as protobuf encodes it: its
+    tag, its length, the bytes. A repeated message field is its items so encoded one after
+    another, so a page's answer is its items' encodings (made once per version) joined and
+    the rest of the answer's fields appended (they come after the items by field number):
+    no message is built or serialised per page. Tests hold the result to the answer built
+    as a message, byte for byte."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 class Servicer:
@@ -76,7 +97,9 @@ def query(
     """Wrap a query method: send the ledger height first, turn service errors into
     statuses, and never leak an internal error's text to the caller. The node's server
     calls the unwrapped method (`__wrapped__`) through answers.Dispatcher, which does the
-    same around kept answers; the wrapper serves a servicer registered the generated way."""
+    same around kept answers, and takes an answer already serialised (bytes) as it is; the
+    wrapper serves a servicer registered the generated way, whose handler serialises a
+    message, so it parses such bytes back into the method's answer type."""
 
     @functools.wraps(method)
     async def wrapper(self: Servicer, request: Any, context: grpc.aio.ServicerContext) -> R:
@@ -84,7 +107,10 @@ def query(
             height = await self.reads.height()
             await context.send_initial_metadata(((HEIGHT_HEADER, str(height)),))
             check_requested_height(context, height)
-            return await method(self, request, context)
+            answer = await method(self, request, context)
+            if type(answer) is bytes:
+                return _answer_type(method).FromString(answer)  # type: ignore[no-any-return]
+            return answer
         except ServiceError as error:
             await context.abort(status_of(error), error.message)
         except (OperationalError, DBAPIError, OSError, sqlite3.Error):
@@ -93,6 +119,13 @@ def query(
         raise AssertionError("unreachable")  # abort() raises
 
     return wrapper
+
+
+def _answer_type(method: Callable[..., Any]) -> Any:
+    """The message class a query method answers (the first of its return annotation's
+    `X | bytes`)."""
+    hint = typing.get_type_hints(method)["return"]
+    return next(t for t in typing.get_args(hint) or (hint,) if t is not bytes)
 
 
 def status_of(error: ServiceError) -> grpc.StatusCode:

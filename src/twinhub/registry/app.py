@@ -460,6 +460,7 @@ def create_registry_app(
     metrics = RegistryMetrics()
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.collector())
+    metrics.registry.register(platform.ledger.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be

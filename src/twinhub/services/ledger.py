@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 from sqlalchemy import Table, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -196,6 +198,10 @@ class Ledger:
         self._closer: asyncio.Future[None] | None = None
         self._is_sqlite = sessions.kw["bind"].dialect.name == "sqlite"
         self.max_batch = max_batch
+        # Batches committed with writes in them, and those writes: their ratio is the mean
+        # batch size, how much concurrent writes share each commit (`collector`).
+        self.commits = 0
+        self.committed_writes = 0
 
     @asynccontextmanager
     async def write(self, deferred: bool = False) -> AsyncIterator[LedgerWrite]:
@@ -324,6 +330,8 @@ class Ledger:
                     .values(height=batch.head.height, tx_hash=batch.head.tx_hash)
                 )
                 await batch.session.commit()
+                self.commits += 1
+                self.committed_writes += batch.writes
             else:
                 await batch.session.rollback()
         except BaseException as error:
@@ -350,6 +358,26 @@ class Ledger:
             raise
         batch.deferred_rows = {}
         batch.pending = {}
+
+    def collector(self) -> Collector:
+        """Prometheus counters of this process's group commits: writes committed per
+        commit is the mean batch size (1 when writes never overlap)."""
+        ledger = self
+
+        class LedgerMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                yield CounterMetricFamily(
+                    "twinhub_ledger_commits",
+                    "Ledger batches committed with at least one write (group commit).",
+                    value=ledger.commits,
+                )
+                yield CounterMetricFamily(
+                    "twinhub_ledger_writes_committed",
+                    "Ledger writes committed in those batches.",
+                    value=ledger.committed_writes,
+                )
+
+        return LedgerMetrics()
 
     async def height(self) -> int:
         async with self._sessions() as session:

@@ -248,8 +248,9 @@ def check_tools() -> str | None:
         )
     if importlib.util.find_spec("httpx") is None:
         return "httpx (the create client) is missing from this Python; run ./dev bench registry"
-    if not LUA_SCRIPT.is_file():
-        return f"missing {LUA_SCRIPT}"
+    for script in (LUA_SCRIPT, CREATES_SCRIPT):
+        if not script.is_file():
+            return f"missing {script}"
     return None
 
 

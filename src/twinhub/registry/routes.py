@@ -285,7 +285,8 @@ class CreateRoute(Route):
     same handlers. Anything else (another content type, a body that does not parse or
     validate, a body that could not be read) is handed, with the body as received, to the
     router again, which then skips this route: the general route answers it exactly as
-    before, with its own error. tests/test_hot_paths.py holds the two equal."""
+    before, with its own error. While FastAPI's own telemetry follows a request, the
+    general route takes it from the start. tests/test_hot_paths.py holds the two equal."""
 
     def __init__(self, general: APIRoute) -> None:
         super().__init__("/v1/domains", self._unused, methods=["POST"], include_in_schema=False)
@@ -297,7 +298,12 @@ class CreateRoute(Route):
         raise NotImplementedError
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if not self.enabled or scope.get("method") != "POST" or GENERAL in scope:
+        if (
+            not self.enabled
+            or scope.get("method") != "POST"
+            or GENERAL in scope
+            or scope.get("fastapi.telemetry") is not None  # FastAPI's route records it
+        ):
             return Match.NONE, {}  # no partial match: a 405 stays the general routes'
         match, child = super().matches(scope)
         if match is not Match.NONE:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -22,7 +24,14 @@ from limits import parse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tests.conftest import Gateway, Registry
+from tests.conftest import (
+    BOOTSTRAP_KEY,
+    Backend,
+    Gateway,
+    Registry,
+    fresh_postgres_database,
+    running_registry,
+)
 from twinhub.registry.app import RegistryMetrics
 from twinhub.registry.auth import bearer, bearer_of
 from twinhub.registry.routes import (
@@ -33,6 +42,7 @@ from twinhub.registry.routes import (
     RecordResponse,
 )
 from twinhub.security.pins import PinCipher
+from twinhub.settings import Settings
 from twinhub.ussd.menu import Menu, State
 from twinhub.ussd.metrics import UssdMetrics
 from twinhub.ussd.request import InvalidRequest, _form_fields
@@ -481,9 +491,26 @@ def same_clock(data: bytes, token: str) -> bytes:
     return RANDOM_DID.sub(b"<minted>", data)
 
 
+@pytest.fixture
+async def own_registry(
+    settings_for: Callable[..., Settings], backend: Backend
+) -> AsyncIterator[Registry]:
+    """A registry on a database of its own (PostgreSQL: a fresh one): the domains the
+    create lane's test makes stay out of the run's shared database, whose other tests
+    count projects and organisations (the console lists the first 200)."""
+    async with AsyncExitStack() as stack:
+        overrides: dict[str, Any] = {"twinhub_bootstrap_api_key": BOOTSTRAP_KEY}
+        if backend.database == "postgresql":
+            overrides["database_url"] = await stack.enter_async_context(
+                fresh_postgres_database("create_lane")
+            )
+        yield await stack.enter_async_context(running_registry(settings_for(**overrides)))
+
+
 async def test_the_create_lane_answers_what_the_general_route_answers(
-    registry: Registry,
+    own_registry: Registry,
 ) -> None:
+    registry = own_registry
     """`POST /v1/domains` through CreateRoute and through FastAPI's route (the lane off),
     each run with a token of its own in ids and serial numbers: the same statuses, headers
     and bodies, the same stored records and ledger transactions (times, minted DIDs and

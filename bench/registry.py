@@ -35,6 +35,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ from bench.ussd import (
 
 BENCH_DIR = Path(__file__).resolve().parent
 LUA_SCRIPT = BENCH_DIR / "registry_reads.lua"
+CREATES_SCRIPT = BENCH_DIR / "registry_creates.lua"
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 
 CLEAN_COOKING = "did:ixo:protocol/clean-cooking"
@@ -141,6 +143,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=16,
         help="POST /v1/domains requests in flight while growing (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--create-client",
+        choices=("wrk", "python"),
+        default="wrk",
+        help="what sends the creates: wrk with bench/registry_creates.lua (one connection "
+        "per request in flight), or this harness's httpx client, which saturates its core "
+        "near 500 creates/s (default: %(default)s)",
     )
     parser.add_argument(
         "--duration",
@@ -238,8 +248,9 @@ def check_tools() -> str | None:
         )
     if importlib.util.find_spec("httpx") is None:
         return "httpx (the create client) is missing from this Python; run ./dev bench registry"
-    if not LUA_SCRIPT.is_file():
-        return f"missing {LUA_SCRIPT}"
+    for script in (LUA_SCRIPT, CREATES_SCRIPT):
+        if not script.is_file():
+            return f"missing {script}"
     return None
 
 
@@ -356,6 +367,16 @@ class GrowStep:
     foreign_cpu_seconds: float = 0.0  # other processes on the server's core
     progress: list[dict[str, float]] = field(default_factory=list)
     error_samples: list[str] = field(default_factory=list)
+    histogram: list[list[int]] = field(default_factory=list)  # wrk's, instead of latencies_ms
+    ledger_commits: int | None = None  # group commits during the step (/metrics)
+    ledger_writes: int | None = None  # ledger writes they committed
+
+    @property
+    def writes_per_commit(self) -> float | None:
+        """The ledger's mean batch size: how many creates shared each commit."""
+        if not self.ledger_commits or self.ledger_writes is None:
+            return None
+        return self.ledger_writes / self.ledger_commits
 
     @property
     def creates_per_s(self) -> float:
@@ -368,6 +389,8 @@ class GrowStep:
 
     def latency_ms(self) -> dict[str, float]:
         """p50/p99 of the POSTs (closed loop: mostly concurrency / creates per second)."""
+        if self.histogram:
+            return {k: round(v, 2) for k, v in percentiles_ms(self.histogram, (50, 90, 99)).items()}
         if not self.latencies_ms:
             return {}
         ordered = sorted(self.latencies_ms)
@@ -385,6 +408,11 @@ class GrowStep:
             "seconds": round(self.seconds, 2),
             "creates_per_s": round(self.creates_per_s, 1),
             "server_cpu_ms_per_create": round(self.cpu_ms_per_create or 0.0, 3),
+            "ledger_commits": self.ledger_commits,
+            "ledger_writes_committed": self.ledger_writes,
+            "ledger_writes_per_commit": round(self.writes_per_commit, 2)
+            if self.writes_per_commit
+            else None,
             "latency_ms": self.latency_ms(),
             "server_cpu_percent": round(100 * self.server_cpu_seconds / self.seconds, 1)
             if self.seconds
@@ -523,6 +551,88 @@ async def grow(ctx: Ctx, registry: Registry, size: int, tag: str) -> GrowStep:
         samples = "\n  ".join(step.error_samples[:5])
         raise BenchError(f"{failure[0]}; sample replies:\n  {samples}")
     return step
+
+
+def grow_wrk(ctx: Ctx, registry: Registry, size: int, tag: str) -> GrowStep:
+    """POST domains with wrk (bench/registry_creates.lua), one connection per request in
+    flight, until `size` exist: each wrk thread makes its share and stops, and the harness
+    stops wrk once every share is in. A failed create counts as an error and its thread
+    goes on with its next index (as `grow` does)."""
+    step = GrowStep(size=size)
+    needed = size - registry.created
+    if needed <= 0:
+        return step
+    threads = ctx.args.create_concurrency
+    prefix = ctx.workdir / f"created-{size}"
+    files = [Path(f"{prefix}-{t}.txt") for t in range(1, threads + 1)]
+    last_look = [0.0]
+
+    def finished() -> bool:
+        if time.monotonic() - last_look[0] < 0.5:
+            return False
+        last_look[0] = time.monotonic()
+        lines = 0
+        for path in files:
+            with contextlib.suppress(OSError), path.open("rb") as f:
+                lines += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(65536), b""))
+        return lines >= needed
+
+    env = {
+        "BENCH_THREADS": str(threads),
+        "BENCH_INDEX_BASE": str(registry.next_index),
+        "BENCH_TARGET": str(needed),
+        "BENCH_RUN_TAG": tag,
+        "BENCH_IDS_OUT": str(prefix),
+    }
+    empty = ctx.workdir / "no-paths.txt"
+    empty.write_text("-\n")
+    seconds = 60 + needed // 100  # an upper bound: wrk is stopped once the creates are in
+    core0 = core_busy_seconds(ctx.server_cpu)
+    run = run_wrk(
+        ctx, f"create-{size}", "full", empty, seconds, script=CREATES_SCRIPT,
+        env_extra=env, connections=threads, finished=finished,
+    )  # fmt: skip
+    registry.next_index += int(run.extra.get("max_n", 0)) * threads
+    for path in files:
+        for line in path.read_text().splitlines():
+            kind, did, group = line.split("\t")
+            registry.add(kind, {"did": did, "membershipGroup": group or None})
+        path.unlink()
+    first, last = run.extra.get("first_us", 0), run.extra.get("last_us", 0)
+    step.seconds = (last - first) / 1e6 if last > first else run.wall_seconds
+    step.created, step.errors = run.ok, run.all_errors
+    step.server_cpu_seconds = run.server_cpu_seconds
+    step.client_cpu_seconds = run.wrk_cpu_seconds
+    step.foreign_cpu_seconds = max(
+        0.0, core_busy_seconds(ctx.server_cpu) - core0 - run.server_cpu_seconds
+    )
+    step.histogram = run.histogram
+    step.error_samples = run.error_samples
+    if step.created < needed:
+        samples = "\n  ".join(step.error_samples[:5])
+        raise BenchError(
+            f"wrk made {step.created:,} of {needed:,} creates ({step.errors} errors); sample "
+            f"replies:\n  {samples}"
+        )
+    return step
+
+
+def ledger_counters(server: Server) -> tuple[int, int] | None:
+    """(group commits, writes committed) from the server's /metrics, None where the
+    server does not publish them."""
+    try:
+        with urllib.request.urlopen(server.base_url + "/metrics", timeout=30) as resp:
+            text = resp.read().decode()
+    except (urllib.error.URLError, OSError):
+        return None
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("twinhub_ledger_commits_total", "twinhub_ledger_writes_committed_total"):
+            values[name] = int(float(value))
+    if len(values) < 2:
+        return None
+    return values["twinhub_ledger_commits_total"], values["twinhub_ledger_writes_committed_total"]
 
 
 # ------------------------------------------------------------------------------ API checks
@@ -685,11 +795,15 @@ def run_wrk(
     rate: float = 0.0,
     script: Path = LUA_SCRIPT,
     env_extra: dict[str, str] | None = None,
+    connections: int | None = None,
+    finished: Callable[[], bool] | None = None,
 ) -> ReadRun:
     """One wrk run of `seconds` GETting random lines of paths_file; rate > 0 paces the
     connections to that many requests/s in total. Another `script` with the same result
-    contract (bench/claims_writes.lua) may be run instead, with `env_extra` on top."""
+    contract (bench/claims_writes.lua) may be run instead, with `env_extra` on top, and
+    other than --connections connections; wrk is stopped early once `finished()` is true."""
     args = ctx.args
+    connections = connections or args.connections
     result_file = ctx.workdir / f"wrk-{endpoint}-{phase}.json"
     env = dict(os.environ)
     env.update(
@@ -697,13 +811,13 @@ def run_wrk(
         BENCH_AUTH=f"Bearer {ctx.api_key}",
         BENCH_RESULT_FILE=str(result_file),
         BENCH_LUA_DIR=str(BENCH_DIR),
-        BENCH_RATE_PER_CONN=str(rate / args.connections if rate > 0 else 0),
+        BENCH_RATE_PER_CONN=str(rate / connections if rate > 0 else 0),
         BENCH_SEED=str(random.randrange(1, 1_000_000)),
     )
     env.update(env_extra or {})
     cmd = [
         "taskset", "-c", str(ctx.wrk_cpu), "wrk",
-        "-t", str(args.connections), "-c", str(args.connections),
+        "-t", str(connections), "-c", str(connections),
         "-d", f"{seconds}s", "--timeout", f"{args.timeout}s", "--latency",
         "-s", str(script), ctx.server.base_url,
     ]  # fmt: skip
@@ -717,7 +831,8 @@ def run_wrk(
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = started + seconds + 60
         while proc.poll() is None:
-            if ctx.server.exit_code() is not None or time.monotonic() > deadline:
+            done = finished is not None and finished()
+            if done or ctx.server.exit_code() is not None or time.monotonic() > deadline:
                 proc.send_signal(signal.SIGINT)  # wrk stops early and still runs done()
                 try:
                     proc.wait(timeout=10)
@@ -988,8 +1103,16 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
         server.wait_ready(args.startup_timeout)
         for size in sizes:
             print(f"\n-- size {size:,}: growing from {registry.created:,}", flush=True)
-            step = asyncio.run(grow(ctx, registry, size, tag))
+            before = ledger_counters(server)
+            if args.create_client == "wrk":
+                step = grow_wrk(ctx, registry, size, tag)
+            else:
+                step = asyncio.run(grow(ctx, registry, size, tag))
             check_alive(server)
+            after = ledger_counters(server)
+            if before and after:
+                step.ledger_commits = after[0] - before[0]
+                step.ledger_writes = after[1] - before[1]
             at = SizeResult(size=size, grow=step, rss_after_grow_mib=rss_mib(server.pid))
             result.sizes.append(at)
             lat = step.latency_ms()
@@ -1000,6 +1123,12 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
                 f"{100 * step.server_cpu_seconds / max(step.seconds, 1e-9):.0f} %  client CPU "
                 f"{100 * step.client_cpu_seconds / max(step.seconds, 1e-9):.0f} %  others on "
                 f"server core {100 * step.foreign_cpu_seconds / max(step.seconds, 1e-9):.0f} %",
+                flush=True,
+            )
+            print(
+                f"  server CPU {fmt(step.cpu_ms_per_create, '.3f')} ms/create, ledger "
+                f"{fmt(step.writes_per_commit, '.1f')} writes/commit "
+                f"({fmt(step.ledger_commits, ',d')} commits), {args.create_client} client",
                 flush=True,
             )
             if size == sizes[0]:
@@ -1145,6 +1274,11 @@ def print_table(result: RunResult, args: argparse.Namespace, cpus: tuple[int, in
             "create: server CPU ms/create",
             cell(lambda s: s.grow.cpu_ms_per_create, ".2f"),
             "cost; flat if nothing is O(n)",
+        ),
+        (
+            "create: ledger writes/commit",
+            cell(lambda s: s.grow.writes_per_commit, ".1f"),
+            "group commit's mean batch",
         ),
         (
             "create: server CPU %",
@@ -1300,6 +1434,7 @@ def to_json(
             "sizes": sizes,
             "connections": args.connections,
             "create_concurrency": args.create_concurrency,
+            "create_client": args.create_client,
             "database": args.database,
             "duration_seconds": args.duration,
             "warmup_seconds": args.warmup,

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -21,11 +24,25 @@ from limits import parse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tests.conftest import Gateway, Registry
+from tests.conftest import (
+    BOOTSTRAP_KEY,
+    Backend,
+    Gateway,
+    Registry,
+    fresh_postgres_database,
+    running_registry,
+)
 from twinhub.registry.app import RegistryMetrics
 from twinhub.registry.auth import bearer, bearer_of
-from twinhub.registry.routes import DID_PATH, HotRoute, RecordResponse
+from twinhub.registry.routes import (
+    DID_PATH,
+    GENERAL,
+    CreateRoute,
+    HotRoute,
+    RecordResponse,
+)
 from twinhub.security.pins import PinCipher
+from twinhub.settings import Settings
 from twinhub.ussd.menu import Menu, State
 from twinhub.ussd.metrics import UssdMetrics
 from twinhub.ussd.request import InvalidRequest, _form_fields
@@ -355,3 +372,245 @@ def test_registry_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> No
 
     assert samples(ours) == samples(reference)
     assert samples(ours) == samples(reference)  # a second collection adds nothing
+
+
+# Requests for the create lane's test: (label, body with TOKEN where a run puts its own
+# four letters, content type or None, credentials: "admin", "reader", "none", "stranger").
+CREATE_CASES: list[tuple[str, str, str | None, str]] = [
+    (
+        "device",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking", "id": "dev-TOKEN",'
+        ' "metadata": {"name": "Stove TOKEN"},'
+        ' "properties": {"serialNumber": "S-TOKEN", "fuelType": "lpg"}}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "the same serial again",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking",'
+        ' "properties": {"serialNumber": "S-TOKEN", "fuelType": "lpg"}}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "the same id again",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking", "id": "dev-TOKEN"}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "organisation",
+        '{"type": "Organisation", "protocol": "did:ixo:protocol/organisation", "id": "org-TOKEN",'
+        ' "controller": "did:ixo:org/TOKEN", "validFrom": "2026-01-01T00:00:00",'
+        ' "services": [{"id": "#api", "type": "Api", "endpoint": "https://x.example/TOKEN"}]}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "unknown protocol",
+        '{"type": "Device", "class": "did:ixo:protocol/none-TOKEN"}',
+        "application/json",
+        "admin",
+    ),
+    ("no class", '{"type": "Device"}', "application/json", "admin"),
+    (
+        "class and protocol differ",
+        '{"type": "Device", "class": "did:ixo:protocol/a", "protocol": "did:ixo:protocol/b"}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "unknown field",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking", "colour": "TOKEN"}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "wrong type",
+        '{"type": 7, "class": "did:ixo:protocol/clean-cooking"}',
+        "application/json",
+        "admin",
+    ),
+    (
+        "NaN",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking",'
+        ' "properties": {"fuelType": NaN}}',
+        "application/json",
+        "admin",
+    ),
+    ("broken JSON", '{"type": "Device", "class": ', "application/json", "admin"),
+    ("a list", "[]", "application/json", "admin"),
+    ("null", "null", "application/json", "admin"),
+    ("empty", "", "application/json", "admin"),
+    (
+        "text",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking"}',
+        "text/plain",
+        "admin",
+    ),
+    (
+        "charset",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking", "id": "cs-TOKEN"}',
+        "application/json; charset=utf-8",
+        "admin",
+    ),
+    (
+        "no content type",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking"}',
+        None,
+        "admin",
+    ),
+    (
+        "no key",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking"}',
+        "application/json",
+        "none",
+    ),
+    ("no key, broken JSON", "{", "application/json", "none"),
+    (
+        "unknown key",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking"}',
+        "application/json",
+        "stranger",
+    ),
+    (
+        "reader",
+        '{"type": "Device", "class": "did:ixo:protocol/clean-cooking"}',
+        "application/json",
+        "reader",
+    ),
+    ("reader, unknown field", '{"type": "Device", "colour": 1}', "application/json", "reader"),
+]
+TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)?")
+RANDOM_DID = re.compile(rb"did:ixo:entity/[a-z0-9]{16}")
+
+
+def same_clock(data: bytes, token: str) -> bytes:
+    """`data` with the run's token, its times and its minted DIDs put in common terms."""
+    data = TIMESTAMP.sub(b"<time>", data.replace(token.encode(), b"TOKEN"))
+    return RANDOM_DID.sub(b"<minted>", data)
+
+
+@pytest.fixture
+async def own_registry(
+    settings_for: Callable[..., Settings], backend: Backend
+) -> AsyncIterator[Registry]:
+    """A registry on a database of its own (PostgreSQL: a fresh one): the domains the
+    create lane's test makes stay out of the run's shared database, whose other tests
+    count projects and organisations (the console lists the first 200)."""
+    async with AsyncExitStack() as stack:
+        overrides: dict[str, Any] = {"twinhub_bootstrap_api_key": BOOTSTRAP_KEY}
+        if backend.database == "postgresql":
+            overrides["database_url"] = await stack.enter_async_context(
+                fresh_postgres_database("create_lane")
+            )
+        yield await stack.enter_async_context(running_registry(settings_for(**overrides)))
+
+
+async def test_the_create_lane_answers_what_the_general_route_answers(
+    own_registry: Registry,
+) -> None:
+    registry = own_registry
+    """`POST /v1/domains` through CreateRoute and through FastAPI's route (the lane off),
+    each run with a token of its own in ids and serial numbers: the same statuses, headers
+    and bodies, the same stored records and ledger transactions (times, minted DIDs and
+    tokens aside), the same metrics label; an Idempotency-Key replays the same way."""
+    app = registry.app
+    lane = app.create_route
+    assert lane is not None
+    reader_key = await registry.key("did:ixo:org/lane-reader", "reader")
+    answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {}
+    handled = {"lane": 0, "full": 0, "handed on": 0}
+    handle = CreateRoute.handle
+
+    async def counted(self: CreateRoute, scope: Any, receive: Any, send: Any) -> None:
+        handled["lane" if self.enabled else "full"] += 1
+        await handle(self, scope, receive, send)
+        handled["handed on"] += GENERAL in scope
+
+    labels = {"method": "POST", "route": "/v1/domains", "status": "201"}
+    metrics = app.state.metrics.registry
+    for token, enabled in (("lane", True), ("full", False)):
+        lane.enabled = enabled
+        before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
+        height = await registry.platform.ledger.height()
+        keys = {"admin": None, "reader": reader_key, "stranger": "thk_nokey_nosecret"}
+        run = []
+        try:
+            CreateRoute.handle = counted  # type: ignore[method-assign]
+            for label, body, content_type, who in CREATE_CASES:
+                headers = {} if content_type is None else {"Content-Type": content_type}
+                content = body.replace("TOKEN", token).encode()
+                if who == "admin":
+                    response = await registry.client.post(
+                        "/v1/domains", content=content, headers=headers
+                    )
+                else:
+                    async with registry.as_key(keys.get(who)) as client:
+                        response = await client.post(
+                            "/v1/domains", content=content, headers=headers
+                        )
+                run.append((label, response))
+            for _ in range(2):  # the first answer, then its replay
+                response = await registry.client.post(
+                    "/v1/domains",
+                    json={"type": "Project", "class": "did:ixo:protocol/project"},
+                    headers={"Idempotency-Key": f"key-{token}"},
+                )
+                run.append(("idempotent", response))
+        finally:
+            CreateRoute.handle = handle  # type: ignore[method-assign]
+            lane.enabled = True
+        answers[token] = [
+            (
+                response.status_code,
+                sorted(
+                    (name, same_clock(value.encode(), token).decode())
+                    for name, value in response.headers.items()
+                    if name != "content-length"
+                ),
+                same_clock(response.content, token),
+            )
+            for _, response in run
+        ]
+        assert all(int(response.headers["content-length"]) == len(response.content) for _, r in run)
+        created = sum(response.status_code == 201 for _, response in run)
+        after = metrics.get_sample_value("twinhub_registry_requests_total", labels)
+        assert after == before + created
+        transactions = await ledger_since(registry, height)
+        answers[token + " ledger"] = [  # type: ignore[assignment]
+            same_clock(orjson.dumps([tx.kind, tx.subject, tx.actor, tx.payload]), token)
+            for tx in transactions
+        ]
+        stored = [
+            await registry.platform.domains.get(did)
+            for did in dict.fromkeys(tx.subject for tx in transactions)
+        ]
+        answers[token + " stored"] = [  # type: ignore[assignment]
+            same_clock(orjson.dumps(record), token) for record in stored
+        ]
+    for label, lane_answer, full_answer in zip(
+        [case[0] for case in CREATE_CASES] + ["idempotent", "replayed"],
+        answers["lane"],
+        answers["full"],
+        strict=True,
+    ):
+        assert lane_answer == full_answer, label
+    statuses = [status for status, _, _ in answers["lane"]]
+    assert statuses.count(201) == 5 and 409 in statuses and 401 in statuses and 403 in statuses
+    assert answers["lane ledger"] == answers["full ledger"] and answers["lane ledger"]
+    assert answers["lane stored"] == answers["full stored"]
+    # Every request reached the lane when it was on, none when it was off; the lane
+    # answered those FastAPI would pass to create_domain and handed on the others.
+    assert handled == {"lane": len(CREATE_CASES) + 2, "full": 0, "handed on": 12}
+    assert (await registry.platform.ledger.verify()).ok
+
+
+async def ledger_since(registry: Registry, height: int) -> list[Any]:
+    """The ledger's transactions above `height`, oldest first."""
+    ledger = registry.platform.ledger
+    return [
+        tx
+        for h in range(height + 1, await ledger.height() + 1)
+        if (tx := await ledger.transaction(h)) is not None
+    ]

@@ -25,7 +25,8 @@ from tests.conftest import (
 )
 from tests.test_ledger_group_commit import assert_sound, transactions
 from twinhub.db.models import Domain, DomainController, Relationship
-from twinhub.services.domains import DomainPatch, DomainSpec, SerialTaken
+from twinhub.services import domains as domains_module
+from twinhub.services.domains import DomainPatch, DomainSpec, SerialTaken, holders_of
 from twinhub.services.errors import Conflict
 from twinhub.services.ledger import Ledger
 from twinhub.services.principals import Principal
@@ -274,4 +275,111 @@ async def test_concurrent_posts_of_one_serial_over_http(registry: Registry) -> N
         assert error["details"] == [
             {"field": "properties.serialNumber", "error": f"taken by {winner}"}
         ]
+    await assert_sound(registry)
+
+
+async def test_holders_of_answers_each_item_as_its_own_statement_would(
+    registry: Registry,
+) -> None:
+    """`holders_of`, the statement a batch's queued creates share, against the question
+    asked of each (did, protocol, serial) alone through SQLAlchemy: a did that exists or
+    not, a serial held by another domain, by the item's own did, under another protocol,
+    no serial, the same item twice."""
+    platform = registry.platform
+    held = await platform.domains.create(stove(), ACTOR)
+    serial = held["properties"]["serialNumber"]
+    other = await platform.domains.create(stove(), ACTOR)
+    items = [
+        (held["did"], STOVE, serial),  # its own serial: exists, no other holder
+        (other["did"], STOVE, serial),  # exists, and another holds the serial
+        ("did:ixo:entity/not-there", STOVE, serial),
+        ("did:ixo:entity/not-there", STOVE, unique("free")),
+        ("did:ixo:entity/not-there", "did:ixo:protocol/organisation", serial),
+        ("did:ixo:entity/not-there", STOVE, None),
+        (other["did"], STOVE, None),
+        (held["did"], STOVE, serial),
+    ]
+
+    async def alone(session: Any, did: str, protocol: str, serial: str | None) -> Any:
+        rows = await session.execute(
+            select(Domain.did, Domain.serial).where(
+                (Domain.did == did) | ((Domain.class_did == protocol) & (Domain.serial == serial))
+            )
+        )
+        holder, exists = None, False
+        for found, found_serial in rows:
+            if found == did:
+                exists = True
+            elif serial is not None and found_serial == serial:
+                holder = found
+        return holder, exists
+
+    async with platform.sessionmaker() as session:
+        together = await holders_of(session, items)
+        for size in (1, 3):
+            for start in range(0, len(items), size):
+                assert (await holders_of(session, items[start : start + size])) == {
+                    item: together[item] for item in items[start : start + size]
+                }
+        expected = {item: await alone(session, *item) for item in items}
+    assert together == expected
+    assert together[items[1]] == (held["did"], True) and together[items[0]] == (None, True)
+
+
+async def test_queued_creates_share_one_check_until_an_ordinary_write_runs(
+    registry: Registry,
+) -> None:
+    """Creates queued behind a batch are checked in one statement, once; an update
+    joining the batch between them drops those answers, so a create after it that takes
+    the serial the update took is refused (409 serial_taken naming the updated domain)
+    instead of failing the batch at its commit."""
+    platform = registry.platform
+    ledger: Ledger = platform.ledger
+    existing = await platform.domains.create(stove(), ACTOR)
+    asked: list[int] = []
+    real = domains_module.holders_of
+
+    async def counted(session: Any, items: list[Any]) -> Any:
+        asked.append(len(items))
+        return await real(session, items)
+
+    release = asyncio.Event()
+
+    async def holding() -> None:  # a deferred write keeps the batch open for the others
+        async with ledger.write(deferred=True):
+            await release.wait()
+
+    async def queued(work: Any) -> asyncio.Task[Any]:
+        waiting = ledger._queued
+        task = asyncio.create_task(work)
+        # Polled: nothing signals a writer's arrival in the turn's queue (FIFO).
+        while ledger._queued == waiting and not task.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        return task
+
+    serial = unique("sn")
+    domains_module.holders_of = counted  # type: ignore[assignment]
+    try:
+        first = asyncio.create_task(holding())
+        while not ledger._turn.locked():  # noqa: ASYNC110 (as above)
+            await asyncio.sleep(0.005)
+        before = await queued(platform.domains.create(stove(), ACTOR))
+        also = await queued(platform.domains.create(stove(), ACTOR))
+        patch = DomainPatch(properties={"serialNumber": serial})
+        update = await queued(platform.domains.update(existing["did"], patch, ACTOR, None))
+        after = await queued(platform.domains.create(stove(serial=serial), ACTOR))
+        release.set()
+        await first
+        made = [await before, await also]
+        updated = await update
+        with pytest.raises(SerialTaken) as refused:
+            await after
+    finally:
+        domains_module.holders_of = real  # type: ignore[assignment]
+    assert refused.value.details[0].error == f"taken by {existing['did']}"
+    assert updated["properties"]["serialNumber"] == serial
+    assert asked == [3, 1]  # the three queued creates at once; the last alone again
+    async with platform.sessionmaker() as session:
+        stored = set(await session.scalars(select(Domain.did)))
+    assert {record["did"] for record in made} <= stored
     await assert_sound(registry)

@@ -226,3 +226,42 @@ async def test_a_write_failing_at_its_flush_fails_alone(registry: Registry) -> N
     assert sum(isinstance(r, dict) for r in results) == 10
     assert await ledger.height() == start + 10
     await assert_sound(registry)
+
+
+def metric(text: str, name: str) -> int:
+    """A sample's value in Prometheus text, by its full name."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"{name} is not in /metrics")
+
+
+async def test_commits_and_their_writes_are_counted(registry: Registry) -> None:
+    """`/metrics` counts committed batches and the writes in them (their ratio is the mean
+    batch size the benchmark reports); a refused write is in neither."""
+    ledger: Ledger = registry.platform.ledger
+    ledger.max_batch = 7
+
+    async def counters() -> tuple[int, int]:
+        text = (await registry.client.get("/metrics")).text
+        commits = metric(text, "twinhub_ledger_commits_total")
+        writes = metric(text, "twinhub_ledger_writes_committed_total")
+        assert (commits, writes) == (ledger.commits, ledger.committed_writes)
+        return commits, writes
+
+    async def one(n: int) -> None:
+        async with ledger.write() as write:
+            await write.append("test.note", f"did:ixo:test/count-{n}", "t", {"n": n})
+            if n % 10 == 9:
+                raise Refused(n)
+
+    commits, writes = await counters()
+    await one(0)  # alone: one batch of one write
+    assert await counters() == (commits + 1, writes + 1)
+    await asyncio.gather(*(one(n) for n in range(1, 51)), return_exceptions=True)
+    after_commits, after_writes = await counters()
+    assert after_writes == writes + 1 + 45  # 50 writers, 5 of them refused
+    assert 1 + 45 // 7 <= after_commits - commits - 1 < 45  # batched, none above the cap
+    with pytest.raises(Refused):
+        await one(9)  # refused alone: nothing is committed
+    assert await counters() == (after_commits, after_writes)

@@ -32,7 +32,9 @@ from twinhub.registry.graphql import create_graphql_router
 from twinhub.registry.routes import (
     DID_PATH,
     DOMAIN_DID_PATH,
+    CreateRoute,
     HotRoute,
+    create_domain,
     create_router,
     hot_router,
     router,
@@ -354,6 +356,7 @@ class RegistryApp(FastAPI):
     the same middleware, in the same order. Anything else takes the whole stack."""
 
     hot_route: Route | None = None
+    create_route: CreateRoute | None = None
     _hot_lane: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -460,12 +463,17 @@ def create_registry_app(
     metrics = RegistryMetrics()
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.collector())
+    metrics.registry.register(platform.ledger.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be
     # swallowed by the core router's greedy /domains/{did:path}.
     app.hot_route = HotRoute()
     app.router.routes.insert(0, app.hot_route)  # the current version's read, tried first
+    app.create_route = CreateRoute(
+        next(r for r in create_router.routes if getattr(r, "endpoint", None) is create_domain)
+    )
+    app.router.routes.insert(1, app.create_route)  # then the hot write (see CreateRoute)
     app.include_router(hot_router)  # the hot read first (see routes.hot_router)
     app.include_router(create_router)  # then the hot write (see routes.create_router)
     app.include_router(telemetry_router)  # before the core router's greedy /domains/{did}

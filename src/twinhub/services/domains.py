@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -129,7 +130,13 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def stored_record(row: Domain, edges: Iterable[Relationship]) -> dict[str, Any]:
+class Staged(SimpleNamespace):
+    """A row a deferred write hands to its batch, read back by attribute as the ORM
+    instance would be (`stored_record`, `_group_spec`): building that instance, only to
+    read it back, was a twentieth of a create."""
+
+
+def stored_record(row: Domain | Staged, edges: Iterable[Relationship | Staged]) -> dict[str, Any]:
     """The record as the domain itself holds it (what the ledger keeps per version)."""
     outgoing = sorted(((edge.type, edge.target_did) for edge in edges), key=lambda e: e)
     return {
@@ -232,22 +239,25 @@ class DomainService:
     ) -> dict[str, Any]:
         """The create as a deferred ledger write (Ledger.write): its rows are checked here,
         under the ledger's lock, and written with the batch's others at its commit."""
-        async with self._ledger.write(deferred=True) as write:
-            row = await self._stage(write, did, spec.type, protocol, spec, controller, None)
-            edges = [_stage_edge(write, did, kind, target) for kind, target in targets]
-            if spec.type.strip().lower() in ORGANISATION_TYPES:
-                group_protocol = await self._protocols.get(MEMBERSHIP_GROUP_PROTOCOL)
-                group_spec = _group_spec(row, group_protocol)
-                group_did = mint("entity")
-                group = await self._stage(
-                    write, group_did, "Group", group_protocol, group_spec, row.controller, did
-                )
-                edges.append(_stage_edge(write, did, MEMBERSHIP_EDGE, group_did))
-                await write.append(
-                    "domain.create", group_did, actor.did, {"record": stored_record(group, [])}
-                )
-            record = stored_record(row, edges)
-            await write.append("domain.create", did, actor.did, {"record": record})
+        # Queued creates are checked together: one statement per batch (_stage, holders_of).
+        item = (did, protocol.did, serial_of(spec.properties))
+        with self._ledger.ahead(HOLDERS, item):
+            async with self._ledger.write(deferred=True) as write:
+                row = await self._stage(write, did, spec.type, protocol, spec, controller, None)
+                edges = [_stage_edge(write, did, kind, target) for kind, target in targets]
+                if spec.type.strip().lower() in ORGANISATION_TYPES:
+                    group_protocol = await self._protocols.get(MEMBERSHIP_GROUP_PROTOCOL)
+                    group_spec = _group_spec(row, group_protocol)
+                    group_did = mint("entity")
+                    group = await self._stage(
+                        write, group_did, "Group", group_protocol, group_spec, row.controller, did
+                    )
+                    edges.append(_stage_edge(write, did, MEMBERSHIP_EDGE, group_did))
+                    await write.append(
+                        "domain.create", group_did, actor.did, {"record": stored_record(group, [])}
+                    )
+                record = stored_record(row, edges)
+                await write.append("domain.create", did, actor.did, {"record": record})
         return record
 
     async def _stage(
@@ -259,14 +269,14 @@ class DomainService:
         spec: DomainSpec,
         controller: list[str],
         parent: str | None,
-    ) -> Domain:
+    ) -> Staged:
         """`_insert` for a deferred write: the same row, checked against the table and the
         batch's rows not yet written, then handed to the batch."""
         serial = serial_of(spec.properties)
         serial_key = ("domains.serial", protocol.did, serial)
         holder = write.holder(serial_key) if serial is not None else None
         if holder is None:
-            holder, taken = await _holders(write.session, did, protocol.did, serial)
+            holder, taken = await write.ahead(HOLDERS, (did, protocol.did, serial), holders_of)
         else:
             taken = False
         if holder is not None:
@@ -282,7 +292,7 @@ class DomainService:
         write.take(("domains.did", did), did)
         if serial is not None:
             write.take(serial_key, did)
-        return Domain(**values)
+        return Staged(**values)
 
     @staticmethod
     async def _serial_free(
@@ -834,7 +844,7 @@ def _row_values(
     }
 
 
-def _group_spec(organisation: Domain, group_protocol: ProtocolView) -> DomainSpec:
+def _group_spec(organisation: Domain | Staged, group_protocol: ProtocolView) -> DomainSpec:
     """The membership-group sub-domain every organisation gets."""
     name = organisation.meta.get("name") or organisation.did
     return DomainSpec(
@@ -842,12 +852,12 @@ def _group_spec(organisation: Domain, group_protocol: ProtocolView) -> DomainSpe
     )
 
 
-def _stage_edge(write: LedgerWrite, source: str, kind: str, target: str) -> Relationship:
+def _stage_edge(write: LedgerWrite, source: str, kind: str, target: str) -> Staged:
     """An edge for a deferred write; its target was checked to exist (and domains are never
     deleted), and a create names each (role, target) once, so the row cannot fail."""
     row = {"source_did": source, "type": kind, "target_did": target, "created_at": utcnow()}
     write.defer(RELATIONSHIPS, row)
-    return Relationship(**row)
+    return Staged(**row)
 
 
 def _deferrable(spec: DomainSpec) -> bool:
@@ -864,22 +874,19 @@ def _deferrable(spec: DomainSpec) -> bool:
         return False
 
 
-_HOLDERS_SQL = {  # one statement for both answers a create needs; NULL serial: no holder
-    "sqlite": "SELECT did, serial FROM domains WHERE did = ? OR (class_did = ? AND serial = ?)",
-    "postgresql": (
-        "SELECT did, serial FROM domains WHERE did = $1 OR (class_did = $2 AND serial = $3)"
-    ),
-}
 _DRIVER = "twinhub.domains.driver"  # the session's driver connection, in session.info
 
 
-async def _holders(
-    session: AsyncSession, did: str, protocol: str, serial: str | None
-) -> tuple[str | None, bool]:
-    """Which other domain of `protocol` has `serial` (if any), and whether `did` exists.
+HOLDERS = "domains.holders"  # Ledger.ahead's name for creates' (did, protocol, serial)
 
-    Asked of the driver (aiosqlite or asyncpg) in the session's transaction: through the
-    ORM the statement's building, compiling and result handling cost a tenth of a create."""
+
+async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple[str | None, bool]]:
+    """For each (did, protocol, serial) item, in one statement: which other domain of the
+    protocol has the serial (if any), and whether the did exists. Asked of the driver
+    (aiosqlite or asyncpg) in the session's transaction: through the ORM the statement's
+    building, compiling and result handling cost a tenth of a create."""
+    dids = list(dict.fromkeys(did for did, _, _ in items))
+    pairs = list(dict.fromkeys((p, serial) for _, p, serial in items if serial is not None))
     info = session.sync_session.info
     if _DRIVER not in info:
         connection = await session.connection()
@@ -887,24 +894,35 @@ async def _holders(
         info[_DRIVER] = (connection, raw)
     connection, raw = info[_DRIVER]
     dialect = connection.dialect
+    # did IN (...) OR (class_did = ? AND serial = ?) OR ...: each term an index search
+    # (SQLite: MULTI-INDEX OR; PostgreSQL: BitmapOr).
     try:
         if dialect.name == "postgresql":
+            terms = [
+                f"(class_did = ${2 + 2 * n} AND serial = ${3 + 2 * n})" for n in range(len(pairs))
+            ]
+            sql = " OR ".join(["did = ANY($1::text[])", *terms])
             rows = await raw.driver_connection.fetch(
-                _HOLDERS_SQL["postgresql"], did, protocol, serial
+                f"SELECT did, class_did, serial FROM domains WHERE {sql}",  # noqa: S608 (placeholders only)
+                dids,
+                *(value for pair in pairs for value in pair),
             )
         else:
+            terms = ["(class_did = ? AND serial = ?)"] * len(pairs)
+            sql = " OR ".join([f"did IN ({', '.join('?' * len(dids))})", *terms])
             rows = await raw.driver_connection.execute_fetchall(
-                _HOLDERS_SQL["sqlite"], (did, protocol, serial)
+                f"SELECT did, class_did, serial FROM domains WHERE {sql}",  # noqa: S608 (placeholders only)
+                (*dids, *(value for pair in pairs for value in pair)),
             )
     except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
         raise driver_error(dialect, raw, error) from error
-    holder, exists = None, False
-    for found, found_serial in rows:
-        if found == did:
-            exists = True
-        elif serial is not None and found_serial == serial:
-            holder = found
-    return holder, exists
+    found = {did for did, _, _ in rows}
+    holding = {(protocol, serial): did for did, protocol, serial in rows if serial is not None}
+    answers: dict[Any, tuple[str | None, bool]] = {}
+    for did, protocol, serial in items:
+        holder = holding.get((protocol, serial)) if serial is not None else None
+        answers[(did, protocol, serial)] = (holder if holder != did else None, did in found)
+    return answers
 
 
 def _serial_taken(serial: str | None, holder: str, protocol: str) -> SerialTaken:

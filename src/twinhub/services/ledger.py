@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Callable, Hashable
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 from sqlalchemy import Table, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -92,8 +95,12 @@ class LedgerWrite:
         head: Head,
         sequences: dict[Any, int] | None = None,
         pending: dict[Hashable, str] | None = None,
+        batch: _Batch | None = None,
+        ahead: dict[str, Counter[Hashable]] | None = None,
     ) -> None:
         self.session = session
+        self._batch = batch
+        self._ahead = {} if ahead is None else ahead
         self._head = head
         self._sequences = {} if sequences is None else sequences
         self.appended: list[Transaction] = []
@@ -121,6 +128,31 @@ class LedgerWrite:
     def take(self, key: Hashable, holder: str) -> None:
         """Note that a deferred row of this write takes the unique `key`."""
         self.taken[key] = holder
+
+    async def ahead(
+        self,
+        name: str,
+        item: Hashable,
+        fetch: Callable[[AsyncSession, list[Hashable]], Awaitable[dict[Hashable, Any]]],
+    ) -> Any:
+        """`fetch(session, items)[item]`, asked once per batch for the items of `name` that
+        writers queued with (`Ledger.ahead`): one statement instead of one per write.
+
+        The answers are of the tables as the batch found them, which nothing changes
+        meanwhile but the batch's own writes: the batch holds the database's write lock,
+        deferred rows reach the tables only at the commit (`holder`/`take` tell of them),
+        and once an ordinary write runs in the batch nothing more is kept (each write asks
+        again, as without this)."""
+        batch = self._batch
+        if batch is None or batch.ahead is None:
+            return (await fetch(self.session, [item]))[item]
+        known = batch.ahead.setdefault(name, {})
+        if item in known:
+            return known[item]
+        queued = self._ahead.get(name, ())
+        items = [item, *(each for each in queued if each != item and each not in known)]
+        known.update(await fetch(self.session, items))
+        return known[item]
 
     async def next_seq(self, column: Any) -> int:
         """The next value of a creation-order column (`Domain.seq`, ...): `max + 1` read
@@ -180,6 +212,8 @@ class _Batch:
         self.event_rows: list[dict[str, Any]] = []
         self.deferred_rows: dict[Table, list[dict[str, Any]]] = {}  # not yet written
         self.pending: dict[Hashable, str] = {}  # unique keys the deferred rows take
+        # LedgerWrite.ahead's answers by name and item; None once an ordinary write ran.
+        self.ahead: dict[str, dict[Hashable, Any]] | None = {}
         self.writes = 0  # writes whose savepoint was released into this batch
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Retrieved here so a failed commit nobody awaits (its writers all failed or were
@@ -196,6 +230,24 @@ class Ledger:
         self._closer: asyncio.Future[None] | None = None
         self._is_sqlite = sessions.kw["bind"].dialect.name == "sqlite"
         self.max_batch = max_batch
+        # Batches committed with writes in them, and those writes: their ratio is the mean
+        # batch size, how much concurrent writes share each commit (`collector`).
+        self.commits = 0
+        self.committed_writes = 0
+        self._ahead: dict[str, Counter[Hashable]] = {}  # `ahead`: what queued writers ask
+
+    @contextmanager
+    def ahead(self, name: str, item: Hashable) -> Iterator[None]:
+        """Tell the ledger that a write about to queue will ask `LedgerWrite.ahead` about
+        `item`: the first write of a batch to ask asks for every item queued by then."""
+        queued = self._ahead.setdefault(name, Counter())
+        queued[item] += 1
+        try:
+            yield
+        finally:
+            queued[item] -= 1
+            if queued[item] <= 0:
+                del queued[item]
 
     @asynccontextmanager
     async def write(self, deferred: bool = False) -> AsyncIterator[LedgerWrite]:
@@ -223,9 +275,13 @@ class Ledger:
         try:
             batch = self._batch or await self._open()
             self._batch = batch
-            if batch.deferred_rows and not deferred:
-                await self._write_deferred(batch)  # an ordinary write sees every row
-            write = LedgerWrite(batch.session, batch.head, batch.sequences, batch.pending)
+            if not deferred:
+                batch.ahead = None  # it may change what the answers were about
+                if batch.deferred_rows:
+                    await self._write_deferred(batch)  # an ordinary write sees every row
+            write = LedgerWrite(
+                batch.session, batch.head, batch.sequences, batch.pending, batch, self._ahead
+            )
             # record_event puts this write's events with its own rows (events.store).
             batch.session.sync_session.info[EVENT_ROWS] = write.event_rows
             if deferred:
@@ -324,6 +380,8 @@ class Ledger:
                     .values(height=batch.head.height, tx_hash=batch.head.tx_hash)
                 )
                 await batch.session.commit()
+                self.commits += 1
+                self.committed_writes += batch.writes
             else:
                 await batch.session.rollback()
         except BaseException as error:
@@ -350,6 +408,26 @@ class Ledger:
             raise
         batch.deferred_rows = {}
         batch.pending = {}
+
+    def collector(self) -> Collector:
+        """Prometheus counters of this process's group commits: writes committed per
+        commit is the mean batch size (1 when writes never overlap)."""
+        ledger = self
+
+        class LedgerMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                yield CounterMetricFamily(
+                    "twinhub_ledger_commits",
+                    "Ledger batches committed with at least one write (group commit).",
+                    value=ledger.commits,
+                )
+                yield CounterMetricFamily(
+                    "twinhub_ledger_writes_committed",
+                    "Ledger writes committed in those batches.",
+                    value=ledger.committed_writes,
+                )
+
+        return LedgerMetrics()
 
     async def height(self) -> int:
         async with self._sessions() as session:

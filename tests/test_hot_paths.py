@@ -249,34 +249,48 @@ def test_ussd_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
     assert samples(ours) == samples(reference)
 
 
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+def _ways(app: Any) -> list[tuple[Any, bool]]:
+    """(hot route, answers now) of the three ways a registry GET by DID can be answered:
+    outright (`_answer_now`), by the lane, by the whole stack."""
+    return [(app.hot_route, True), (app.hot_route, False), (None, False)]
+
+
+async def _answers(app: Any, client: Any, path: str) -> list[Answer]:
+    """The answer of each way, in `_ways`' order."""
+    lane = app.hot_route
+    answers = []
+    for route, now in _ways(app):
+        app.hot_route, app.answers_now = route, now
+        try:
+            response = await client.get(path)
+        finally:
+            app.hot_route, app.answers_now = lane, True
+        answers.append((response.status_code, sorted(response.headers.items()), response.content))
+    return answers
+
+
 async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
     registry: Registry,
 ) -> None:
-    """`GET /v1/domains/{did}` through RegistryApp's lane and through the whole stack (the
-    lane switched off): the same status, headers and body for a record, an unknown DID, a
-    path that is no DID, no key, an unknown key, a sub-resource, and a database known to
-    be down; and the same metrics label."""
+    """`GET /v1/domains/{did}` answered outright (RegistryApp._answer_now), through the
+    lane, and through the whole stack (both switched off): the same status, headers and
+    body for a record, an unknown DID, a path that is no DID, no key, an unknown key, a
+    sub-resource, and a database known to be down; and the same metrics label. On a SQLite
+    file with the rate limit counted in process the record is answered outright; on
+    PostgreSQL with Redis it never is (the lane answers)."""
     created = await registry.client.post(
         "/v1/domains",
         json={"type": "Organisation", "class": "did:ixo:protocol/organisation"},
     )
     did = created.json()["did"]
     app = registry.app
-    lane = app.hot_route
-    assert lane is not None
-
-    async def both(client: Any, path: str) -> list[tuple[int, list[tuple[str, str]], bytes]]:
-        answers = []
-        for route in (lane, None):
-            app.hot_route = route
-            try:
-                response = await client.get(path)
-            finally:
-                app.hot_route = lane
-            answers.append(
-                (response.status_code, sorted(response.headers.items()), response.content)
-            )
-        return answers
+    assert app.hot_route is not None
+    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
+        registry.settings.redis_url is None
+    )
 
     paths = [
         f"/v1/domains/{did}",
@@ -285,28 +299,125 @@ async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
         f"/v1/domains/{did}/relationships",
     ]
     for path in paths:
-        fast, whole = await both(registry.client, path)
-        assert fast == whole, path
-    assert (await both(registry.client, paths[0]))[0][0] == 200
+        before = app.answered_now
+        now, lane, whole = await _answers(app, registry.client, path)
+        assert now == lane == whole, path
+        assert app.answered_now == before + (outright and path == paths[0]), path
+    assert (await _answers(app, registry.client, paths[0]))[0][0] == 200
     assert app._hot_lane is not None  # the lane did answer
     async with registry.as_key(None) as anonymous:
-        fast, whole = await both(anonymous, paths[0])
-        assert fast == whole and fast[0] == 401
+        now, lane, whole = await _answers(app, anonymous, paths[0])
+        assert now == lane == whole and now[0] == 401
     async with registry.as_key("thk_nokey_nosecret") as stranger:
-        fast, whole = await both(stranger, paths[0])
-        assert fast == whole and fast[0] == 401
+        now, lane, whole = await _answers(app, stranger, paths[0])
+        assert now == lane == whole and now[0] == 401
     labels = {"method": "GET", "route": f"/v1/domains/{DID_PATH}", "status": "200"}
     metrics = app.state.metrics.registry
     before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
-    await both(registry.client, paths[0])
-    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == before + 2
+    latency = {"method": "GET", "route": f"/v1/domains/{DID_PATH}"}
+    observed = metrics.get_sample_value("twinhub_registry_request_seconds_count", latency) or 0
+    await _answers(app, registry.client, paths[0])
+    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == before + 3
+    assert metrics.get_sample_value("twinhub_registry_request_seconds_count", latency) == (
+        observed + 3
+    )
     database = registry.platform.database
     database.healthy = False
     try:
-        fast, whole = await both(registry.client, paths[0])
+        before = app.answered_now
+        now, lane, whole = await _answers(app, registry.client, paths[0])
     finally:
         database.healthy = True
-    assert fast == whole and fast[0] == 503
+    assert now == lane == whole and now[0] == 503
+    assert app.answered_now == before
+
+
+async def test_the_registry_read_answered_outright_follows_every_change(
+    registry: Registry,
+) -> None:
+    """The record kept by ReadModel.record_now is given again only while its row, edges
+    and protocol are unchanged: a PATCH, a new relationship and a deactivation are read
+    back at once, each equal to the lane's and the whole stack's answer; a new key is
+    checked by the lane first, then answered outright, and answered 401 at once after its
+    revocation."""
+    client = registry.client
+    app = registry.app
+    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
+        registry.settings.redis_url is None
+    )
+    org = (
+        await client.post(
+            "/v1/domains",
+            json={"type": "Organisation", "class": "did:ixo:protocol/organisation"},
+        )
+    ).json()
+    path = f"/v1/domains/{org['did']}"
+    protocol = (await client.get("/v1/protocols/did:ixo:protocol/organisation")).json()
+    role, kind = sorted(protocol["effective"]["relationships"].items())[0]
+    target = await client.post(
+        "/v1/domains", json={"type": kind, "class": f"did:ixo:protocol/{kind.lower()}"}
+    )
+    assert target.status_code == 201, target.text
+
+    async def read_back() -> dict[str, Any]:
+        before = app.answered_now
+        now, lane, whole = await _answers(app, client, path)
+        assert now == lane == whole
+        assert now[0] == 200
+        assert app.answered_now == before + outright
+        assert orjson.loads(now[2]) == await registry.platform.domains.get(org["did"])
+        return orjson.loads(now[2])
+
+    first = await read_back()
+    assert first == await read_back()  # kept, and the same
+    patched = await client.patch(path, json={"metadata": {"name": "Renamed"}})
+    assert patched.status_code == 200, patched.text
+    assert (await read_back())["metadata"] == {"name": "Renamed"}
+    related = await client.post(
+        f"{path}/relationships", json={"type": role, "target": target.json()["did"]}
+    )
+    assert related.status_code == 200, related.text
+    assert {"type": role, "target": target.json()["did"]} in (await read_back())["relationships"]
+    assert (await client.delete(path)).status_code == 200
+    assert (await read_back())["status"] != first["status"]
+
+    token = await registry.key("did:ixo:org/reader", "reader")
+    key_id = token.split("_")[1]
+    async with registry.as_key(token) as reader:
+        before = app.answered_now
+        assert (await reader.get(path)).status_code == 200  # looked up by the lane
+        assert app.answered_now == before
+        now, lane, whole = await _answers(app, reader, path)
+        assert now == lane == whole and now[0] == 200
+        assert app.answered_now == before + outright  # then known, and answered outright
+        assert await registry.platform.api_keys.revoke(key_id)
+        now, lane, whole = await _answers(app, reader, path)
+        assert now == lane == whole and now[0] == 401  # revoked: refused at once
+
+
+async def test_the_registry_read_answered_outright_is_rate_limited(make_registry: Any) -> None:
+    """The limit counts the reads answered outright as the lane's: three pass, the fourth
+    is refused by the lane with its 429, whichever way is asked, and a refusal counts
+    nothing (a third way asked after two refusals is refused the same)."""
+    registry = await make_registry(registry_rate_limit="3/minute")
+    created = await registry.client.post(
+        "/v1/domains", json={"type": "Organisation", "class": "did:ixo:protocol/organisation"}
+    )
+    assert created.status_code == 201
+    path = f"/v1/domains/{created.json()['did']}"
+    app = registry.app
+    before = app.answered_now
+    for _ in range(2):  # the create took one of the three
+        assert (await registry.client.get(path)).status_code == 200
+    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
+        registry.settings.redis_url is None
+    )
+    assert app.answered_now == before + 2 * outright
+    refused = await _answers(app, registry.client, path)
+    assert [status for status, _, _ in refused] == [429, 429, 429]
+    assert refused[0][2] == refused[1][2] == refused[2][2]
+    assert refused[0][2] and orjson.loads(refused[0][2])["error"]["code"] == "rate_limited"
+    assert app.answered_now == before + 2 * outright
 
 
 @pytest.mark.parametrize(

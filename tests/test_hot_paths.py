@@ -4,14 +4,17 @@ builds, the USSD form parser reads exactly what `parse_qsl` reads, the in-proces
 counter follows the sliding-window arithmetic of the `limits` library it stands in for, the
 menu's steps without awaiting answer and change exactly what the awaited ones do, the
 session digest is HMAC-SHA256, session records read back as the dataclass would build them,
-and the USSD metrics counted in bulk read as Prometheus's own would."""
+and the USSD metrics counted in bulk read as Prometheus's own would. The answers given
+without awaiting (a registry read answered outright, a USSD step on the memory store) are
+held to the awaited paths' answers, errors included."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_plus
 
 import orjson
 import pytest
@@ -21,15 +24,22 @@ from limits import parse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tests.conftest import Gateway, Registry
+from tests.conftest import Gateway, Registry, new_phone
 from twinhub.registry.app import RegistryMetrics
 from twinhub.registry.auth import bearer, bearer_of
 from twinhub.registry.routes import DID_PATH, HotRoute, RecordResponse
 from twinhub.security.pins import PinCipher
+from twinhub.ussd.engine import UssdEngine
 from twinhub.ussd.menu import Menu, State
 from twinhub.ussd.metrics import UssdMetrics
-from twinhub.ussd.request import InvalidRequest, _form_fields
-from twinhub.ussd.sessions import ENDED, Session
+from twinhub.ussd.request import (
+    InvalidRequest,
+    UssdRequest,
+    _unquote_ascii,
+    form_fields,
+    validate_request,
+)
+from twinhub.ussd.sessions import ENDED, MemorySessionStore, Session
 from twinhub.web.ratelimit import MemoryCounter
 
 
@@ -125,7 +135,7 @@ PIECES = st.sampled_from([*"ab=&%+*#0;é", "%2A", "%2B", "%zz", "%C3%A9", "%FF",
 @given(st.lists(PIECES, max_size=14).map("".join).map(str.encode) | st.binary(max_size=12))
 def test_the_form_parser_reads_what_parse_qsl_reads(body: bytes) -> None:
     try:
-        mine: dict[str, str] | None = _form_fields(body)
+        mine: dict[str, str] | None = form_fields(body)
     except InvalidRequest:
         mine = None
     assert mine == _reference_form(body)
@@ -466,3 +476,141 @@ def test_registry_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> No
 
     assert samples(ours) == samples(reference)
     assert samples(ours) == samples(reference)  # a second collection adds nothing
+
+
+ASCII_PIECES = st.sampled_from(
+    [*"ab+ *#é", "%2A", "%2a", "%2B", "%23", "%7F", "%7f", "%20", "%25", "%zz", "%2", "%"]
+).map(str) | st.sampled_from(["%C3%A9", "%FF", "%80", "%0A", "%41"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(ASCII_PIECES, max_size=10).map("".join) | st.text(max_size=12))
+def test_the_ascii_unquote_reads_what_unquote_plus_reads(value: str) -> None:
+    assert _unquote_ascii(value) == unquote_plus(value)
+
+
+class _Reference:
+    """MemoryCounter.hit as it was before its shortcut: the sliding window's arithmetic
+    on every hit."""
+
+    def __init__(self, limit: int, expiry: float, clock: Any) -> None:
+        self.limit, self.expiry, self.clock = limit, expiry, clock
+        self.windows: dict[str, list[int]] = {}
+        self.sweep_at = 0.0
+
+    def hit(self, client: str, cost: int = 1) -> int | None:
+        now, expiry = self.clock(), self.expiry
+        window = int(now // expiry)
+        if now >= self.sweep_at:
+            self.windows = {c: w for c, w in self.windows.items() if w[0] >= window - 1}
+            self.sweep_at = (window + 1) * expiry
+        state = self.windows.get(client)
+        if state is None:
+            state = self.windows[client] = [window, 0, 0]
+        elif state[0] != window:
+            state[2] = state[1] if state[0] == window - 1 else 0
+            state[0], state[1] = window, 0
+        _, current, previous = state
+        into = now - window * expiry
+        if math.floor(previous * (expiry - into) / expiry + current) + cost <= self.limit:
+            state[1] = current + cost
+            return None
+        if current + cost <= self.limit and previous:
+            wait = expiry * (1 - (self.limit - current - cost + 1) / previous) - into
+        else:
+            wait = expiry - into + max(0.0, expiry * (1 - self.limit / max(current, 1)))
+        return max(1, math.ceil(wait))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(["2/second", "3/minute", "5/minute", "20/hour"]),
+    st.lists(
+        st.tuples(
+            st.floats(min_value=-5, max_value=90, allow_nan=False),  # the clock moves (back too)
+            st.sampled_from("abc"),
+            st.integers(min_value=1, max_value=3),
+        ),
+        max_size=60,
+    ),
+)
+def test_the_memory_counters_shortcut_answers_what_its_arithmetic_answers(
+    limit: str, hits: list[tuple[float, str, int]]
+) -> None:
+    item = parse(limit)
+    now = [1000.0]
+    counter = MemoryCounter(item, clock=lambda: now[0])
+    reference = _Reference(item.amount, float(item.get_expiry()), lambda: now[0])
+    for step, client, cost in hits:
+        now[0] += step
+        assert counter.hit(client, cost) == reference.hit(client, cost)
+        assert counter._windows == reference.windows
+
+
+def _request(session_id: str, text: str, phone: str = "+254700000123") -> UssdRequest:
+    return validate_request(
+        {"sessionId": session_id, "serviceCode": "*384*1#", "phoneNumber": phone, "text": text}
+    )
+
+
+async def test_a_step_without_awaiting_does_what_the_awaited_step_does(
+    gateway: Gateway,
+) -> None:
+    """UssdEngine.handle_now, falling back to handle where it declines, against handle
+    alone: two engines on two memory stores, the same menu, digest and clock, walked
+    through the same requests (the usual walk, retries, a shortcut dial, a gateway that
+    sends the newest input alone, exit and a request after it, a reused session id, an
+    expired session, screens that need the database, a session whose lock is held) give
+    the same replies, keep the same records and count the same new sessions."""
+    menu = gateway.app.state.engine._menu
+    digest = gateway.app.state.engine._digest
+    now = [1_000_000.0]
+
+    def engine(started: list[int]) -> UssdEngine:
+        store = MemorySessionStore(
+            ttl=60, retention=600, max_sessions=1000, lock_timeout=1, clock=lambda: now[0]
+        )
+        return UssdEngine(
+            store,
+            menu,
+            digest=digest,
+            clock=lambda: now[0],
+            on_session_started=lambda: started.append(1),
+        )
+
+    fast_started: list[int] = []
+    slow_started: list[int] = []
+    fast, slow = engine(fast_started), engine(slow_started)
+    phone = new_phone()
+    walks: list[list[tuple[str, str]]] = [
+        [("a", ""), ("a", "1"), ("a", "1*2"), ("a", "1*2"), ("a", "1*2*0"), ("a", "1*2*0*3")],
+        [("b", "1*2"), ("b", "1*2*0"), ("b", ""), ("b", "1*2*0*0")],
+        [("c", ""), ("c", "1"), ("c", "2"), ("c", "0"), ("c", "")],
+        [("d", ""), ("d", "*"), ("d", "*"), ("d", "**1")],
+        [("e", ""), ("e", "2"), ("e", "2*1"), ("e", "2*1*0"), ("e", "9")],
+        [("f", ""), ("f", "1"), ("f", "1*x"), ("f", "1*x*4"), ("f", "1*x*4*0*0")],
+    ]
+    answered_now = 0
+    for walk in walks:
+        for session_id, text in walk:
+            request = _request(session_id, text, phone)
+            answer = fast.handle_now(request)
+            answered_now += answer is not None
+            got = answer or await fast.handle(request)
+            assert got == await slow.handle(request), (session_id, text)
+            now[0] += 1
+    assert answered_now >= 15  # the usual steps were answered without awaiting
+    reused = _request("a", "1*2*0*3*1", "+254700000999")
+    assert (fast.handle_now(reused) or await fast.handle(reused)) == await slow.handle(reused)
+    now[0] += 120  # every session expired (past the TTL), still remembered
+    late = _request("b", "1*2*0*0*1", phone)
+    assert fast.handle_now(late) is None
+    assert await fast.handle(late) == await slow.handle(late)
+    held = _request("g", "", phone)
+    async with fast.store.lock("g"):
+        assert fast.handle_now(held) is None  # another request holds the session
+    assert await fast.handle(held) == await slow.handle(held)
+    assert fast.store._records.keys() == slow.store._records.keys()
+    for session_id, (_, active, blob) in fast.store._records.items():
+        assert (active, blob) == slow.store._records[session_id][1:], session_id
+    assert len(fast_started) == len(slow_started) > 0

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
@@ -32,7 +33,14 @@ from twinhub.ussd.i18n import ServiceDefaults
 from twinhub.ussd.languages import LanguageMemory
 from twinhub.ussd.menu import Menu, Reply
 from twinhub.ussd.metrics import UssdMetrics
-from twinhub.ussd.request import InvalidRequest, parse_ussd_request, receive_rest, whole_body
+from twinhub.ussd.request import (
+    InvalidRequest,
+    form_fields,
+    parse_ussd_request,
+    receive_rest,
+    validate_request,
+    whole_body,
+)
 from twinhub.ussd.screens import Content, all_contents
 from twinhub.ussd.sessions import MemorySessionStore, SessionBusy, SessionStore
 from twinhub.ussd.sessions_redis import RedisSessionStore
@@ -113,6 +121,7 @@ class RateLimitMiddleware:
 
 
 PLAIN_TEXT = (b"content-type", b"text/plain; charset=utf-8")
+FORM = "application/x-www-form-urlencoded"
 
 
 class SessionEndpoint:
@@ -171,14 +180,22 @@ class SessionEndpoint:
             body = whole_body(first, max_bytes)
             if body is None:
                 body = await receive_rest(receive, first, max_bytes)
-            parsed = parse_ussd_request(content_type or "", body)
+            if content_type == FORM:  # what a gateway sends: parse_ussd_request's own steps
+                try:
+                    parsed = validate_request(form_fields(body))
+                except ValidationError:
+                    parsed = parse_ussd_request(content_type, body)  # says what is wrong
+            else:
+                parsed = parse_ussd_request(content_type or "", body)
         except InvalidRequest as error:
             log.info("ussd request rejected", reason=str(error))
             outcome, rendered = "invalid", self._invalid
         else:
             if self._platform.database.healthy:
                 try:
-                    rendered, outcome = await self._engine.handle(parsed)
+                    engine = self._engine
+                    answer = engine.handle_now(parsed)
+                    rendered, outcome = answer or await engine.handle(parsed)
                 except Exception as error:
                     outcome = "unavailable"
                     await _report_failure(self._platform, parsed.sessionId, error)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from twinhub.logging import get_logger, mask_phone
 from twinhub.ussd.inputs import new_inputs
@@ -46,6 +46,8 @@ class UssdEngine:
         # The in-memory store answers without awaiting (one coroutine fewer each way).
         self._load_now = getattr(store, "load_now", None)
         self._save_now = getattr(store, "save_now", None)
+        # The sessions whose lock a request holds (the memory store's KeyedLocks).
+        self._held: Container[str] = getattr(store, "held", ())
 
     async def handle(self, request: UssdRequest) -> tuple[str, str]:
         """The rendered reply, and an outcome label for metrics (con, end, retry, invalid)."""
@@ -106,6 +108,82 @@ class UssdEngine:
                 self._save_now(session)
             else:
                 await store.save(session)
+        if reply.end:
+            if _logs_info(logging.INFO):
+                log.info("ussd session ended", session_id=session_id, state=session.state)
+            return rendered, "end"
+        return rendered, "con"
+
+    def handle_now(self, request: UssdRequest) -> tuple[str, str] | None:
+        """`handle` without awaiting, when the store is this process's memory and the menu
+        answers every new input without awaiting (`start_now`, `answer_now`): the usual
+        step. None when `handle` must be awaited, having changed nothing (no record saved,
+        nothing counted or logged; what it read is read again). Nothing in it awaits, so no
+        other request runs meanwhile: the session's lock is not taken, but a session whose
+        lock another request holds (waiting on the database) is left to `handle`, which
+        waits its turn. Expired, ended and reused sessions are left to `handle` too. Tested
+        side by side with `handle` (tests/test_hot_paths)."""
+        load_now = self._load_now
+        save_now = self._save_now
+        session_id, text = request.sessionId, request.text
+        if load_now is None or save_now is None or session_id in self._held:
+            return None
+        session = load_now(session_id)
+        now = self._clock()
+        menu = self._menu
+        if session is None:
+            session = Session(
+                session_id=session_id,
+                phone_number=request.phoneNumber,
+                service_code=request.serviceCode,
+                state=PRE_MENU,
+                created_at=now,
+                updated_at=now,
+            )
+            reply = menu.start_now(session)
+            if reply is None:
+                return None
+            previous = None
+        elif (
+            session.phone_number != request.phoneNumber
+            or session.is_expired(now, self.store.ttl)
+            or session.last_text_digest is None  # never saved so by `handle`
+        ):
+            return None
+        else:
+            length = session.last_text_length
+            # A text of length 0 is "", whose digest the record holds when its length is 0:
+            # the memory store's records are all written by this process, under one key.
+            if len(text) == length and (not length or self._is_last_text(session, text)):
+                return session.last_reply, "retry"
+            if session.status == ENDED:
+                return None
+            previous = text[:length]
+            if len(previous) != length or (length and not self._is_last_text(session, previous)):
+                previous = "\x00"  # as `_previous`
+            reply = None
+        for answer in new_inputs(previous, text):
+            reply = menu.answer_now(session, answer)
+            if reply is None:
+                return None
+            if reply.end:
+                break
+        if reply is None:
+            reply = Reply(False, session.message)
+        rendered = reply.render()
+        session.last_text_digest = self._digest(text, session_id)
+        session.last_text_length = len(text)
+        session.last_reply = rendered
+        session.updated_at = self._clock()
+        save_now(session)
+        if previous is None:
+            self._on_session_started()
+            if _logs_info(logging.INFO):
+                log.info(
+                    "ussd session started",
+                    session_id=session_id,
+                    phone=mask_phone(session.phone_number),
+                )
         if reply.end:
             if _logs_info(logging.INFO):
                 log.info("ussd session ended", session_id=session_id, state=session.state)

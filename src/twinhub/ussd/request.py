@@ -8,6 +8,7 @@ answers `END Invalid input. Please try again.` and touches no state.
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import unquote_plus
@@ -38,7 +39,7 @@ class UssdRequest:
 
 
 # The core validator itself: TypeAdapter.validate_python is a Python wrapper around it.
-_validate = TypeAdapter(UssdRequest).validator.validate_python
+_validate = validate_request = TypeAdapter(UssdRequest).validator.validate_python
 
 
 class InvalidRequest(Exception):
@@ -51,7 +52,7 @@ def parse_ussd_request(content_type: str, body: bytes) -> UssdRequest:
     if media_type == "application/json" or media_type.endswith("+json"):
         fields = _json_fields(body)
     elif media_type == "application/x-www-form-urlencoded":
-        fields = _form_fields(body)
+        fields = form_fields(body)
     else:
         raise InvalidRequest(f"unsupported content type {media_type!r}")
     try:
@@ -102,23 +103,66 @@ def _json_fields(body: bytes) -> dict[str, Any]:
     return fields
 
 
+def _unquote_ascii(value: str) -> str:
+    """`unquote_plus(value)`, without its regular expression and byte conversions when
+    every escape is of an ASCII character (a gateway's `+`, `*` and `#`); anything else
+    is left to unquote_plus."""
+    parts = value.replace("+", " ").split("%")
+    decoded = [parts[0]]
+    for part in parts[1:]:
+        char = _ASCII_ESCAPES.get(part[:2])
+        if char is None:
+            return unquote_plus(value)
+        decoded.append(char)
+        decoded.append(part[2:])
+    return "".join(decoded)
+
+
+# Every spelling of an escaped ASCII character (%2a and %2A, %7f and %7F, ...).
+_ASCII_ESCAPES = {
+    f"{high}{low}": chr(code)
+    for code in range(128)
+    for high in {f"{code >> 4:x}", f"{code >> 4:X}"}
+    for low in {f"{code & 15:x}", f"{code & 15:X}"}
+}
 # A gateway sends the same few escaped values again and again (the service code, the menu
 # paths, a phone's number for each step of its session): decoded once, looked up after.
-_unquote_plus = functools.lru_cache(maxsize=4096)(unquote_plus)
+_unquote_plus = functools.lru_cache(maxsize=4096)(_unquote_ascii)
+_split_pair = operator.methodcaller("split", "=", 1)
 
 
-def _form_fields(body: bytes) -> dict[str, Any]:
+def form_fields(body: bytes) -> dict[str, Any]:
     """`parse_qsl(..., keep_blank_values=True, strict_parsing=True)` for the few short
     fields a gateway sends, without its per-field regular expressions and quoting calls
-    for values that hold no escapes (nearly all of them)."""
+    for values that hold no escapes (nearly all of them). A body of distinct names, none
+    escaped, each with `=`, is split in C (`dict` of the pairs); any other is read pair by
+    pair below, which also says what is wrong with it."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidRequest("malformed form body") from None
-    fields: dict[str, Any] = {}
     if not text:
-        return fields
-    for pair in text.split("&"):
+        return {}
+    pairs = text.split("&")
+    try:
+        fields: dict[str, Any] = dict(map(_split_pair, pairs))
+    except ValueError:  # a pair without "="
+        return _pairs(pairs)
+    if len(fields) != len(pairs):  # a name given twice
+        return _pairs(pairs)
+    names = "".join(fields)
+    if "%" in names or "+" in names:
+        return _pairs(pairs)
+    for name, value in fields.items():
+        if "%" in value or "+" in value:
+            fields[name] = _unquote_plus(value)
+    return fields
+
+
+def _pairs(pairs: list[str]) -> dict[str, Any]:
+    """The fields of a form body's `&`-separated pairs, read one by one."""
+    fields: dict[str, Any] = {}
+    for pair in pairs:
         name, equals, value = pair.partition("=")
         if not equals:
             raise InvalidRequest("malformed form body")

@@ -180,6 +180,11 @@ class MemorySessionStore:
     def lock(self, session_id: str) -> Any:
         return _Held(self._locks._locks, session_id, self._lock_timeout)  # KeyedLocks.hold
 
+    @property
+    def held(self) -> dict[str, Any]:
+        """The sessions whose lock a request holds or waits for (keys only: do not change)."""
+        return self._locks._locks
+
     async def load(self, session_id: str) -> Session | None:
         return self.load_now(session_id)
 

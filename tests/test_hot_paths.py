@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from limits import parse
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -33,6 +34,8 @@ from twinhub.ussd.engine import UssdEngine
 from twinhub.ussd.menu import Menu, State
 from twinhub.ussd.metrics import UssdMetrics
 from twinhub.ussd.request import (
+    CONTROL,
+    MAX_TEXT,
     InvalidRequest,
     UssdRequest,
     _unquote_ascii,
@@ -547,6 +550,32 @@ def test_the_memory_counters_shortcut_answers_what_its_arithmetic_answers(
         assert counter._windows == reference.windows
 
 
+def _fields(request: UssdRequest) -> dict[str, Any]:
+    return {
+        "sessionId": request.sessionId,
+        "serviceCode": request.serviceCode,
+        "phoneNumber": request.phoneNumber,
+        "text": request.text,
+    }
+
+
+TEXTS = st.text(st.sampled_from([*"1*#0a é", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "\n"]))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(TEXTS.map(lambda t: t * 20) | TEXTS)
+def test_a_continued_steps_text_check_is_the_requests_validation(text: str) -> None:
+    """UssdEngine.continue_now checks only the text (the rest is the session's own): as
+    UssdRequest's validation checks it."""
+    fields = {"sessionId": "s", "serviceCode": "*384#", "phoneNumber": "+254700000001"}
+    try:
+        validate_request({**fields, "text": text})
+        valid = True
+    except ValidationError:
+        valid = False
+    assert valid == (len(text) <= MAX_TEXT and CONTROL.search(text) is None)
+
+
 def _request(session_id: str, text: str, phone: str = "+254700000123") -> UssdRequest:
     return validate_request(
         {"sessionId": session_id, "serviceCode": "*384*1#", "phoneNumber": phone, "text": text}
@@ -590,16 +619,27 @@ async def test_a_step_without_awaiting_does_what_the_awaited_step_does(
         [("e", ""), ("e", "2"), ("e", "2*1"), ("e", "2*1*0"), ("e", "9")],
         [("f", ""), ("f", "1"), ("f", "1*x"), ("f", "1*x*4"), ("f", "1*x*4*0*0")],
     ]
-    answered_now = 0
+    answered_now = continued = 0
     for walk in walks:
         for session_id, text in walk:
             request = _request(session_id, text, phone)
-            answer = fast.handle_now(request)
-            answered_now += answer is not None
+            fields = {**_fields(request), "extra": "ignored"}
+            answer = fast.continue_now(fields)
+            continued += answer is not None
+            if answer is None:
+                answer = fast.handle_now(request)
+                answered_now += answer is not None
             got = answer or await fast.handle(request)
             assert got == await slow.handle(request), (session_id, text)
             now[0] += 1
-    assert answered_now >= 15  # the usual steps were answered without awaiting
+    # The usual steps were answered without awaiting (new sessions too, where the phone's
+    # language is cached in this process rather than in Redis).
+    assert continued >= 10
+    assert answered_now >= (5 if gateway.settings.redis_url is None else 0)
+    other = {**_fields(_request("a", "1*2*0*3*1", phone)), "serviceCode": "*384*2#"}
+    assert fast.continue_now(other) is None  # not the session's own service code
+    assert fast.continue_now({"sessionId": "a", "text": "1*2*0*3*1"}) is None
+    assert fast.continue_now({**_fields(_request("new", "", phone))}) is None  # a new session
     reused = _request("a", "1*2*0*3*1", "+254700000999")
     assert (fast.handle_now(reused) or await fast.handle(reused)) == await slow.handle(reused)
     now[0] += 120  # every session expired (past the TTL), still remembered

@@ -15,11 +15,13 @@ import hmac
 import logging
 import time
 from collections.abc import Callable, Container
+from typing import Any
 
 from twinhub.logging import get_logger, mask_phone
 from twinhub.ussd.inputs import new_inputs
 from twinhub.ussd.menu import Menu, Reply, State
-from twinhub.ussd.request import UssdRequest
+from twinhub.ussd.request import CONTROL as _CONTROL
+from twinhub.ussd.request import MAX_TEXT, UssdRequest
 from twinhub.ussd.sessions import ENDED, Session, SessionStore
 
 log = get_logger(__name__)
@@ -124,18 +126,58 @@ class UssdEngine:
         waits its turn. Expired, ended and reused sessions are left to `handle` too. Tested
         side by side with `handle` (tests/test_hot_paths)."""
         load_now = self._load_now
-        save_now = self._save_now
-        session_id, text = request.sessionId, request.text
-        if load_now is None or save_now is None or session_id in self._held:
+        session_id = request.sessionId
+        if load_now is None or session_id in self._held:
+            return None
+        return self._step_now(
+            session_id,
+            request.phoneNumber,
+            request.serviceCode,
+            request.text,
+            load_now(session_id),
+        )
+
+    def continue_now(self, fields: dict[str, Any]) -> tuple[str, str] | None:
+        """`handle_now` of a form's fields not validated yet, for a session the memory
+        store holds when the fields' phone number and service code are the session's own:
+        those and its id passed UssdRequest's validation when the session began (records
+        are made of validated requests alone, and keep both), so only the text is checked
+        here, as UssdRequest checks it. None for any other request (then validated whole,
+        and handled), having changed nothing. Tested against validation and `handle`."""
+        load_now = self._load_now
+        session_id, text = fields.get("sessionId"), fields.get("text")
+        if (
+            load_now is None
+            or type(session_id) is not str
+            or type(text) is not str
+            or len(text) > MAX_TEXT
+            or _CONTROL.search(text) is not None
+            or session_id in self._held
+        ):
             return None
         session = load_now(session_id)
+        if (
+            session is None
+            or session.phone_number != fields.get("phoneNumber")
+            or session.service_code != fields.get("serviceCode")
+        ):
+            return None
+        return self._step_now(session_id, session.phone_number, session.service_code, text, session)
+
+    def _step_now(
+        self, session_id: str, phone: str, service_code: str, text: str, session: Session | None
+    ) -> tuple[str, str] | None:
+        """handle_now's step of a valid request, once the session is loaded (None: new)."""
+        save_now = self._save_now
+        if save_now is None:
+            return None
         now = self._clock()
         menu = self._menu
         if session is None:
             session = Session(
                 session_id=session_id,
-                phone_number=request.phoneNumber,
-                service_code=request.serviceCode,
+                phone_number=phone,
+                service_code=service_code,
                 state=PRE_MENU,
                 created_at=now,
                 updated_at=now,
@@ -145,7 +187,7 @@ class UssdEngine:
                 return None
             previous = None
         elif (
-            session.phone_number != request.phoneNumber
+            session.phone_number != phone
             or session.is_expired(now, self.store.ttl)
             or session.last_text_digest is None  # never saved so by `handle`
         ):

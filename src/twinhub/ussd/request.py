@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import unquote_plus
@@ -18,6 +19,7 @@ from pydantic import ConfigDict, StrictStr, StringConstraints, TypeAdapter, Vali
 from starlette.types import Message, Receive
 
 NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]*$"  # C0, DEL and C1 control characters
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # a text that NO_CONTROL refuses has one
 E164 = r"^\+[1-9][0-9]{6,14}$"
 SERVICE_CODE = r"^\*[0-9]+(\*[0-9]+)*#$"
 MAX_TEXT, MAX_SESSION_ID = 182, 100
@@ -60,18 +62,6 @@ def parse_ussd_request(content_type: str, body: bytes) -> UssdRequest:
     except ValidationError as error:
         names = ", ".join(str(e["loc"][0]) for e in error.errors() if e["loc"])
         raise InvalidRequest(f"invalid fields: {names}") from None
-
-
-def whole_body(message: Message, max_bytes: int) -> bytes | None:
-    """The body when `message`, the request's first, carries all of it (nearly always:
-    a USSD form is a hundred bytes); None when more follow or the client left, for
-    `receive_rest` to read or refuse. Too large is refused here as there."""
-    if message["type"] != "http.request" or message.get("more_body", False):
-        return None
-    body: bytes = message.get("body", b"")
-    if len(body) > max_bytes:
-        raise InvalidRequest("body too large")
-    return body
 
 
 async def receive_rest(receive: Receive, message: Message, max_bytes: int) -> bytes:

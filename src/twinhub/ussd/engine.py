@@ -15,6 +15,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable, Container
+from hmac import compare_digest
 from typing import Any
 
 from twinhub.logging import get_logger, mask_phone
@@ -22,7 +23,7 @@ from twinhub.ussd.inputs import new_inputs
 from twinhub.ussd.menu import Menu, Reply, State
 from twinhub.ussd.request import CONTROL as _CONTROL
 from twinhub.ussd.request import MAX_TEXT, UssdRequest
-from twinhub.ussd.sessions import ENDED, Session, SessionStore
+from twinhub.ussd.sessions import ACTIVE, ENDED, Session, SessionStore
 
 log = get_logger(__name__)
 PRE_MENU = State.pre_menu.value
@@ -188,20 +189,29 @@ class UssdEngine:
             previous = None
         elif (
             session.phone_number != phone
-            or session.is_expired(now, self.store.ttl)
+            or (session.status == ACTIVE and now - session.updated_at > self.store.ttl)  # expired
             or session.last_text_digest is None  # never saved so by `handle`
         ):
             return None
         else:
-            length = session.last_text_length
-            # A text of length 0 is "", whose digest the record holds when its length is 0:
-            # the memory store's records are all written by this process, under one key.
-            if len(text) == length and (not length or self._is_last_text(session, text)):
+            # `_is_last_text`, inline. A text of length 0 is "", whose digest the record
+            # holds when its length is 0: the memory store's records are all written by
+            # this process, under one key.
+            length, stored, digest = (
+                session.last_text_length,
+                session.last_text_digest,
+                self._digest,
+            )
+            if len(text) == length and (
+                not length or compare_digest(digest(text, session_id), stored)
+            ):
                 return session.last_reply, "retry"
             if session.status == ENDED:
                 return None
             previous = text[:length]
-            if len(previous) != length or (length and not self._is_last_text(session, previous)):
+            if len(previous) != length or (
+                length and not compare_digest(digest(previous, session_id), stored)
+            ):
                 previous = "\x00"  # as `_previous`
             reply = None
         for answer in new_inputs(previous, text):

@@ -4,23 +4,27 @@ builds, the USSD form parser reads exactly what `parse_qsl` reads, the in-proces
 counter follows the sliding-window arithmetic of the `limits` library it stands in for, the
 menu's steps without awaiting answer and change exactly what the awaited ones do, the
 session digest is HMAC-SHA256, session records read back as the dataclass would build them,
-and the USSD metrics counted in bulk read as Prometheus's own would."""
+and the USSD metrics counted in bulk read as Prometheus's own would. The answers given
+without awaiting (a registry read answered outright, a USSD step on the memory store) are
+held to the awaited paths' answers, errors included."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_plus
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from limits import parse
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -30,6 +34,7 @@ from tests.conftest import (
     Gateway,
     Registry,
     fresh_postgres_database,
+    new_phone,
     running_registry,
 )
 from twinhub.registry.app import RegistryMetrics
@@ -43,10 +48,19 @@ from twinhub.registry.routes import (
 )
 from twinhub.security.pins import PinCipher
 from twinhub.settings import Settings
+from twinhub.ussd.engine import UssdEngine
 from twinhub.ussd.menu import Menu, State
 from twinhub.ussd.metrics import UssdMetrics
-from twinhub.ussd.request import InvalidRequest, _form_fields
-from twinhub.ussd.sessions import ENDED, Session
+from twinhub.ussd.request import (
+    CONTROL,
+    MAX_TEXT,
+    InvalidRequest,
+    UssdRequest,
+    _unquote_ascii,
+    form_fields,
+    validate_request,
+)
+from twinhub.ussd.sessions import ENDED, MemorySessionStore, Session
 from twinhub.web.ratelimit import MemoryCounter
 
 
@@ -142,7 +156,7 @@ PIECES = st.sampled_from([*"ab=&%+*#0;é", "%2A", "%2B", "%zz", "%C3%A9", "%FF",
 @given(st.lists(PIECES, max_size=14).map("".join).map(str.encode) | st.binary(max_size=12))
 def test_the_form_parser_reads_what_parse_qsl_reads(body: bytes) -> None:
     try:
-        mine: dict[str, str] | None = _form_fields(body)
+        mine: dict[str, str] | None = form_fields(body)
     except InvalidRequest:
         mine = None
     assert mine == _reference_form(body)
@@ -266,34 +280,48 @@ def test_ussd_metrics_counted_in_bulk_read_as_prometheus_counts_them() -> None:
     assert samples(ours) == samples(reference)
 
 
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+def _ways(app: Any) -> list[tuple[Any, bool]]:
+    """(hot route, answers now) of the three ways a registry GET by DID can be answered:
+    outright (`_answer_now`), by the lane, by the whole stack."""
+    return [(app.hot_route, True), (app.hot_route, False), (None, False)]
+
+
+async def _answers(app: Any, client: Any, path: str) -> list[Answer]:
+    """The answer of each way, in `_ways`' order."""
+    lane = app.hot_route
+    answers = []
+    for route, now in _ways(app):
+        app.hot_route, app.answers_now = route, now
+        try:
+            response = await client.get(path)
+        finally:
+            app.hot_route, app.answers_now = lane, True
+        answers.append((response.status_code, sorted(response.headers.items()), response.content))
+    return answers
+
+
 async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
     registry: Registry,
 ) -> None:
-    """`GET /v1/domains/{did}` through RegistryApp's lane and through the whole stack (the
-    lane switched off): the same status, headers and body for a record, an unknown DID, a
-    path that is no DID, no key, an unknown key, a sub-resource, and a database known to
-    be down; and the same metrics label."""
+    """`GET /v1/domains/{did}` answered outright (RegistryApp._answer_now), through the
+    lane, and through the whole stack (both switched off): the same status, headers and
+    body for a record, an unknown DID, a path that is no DID, no key, an unknown key, a
+    sub-resource, and a database known to be down; and the same metrics label. On a SQLite
+    file with the rate limit counted in process the record is answered outright; on
+    PostgreSQL with Redis it never is (the lane answers)."""
     created = await registry.client.post(
         "/v1/domains",
         json={"type": "Organisation", "class": "did:ixo:protocol/organisation"},
     )
     did = created.json()["did"]
     app = registry.app
-    lane = app.hot_route
-    assert lane is not None
-
-    async def both(client: Any, path: str) -> list[tuple[int, list[tuple[str, str]], bytes]]:
-        answers = []
-        for route in (lane, None):
-            app.hot_route = route
-            try:
-                response = await client.get(path)
-            finally:
-                app.hot_route = lane
-            answers.append(
-                (response.status_code, sorted(response.headers.items()), response.content)
-            )
-        return answers
+    assert app.hot_route is not None
+    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
+        registry.settings.redis_url is None
+    )
 
     paths = [
         f"/v1/domains/{did}",
@@ -302,28 +330,125 @@ async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
         f"/v1/domains/{did}/relationships",
     ]
     for path in paths:
-        fast, whole = await both(registry.client, path)
-        assert fast == whole, path
-    assert (await both(registry.client, paths[0]))[0][0] == 200
+        before = app.answered_now
+        now, lane, whole = await _answers(app, registry.client, path)
+        assert now == lane == whole, path
+        assert app.answered_now == before + (outright and path == paths[0]), path
+    assert (await _answers(app, registry.client, paths[0]))[0][0] == 200
     assert app._hot_lane is not None  # the lane did answer
     async with registry.as_key(None) as anonymous:
-        fast, whole = await both(anonymous, paths[0])
-        assert fast == whole and fast[0] == 401
+        now, lane, whole = await _answers(app, anonymous, paths[0])
+        assert now == lane == whole and now[0] == 401
     async with registry.as_key("thk_nokey_nosecret") as stranger:
-        fast, whole = await both(stranger, paths[0])
-        assert fast == whole and fast[0] == 401
+        now, lane, whole = await _answers(app, stranger, paths[0])
+        assert now == lane == whole and now[0] == 401
     labels = {"method": "GET", "route": f"/v1/domains/{DID_PATH}", "status": "200"}
     metrics = app.state.metrics.registry
     before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
-    await both(registry.client, paths[0])
-    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == before + 2
+    latency = {"method": "GET", "route": f"/v1/domains/{DID_PATH}"}
+    observed = metrics.get_sample_value("twinhub_registry_request_seconds_count", latency) or 0
+    await _answers(app, registry.client, paths[0])
+    assert metrics.get_sample_value("twinhub_registry_requests_total", labels) == before + 3
+    assert metrics.get_sample_value("twinhub_registry_request_seconds_count", latency) == (
+        observed + 3
+    )
     database = registry.platform.database
     database.healthy = False
     try:
-        fast, whole = await both(registry.client, paths[0])
+        before = app.answered_now
+        now, lane, whole = await _answers(app, registry.client, paths[0])
     finally:
         database.healthy = True
-    assert fast == whole and fast[0] == 503
+    assert now == lane == whole and now[0] == 503
+    assert app.answered_now == before
+
+
+async def test_the_registry_read_answered_outright_follows_every_change(
+    registry: Registry,
+) -> None:
+    """The record kept by ReadModel.record_now is given again only while its row, edges
+    and protocol are unchanged: a PATCH, a new relationship and a deactivation are read
+    back at once, each equal to the lane's and the whole stack's answer; a new key is
+    checked by the lane first, then answered outright, and answered 401 at once after its
+    revocation."""
+    client = registry.client
+    app = registry.app
+    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
+        registry.settings.redis_url is None
+    )
+    org = (
+        await client.post(
+            "/v1/domains",
+            json={"type": "Organisation", "class": "did:ixo:protocol/organisation"},
+        )
+    ).json()
+    path = f"/v1/domains/{org['did']}"
+    protocol = (await client.get("/v1/protocols/did:ixo:protocol/organisation")).json()
+    role, kind = sorted(protocol["effective"]["relationships"].items())[0]
+    target = await client.post(
+        "/v1/domains", json={"type": kind, "class": f"did:ixo:protocol/{kind.lower()}"}
+    )
+    assert target.status_code == 201, target.text
+
+    async def read_back() -> dict[str, Any]:
+        before = app.answered_now
+        now, lane, whole = await _answers(app, client, path)
+        assert now == lane == whole
+        assert now[0] == 200
+        assert app.answered_now == before + outright
+        assert orjson.loads(now[2]) == await registry.platform.domains.get(org["did"])
+        return orjson.loads(now[2])
+
+    first = await read_back()
+    assert first == await read_back()  # kept, and the same
+    patched = await client.patch(path, json={"metadata": {"name": "Renamed"}})
+    assert patched.status_code == 200, patched.text
+    assert (await read_back())["metadata"] == {"name": "Renamed"}
+    related = await client.post(
+        f"{path}/relationships", json={"type": role, "target": target.json()["did"]}
+    )
+    assert related.status_code == 200, related.text
+    assert {"type": role, "target": target.json()["did"]} in (await read_back())["relationships"]
+    assert (await client.delete(path)).status_code == 200
+    assert (await read_back())["status"] != first["status"]
+
+    token = await registry.key("did:ixo:org/reader", "reader")
+    key_id = token.split("_")[1]
+    async with registry.as_key(token) as reader:
+        before = app.answered_now
+        assert (await reader.get(path)).status_code == 200  # looked up by the lane
+        assert app.answered_now == before
+        now, lane, whole = await _answers(app, reader, path)
+        assert now == lane == whole and now[0] == 200
+        assert app.answered_now == before + outright  # then known, and answered outright
+        assert await registry.platform.api_keys.revoke(key_id)
+        now, lane, whole = await _answers(app, reader, path)
+        assert now == lane == whole and now[0] == 401  # revoked: refused at once
+
+
+async def test_the_registry_read_answered_outright_is_rate_limited(make_registry: Any) -> None:
+    """The limit counts the reads answered outright as the lane's: three pass, the fourth
+    is refused by the lane with its 429, whichever way is asked, and a refusal counts
+    nothing (a third way asked after two refusals is refused the same)."""
+    registry = await make_registry(registry_rate_limit="3/minute")
+    created = await registry.client.post(
+        "/v1/domains", json={"type": "Organisation", "class": "did:ixo:protocol/organisation"}
+    )
+    assert created.status_code == 201
+    path = f"/v1/domains/{created.json()['did']}"
+    app = registry.app
+    before = app.answered_now
+    for _ in range(2):  # the create took one of the three
+        assert (await registry.client.get(path)).status_code == 200
+    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
+        registry.settings.redis_url is None
+    )
+    assert app.answered_now == before + 2 * outright
+    refused = await _answers(app, registry.client, path)
+    assert [status for status, _, _ in refused] == [429, 429, 429]
+    assert refused[0][2] == refused[1][2] == refused[2][2]
+    assert refused[0][2] and orjson.loads(refused[0][2])["error"]["code"] == "rate_limited"
+    assert app.answered_now == before + 2 * outright
 
 
 @pytest.mark.parametrize(
@@ -614,3 +739,178 @@ async def ledger_since(registry: Registry, height: int) -> list[Any]:
         for h in range(height + 1, await ledger.height() + 1)
         if (tx := await ledger.transaction(h)) is not None
     ]
+
+
+ASCII_PIECES = st.sampled_from(
+    [*"ab+ *#é", "%2A", "%2a", "%2B", "%23", "%7F", "%7f", "%20", "%25", "%zz", "%2", "%"]
+).map(str) | st.sampled_from(["%C3%A9", "%FF", "%80", "%0A", "%41"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(ASCII_PIECES, max_size=10).map("".join) | st.text(max_size=12))
+def test_the_ascii_unquote_reads_what_unquote_plus_reads(value: str) -> None:
+    assert _unquote_ascii(value) == unquote_plus(value)
+
+
+class _Reference:
+    """MemoryCounter.hit as it was before its shortcut: the sliding window's arithmetic
+    on every hit."""
+
+    def __init__(self, limit: int, expiry: float, clock: Any) -> None:
+        self.limit, self.expiry, self.clock = limit, expiry, clock
+        self.windows: dict[str, list[int]] = {}
+        self.sweep_at = 0.0
+
+    def hit(self, client: str, cost: int = 1) -> int | None:
+        now, expiry = self.clock(), self.expiry
+        window = int(now // expiry)
+        if now >= self.sweep_at:
+            self.windows = {c: w for c, w in self.windows.items() if w[0] >= window - 1}
+            self.sweep_at = (window + 1) * expiry
+        state = self.windows.get(client)
+        if state is None:
+            state = self.windows[client] = [window, 0, 0]
+        elif state[0] != window:
+            state[2] = state[1] if state[0] == window - 1 else 0
+            state[0], state[1] = window, 0
+        _, current, previous = state
+        into = now - window * expiry
+        if math.floor(previous * (expiry - into) / expiry + current) + cost <= self.limit:
+            state[1] = current + cost
+            return None
+        if current + cost <= self.limit and previous:
+            wait = expiry * (1 - (self.limit - current - cost + 1) / previous) - into
+        else:
+            wait = expiry - into + max(0.0, expiry * (1 - self.limit / max(current, 1)))
+        return max(1, math.ceil(wait))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(["2/second", "3/minute", "5/minute", "20/hour"]),
+    st.lists(
+        st.tuples(
+            st.floats(min_value=-5, max_value=90, allow_nan=False),  # the clock moves (back too)
+            st.sampled_from("abc"),
+            st.integers(min_value=1, max_value=3),
+        ),
+        max_size=60,
+    ),
+)
+def test_the_memory_counters_shortcut_answers_what_its_arithmetic_answers(
+    limit: str, hits: list[tuple[float, str, int]]
+) -> None:
+    item = parse(limit)
+    now = [1000.0]
+    counter = MemoryCounter(item, clock=lambda: now[0])
+    reference = _Reference(item.amount, float(item.get_expiry()), lambda: now[0])
+    for step, client, cost in hits:
+        now[0] += step
+        assert counter.hit(client, cost) == reference.hit(client, cost)
+        assert counter._windows == reference.windows
+
+
+def _fields(request: UssdRequest) -> dict[str, Any]:
+    return {
+        "sessionId": request.sessionId,
+        "serviceCode": request.serviceCode,
+        "phoneNumber": request.phoneNumber,
+        "text": request.text,
+    }
+
+
+TEXTS = st.text(st.sampled_from([*"1*#0a é", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "\n"]))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(TEXTS.map(lambda t: t * 20) | TEXTS)
+def test_a_continued_steps_text_check_is_the_requests_validation(text: str) -> None:
+    """UssdEngine.continue_now checks only the text (the rest is the session's own): as
+    UssdRequest's validation checks it."""
+    fields = {"sessionId": "s", "serviceCode": "*384#", "phoneNumber": "+254700000001"}
+    try:
+        validate_request({**fields, "text": text})
+        valid = True
+    except ValidationError:
+        valid = False
+    assert valid == (len(text) <= MAX_TEXT and CONTROL.search(text) is None)
+
+
+def _request(session_id: str, text: str, phone: str = "+254700000123") -> UssdRequest:
+    return validate_request(
+        {"sessionId": session_id, "serviceCode": "*384*1#", "phoneNumber": phone, "text": text}
+    )
+
+
+async def test_a_step_without_awaiting_does_what_the_awaited_step_does(
+    gateway: Gateway,
+) -> None:
+    """UssdEngine.handle_now, falling back to handle where it declines, against handle
+    alone: two engines on two memory stores, the same menu, digest and clock, walked
+    through the same requests (the usual walk, retries, a shortcut dial, a gateway that
+    sends the newest input alone, exit and a request after it, a reused session id, an
+    expired session, screens that need the database, a session whose lock is held) give
+    the same replies, keep the same records and count the same new sessions."""
+    menu = gateway.app.state.engine._menu
+    digest = gateway.app.state.engine._digest
+    now = [1_000_000.0]
+
+    def engine(started: list[int]) -> UssdEngine:
+        store = MemorySessionStore(
+            ttl=60, retention=600, max_sessions=1000, lock_timeout=1, clock=lambda: now[0]
+        )
+        return UssdEngine(
+            store,
+            menu,
+            digest=digest,
+            clock=lambda: now[0],
+            on_session_started=lambda: started.append(1),
+        )
+
+    fast_started: list[int] = []
+    slow_started: list[int] = []
+    fast, slow = engine(fast_started), engine(slow_started)
+    phone = new_phone()
+    walks: list[list[tuple[str, str]]] = [
+        [("a", ""), ("a", "1"), ("a", "1*2"), ("a", "1*2"), ("a", "1*2*0"), ("a", "1*2*0*3")],
+        [("b", "1*2"), ("b", "1*2*0"), ("b", ""), ("b", "1*2*0*0")],
+        [("c", ""), ("c", "1"), ("c", "2"), ("c", "0"), ("c", "")],
+        [("d", ""), ("d", "*"), ("d", "*"), ("d", "**1")],
+        [("e", ""), ("e", "2"), ("e", "2*1"), ("e", "2*1*0"), ("e", "9")],
+        [("f", ""), ("f", "1"), ("f", "1*x"), ("f", "1*x*4"), ("f", "1*x*4*0*0")],
+    ]
+    answered_now = continued = 0
+    for walk in walks:
+        for session_id, text in walk:
+            request = _request(session_id, text, phone)
+            fields = {**_fields(request), "extra": "ignored"}
+            answer = fast.continue_now(fields)
+            continued += answer is not None
+            if answer is None:
+                answer = fast.handle_now(request)
+                answered_now += answer is not None
+            got = answer or await fast.handle(request)
+            assert got == await slow.handle(request), (session_id, text)
+            now[0] += 1
+    # The usual steps were answered without awaiting (new sessions too, where the phone's
+    # language is cached in this process rather than in Redis).
+    assert continued >= 10
+    assert answered_now >= (5 if gateway.settings.redis_url is None else 0)
+    other = {**_fields(_request("a", "1*2*0*3*1", phone)), "serviceCode": "*384*2#"}
+    assert fast.continue_now(other) is None  # not the session's own service code
+    assert fast.continue_now({"sessionId": "a", "text": "1*2*0*3*1"}) is None
+    assert fast.continue_now({**_fields(_request("new", "", phone))}) is None  # a new session
+    reused = _request("a", "1*2*0*3*1", "+254700000999")
+    assert (fast.handle_now(reused) or await fast.handle(reused)) == await slow.handle(reused)
+    now[0] += 120  # every session expired (past the TTL), still remembered
+    late = _request("b", "1*2*0*0*1", phone)
+    assert fast.handle_now(late) is None
+    assert await fast.handle(late) == await slow.handle(late)
+    held = _request("g", "", phone)
+    async with fast.store.lock("g"):
+        assert fast.handle_now(held) is None  # another request holds the session
+    assert await fast.handle(held) == await slow.handle(held)
+    assert fast.store._records.keys() == slow.store._records.keys()
+    for session_id, (_, active, blob) in fast.store._records.items():
+        assert (active, blob) == slow.store._records[session_id][1:], session_id
+    assert len(fast_started) == len(slow_started) > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -21,7 +22,23 @@ def bearer_of(request: Request) -> HTTPAuthorizationCredentials | None:
     """What `await bearer(request)` gives (HTTPBearer without auto_error), read straight
     from the ASGI headers (names are lower case there) for the hot read: no coroutine, no
     Headers object. Tested against `bearer` itself."""
-    for name, value in request.scope["headers"]:
+    found = _bearer(request.scope["headers"])
+    return (
+        None
+        if found is None
+        else HTTPAuthorizationCredentials(scheme=found[0], credentials=found[1])
+    )
+
+
+def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The key `principal` would check for these ASGI headers (`bearer_of`'s credentials),
+    or None where it would not check one (no bearer: the console's session, or a 401)."""
+    found = _bearer(headers)
+    return None if found is None else found[1]
+
+
+def _bearer(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str] | None:
+    for name, value in headers:
         if name == b"authorization":
             authorization = value.decode("latin-1")
             break
@@ -30,7 +47,7 @@ def bearer_of(request: Request) -> HTTPAuthorizationCredentials | None:
     scheme, credentials = get_authorization_scheme_param(authorization)
     if not (authorization and scheme and credentials) or scheme.lower() != "bearer":
         return None
-    return HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials)
+    return scheme, credentials
 
 
 async def principal(

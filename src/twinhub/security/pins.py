@@ -51,7 +51,7 @@ class PinCipher:
         later without keeping it: unkeyed, the 100,000 five-digit PINs would be guessed at
         once."""
         inner = self._inner.copy()
-        inner.update(context.encode() + b"\x00" + text.encode())
+        inner.update(f"{context}\x00{text}".encode())
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.digest()[:16].hex()

@@ -118,6 +118,17 @@ class ApiKeyService:
         self._cache[token] = (now + _CACHE_SECONDS, principal)
         return principal
 
+    def authenticate_now(self, token: str) -> Principal | None:
+        """What `authenticate` answers when that needs no database (the bootstrap key, or a
+        key looked up less than _CACHE_SECONDS ago: the same cache, which `revoke` clears);
+        None when it would look the key up, or the key is unknown or revoked."""
+        if self._bootstrap is not None and hmac.compare_digest(token.encode(), self._bootstrap):
+            return _BOOTSTRAP
+        cached = self._cache.get(token)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        return None
+
     async def _lookup(self, token: str) -> Principal | None:
         prefix, _, rest = token.partition("_")
         key_id, _, secret = rest.partition("_")

@@ -419,6 +419,10 @@ class ProtocolService:
                         {name: rule}, {name: spec.properties[name]}, problems, "properties"
                     )
 
+    def get_now(self, did: str) -> ProtocolView | None:
+        """The view `get` gives when it is loaded already (None otherwise)."""
+        return self._views.get(did)
+
     async def get(self, did: str) -> ProtocolView:
         view = self._views.get(did)
         if view is not None:

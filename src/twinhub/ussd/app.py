@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
@@ -32,7 +33,13 @@ from twinhub.ussd.i18n import ServiceDefaults
 from twinhub.ussd.languages import LanguageMemory
 from twinhub.ussd.menu import Menu, Reply
 from twinhub.ussd.metrics import UssdMetrics
-from twinhub.ussd.request import InvalidRequest, parse_ussd_request, receive_rest, whole_body
+from twinhub.ussd.request import (
+    InvalidRequest,
+    form_fields,
+    parse_ussd_request,
+    receive_rest,
+    validate_request,
+)
 from twinhub.ussd.screens import Content, all_contents
 from twinhub.ussd.sessions import MemorySessionStore, SessionBusy, SessionStore
 from twinhub.ussd.sessions_redis import RedisSessionStore
@@ -113,6 +120,8 @@ class RateLimitMiddleware:
 
 
 PLAIN_TEXT = (b"content-type", b"text/plain; charset=utf-8")
+FORM = b"application/x-www-form-urlencoded"
+_perf_counter = time.perf_counter
 
 
 class SessionEndpoint:
@@ -141,7 +150,7 @@ class SessionEndpoint:
         self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
+        started = _perf_counter()
         limits = self._limits
         if limits is not None:
             if self._direct:  # peer_ip, inline
@@ -154,13 +163,11 @@ class SessionEndpoint:
             if retry_after is not None:
                 await limits.refuse(scope, receive, send, retry_after)
                 return
-        content_type = declared = None
-        for name, value in scope["headers"]:
-            if name == b"content-type":
-                content_type = value.decode("latin-1")
-            elif name == b"content-length":
-                declared = value
+        headers = dict(scope["headers"])  # names are lower case; the last of a name counts
+        content_type = headers.get(b"content-type")
+        declared = headers.get(b"content-length")
         outcome, rendered = "unavailable", self._unavailable
+        answer = None
         max_bytes = self._max_bytes
         try:
             # A declared length past the limit is refused before reading; the usual
@@ -168,21 +175,42 @@ class SessionEndpoint:
             if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
                 raise InvalidRequest("body too large")
             first = await receive()
-            body = whole_body(first, max_bytes)
-            if body is None:
+            if first["type"] == "http.request" and not first.get("more_body", False):
+                body = first.get("body", b"")
+                if len(body) > max_bytes:
+                    raise InvalidRequest("body too large")
+            else:
                 body = await receive_rest(receive, first, max_bytes)
-            parsed = parse_ussd_request(content_type or "", body)
+            if content_type == FORM:  # what a gateway sends: parse_ussd_request's own steps
+                fields = form_fields(body)
+                if self._platform.database.healthy:  # a session's next step, answered now
+                    try:
+                        answer = self._engine.continue_now(fields)
+                    except Exception:  # left to the whole step below, which reports it
+                        answer = None
+                if answer is None:
+                    try:
+                        parsed = validate_request(fields)
+                    except ValidationError:
+                        parsed = parse_ussd_request(FORM.decode(), body)  # says what is wrong
+            else:
+                text = content_type.decode("latin-1") if content_type is not None else ""
+                parsed = parse_ussd_request(text, body)
         except InvalidRequest as error:
             log.info("ussd request rejected", reason=str(error))
             outcome, rendered = "invalid", self._invalid
         else:
-            if self._platform.database.healthy:
+            if answer is not None:
+                rendered, outcome = answer
+            elif self._platform.database.healthy:
                 try:
-                    rendered, outcome = await self._engine.handle(parsed)
+                    engine = self._engine
+                    answer = engine.handle_now(parsed)
+                    rendered, outcome = answer or await engine.handle(parsed)
                 except Exception as error:
                     outcome = "unavailable"
                     await _report_failure(self._platform, parsed.sessionId, error)
-        self._metrics.reply(outcome, time.perf_counter() - started)
+        self._metrics.reply(outcome, _perf_counter() - started)
         payload = rendered.encode()
         length = (b"content-length", str(len(payload)).encode())
         await send({"type": "http.response.start", "status": 200, "headers": [length, PLAIN_TEXT]})

@@ -14,13 +14,16 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
+from hmac import compare_digest
+from typing import Any
 
 from twinhub.logging import get_logger, mask_phone
 from twinhub.ussd.inputs import new_inputs
 from twinhub.ussd.menu import Menu, Reply, State
-from twinhub.ussd.request import UssdRequest
-from twinhub.ussd.sessions import ENDED, Session, SessionStore
+from twinhub.ussd.request import CONTROL as _CONTROL
+from twinhub.ussd.request import MAX_TEXT, UssdRequest
+from twinhub.ussd.sessions import ACTIVE, ENDED, Session, SessionStore
 
 log = get_logger(__name__)
 PRE_MENU = State.pre_menu.value
@@ -46,6 +49,8 @@ class UssdEngine:
         # The in-memory store answers without awaiting (one coroutine fewer each way).
         self._load_now = getattr(store, "load_now", None)
         self._save_now = getattr(store, "save_now", None)
+        # The sessions whose lock a request holds (the memory store's KeyedLocks).
+        self._held: Container[str] = getattr(store, "held", ())
 
     async def handle(self, request: UssdRequest) -> tuple[str, str]:
         """The rendered reply, and an outcome label for metrics (con, end, retry, invalid)."""
@@ -106,6 +111,131 @@ class UssdEngine:
                 self._save_now(session)
             else:
                 await store.save(session)
+        if reply.end:
+            if _logs_info(logging.INFO):
+                log.info("ussd session ended", session_id=session_id, state=session.state)
+            return rendered, "end"
+        return rendered, "con"
+
+    def handle_now(self, request: UssdRequest) -> tuple[str, str] | None:
+        """`handle` without awaiting, when the store is this process's memory and the menu
+        answers every new input without awaiting (`start_now`, `answer_now`): the usual
+        step. None when `handle` must be awaited, having changed nothing (no record saved,
+        nothing counted or logged; what it read is read again). Nothing in it awaits, so no
+        other request runs meanwhile: the session's lock is not taken, but a session whose
+        lock another request holds (waiting on the database) is left to `handle`, which
+        waits its turn. Expired, ended and reused sessions are left to `handle` too. Tested
+        side by side with `handle` (tests/test_hot_paths)."""
+        load_now = self._load_now
+        session_id = request.sessionId
+        if load_now is None or session_id in self._held:
+            return None
+        return self._step_now(
+            session_id,
+            request.phoneNumber,
+            request.serviceCode,
+            request.text,
+            load_now(session_id),
+        )
+
+    def continue_now(self, fields: dict[str, Any]) -> tuple[str, str] | None:
+        """`handle_now` of a form's fields not validated yet, for a session the memory
+        store holds when the fields' phone number and service code are the session's own:
+        those and its id passed UssdRequest's validation when the session began (records
+        are made of validated requests alone, and keep both), so only the text is checked
+        here, as UssdRequest checks it. None for any other request (then validated whole,
+        and handled), having changed nothing. Tested against validation and `handle`."""
+        load_now = self._load_now
+        session_id, text = fields.get("sessionId"), fields.get("text")
+        if (
+            load_now is None
+            or type(session_id) is not str
+            or type(text) is not str
+            or len(text) > MAX_TEXT
+            or _CONTROL.search(text) is not None
+            or session_id in self._held
+        ):
+            return None
+        session = load_now(session_id)
+        if (
+            session is None
+            or session.phone_number != fields.get("phoneNumber")
+            or session.service_code != fields.get("serviceCode")
+        ):
+            return None
+        return self._step_now(session_id, session.phone_number, session.service_code, text, session)
+
+    def _step_now(
+        self, session_id: str, phone: str, service_code: str, text: str, session: Session | None
+    ) -> tuple[str, str] | None:
+        """handle_now's step of a valid request, once the session is loaded (None: new)."""
+        save_now = self._save_now
+        if save_now is None:
+            return None
+        now = self._clock()
+        menu = self._menu
+        if session is None:
+            session = Session(
+                session_id=session_id,
+                phone_number=phone,
+                service_code=service_code,
+                state=PRE_MENU,
+                created_at=now,
+                updated_at=now,
+            )
+            reply = menu.start_now(session)
+            if reply is None:
+                return None
+            previous = None
+        elif (
+            session.phone_number != phone
+            or (session.status == ACTIVE and now - session.updated_at > self.store.ttl)  # expired
+            or session.last_text_digest is None  # never saved so by `handle`
+        ):
+            return None
+        else:
+            # `_is_last_text`, inline. A text of length 0 is "", whose digest the record
+            # holds when its length is 0: the memory store's records are all written by
+            # this process, under one key.
+            length, stored, digest = (
+                session.last_text_length,
+                session.last_text_digest,
+                self._digest,
+            )
+            if len(text) == length and (
+                not length or compare_digest(digest(text, session_id), stored)
+            ):
+                return session.last_reply, "retry"
+            if session.status == ENDED:
+                return None
+            previous = text[:length]
+            if len(previous) != length or (
+                length and not compare_digest(digest(previous, session_id), stored)
+            ):
+                previous = "\x00"  # as `_previous`
+            reply = None
+        for answer in new_inputs(previous, text):
+            reply = menu.answer_now(session, answer)
+            if reply is None:
+                return None
+            if reply.end:
+                break
+        if reply is None:
+            reply = Reply(False, session.message)
+        rendered = reply.render()
+        session.last_text_digest = self._digest(text, session_id)
+        session.last_text_length = len(text)
+        session.last_reply = rendered
+        session.updated_at = self._clock()
+        save_now(session)
+        if previous is None:
+            self._on_session_started()
+            if _logs_info(logging.INFO):
+                log.info(
+                    "ussd session started",
+                    session_id=session_id,
+                    phone=mask_phone(session.phone_number),
+                )
         if reply.end:
             if _logs_info(logging.INFO):
                 log.info("ussd session ended", session_id=session_id, state=session.state)

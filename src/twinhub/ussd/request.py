@@ -8,6 +8,8 @@ answers `END Invalid input. Please try again.` and touches no state.
 from __future__ import annotations
 
 import functools
+import operator
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import unquote_plus
@@ -17,6 +19,7 @@ from pydantic import ConfigDict, StrictStr, StringConstraints, TypeAdapter, Vali
 from starlette.types import Message, Receive
 
 NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]*$"  # C0, DEL and C1 control characters
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # a text that NO_CONTROL refuses has one
 E164 = r"^\+[1-9][0-9]{6,14}$"
 SERVICE_CODE = r"^\*[0-9]+(\*[0-9]+)*#$"
 MAX_TEXT, MAX_SESSION_ID = 182, 100
@@ -38,7 +41,7 @@ class UssdRequest:
 
 
 # The core validator itself: TypeAdapter.validate_python is a Python wrapper around it.
-_validate = TypeAdapter(UssdRequest).validator.validate_python
+_validate = validate_request = TypeAdapter(UssdRequest).validator.validate_python
 
 
 class InvalidRequest(Exception):
@@ -51,7 +54,7 @@ def parse_ussd_request(content_type: str, body: bytes) -> UssdRequest:
     if media_type == "application/json" or media_type.endswith("+json"):
         fields = _json_fields(body)
     elif media_type == "application/x-www-form-urlencoded":
-        fields = _form_fields(body)
+        fields = form_fields(body)
     else:
         raise InvalidRequest(f"unsupported content type {media_type!r}")
     try:
@@ -59,18 +62,6 @@ def parse_ussd_request(content_type: str, body: bytes) -> UssdRequest:
     except ValidationError as error:
         names = ", ".join(str(e["loc"][0]) for e in error.errors() if e["loc"])
         raise InvalidRequest(f"invalid fields: {names}") from None
-
-
-def whole_body(message: Message, max_bytes: int) -> bytes | None:
-    """The body when `message`, the request's first, carries all of it (nearly always:
-    a USSD form is a hundred bytes); None when more follow or the client left, for
-    `receive_rest` to read or refuse. Too large is refused here as there."""
-    if message["type"] != "http.request" or message.get("more_body", False):
-        return None
-    body: bytes = message.get("body", b"")
-    if len(body) > max_bytes:
-        raise InvalidRequest("body too large")
-    return body
 
 
 async def receive_rest(receive: Receive, message: Message, max_bytes: int) -> bytes:
@@ -102,23 +93,66 @@ def _json_fields(body: bytes) -> dict[str, Any]:
     return fields
 
 
+def _unquote_ascii(value: str) -> str:
+    """`unquote_plus(value)`, without its regular expression and byte conversions when
+    every escape is of an ASCII character (a gateway's `+`, `*` and `#`); anything else
+    is left to unquote_plus."""
+    parts = value.replace("+", " ").split("%")
+    decoded = [parts[0]]
+    for part in parts[1:]:
+        char = _ASCII_ESCAPES.get(part[:2])
+        if char is None:
+            return unquote_plus(value)
+        decoded.append(char)
+        decoded.append(part[2:])
+    return "".join(decoded)
+
+
+# Every spelling of an escaped ASCII character (%2a and %2A, %7f and %7F, ...).
+_ASCII_ESCAPES = {
+    f"{high}{low}": chr(code)
+    for code in range(128)
+    for high in {f"{code >> 4:x}", f"{code >> 4:X}"}
+    for low in {f"{code & 15:x}", f"{code & 15:X}"}
+}
 # A gateway sends the same few escaped values again and again (the service code, the menu
 # paths, a phone's number for each step of its session): decoded once, looked up after.
-_unquote_plus = functools.lru_cache(maxsize=4096)(unquote_plus)
+_unquote_plus = functools.lru_cache(maxsize=4096)(_unquote_ascii)
+_split_pair = operator.methodcaller("split", "=", 1)
 
 
-def _form_fields(body: bytes) -> dict[str, Any]:
+def form_fields(body: bytes) -> dict[str, Any]:
     """`parse_qsl(..., keep_blank_values=True, strict_parsing=True)` for the few short
     fields a gateway sends, without its per-field regular expressions and quoting calls
-    for values that hold no escapes (nearly all of them)."""
+    for values that hold no escapes (nearly all of them). A body of distinct names, none
+    escaped, each with `=`, is split in C (`dict` of the pairs); any other is read pair by
+    pair below, which also says what is wrong with it."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidRequest("malformed form body") from None
-    fields: dict[str, Any] = {}
     if not text:
-        return fields
-    for pair in text.split("&"):
+        return {}
+    pairs = text.split("&")
+    try:
+        fields: dict[str, Any] = dict(map(_split_pair, pairs))
+    except ValueError:  # a pair without "="
+        return _pairs(pairs)
+    if len(fields) != len(pairs):  # a name given twice
+        return _pairs(pairs)
+    names = "".join(fields)
+    if "%" in names or "+" in names:
+        return _pairs(pairs)
+    for name, value in fields.items():
+        if "%" in value or "+" in value:
+            fields[name] = _unquote_plus(value)
+    return fields
+
+
+def _pairs(pairs: list[str]) -> dict[str, Any]:
+    """The fields of a form body's `&`-separated pairs, read one by one."""
+    fields: dict[str, Any] = {}
+    for pair in pairs:
         name, equals, value = pair.partition("=")
         if not equals:
             raise InvalidRequest("malformed form body")

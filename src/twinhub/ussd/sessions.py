@@ -59,7 +59,7 @@ class Session:
         values = orjson.loads(blob)
         if list(values) == _FIELDS:  # as `dumps` writes it: every field, in order
             session = object.__new__(cls)
-            session.__dict__.update(values)
+            session.__dict__ = values  # the parsed dict itself: no copy
             return session
         values.pop("last_text", None)  # a record saved before texts were digested
         return cls(**values)  # an older record's missing fields take their defaults
@@ -180,6 +180,11 @@ class MemorySessionStore:
     def lock(self, session_id: str) -> Any:
         return _Held(self._locks._locks, session_id, self._lock_timeout)  # KeyedLocks.hold
 
+    @property
+    def held(self) -> dict[str, Any]:
+        """The sessions whose lock a request holds or waits for (keys only: do not change)."""
+        return self._locks._locks
+
     async def load(self, session_id: str) -> Session | None:
         return self.load_now(session_id)
 
@@ -199,11 +204,12 @@ class MemorySessionStore:
         # orjson hands back bytes that keep its whole 4 KiB write buffer; a copy holds only
         # the ~350 bytes of the record, a tenfold saving at 100k sessions.
         blob = bytes(memoryview(orjson.dumps(session)))  # Session.dumps
-        self._records[session.session_id] = (self._clock(), session.status == ACTIVE, blob)
-        self._records.move_to_end(session.session_id)
-        while len(self._records) > self._max:
-            self._records.popitem(last=False)
-        if next(iter(self._records.values()))[0] < self._clock() - self._keep:
+        records, session_id, now = self._records, session.session_id, self._clock()
+        records[session_id] = (now, session.status == ACTIVE, blob)
+        records.move_to_end(session_id)
+        while len(records) > self._max:
+            records.popitem(last=False)
+        if next(iter(records.values()))[0] < now - self._keep:
             self._purge()  # as in load_now
 
     def _purge(self) -> None:

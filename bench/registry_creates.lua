@@ -22,9 +22,10 @@
 
 local common = dofile(os.getenv("BENCH_LUA_DIR") .. "/wrk_common.lua")
 
--- This script's counter slots (wrk_common keeps the histogram after them).
-local RESPONSES, OK, ERRORS, NSAMPLES, BYTES = 0, 1, 2, 3, 4
-local FIRST, LAST, SENT, EXHAUSTED, MAXN = 5, 6, 7, 8, 9
+-- The write scripts' counter slots (wrk_common.WRITES; the histogram follows them).
+local W = common.WRITES
+local RESPONSES, OK, ERRORS, NSAMPLES, BYTES = W.RESPONSES, W.OK, W.ERRORS, W.NSAMPLES, W.BYTES
+local FIRST, LAST, SENT, EXHAUSTED, MAXN = W.FIRST, W.LAST, W.SENT, W.EXHAUSTED, W.MAXN
 
 local FUELS = { "charcoal", "lpg", "wood", "ethanol", "biogas" }
 
@@ -116,28 +117,8 @@ function response(status, headers, reply)
    end
 end
 
-local function fold(total, c)
-   total.responses = total.responses + c[RESPONSES]
-   total.ok = total.ok + c[OK]
-   total.errors = total.errors + c[ERRORS]
-   total.body_bytes = total.body_bytes + c[BYTES]
-   total.sent = total.sent + c[SENT]
-   total.exhausted = total.exhausted + c[EXHAUSTED]
-   if c[MAXN] > total.max_n then
-      total.max_n = c[MAXN]
-   end
-   if c[FIRST] > 0 and (total.first_us == 0 or c[FIRST] < total.first_us) then
-      total.first_us = c[FIRST]
-   end
-   if c[LAST] > total.last_us then
-      total.last_us = c[LAST]
-   end
-end
-
 function done(summary, latency, requests)
-   local total = common.write_results(summary, latency, {
-      responses = 0, ok = 0, errors = 0, body_bytes = 0, sent = 0, exhausted = 0,
-      first_us = 0, last_us = 0, max_n = 0 }, fold, NSAMPLES)
+   local total = common.write_totals(summary, latency)
    io.write(string.format("BENCH creates responses=%d ok=%d errors=%d exhausted=%d\n",
                           total.responses, total.ok, total.errors, total.exhausted))
 end

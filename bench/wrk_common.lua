@@ -206,4 +206,35 @@ function M.write_results(summary, latency, total, fold, samples_slot)
    return total
 end
 
+-- The counter slots of the write scripts (claims_writes.lua, registry_creates.lua), and
+-- their totals over every thread: counts added, the first start the earliest, the last
+-- reply and the largest index sent the latest.
+M.WRITES = { RESPONSES = 0, OK = 1, ERRORS = 2, NSAMPLES = 3, BYTES = 4, FIRST = 5, LAST = 6,
+             SENT = 7, EXHAUSTED = 8, MAXN = 9 }
+
+local function fold_writes(total, c)
+   local W = M.WRITES
+   total.responses = total.responses + c[W.RESPONSES]
+   total.ok = total.ok + c[W.OK]
+   total.errors = total.errors + c[W.ERRORS]
+   total.body_bytes = total.body_bytes + c[W.BYTES]
+   total.sent = total.sent + c[W.SENT]
+   total.exhausted = total.exhausted + c[W.EXHAUSTED]
+   if c[W.MAXN] > total.max_n then
+      total.max_n = c[W.MAXN]
+   end
+   if c[W.FIRST] > 0 and (total.first_us == 0 or c[W.FIRST] < total.first_us) then
+      total.first_us = c[W.FIRST]
+   end
+   if c[W.LAST] > total.last_us then
+      total.last_us = c[W.LAST]
+   end
+end
+
+function M.write_totals(summary, latency)
+   return M.write_results(summary, latency, {
+      responses = 0, ok = 0, errors = 0, body_bytes = 0, sent = 0, exhausted = 0,
+      first_us = 0, last_us = 0, max_n = 0 }, fold_writes, M.WRITES.NSAMPLES)
+end
+
 return M

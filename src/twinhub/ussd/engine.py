@@ -98,15 +98,7 @@ class UssdEngine:
                 reply = menu.answer_now(session, answer) or await menu.answer(session, answer)
                 if reply.end:
                     break
-            if reply is None:
-                reply = Reply(False, session.message)
-            rendered = reply.render()
-            session.last_text_digest = self._digest(text, session_id)
-            session.last_text_length = len(text)
-            session.last_reply = rendered
-            # Inactivity counts from the reply (the store times its record the same way;
-            # a new session waits on the database for its language before that).
-            session.updated_at = self._clock()
+            reply, rendered = self._answered(session, reply, text, session_id)
             if self._save_now is not None:
                 self._save_now(session)
             else:
@@ -116,6 +108,22 @@ class UssdEngine:
                 log.info("ussd session ended", session_id=session_id, state=session.state)
             return rendered, "end"
         return rendered, "con"
+
+    def _answered(
+        self, session: Session, reply: Reply | None, text: str, session_id: str
+    ) -> tuple[Reply, str]:
+        """The step's reply (the current screen when no input was new) and its text, noted
+        in the session as the last answered: a retry of the same text gets it again.
+        Inactivity counts from the reply (the store times its record the same way; a new
+        session waits on the database for its language before that)."""
+        if reply is None:
+            reply = Reply(False, session.message)
+        rendered = reply.render()
+        session.last_text_digest = self._digest(text, session_id)
+        session.last_text_length = len(text)
+        session.last_reply = rendered
+        session.updated_at = self._clock()
+        return reply, rendered
 
     def handle_now(self, request: UssdRequest) -> tuple[str, str] | None:
         """`handle` without awaiting, when the store is this process's memory and the menu
@@ -220,13 +228,7 @@ class UssdEngine:
                 return None
             if reply.end:
                 break
-        if reply is None:
-            reply = Reply(False, session.message)
-        rendered = reply.render()
-        session.last_text_digest = self._digest(text, session_id)
-        session.last_text_length = len(text)
-        session.last_reply = rendered
-        session.updated_at = self._clock()
+        reply, rendered = self._answered(session, reply, text, session_id)
         save_now(session)
         if previous is None:
             self._on_session_started()

@@ -39,8 +39,8 @@ local common = dofile(os.getenv("BENCH_LUA_DIR") .. "/wrk_common.lua")
 
 -- The write scripts' counter slots (wrk_common.WRITES; the histogram follows them).
 local W = common.WRITES
-local RESPONSES, OK, ERRORS, NSAMPLES, BYTES = W.RESPONSES, W.OK, W.ERRORS, W.NSAMPLES, W.BYTES
-local FIRST, LAST, SENT, EXHAUSTED, MAXN = W.FIRST, W.LAST, W.SENT, W.EXHAUSTED, W.MAXN
+local OK, ERRORS, NSAMPLES = W.OK, W.ERRORS, W.NSAMPLES
+local EXHAUSTED, MAXN = W.EXHAUSTED, W.MAXN
 
 local counters -- double* into this thread's array
 local tid = 0
@@ -91,11 +91,7 @@ function init(args)
 end
 
 local function started()
-   t0 = common.now_us()
-   if counters[FIRST] == 0 then
-      counters[FIRST] = math.floor(t0)
-   end
-   counters[SENT] = counters[SENT] + 1
+   t0 = common.write_sent(counters)
 end
 
 -- "YYYY-MM-01T00:00:00Z" of month index m (year * 12 + month - 1)
@@ -135,11 +131,7 @@ function response(status, headers, reply)
    if filler then
       return
    end
-   local now = common.now_us()
-   common.record_latency(counters, now - t0)
-   counters[LAST] = math.floor(now)
-   counters[RESPONSES] = counters[RESPONSES] + 1
-   counters[BYTES] = counters[BYTES] + #(reply or "")
+   common.write_replied(counters, t0, reply)
    local ok
    if mode == "submit" then
       ok = status == 201

@@ -24,8 +24,8 @@ local common = dofile(os.getenv("BENCH_LUA_DIR") .. "/wrk_common.lua")
 
 -- The write scripts' counter slots (wrk_common.WRITES; the histogram follows them).
 local W = common.WRITES
-local RESPONSES, OK, ERRORS, NSAMPLES, BYTES = W.RESPONSES, W.OK, W.ERRORS, W.NSAMPLES, W.BYTES
-local FIRST, LAST, SENT, EXHAUSTED, MAXN = W.FIRST, W.LAST, W.SENT, W.EXHAUSTED, W.MAXN
+local OK, ERRORS, NSAMPLES = W.OK, W.ERRORS, W.NSAMPLES
+local EXHAUSTED, MAXN = W.EXHAUSTED, W.MAXN
 
 local FUELS = { "charcoal", "lpg", "wood", "ethanol", "biogas" }
 
@@ -86,11 +86,7 @@ function request()
    index = base + (n - 1) * threads + (tid - 1)
    local body
    kind, body = body_of(index)
-   t0 = common.now_us()
-   if counters[FIRST] == 0 then
-      counters[FIRST] = math.floor(t0)
-   end
-   counters[SENT] = counters[SENT] + 1
+   t0 = common.write_sent(counters)
    return wrk.format(nil, nil, nil, body)
 end
 
@@ -98,11 +94,7 @@ function response(status, headers, reply)
    if filler then
       return
    end
-   local now = common.now_us()
-   common.record_latency(counters, now - t0)
-   counters[LAST] = math.floor(now)
-   counters[RESPONSES] = counters[RESPONSES] + 1
-   counters[BYTES] = counters[BYTES] + #(reply or "")
+   common.write_replied(counters, t0, reply)
    local did = status == 201 and string.match(reply or "", '^{"did":"([^"]+)"') or nil
    if did then
       counters[OK] = counters[OK] + 1

@@ -231,6 +231,25 @@ local function fold_writes(total, c)
    end
 end
 
+-- A write script's request leaving (its start time, counted) and its reply arriving
+-- (latency, last reply, size counted).
+function M.write_sent(counters)
+   local W, t0 = M.WRITES, M.now_us()
+   if counters[W.FIRST] == 0 then
+      counters[W.FIRST] = math.floor(t0)
+   end
+   counters[W.SENT] = counters[W.SENT] + 1
+   return t0
+end
+
+function M.write_replied(counters, t0, reply)
+   local W, now = M.WRITES, M.now_us()
+   M.record_latency(counters, now - t0)
+   counters[W.LAST] = math.floor(now)
+   counters[W.RESPONSES] = counters[W.RESPONSES] + 1
+   counters[W.BYTES] = counters[W.BYTES] + #(reply or "")
+end
+
 function M.write_totals(summary, latency)
    return M.write_results(summary, latency, {
       responses = 0, ok = 0, errors = 0, body_bytes = 0, sent = 0, exhausted = 0,

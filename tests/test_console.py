@@ -261,7 +261,10 @@ async def test_console_pages_escape_user_strings_and_forbid_inline_scripts(
             page = await browser.get(path)
             assert page.status_code == 200, path
             assert EVIL not in page.text, path
-            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text, path
+            # The dashboard lists the oldest 200 organisations: in a run's shared
+            # PostgreSQL database this one may not be among them; the other pages show it.
+            if path != "/console/":
+                assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text, path
             csp = page.headers["content-security-policy"]
             assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp
             assert page.headers["cache-control"] == "no-store"

@@ -69,13 +69,7 @@ class UssdEngine:
                     created_at=now,
                     updated_at=now,
                 )
-                self._on_session_started()
-                if _logs_info(logging.INFO):
-                    log.info(
-                        "ussd session started",
-                        session_id=session_id,
-                        phone=mask_phone(session.phone_number),
-                    )
+                self._started(session)
                 previous = None
             elif session.phone_number != request.phoneNumber:
                 log.warning("ussd session reused by another phone", session_id=session_id)
@@ -108,6 +102,16 @@ class UssdEngine:
                 log.info("ussd session ended", session_id=session_id, state=session.state)
             return rendered, "end"
         return rendered, "con"
+
+    def _started(self, session: Session) -> None:
+        """A new session: counted, and logged when info lines are written."""
+        self._on_session_started()
+        if _logs_info(logging.INFO):
+            log.info(
+                "ussd session started",
+                session_id=session.session_id,
+                phone=mask_phone(session.phone_number),
+            )
 
     def _answered(
         self, session: Session, reply: Reply | None, text: str, session_id: str
@@ -231,13 +235,7 @@ class UssdEngine:
         reply, rendered = self._answered(session, reply, text, session_id)
         save_now(session)
         if previous is None:
-            self._on_session_started()
-            if _logs_info(logging.INFO):
-                log.info(
-                    "ussd session started",
-                    session_id=session_id,
-                    phone=mask_phone(session.phone_number),
-                )
+            self._started(session)
         if reply.end:
             if _logs_info(logging.INFO):
                 log.info("ussd session ended", session_id=session_id, state=session.state)

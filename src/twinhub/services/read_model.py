@@ -55,12 +55,20 @@ BY_DIDS = SELECT_DOMAINS + "WHERE did IN (SELECT value FROM json_each(?))"  # no
 # A page is walked on the seq index reading only (did, seq, version); whole rows are
 # fetched only for the ones whose messages are not built yet.
 SELECT_KEYS = "SELECT did, seq, version FROM domains "
-PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
-    (False, False): SELECT_KEYS + "ORDER BY seq LIMIT ? OFFSET ?",
-    (False, True): SELECT_KEYS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
-    (True, False): SELECT_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
-    (True, True): SELECT_KEYS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
-}
+
+
+def _keyset_pages(select: str) -> dict[tuple[bool, bool], str]:
+    """(has a key, reverse) -> the page statement walking `select`'s table on its seq
+    index; the key (if any), LIMIT and OFFSET are parameters."""
+    return {
+        (False, False): select + "ORDER BY seq LIMIT ? OFFSET ?",
+        (False, True): select + "ORDER BY seq DESC LIMIT ? OFFSET ?",
+        (True, False): select + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
+        (True, True): select + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+    }
+
+
+PAGES = _keyset_pages(SELECT_KEYS)
 EDGES = "SELECT type, target_did FROM relationships WHERE source_did = ?"
 TYPES = "SELECT did, type FROM domains WHERE did IN (SELECT value FROM json_each(?))"
 COUNT = "SELECT count(*) FROM domains"
@@ -93,12 +101,7 @@ CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id IN (SELECT value FROM json_each(?))"  
 # A page is walked reading each claim's id, seq and stamp (`claim_stamp`) only; whole rows
 # are read for the claims whose messages are not built at that stamp.
 SELECT_CLAIM_KEYS = "SELECT id, seq, status, evaluated_at, credential_id FROM claims "
-CLAIM_PAGES = {  # (has a key, reverse) -> statement; LIMIT and OFFSET are parameters
-    (False, False): SELECT_CLAIM_KEYS + "ORDER BY seq LIMIT ? OFFSET ?",
-    (False, True): SELECT_CLAIM_KEYS + "ORDER BY seq DESC LIMIT ? OFFSET ?",
-    (True, False): SELECT_CLAIM_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ? OFFSET ?",
-    (True, True): SELECT_CLAIM_KEYS + "WHERE seq < ? ORDER BY seq DESC LIMIT ? OFFSET ?",
-}
+CLAIM_PAGES = _keyset_pages(SELECT_CLAIM_KEYS)
 SELECT_EVALUATIONS = "SELECT claim_id, oracle, actor, status, amount, created_at FROM evaluations "
 EVALUATIONS_OF = SELECT_EVALUATIONS + "WHERE claim_id = ? ORDER BY id"
 EVALUATIONS_OF_MANY = (

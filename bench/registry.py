@@ -369,6 +369,7 @@ class GrowStep:
     error_samples: list[str] = field(default_factory=list)
     histogram: list[list[int]] = field(default_factory=list)  # wrk's, instead of latencies_ms
     ledger_commits: int | None = None  # group commits during the step (/metrics)
+    database_cpu_seconds: float | None = None  # PostgreSQL's backends of the run's database
     ledger_writes: int | None = None  # ledger writes they committed
 
     @property
@@ -381,6 +382,13 @@ class GrowStep:
     @property
     def creates_per_s(self) -> float:
         return self.created / self.seconds if self.seconds else 0.0
+
+    @property
+    def database_ms_per_create(self) -> float | None:
+        """PostgreSQL's own CPU per create (its backends; not counted as the server's)."""
+        if self.database_cpu_seconds is None or not self.created:
+            return None
+        return 1000 * self.database_cpu_seconds / self.created
 
     @property
     def cpu_ms_per_create(self) -> float | None:
@@ -408,6 +416,9 @@ class GrowStep:
             "seconds": round(self.seconds, 2),
             "creates_per_s": round(self.creates_per_s, 1),
             "server_cpu_ms_per_create": round(self.cpu_ms_per_create or 0.0, 3),
+            "database_cpu_ms_per_create": round(self.database_ms_per_create, 3)
+            if self.database_ms_per_create is not None
+            else None,
             "ledger_commits": self.ledger_commits,
             "ledger_writes_committed": self.ledger_writes,
             "ledger_writes_per_commit": round(self.writes_per_commit, 2)
@@ -615,6 +626,13 @@ def grow_wrk(ctx: Ctx, registry: Registry, size: int, tag: str) -> GrowStep:
             f"replies:\n  {samples}"
         )
     return step
+
+
+async def database_cpu(database_url: str) -> float:
+    """CPU seconds of PostgreSQL's backends serving the run's database so far."""
+    from bench.telemetry import db_cpu_seconds  # imports MQTT's client: only when needed
+
+    return await db_cpu_seconds(database_url)
 
 
 def ledger_counters(server: Server) -> tuple[int, int] | None:
@@ -1104,11 +1122,14 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
         for size in sizes:
             print(f"\n-- size {size:,}: growing from {registry.created:,}", flush=True)
             before = ledger_counters(server)
+            database0 = asyncio.run(database_cpu(database_url)) if database_url else None
             if args.create_client == "wrk":
                 step = grow_wrk(ctx, registry, size, tag)
             else:
                 step = asyncio.run(grow(ctx, registry, size, tag))
             check_alive(server)
+            if database_url and database0 is not None:
+                step.database_cpu_seconds = asyncio.run(database_cpu(database_url)) - database0
             after = ledger_counters(server)
             if before and after:
                 step.ledger_commits = after[0] - before[0]
@@ -1274,6 +1295,11 @@ def print_table(result: RunResult, args: argparse.Namespace, cpus: tuple[int, in
             "create: server CPU ms/create",
             cell(lambda s: s.grow.cpu_ms_per_create, ".2f"),
             "cost; flat if nothing is O(n)",
+        ),
+        (
+            "create: PostgreSQL CPU ms/create",
+            cell(lambda s: s.grow.database_ms_per_create, ".2f"),
+            "its backends, on either core",
         ),
         (
             "create: ledger writes/commit",

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from tests import test_webhooks
 from tests.claims_world import METERED_AMOUNT, build_world
-from tests.conftest import BACKENDS, BOOTSTRAP_KEY, free_port
+from tests.conftest import BACKENDS, BOOTSTRAP_KEY, free_port, running_registry
 from tests.test_registry_basics import make_domain
 from tests.test_webhooks import EventsRegistry
 from twinhub.db.models import Event
@@ -25,7 +25,8 @@ from twinhub.events.store import record_event
 from twinhub.events.types import CATALOGUE, events_for_transaction
 from twinhub.services.ledger import Transaction
 
-events_registry = test_webhooks.events_registry  # the same fixture here
+events_registry = test_webhooks.events_registry  # the same fixtures here
+receiver = test_webhooks.receiver
 POSTGRES_ONLY = pytest.mark.parametrize(
     "backend", [b for b in BACKENDS if b.database == "postgresql"], indirect=True, ids=str
 )
@@ -241,6 +242,98 @@ async def test_concurrent_writers_and_a_following_reader(events_registry: Events
     assert positions == list(range(start + 1, start + 41))
 
 
+async def test_ledger_batches_number_their_own_events(events_registry: EventsRegistry) -> None:
+    """The ledger numbers its events in the batch that writes them: readable at once, with
+    no sequencer pass. Two processes' ledgers, writers outside the ledger (left to the
+    sequencer) and two sequencers all run together while a reader follows by position: it
+    sees every event once, positions have no gap, and the ledger's follow its heights."""
+    registry = await events_registry()
+    platform = registry.platform
+    await platform.events.sequencer.run_until_idle()
+    start = (await platform.events.store.after(0, 10_000))[-1].position
+    made = await make_domain(registry)
+    seen_now = await platform.events.store.after(start, 100)  # no sequencer has run
+    assert ("domain.created", made["did"]) in {(e.type, e.subject) for e in seen_now}
+    start = seen_now[-1].position
+
+    async with running_registry(registry.settings) as other_process:
+        platforms = (platform, other_process.platform)
+        other_sequencer = other_process.platform.events.sequencer
+        outside_done = asyncio.Event()
+        created: list[str] = []
+
+        async def ledger_writes() -> None:
+            results = await asyncio.gather(
+                *(
+                    make_domain(p_registry, metadata={"name": f"Co-op {n}"})
+                    for n, p_registry in enumerate([registry, other_process] * 15)
+                )
+            )
+            created.extend(r["did"] for r in results)
+
+        async def outside_writer(n: int) -> None:
+            async with platform.sessionmaker.begin() as session:
+                record_event(session, "device.online", f"did:ixo:entity/o{n}", "did:ixo:org/t", {})
+                await session.flush()
+                await asyncio.sleep(random.uniform(0, 0.1))
+
+        async def outside() -> None:
+            await asyncio.gather(*(outside_writer(n) for n in range(20)))
+            outside_done.set()
+
+        async def sequencing() -> None:
+            while not outside_done.is_set():
+                await asyncio.gather(*(p.events.sequencer.run_once() for p in platforms))
+                await asyncio.sleep(0.005)
+            await other_sequencer.run_until_idle()
+
+        seen: list[str] = []
+
+        async def reader() -> None:
+            cursor = start
+            # 30 organisations and their groups (two domain.created each) and 20 others.
+            while len(seen) < 30 * 2 + 20:
+                for event in await platform.events.store.after(cursor, 7):
+                    seen.append(event.subject)
+                    cursor = event.position
+                await asyncio.sleep(0.003)
+
+        await asyncio.wait_for(
+            asyncio.gather(ledger_writes(), outside(), sequencing(), reader()), 60
+        )
+    assert len(created) == 30
+    assert set(created) | {f"did:ixo:entity/o{n}" for n in range(20)} <= set(seen)
+    assert len(seen) == len(set(seen)) == 80
+    async with platform.sessionmaker() as session:
+        rows = (
+            await session.execute(
+                select(Event.position, Event.ledger_height)
+                .where(Event.position > start)
+                .order_by(Event.position)
+            )
+        ).all()
+    assert [position for position, _ in rows] == list(range(start + 1, start + 81))
+    heights = [height for _, height in rows if height is not None]
+    assert len(heights) == 60 and heights == sorted(heights)
+
+
+async def test_deliveries_are_made_with_the_batch(
+    events_registry: EventsRegistry, receiver: test_webhooks.Receiver
+) -> None:
+    """A subscribed event's deliveries are written in the ledger batch that writes the event
+    (the sequencer never runs here), and the dispatcher sends them."""
+    registry = await events_registry()
+    hook = await test_webhooks.subscribe(registry, receiver.url, ["domain.created"])
+    made = await make_domain(registry)
+    pending = await test_webhooks.deliveries(registry, hook["id"])
+    assert [d["status"] for d in pending] == ["pending", "pending"]
+    await registry.platform.events.dispatcher.run_once()
+    sent = await test_webhooks.deliveries(registry, hook["id"])
+    assert [d["status"] for d in sent] == ["delivered", "delivered"]
+    subjects = {orjson.loads(got.body)["subject"] for got in receiver.received}
+    assert len(receiver.received) == 2 and made["did"] in subjects
+
+
 # -- the live stream -------------------------------------------------------------------------
 async def test_the_stream_follows_live_and_resumes(events_registry: EventsRegistry) -> None:
     registry = await events_registry(background_workers_enabled=True)
@@ -339,4 +432,8 @@ async def test_the_migration_goes_down_and_up_again(events_registry: EventsRegis
         names = set(await connection.run_sync(lambda c: inspect(c).get_table_names()))
     assert tables <= names
     await make_domain(registry)  # writes (and their events) work on the re-made tables
-    assert await registry.platform.events.sequencer.run_until_idle() == 2
+    # The ledger's batch numbered its own two events: the sequencer finds nothing left.
+    assert await registry.platform.events.sequencer.run_until_idle() == 0
+    page = await registry.client.get("/v1/events")
+    assert page.status_code == 200, page.text
+    assert [item["position"] for item in page.json()["items"]] == [1, 2]

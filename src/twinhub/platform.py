@@ -121,6 +121,7 @@ class Platform:
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
         )
         self.events = EventsHub(self.sessionmaker, settings, pin_key)
+        self.ledger.sequencer = self.events.sequencer  # a batch numbers its own events
         self.device_tokens = DeviceTokenService(self.sessionmaker)
         self.telemetry = TelemetryService(
             TelemetryStore(

@@ -7,19 +7,26 @@ a reader has passed id 8. Here rows are inserted with no position; one sequencer
 can see, which are committed ones, the next positions. A late commit simply gets a later
 position. In the same transaction each numbered event is fanned out to the webhook
 subscriptions that want it, so every event is delivered once per subscription.
+
+The ledger's own events (every domain, claim and credit write) are numbered by the ledger's
+batch itself (`number_with`, in its transaction, under the same lock): the sequencer's pass
+would otherwise write each of those rows a second time in a transaction of its own. What
+the sequencer numbers is what other writers add (telemetry, customers).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.bulk import insert_rows
 from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription, utcnow
 from twinhub.logging import get_logger
 
@@ -65,6 +72,41 @@ class Sequencer:
                 listener()
         return count
 
+    async def number_with(self, session: AsyncSession, rows: list[dict[str, Any]]) -> int:
+        """Insert `rows`, unnumbered events of the caller's transaction, with the next
+        positions, and fan them out; deliveries made. The numbering lock is held until that
+        transaction ends (PostgreSQL; on SQLite the caller's write lock excludes every other
+        numbering), so its commit makes the positions visible in order, as a pass of the
+        sequencer's own would. Once it commits, the caller calls `numbered`."""
+        if self._postgres:
+            await session.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
+            )
+        # After the lock, in a statement of its own: it must see the last holder's commit.
+        top = await session.scalar(select(func.max(Event.position))) or 0
+        for n, row in enumerate(rows, start=top + 1):
+            row["position"] = n
+        subscriptions = await self._subscriptions(session)
+        if not subscriptions:
+            await insert_rows(await session.connection(), _EVENTS, rows)
+            return 0
+        ids = await session.scalars(
+            insert(_EVENTS).returning(_EVENTS.c.id, sort_by_parameter_order=True), rows
+        )
+        return await self._deliver(
+            session, subscriptions, zip(ids.all(), (row["type"] for row in rows), strict=True)
+        )
+
+    async def numbered(self, count: int, deliveries: int) -> None:
+        """Wake what waits for numbered events (streams, webhook delivery) after a caller's
+        `number_with` committed."""
+        if count:
+            async with self._sequenced:
+                self._sequenced.notify_all()
+        if deliveries:
+            for listener in self.listeners:
+                listener()
+
     async def run_until_idle(self) -> int:
         """Number until nothing committed is left unnumbered (waiting for another process's
         numbering rather than taking its lock for "nothing left")."""
@@ -101,17 +143,27 @@ class Sequencer:
                 _NUMBER,
                 [{"pk": pk, "position": top + n} for n, (pk, _) in enumerate(rows, start=1)],
             )
-            deliveries = await self._fan_out(session, rows)
+            subscriptions = await self._subscriptions(session)
+            deliveries = await self._deliver(session, subscriptions, rows)
         return len(rows), deliveries
 
-    async def _fan_out(self, session: AsyncSession, rows: list[tuple[int, str]]) -> int:
-        subscriptions = (
-            await session.execute(
-                select(WebhookSubscription.id, WebhookSubscription.event_types).where(
-                    WebhookSubscription.deleted_at.is_(None)
+    @staticmethod
+    async def _subscriptions(session: AsyncSession) -> list[Any]:
+        """(id, event types) of the live webhook subscriptions."""
+        return list(
+            (
+                await session.execute(
+                    select(WebhookSubscription.id, WebhookSubscription.event_types).where(
+                        WebhookSubscription.deleted_at.is_(None)
+                    )
                 )
-            )
-        ).all()
+            ).all()
+        )
+
+    async def _deliver(
+        self, session: AsyncSession, subscriptions: list[Any], rows: Iterable[tuple[int, str]]
+    ) -> int:
+        """A delivery of each (event id, type) to each subscription that wants it."""
         if not subscriptions:
             return 0
         now = self.clock()

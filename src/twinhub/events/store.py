@@ -139,6 +139,12 @@ def events_committed() -> None:
             loop.call_soon_threadsafe(wake)  # a platform on another loop (tests)
 
 
+def events_numbered(session: AsyncSession) -> None:
+    """The events `session` wrote are numbered in its own transaction (the ledger's batch):
+    its commit need not wake the sequencer."""
+    session.sync_session.info.pop(_WRITTEN, None)
+
+
 @sa_event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
     if session.info.pop(_WRITTEN, False):

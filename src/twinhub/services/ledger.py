@@ -31,14 +31,18 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Table, func, insert, select, text, update
+from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.bulk import insert_rows
 from twinhub.db.models import Event, LedgerHead, LedgerTransaction, utcnow
-from twinhub.events.store import EVENT_ROWS, record_ledger_events
+from twinhub.events.sequencer import Sequencer
+from twinhub.events.store import EVENT_ROWS, events_numbered, record_ledger_events
 
 GENESIS_HASH = "0" * 64
 HEAD_ROW = 1
+_TRANSACTIONS = LedgerTransaction.__table__
+_EVENTS = Event.__table__
 
 
 def canonical_json(value: Any) -> str:
@@ -235,6 +239,9 @@ class Ledger:
         self.commits = 0
         self.committed_writes = 0
         self._ahead: dict[str, Counter[Hashable]] = {}  # `ahead`: what queued writers ask
+        # Numbers each batch's events in the batch's transaction (the platform's sequencer);
+        # without it they are left for a sequencer's pass.
+        self.sequencer: Sequencer | None = None
 
     @contextmanager
     def ahead(self, name: str, item: Hashable) -> Iterator[None]:
@@ -371,9 +378,15 @@ class Ledger:
             if batch.writes:
                 await self._write_deferred(batch, closing=True)
                 if batch.ledger_rows:
-                    await batch.session.execute(insert(LedgerTransaction), batch.ledger_rows)
-                if batch.event_rows:
-                    await batch.session.execute(insert(Event), batch.event_rows)
+                    await insert_rows(
+                        await batch.session.connection(), _TRANSACTIONS, batch.ledger_rows
+                    )
+                deliveries = -1  # the events were left for the sequencer
+                if batch.event_rows and self.sequencer is not None:
+                    deliveries = await self.sequencer.number_with(batch.session, batch.event_rows)
+                    events_numbered(batch.session)
+                elif batch.event_rows:
+                    await insert_rows(await batch.session.connection(), _EVENTS, batch.event_rows)
                 await batch.session.execute(
                     update(LedgerHead)
                     .where(LedgerHead.id == HEAD_ROW)
@@ -382,6 +395,8 @@ class Ledger:
                 await batch.session.commit()
                 self.commits += 1
                 self.committed_writes += batch.writes
+                if deliveries >= 0 and self.sequencer is not None:
+                    await self.sequencer.numbered(len(batch.event_rows), deliveries)
             else:
                 await batch.session.rollback()
         except BaseException as error:
@@ -399,7 +414,7 @@ class Ledger:
         try:
             connection = await batch.session.connection()
             for table, rows in batch.deferred_rows.items():
-                await connection.execute(insert(table), rows)
+                await insert_rows(connection, table, rows)
         except BaseException as error:
             if not closing:  # _maybe_close reports its own failure
                 self._batch = None

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -628,11 +629,55 @@ def grow_wrk(ctx: Ctx, registry: Registry, size: int, tag: str) -> GrowStep:
     return step
 
 
-async def database_cpu(database_url: str) -> float:
-    """CPU seconds of PostgreSQL's backends serving the run's database so far."""
-    from bench.telemetry import db_cpu_seconds  # imports MQTT's client: only when needed
+class DatabaseCpu:
+    """CPU of PostgreSQL's backends serving one database, summed over a stretch of time.
 
-    return await db_cpu_seconds(database_url)
+    Backends come and go (the pool's overflow connections close when the load drops), so a
+    before/after reading would lose those that ended; a thread looks at /proc every 0.2 s
+    (a backend's process title names its database) and keeps each backend's last reading.
+    A backend first seen during the stretch counts from zero."""
+
+    def __init__(self, database: str) -> None:
+        self._title = f" {database} ".encode()
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _look(self, first: bool) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if self._title not in f.read().replace(b"\0", b" ") + b" ":
+                        continue
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self._first.setdefault(pid, cpu if first else 0.0)
+            self._last[pid] = cpu
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._look(first=False)
+
+    def __enter__(self) -> DatabaseCpu:
+        self._look(first=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._look(first=False)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self._last[pid] - self._first[pid] for pid in self._last)
 
 
 def ledger_counters(server: Server) -> tuple[int, int] | None:
@@ -1122,14 +1167,19 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
         for size in sizes:
             print(f"\n-- size {size:,}: growing from {registry.created:,}", flush=True)
             before = ledger_counters(server)
-            database0 = asyncio.run(database_cpu(database_url)) if database_url else None
-            if args.create_client == "wrk":
-                step = grow_wrk(ctx, registry, size, tag)
-            else:
-                step = asyncio.run(grow(ctx, registry, size, tag))
+            with contextlib.ExitStack() as stack:
+                database = (
+                    stack.enter_context(DatabaseCpu(database_url.rsplit("/", 1)[1]))
+                    if database_url
+                    else None
+                )
+                if args.create_client == "wrk":
+                    step = grow_wrk(ctx, registry, size, tag)
+                else:
+                    step = asyncio.run(grow(ctx, registry, size, tag))
             check_alive(server)
-            if database_url and database0 is not None:
-                step.database_cpu_seconds = asyncio.run(database_cpu(database_url)) - database0
+            if database is not None:
+                step.database_cpu_seconds = database.seconds
             after = ledger_counters(server)
             if before and after:
                 step.ledger_commits = after[0] - before[0]

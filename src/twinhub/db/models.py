@@ -163,6 +163,21 @@ class Domain(Base):
         # Serial numbers are unique per protocol (services.domains keeps `serial` in step
         # with properties.serialNumber).
         Index("uq_domains_class_serial", "class_did", "serial", unique=True),
+        # Most domains have no parent and no owner: only those that do are indexed (every
+        # read by parent or owner asks for a value, which implies NOT NULL), so a create
+        # does not add two index entries nobody looks up.
+        Index(
+            "ix_domains_parent_did",
+            "parent_did",
+            postgresql_where=text("parent_did IS NOT NULL"),
+            sqlite_where=text("parent_did IS NOT NULL"),
+        ),
+        Index(
+            "ix_domains_owner_customer_id",
+            "owner_customer_id",
+            postgresql_where=text("owner_customer_id IS NOT NULL"),
+            sqlite_where=text("owner_customer_id IS NOT NULL"),
+        ),
     )
 
     did: Mapped[str] = mapped_column(String(200), primary_key=True)
@@ -170,7 +185,7 @@ class Domain(Base):
     type: Mapped[str] = mapped_column(String(64))
     class_did: Mapped[str] = mapped_column(String(200), ForeignKey("protocols.did"))
     twin_class: Mapped[str] = mapped_column(String(16))
-    parent_did: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    parent_did: Mapped[str | None] = mapped_column(String(200), nullable=True)
     controller: Mapped[list[str]] = mapped_column(JsonDocument)
     services: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
     credentials: Mapped[list[dict[str, str]]] = mapped_column(JsonDocument)
@@ -186,7 +201,7 @@ class Domain(Base):
     serial: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # The household a stove belongs to: a copy of properties.ownerCustomerId, kept by the
     # domain service on every write, so that "the stoves of customer X" is one indexed read.
-    owner_customer_id: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
+    owner_customer_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class DomainController(Base):
@@ -204,10 +219,11 @@ class Relationship(Base):
     """A typed edge of the domain graph: source --type--> target."""
 
     __tablename__ = "relationships"
+    # Its first column serves the reads by source: no index of its own (migration 0018).
     __table_args__ = (UniqueConstraint("source_did", "type", "target_did"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    source_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    source_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"))
     type: Mapped[str] = mapped_column(String(64))
     target_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

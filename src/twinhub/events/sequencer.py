@@ -64,12 +64,7 @@ class Sequencer:
         except (IntegrityError, DBAPIError) as error:  # another sequencer won (SQLite)
             log.warning("event sequencing deferred", error=type(error).__name__)
             return 0
-        if count:
-            async with self._sequenced:
-                self._sequenced.notify_all()
-        if fanned_out:
-            for listener in self.listeners:
-                listener()
+        await self.numbered(count, fanned_out)
         return count
 
     async def number_with(self, session: AsyncSession, rows: list[dict[str, Any]]) -> int:
@@ -98,8 +93,8 @@ class Sequencer:
         )
 
     async def numbered(self, count: int, deliveries: int) -> None:
-        """Wake what waits for numbered events (streams, webhook delivery) after a caller's
-        `number_with` committed."""
+        """Wake what waits for numbered events (streams, webhook delivery) once `count`
+        events and their deliveries are committed (a pass, or a caller's `number_with`)."""
         if count:
             async with self._sequenced:
                 self._sequenced.notify_all()

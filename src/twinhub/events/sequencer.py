@@ -40,6 +40,12 @@ _NUMBER = (
     update(_EVENTS).where(_EVENTS.c.id == bindparam("pk")).values(position=bindparam("position"))
 )
 
+_LIVE = WebhookSubscription.deleted_at.is_(None)
+_TOP = select(func.max(Event.position).label("top")).subquery()
+_TOP_AND_SUBSCRIPTIONS = select(
+    _TOP.c.top, WebhookSubscription.id, WebhookSubscription.event_types
+).select_from(_TOP.outerjoin(WebhookSubscription, _LIVE))
+
 
 class Sequencer:
     def __init__(
@@ -78,10 +84,13 @@ class Sequencer:
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
             )
         # After the lock, in a statement of its own: it must see the last holder's commit.
-        top = await session.scalar(select(func.max(Event.position))) or 0
+        # The last position and the live subscriptions come in one statement (a row per
+        # subscription, or one row of NULLs without any).
+        found = (await session.execute(_TOP_AND_SUBSCRIPTIONS)).all()
+        top = found[0][0] or 0
+        subscriptions = [(id_, types) for _, id_, types in found if id_ is not None]
         for n, row in enumerate(rows, start=top + 1):
             row["position"] = n
-        subscriptions = await self._subscriptions(session)
         if not subscriptions:
             await insert_rows(await session.connection(), _EVENTS, rows)
             return 0
@@ -148,9 +157,7 @@ class Sequencer:
         return list(
             (
                 await session.execute(
-                    select(WebhookSubscription.id, WebhookSubscription.event_types).where(
-                        WebhookSubscription.deleted_at.is_(None)
-                    )
+                    select(WebhookSubscription.id, WebhookSubscription.event_types).where(_LIVE)
                 )
             ).all()
         )

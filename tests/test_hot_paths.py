@@ -914,3 +914,21 @@ async def test_a_step_without_awaiting_does_what_the_awaited_step_does(
     for session_id, (_, active, blob) in fast.store._records.items():
         assert (active, blob) == slow.store._records[session_id][1:], session_id
     assert len(fast_started) == len(slow_started) > 0
+
+
+async def test_an_evaluation_answers_the_bytes_the_claim_read_answers(world: Any) -> None:
+    """The evaluation route encodes its reply with orjson; FastAPI encodes the claim read.
+    Approved and rejected (a reason with non-ASCII text), the bytes are the same."""
+    collection = (await world.collection())["id"]
+    for body in (
+        {"status": "approved"},
+        {"status": "rejected", "reason": "relevé incomplet — « à revoir »"},
+    ):
+        claim = (await world.approvable(collection))["id"]
+        evaluated = await world.oracle_client.post(f"/v1/claims/{claim}/evaluations", json=body)
+        read = await world.oracle_client.get(f"/v1/claims/{claim}")
+        assert evaluated.status_code == read.status_code == 200, evaluated.text
+        assert evaluated.json()["status"] == body["status"]
+        assert evaluated.content == read.content
+        assert evaluated.headers["content-type"] == read.headers["content-type"]
+        assert evaluated.headers["content-length"] == read.headers["content-length"]

@@ -106,6 +106,7 @@ class Platform:
             self.credentials,
             self.credits,
             batch_max=settings.claims_evaluation_batch_max,
+            linger=settings.claims_evaluation_linger_seconds,
         )
         self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)

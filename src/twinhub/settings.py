@@ -432,6 +432,14 @@ class Settings(BaseSettings):
         description="Most evaluations one POST /v1/claims/evaluations carries (one ledger "
         "write: larger batches hold the write turn longer).",
     )
+    claims_evaluation_linger_seconds: float = Field(
+        0.004,
+        ge=0,
+        le=0.1,
+        description="How long concurrent single evaluations (POST /v1/claims/{id}/evaluations) "
+        "wait, at most, for the callers of the batch before them to come back and join the "
+        "next batch (services/coalesce.py); a lone evaluation never waits. 0 turns it off.",
+    )
     oracle_enabled: bool = Field(
         True,
         description="Run the claim oracle with the background work (`twinhub serve oracle` "

@@ -205,13 +205,19 @@ async def get_claim(request: Request, claim_id: ClaimId, caller: Reader) -> dict
     "/claims/{claim_id}/evaluations",
     tags=["claims"],
     summary="Evaluate a claim (its collection's oracles); approval issues a credential",
+    response_model=dict[str, Any],
 )
 async def evaluate_claim(
     request: Request, claim_id: ClaimId, body: EvaluationIn, caller: Writer
-) -> dict[str, Any]:
-    return await _platform(request).claims.evaluate(
+) -> Response:
+    # The evaluated claim, encoded by orjson: FastAPI's validation and encoding of the
+    # returned dict took 0.28 ms against 0.6 µs, 3 % of a coalesced approval measured beside
+    # it. The same bytes as the claim read (tests/test_hot_paths.py) but for floats of 1e16
+    # and beyond in a claim's data, which orjson writes without the exponent's plus sign.
+    reply = await _platform(request).claims.evaluate(
         claim_id, body.status, caller, reason=body.reason, amount=body.amount, oracle=body.oracle
     )
+    return Response(orjson.dumps(reply), media_type="application/json")
 
 
 @router.post(

@@ -528,6 +528,7 @@ class ClaimService:
         credits: CreditService,
         clock: Any = utcnow,
         batch_max: int = 1000,
+        linger: float = 0.0,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
@@ -536,7 +537,7 @@ class ClaimService:
         self._credits = credits
         self._now = clock
         self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
-            self._evaluate_batch, batch_max
+            self._evaluate_batch, batch_max, linger
         )
 
     @property

@@ -110,7 +110,9 @@ class AnswerCache:
         return len(self._items)
 
 
-Method = tuple[Callable[[Any, Any], Awaitable[Any]], Callable[[bytes], Any]]
+# (the method's body, its servicer, the request's parser): the body is called as
+# body(servicer, request, None), with no wrapper coroutine between.
+Method = tuple[Callable[[Any, Any, Any], Awaitable[Any]], object, Callable[[bytes], Any]]
 
 
 class Dispatcher:
@@ -130,10 +132,7 @@ class Dispatcher:
             body = getattr(bound, "__wrapped__", None)
             parse = message_factory.GetMessageClass(method.input_type).FromString
             path = f"/{service.full_name}/{method.name}"
-            if body is None:
-                self._methods[path] = (_unimplemented, parse)
-            else:
-                self._methods[path] = (_bind(body, servicer), parse)
+            self._methods[path] = (body or _unimplemented, servicer, parse)
 
     def generic_handlers(self) -> list[grpc.GenericRpcHandler]:
         """One generic handler for every query method, bytes in and bytes out (no
@@ -173,14 +172,14 @@ class Dispatcher:
                 raise QueryFailed(grpc.StatusCode.UNIMPLEMENTED, "Method not found!", None)
             height = await self.reads.height(version)
             _check_height(asked, height)
-            call, parse = method
+            call, servicer, parse = method
             try:
                 message = parse(request)
             except DecodeError:
                 raise QueryFailed(
                     grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid message", height
                 ) from None
-            response = await call(message, None)
+            response = await call(servicer, message, None)
             # A method may answer its serialised message itself (pages joined from items
             # encoded once per version: see common.encoded_field).
             body = response if type(response) is bytes else response.SerializeToString()
@@ -219,14 +218,7 @@ class _Handlers(grpc.GenericRpcHandler):
         return handler
 
 
-def _bind(body: Callable[..., Awaitable[Any]], servicer: object) -> Callable[..., Awaitable[Any]]:
-    async def call(request: Any, context: Any) -> Any:
-        return await body(servicer, request, context)
-
-    return call
-
-
-async def _unimplemented(request: Any, context: Any) -> Any:
+async def _unimplemented(servicer: Any, request: Any, context: Any) -> Any:
     raise QueryFailed(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!", None)
 
 

@@ -9,7 +9,8 @@ awaits before its answer's batch (which may carry only empty initial metadata): 
 through gRPC's core and the completion queue and two writes per call. A bare grpc.aio
 server answering fixed bytes lost 15-28 % of its rate to that header alone (bench/README.md,
 the `+header` ceiling). gRPC's core takes initial metadata, message and status in one batch
-(grpc's synchronous server sends them so), and the bytes on the wire are the same.
+(grpc.aio itself so sends a reply whose initial metadata is empty), and the frames on the
+wire are the same.
 
 How: grpc.aio hands every unary-unary call to the module function
 `cygrpc._handle_unary_unary_rpc`, which its dispatcher looks up by name on each call.

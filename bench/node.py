@@ -25,8 +25,9 @@ again and again (the node answers a repeated query from its kept bytes: see
 chain/node/answers.py); the paced run reads random DIDs. Besides requests/s, each run
 records the server's CPU time per request (its process tree's user+system time over the
 run), which other load on the machine inflates far less than throughput. A second ceiling
-server also sends the `x-cosmos-block-height` header the node sends with every answer (a
-separate send in grpc.aio), to show what that header alone costs. Prints each figure, the
+server also sends the `x-cosmos-block-height` header the node sends with every answer, in
+a send of its own as grpc.aio's public path does, to show what that send alone costs (the
+node sends the header with its answer: chain/node/one_batch.py). Prints each figure, the
 ceiling and the ratio; saves bench/results/node.json. Goals (issue #14): Entity and
 EntityList ≥ 60 % of the ceiling, p50 < 1 ms paced, REST ≥ 80 % of the node, page 1,000 as
 cheap as page 1; the same for the claims and token queries.
@@ -120,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Internal: the ceiling server runs as `python -m bench node --bare PORT REPLIES HEADER`
     # (REPLIES: a JSON file of method -> reply file; HEADER 1: send the height header first,
-    # as the node does).
+    # as grpc.aio's public path does).
     parser.add_argument("--bare", nargs=3, default=None, help=argparse.SUPPRESS)
 
 
@@ -130,7 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def bare_main(port: int, replies_file: Path, header: bool = False) -> int:
     """A grpc.aio server that answers each method with fixed bytes (the node's own reply):
     what one core can serve with no work behind the call. With `header`, it first sends a
-    fixed `x-cosmos-block-height`, as the node does before every answer."""
+    fixed `x-cosmos-block-height` in a send of its own before the answer (grpc.aio's
+    public path; the node sends it with the answer: chain/node/one_batch.py)."""
     import grpc
     import uvloop
 
@@ -568,7 +570,7 @@ def run(args: argparse.Namespace) -> int:
     ceiling_of = {call.name: call.ceiling for call in measured}
     print(
         "\nceiling: bare grpc.aio on the same core answering the node's own reply bytes; "
-        "'+header' also sends the height header first, as the node does"
+        "'+header' also sends the height header first, in a send of its own"
     )
     print(
         f"{'call':<24}{'req/s':>8}{'ceiling':>9}{'ratio':>7}{'goal':>6}"

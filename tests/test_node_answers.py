@@ -14,7 +14,7 @@ import pytest
 from tests.chain_gateway import gateway_settings, running_gateway
 from tests.claims_world import METERED_AMOUNT, World, build_world, metered_claim
 from tests.conftest import Registry, unique
-from twinhub.chain.node import NodeServer
+from twinhub.chain.node import NodeServer, one_batch
 from twinhub.chain.node.answers import Answer, AnswerCache, local_node
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as claims_q
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2_grpc as claims_grpc
@@ -196,3 +196,59 @@ def test_the_answer_cache_is_bounded_and_keeps_one_version() -> None:
     assert cache.get(8, ("/m", b"ten")) is None and len(cache) == 0  # a new version
     cache.put(7, ("/m", b"one"), Answer(b"x", 1))  # an answer of an older version
     assert len(cache) == 0
+
+
+async def _exchanges(address: str, did: str, height: int) -> list[tuple[object, ...]]:
+    """What a client sees of a few node calls: status, details, headers, trailers, body."""
+    asks: list[tuple[bytes, tuple[tuple[str, str], ...]]] = [
+        (entity_q.QueryEntityRequest(id=did).SerializeToString(), ()),
+        (entity_q.QueryEntityRequest(id="did:ixo:entity:nobody").SerializeToString(), ()),
+        (
+            entity_q.QueryEntityRequest(id=did).SerializeToString(),
+            (("x-cosmos-block-height", str(height)),),
+        ),
+        (
+            entity_q.QueryEntityRequest(id=did).SerializeToString(),
+            (("x-cosmos-block-height", str(height + 1000)),),
+        ),
+        (b"\xff\xff", ()),  # not a message
+    ]
+    seen: list[tuple[object, ...]] = []
+    async with grpc.aio.insecure_channel(address) as channel:
+        entity = channel.unary_unary(ENTITY)  # bytes in, bytes out
+        for body, metadata in asks:
+            call = entity(body, metadata=metadata)
+            try:
+                answer: bytes | None = await call
+            except grpc.aio.AioRpcError:
+                answer = None
+            headers = tuple((k, v) for k, v in await call.initial_metadata() if k.startswith("x-"))
+            trailers = tuple(await call.trailing_metadata())
+            seen.append((await call.code(), await call.details(), headers, trailers, answer))
+    return seen
+
+
+async def test_one_batch_and_grpcs_own_path_answer_alike(
+    registry: Registry, served: Served
+) -> None:
+    """The node sends header, answer and status in one batch (one_batch.py); grpc's public
+    path (the header's own send first) must give a client exactly the same."""
+    height = await registry.platform.ledger.height()
+    assert one_batch.installed()  # the pinned grpc has the internals one_batch needs
+    together = await _exchanges(served.address, served.world.organisation, height)
+    one_batch.uninstall()
+    try:
+        apart = await _exchanges(served.address, served.world.organisation, height)
+    finally:
+        assert one_batch.install()
+    assert together == apart
+    codes = [seen[0] for seen in together]
+    assert codes == [
+        grpc.StatusCode.OK,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.OK,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.INVALID_ARGUMENT,
+    ]
+    assert all(seen[2][0][0] == "x-cosmos-block-height" for seen in together)
+    assert together[0][4] is not None and together[0][4] == together[2][4]

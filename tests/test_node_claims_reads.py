@@ -256,3 +256,41 @@ def test_timestamps_are_what_from_datetime_makes(value: datetime | str) -> None:
     expected = Timestamp()
     expected.FromDatetime(datetime.fromisoformat(value) if isinstance(value, str) else value)
     assert timestamp(value) == expected
+
+
+async def test_a_claims_page_is_kept_until_a_claim_of_it_is_evaluated(
+    registry: Registry, world: World
+) -> None:
+    """`ClaimList` keeps a page's joined items under its print (`Servicer.page`); an
+    evaluation changes the claim's stamp, so the page is built again, equal to the
+    services' answer."""
+    platform = registry.platform
+    pending = await programme(world)  # the newest claim: on the newest page
+    fast_reads, service_reads = ReadModel(platform), ServiceReads(platform)
+    claims = ClaimsQuery(platform, fast_reads, VersionCache())
+    fast = Dispatcher(fast_reads, 0)
+    fast.add(claims, claims_q.DESCRIPTOR.services_by_name["Query"])
+    old = dispatcher(platform, service_reads)
+    path = "/ixo.claims.v1beta1.Query/ClaimList"
+    asked = claims_q.QueryClaimListRequest(
+        pagination=PageRequest(limit=4, reverse=True)
+    ).SerializeToString()
+    try:
+        first = await reply(fast, path, asked)
+        assert first[0] == "OK" and first == await reply(old, path, asked)
+        listed = claims_q.QueryClaimListResponse.FromString(first[1])
+        assert pending in {c.claim_id for c in listed.claims}
+        kept = dict(claims.pages.items)
+        assert len(kept) == 1
+        assert await reply(fast, path, asked) == first
+        assert dict(claims.pages.items) == kept  # the same page, kept under the same print
+        done = await world.oracle_client.post(
+            f"/v1/claims/{pending}/evaluations", json={"status": "approved"}
+        )
+        assert done.status_code == 200, done.text
+        after = await reply(fast, path, asked)
+        assert after != first and after == await reply(old, path, asked)
+        assert len(claims.pages.items) == 2  # built again under the new print
+    finally:
+        await fast_reads.aclose()
+        await service_reads.aclose()

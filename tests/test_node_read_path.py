@@ -231,3 +231,52 @@ async def test_a_servicer_registered_the_generated_way_answers_messages(
     finally:
         await server.stop(0)
         await reads.aclose()
+
+
+async def test_a_page_is_kept_under_its_print_until_a_row_of_it_changes(
+    registry: Registry, world: World
+) -> None:
+    """A page's joined items are kept under its print (`Servicer.page`): asked again, no
+    row is read; after a write to one of its entities the print differs and the page is
+    built again, equal to the services' answer byte for byte."""
+    from tests.test_node_claims_reads import ServiceReads, reply
+
+    platform = registry.platform
+    stove = await world.asset()  # the newest entity: on the newest page
+    fast_reads, service_reads = ReadModel(platform), ServiceReads(platform)
+    fast, old = entity_dispatcher(platform, fast_reads), entity_dispatcher(platform, service_reads)
+    keys_read = 0
+    domain_keys = fast_reads.domain_keys
+
+    async def counted(window: Window) -> object:
+        nonlocal keys_read
+        keys_read += 1
+        return await domain_keys(window)
+
+    fast_reads.domain_keys = counted  # type: ignore[method-assign]
+    path = "/ixo.entity.v1beta1.Query/EntityList"
+    newest = entity_q.QueryEntityListRequest(pagination=PageRequest(limit=5, reverse=True))
+    asked = newest.SerializeToString()
+    try:
+        first = await reply(fast, path, asked)
+        assert first == await reply(old, path, asked) and first[0] == "OK"
+        assert stove in {
+            e.id for e in entity_q.QueryEntityListResponse.FromString(first[1]).entities
+        }
+        assert keys_read == 1
+        assert await reply(fast, path, asked) == first and keys_read == 1  # kept: no rows read
+        changed = await world.operator_client.patch(
+            f"/v1/domains/{stove}", json={"metadata": {"name": "renamed stove"}}
+        )
+        assert changed.status_code == 200, changed.text
+        after = await reply(fast, path, asked)
+        assert keys_read == 2 and after != first
+        assert after == await reply(old, path, asked)
+        # A page asking for the count still counts (the items are kept, not the total).
+        counted_page = entity_q.QueryEntityListRequest(
+            pagination=PageRequest(limit=5, reverse=True, count_total=True)
+        ).SerializeToString()
+        assert await reply(fast, path, counted_page) == await reply(old, path, counted_page)
+    finally:
+        await fast_reads.aclose()
+        await service_reads.aclose()

@@ -118,6 +118,28 @@ MOVEMENTS_OF = (
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
 PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
+
+
+def _printed(
+    pages: dict[tuple[bool, bool], str], item: str, pg: bool
+) -> dict[tuple[bool, bool], str]:
+    """The page statements of `pages` as one text naming each row of the page by `item`
+    (an expression of its seq and version or stamp), joined in SQL: one row of one column
+    for the whole page (see `ReadModel.page_print`)."""
+    joined = f"string_agg({item}, ',')" if pg else f"group_concat({item}, ',')"
+    return {shape: f"SELECT {joined} FROM ({page}) AS page" for shape, page in pages.items()}  # noqa: S608
+
+
+DOMAIN_PRINTS = _printed(PAGES, "seq || '.' || version", pg=False)
+PG_DOMAIN_PRINTS = _printed(PG_PAGES, "concat(seq, '.', version)", pg=True)
+CLAIM_PRINTS = _printed(
+    CLAIM_PAGES,
+    "seq || '.' || status || '.' || ifnull(evaluated_at, '') || '.' || ifnull(credential_id, '')",
+    pg=False,
+)
+PG_CLAIM_PRINTS = _printed(
+    PG_CLAIM_PAGES, "concat(seq, '.', status, '.', evaluated_at, '.', credential_id)", pg=True
+)
 PG_EVALUATIONS_OF = _numbered(EVALUATIONS_OF)
 PG_EVALUATIONS_OF_MANY = SELECT_EVALUATIONS + "WHERE claim_id = ANY($1::text[]) ORDER BY id"
 PG_COLLECTION_PROTOCOL = _numbered(COLLECTION_PROTOCOL)
@@ -532,6 +554,26 @@ class ReadModel:
             for did, seq, version in page.items
         ]
         return WindowPage(rows, page.next_key, page.total)
+
+    async def page_print(self, kind: str, window: Window) -> str:
+        """The page `window` of domains (`kind` "domains") or claims ("claims") named in one
+        text: each row's seq and version (a claim's stamp) as SQL joins them, the row after
+        the page included (it decides the next key). Two equal texts are the same page with
+        the same items: a node keeps a page's joined items under it and reads no row of a
+        page it has built (`Servicer.pages`); one statement, one value to hash."""
+        keyed = window.key is not None
+        params: list[Any] = [window.key] if keyed else []
+        params += [window.limit + 1, window.offset]
+        shape = (keyed, window.reverse)
+        if kind == "domains":
+            found = await self._rows(DOMAIN_PRINTS[shape], PG_DOMAIN_PRINTS[shape], *params)
+        else:
+            found = await self._rows(CLAIM_PRINTS[shape], PG_CLAIM_PRINTS[shape], *params)
+        return str(found[0][0] or "")
+
+    async def page_total(self, kind: str, window: Window) -> int | None:
+        """The count of domains or claims (see `page_print`) when the page asks for it."""
+        return await self._total(window, COUNT if kind == "domains" else COUNT_CLAIMS)
 
     async def _total(self, window: Window, statement: str) -> int | None:
         """The row count a page asked for (`count_total`), else None."""

@@ -21,6 +21,7 @@ REST read renders nothing either.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from twinhub.chain.node import one_batch
 from twinhub.chain.node.common import HEIGHT_HEADER, requested_height_problem, status_of
+from twinhub.chain.node.one_batch import OneBatchHandler, Reply
 from twinhub.logging import get_logger
 from twinhub.services.errors import ServiceError
 from twinhub.services.read_model import ReadModel
@@ -40,6 +43,7 @@ from twinhub.services.read_model import ReadModel
 log = get_logger(__name__)
 MAX_KEY_BYTES = 1024  # requests are ids and page requests: a few dozen bytes
 MAX_ANSWER_BYTES = 1024 * 1024
+_OK = grpc.StatusCode.OK
 
 
 class QueryFailed(Exception):
@@ -106,7 +110,9 @@ class AnswerCache:
         return len(self._items)
 
 
-Method = tuple[Callable[[Any, Any], Awaitable[Any]], Callable[[bytes], Any]]
+# (the method's body, its servicer, the request's parser): the body is called as
+# body(servicer, request, None), with no wrapper coroutine between.
+Method = tuple[Callable[[Any, Any, Any], Awaitable[Any]], object, Callable[[bytes], Any]]
 
 
 class Dispatcher:
@@ -116,52 +122,37 @@ class Dispatcher:
         self.reads = reads
         self.cache = AnswerCache(cache_bytes) if cache_bytes > 0 else None
         self._methods: dict[str, Method] = {}
-        self._services: dict[str, list[str]] = {}
 
     def add(self, servicer: object, service: ServiceDescriptor) -> None:
         """Serve `service`'s methods from `servicer`: methods written with `@query` (see
         common.py) are called without a gRPC context and answer a message or its bytes;
         any other is UNIMPLEMENTED."""
-        names = self._services.setdefault(service.full_name, [])
         for method in service.methods:
             bound = getattr(servicer, method.name, None)
             body = getattr(bound, "__wrapped__", None)
             parse = message_factory.GetMessageClass(method.input_type).FromString
-            names.append(method.name)
             path = f"/{service.full_name}/{method.name}"
-            if body is None:
-                self._methods[path] = (_unimplemented, parse)
-            else:
-                self._methods[path] = (_bind(body, servicer), parse)
+            self._methods[path] = (body or _unimplemented, servicer, parse)
 
     def generic_handlers(self) -> list[grpc.GenericRpcHandler]:
-        """One generic handler per service, bytes in and bytes out (no (de)serialiser:
-        the dispatcher parses only what it has not answered already)."""
-        handlers = []
-        for service, names in self._services.items():
-            methods = {
-                name: grpc.unary_unary_rpc_method_handler(self._handler(f"/{service}/{name}"))
-                for name in names
-            }
-            handlers.append(grpc.method_handlers_generic_handler(service, methods))
-        return handlers
+        """One generic handler for every query method, bytes in and bytes out (no
+        (de)serialiser: the dispatcher parses only what it has not answered already),
+        answering in one send where grpc allows it (one_batch.py)."""
+        one_batch.install()
+        return [_Handlers(self)]
 
-    def _handler(self, path: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]:
-        answer = self.answer
+    async def reply(self, path: str, request: bytes, asked: str | None = None) -> Reply:
+        """`answer` as a one_batch reply: the height header with the answer or the error."""
+        try:
+            found = await self.answer(path, request, asked)
+        except QueryFailed as failure:
+            header = () if failure.height is None else ((HEIGHT_HEADER, str(failure.height)),)
+            return header, None, failure.code, failure.message
+        return found.header, found.body, _OK, ""
 
-        async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-            asked = _asked(context.invocation_metadata())
-            try:
-                found = await answer(path, request, asked)
-            except QueryFailed as failure:
-                if failure.height is not None:
-                    await context.send_initial_metadata(((HEIGHT_HEADER, str(failure.height)),))
-                await context.abort(failure.code, failure.message)
-                raise AssertionError("unreachable") from None  # abort() raises
-            await context.send_initial_metadata(found.header)
-            return found.body
-
-        return handle
+    def paths(self) -> list[str]:
+        """The gRPC paths of every method served."""
+        return list(self._methods)
 
     async def answer(self, path: str, request: bytes, asked: str | None = None) -> Answer:
         """The answer to `request` (serialised) on `path`, kept or computed; QueryFailed
@@ -181,14 +172,14 @@ class Dispatcher:
                 raise QueryFailed(grpc.StatusCode.UNIMPLEMENTED, "Method not found!", None)
             height = await self.reads.height(version)
             _check_height(asked, height)
-            call, parse = method
+            call, servicer, parse = method
             try:
                 message = parse(request)
             except DecodeError:
                 raise QueryFailed(
                     grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid message", height
                 ) from None
-            response = await call(message, None)
+            response = await call(servicer, message, None)
             # A method may answer its serialised message itself (pages joined from items
             # encoded once per version: see common.encoded_field).
             body = response if type(response) is bytes else response.SerializeToString()
@@ -205,14 +196,29 @@ class Dispatcher:
             ) from None
 
 
-def _bind(body: Callable[..., Awaitable[Any]], servicer: object) -> Callable[..., Awaitable[Any]]:
-    async def call(request: Any, context: Any) -> Any:
-        return await body(servicer, request, context)
+class _Handlers(grpc.GenericRpcHandler):
+    """The dispatcher's methods by path: one handler per method, shared by its calls, and
+    one of its own for a call that asks for a height (rare)."""
 
-    return call
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+        self._handlers = {
+            path: OneBatchHandler(functools.partial(dispatcher.reply, path))
+            for path in dispatcher.paths()
+        }
+
+    def service(self, details: grpc.HandlerCallDetails) -> OneBatchHandler | None:
+        handler = self._handlers.get(details.method)  # type: ignore[attr-defined]
+        if handler is not None:
+            asked = _asked(details.invocation_metadata)  # type: ignore[attr-defined]
+            if asked is not None:
+                return OneBatchHandler(
+                    functools.partial(self._dispatcher.reply, details.method, asked=asked)  # type: ignore[attr-defined]
+                )
+        return handler
 
 
-async def _unimplemented(request: Any, context: Any) -> Any:
+async def _unimplemented(servicer: Any, request: Any, context: Any) -> Any:
     raise QueryFailed(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!", None)
 
 

@@ -11,6 +11,7 @@ it issued.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -20,6 +21,7 @@ from twinhub.chain.node.common import (
     Servicer,
     encoded_field,
     page_response,
+    pagination,
     query,
     timestamp,
     window,
@@ -31,6 +33,7 @@ from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as q
 from twinhub.services.claims import CLAIM_ID
 from twinhub.services.collection_members import DepositBalance, Member
 from twinhub.services.errors import Invalid, NotFound
+from twinhub.services.paging import Window
 from twinhub.services.read_model import ClaimRow
 
 # QueryClaimResponse.claim and QueryClaimListResponse.claims: one number, so a claim encoded
@@ -201,10 +204,18 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
         return self.cache.put("claim", row.id, row.stamp, encoded)
 
     async def _claim_page(self, request: q.QueryClaimListRequest) -> bytes:
-        """A `QueryClaimListResponse` as bytes: the page's encoded claims (see `_claim`)
-        joined; whole rows and evaluations are read only for the claims not built at
-        their stamps."""
-        page = await self.reads.claim_keys(window(request))
+        """A `QueryClaimListResponse` as bytes: the page's items (`_claim_items`), kept
+        under the page's print (`Servicer.page`), and its pagination."""
+        shown = window(request)
+        joined, next_key = await self.page("claims", shown, self._claim_items)
+        total = await self.reads.page_total("claims", shown)
+        rest = q.QueryClaimListResponse(pagination=pagination(next_key, total))
+        return joined + rest.SerializeToString()
+
+    async def _claim_items(self, shown: Window) -> tuple[bytes, int | None]:
+        """A page's encoded claims (see `_claim`) joined and its next key; whole rows and
+        evaluations are read only for the claims not built at their stamps."""
+        page = await self.reads.claim_keys(replace(shown, count_total=False))
         items = self.cache.items
         # A key is (id, seq, *stamp): read_model.claim_stamp, inline for fifty of them.
         parts = [items.get(("claim", key[0], key[2:])) for key in page.items]
@@ -217,8 +228,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
                     if row is None:  # claims are never deleted
                         raise NotFound(f"No claim {key[0]!r}.")
                     parts[index] = await self._claim(row)
-        rest = q.QueryClaimListResponse(pagination=page_response(page))
-        return b"".join(parts) + rest.SerializeToString()
+        return b"".join(parts), page.next_key
 
     @staticmethod
     def _collection_id(text: str) -> int:

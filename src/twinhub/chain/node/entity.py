@@ -4,6 +4,7 @@ documents. An entity names its protocol by the IID context entry `class`."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -12,6 +13,7 @@ from twinhub.chain.node.common import (
     Servicer,
     encoded_field,
     page_response,
+    pagination,
     query,
     timestamp,
     window,
@@ -25,6 +27,7 @@ from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR
 from twinhub.services.domains import ACTIVE, DomainFilter
 from twinhub.services.errors import Invalid, NotFound
+from twinhub.services.paging import Window
 from twinhub.services.read_model import DomainRow
 
 CREATED, CLOSED = 0, 1  # ixo entity status
@@ -141,10 +144,19 @@ class DomainReads(Servicer):
         return [entity_message(r) for r in page.items], page_response(page)
 
     async def _entity_page_bytes(self, request: entity_query.QueryEntityListRequest) -> bytes:
-        """A `QueryEntityListResponse` as bytes: each entity encoded as an item of
-        `entities` once per version ("entity_item"), the page's items joined; only the
-        rows whose items are not built are read whole."""
-        page = await self.reads.domain_keys(window(request))
+        """A `QueryEntityListResponse` as bytes: the page's items (`_entity_items`), kept
+        under the page's print (`Servicer.page`), and its pagination."""
+        shown = window(request)
+        joined, next_key = await self.page("domains", shown, self._entity_items)
+        total = await self.reads.page_total("domains", shown)
+        rest = entity_query.QueryEntityListResponse(pagination=pagination(next_key, total))
+        return joined + rest.SerializeToString()
+
+    async def _entity_items(self, shown: Window) -> tuple[bytes, int | None]:
+        """A page's entities joined and its next key: each entity encoded as an item of
+        `entities` once per version ("entity_item"); only the rows whose items are not built
+        are read whole."""
+        page = await self.reads.domain_keys(replace(shown, count_total=False))
         items = self.cache.items
         parts = [items.get(("entity_item", did, version)) for did, _seq, version in page.items]
         if None in parts:
@@ -161,8 +173,7 @@ class DomainReads(Servicer):
                     ENTITIES_FIELD, entity_message(row.record()).SerializeToString()
                 )
                 parts[index] = self.cache.put("entity_item", row.did, row.version, encoded)
-        rest = entity_query.QueryEntityListResponse(pagination=page_response(page))
-        return b"".join(parts) + rest.SerializeToString()
+        return b"".join(parts), page.next_key
 
     async def _document_page(self, request: Any) -> tuple[list[iid_pb2.IidDocument], Any]:
         if self.reads.fast:
@@ -201,13 +212,26 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
         row = await self._row(request.id)
         cached = self.cache.get("entity_response", row.did, row.version)
         if cached is None:
-            answer = entity_query.QueryEntityResponse(
-                entity=self._entity(row), iidDocument=await self._document(row)
-            )
             cached = self.cache.put(
-                "entity_response", row.did, row.version, answer.SerializeToString()
+                "entity_response", row.did, row.version, await self._entity_response(row)
             )
         return cached  # serialised once per version
+
+    async def _entity_response(self, row: DomainRow) -> bytes:
+        """`Entity`'s answer for a whole row, serialised: its entity and IID document from
+        one resolved record (what it inherits from its protocol, services and membership,
+        is no field of the entity message), so a miss makes the record once, not twice."""
+        entity = self.cache.get("entity", row.did, row.version)
+        document = self.cache.get("iid", row.did, row.version)
+        if entity is None or document is None:
+            record = await self.reads.domain(row)
+            if entity is None:
+                entity = self.cache.put("entity", row.did, row.version, entity_message(record))
+            if document is None:
+                (made,) = await self._iid([record])
+                document = self.cache.put("iid", row.did, row.version, made)
+        answer = entity_query.QueryEntityResponse(entity=entity, iidDocument=document)
+        return answer.SerializeToString()
 
     @query
     async def EntityMetaData(

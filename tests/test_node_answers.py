@@ -252,3 +252,18 @@ async def test_one_batch_and_grpcs_own_path_answer_alike(
     ]
     assert all(seen[2][0][0] == "x-cosmos-block-height" for seen in together)
     assert together[0][4] is not None and together[0][4] == together[2][4]
+
+
+async def test_node_one_batch_false_keeps_grpcs_public_path(registry: Registry) -> None:
+    """NODE_ONE_BATCH=false: the node's handlers are made without taking grpc's internals."""
+    from twinhub.chain.node.answers import Dispatcher
+
+    dispatcher = Dispatcher(ReadModel(registry.platform), 0)
+    one_batch.uninstall()
+    try:
+        assert dispatcher.generic_handlers(one_send=False)
+        assert not one_batch.installed()
+        assert dispatcher.generic_handlers(one_send=True)
+        assert one_batch.installed()
+    finally:
+        one_batch.install()

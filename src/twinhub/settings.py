@@ -173,6 +173,12 @@ class Settings(BaseSettings):
         le=4096,
         description="Chain node: serialised answers kept per database version (0: none).",
     )
+    node_one_batch: bool = Field(
+        True,
+        description="Chain node: send the height header, answer and status in one batch "
+        "through grpc's internals (chain/node/one_batch.py; checked at start, grpc's public "
+        "path when they differ); false: always the public path (a header send of its own).",
+    )
     node_moniker: str = Field(
         "twinhub",
         pattern=r"^[A-Za-z0-9._ -]{1,70}$",

@@ -134,11 +134,13 @@ class Dispatcher:
             path = f"/{service.full_name}/{method.name}"
             self._methods[path] = (body or _unimplemented, servicer, parse)
 
-    def generic_handlers(self) -> list[grpc.GenericRpcHandler]:
+    def generic_handlers(self, one_send: bool = True) -> list[grpc.GenericRpcHandler]:
         """One generic handler for every query method, bytes in and bytes out (no
         (de)serialiser: the dispatcher parses only what it has not answered already),
-        answering in one send where grpc allows it (one_batch.py)."""
-        one_batch.install()
+        answering in one send where grpc allows it (one_batch.py) unless `one_send` is
+        False (NODE_ONE_BATCH)."""
+        if one_send:
+            one_batch.install()
         return [_Handlers(self)]
 
     async def reply(self, path: str, request: bytes, asked: str | None = None) -> Reply:

@@ -67,7 +67,9 @@ class NodeServer:
             (TendermintQuery(*shared), tendermint_q, "Service"),
         ):
             self.dispatcher.add(servicer, module.DESCRIPTOR.services_by_name[name])
-        server.add_generic_rpc_handlers(self.dispatcher.generic_handlers())
+        server.add_generic_rpc_handlers(
+            self.dispatcher.generic_handlers(self.platform.settings.node_one_batch)
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(
             server, (*SERVICES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)

@@ -10,10 +10,14 @@ held to the awaited paths' answers, errors included."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import math
+import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -60,7 +64,7 @@ from twinhub.ussd.request import (
     form_fields,
     validate_request,
 )
-from twinhub.ussd.sessions import ENDED, MemorySessionStore, Session
+from twinhub.ussd.sessions import ENDED, MemorySessionStore, Session, process_digest
 from twinhub.web.ratelimit import MemoryCounter
 
 
@@ -810,6 +814,59 @@ def test_the_memory_counters_shortcut_answers_what_its_arithmetic_answers(
         assert counter._windows == reference.windows
 
 
+def test_the_memory_stores_records_read_back_as_saved_and_apart_from_the_session() -> None:
+    """The memory store keeps field values, not the Session: a load is equal to what was
+    saved, and nothing done to the saved or the loaded session afterwards changes the record
+    (a step that gives up half-way must leave it as it was)."""
+    store = MemorySessionStore(ttl=60, retention=600, max_sessions=10, lock_timeout=1)
+    for digest in ["ab" * 16, 1234, None]:
+        saved = _session("knowMore", "sw", last_text_digest=digest, last_text_length=3)
+        bare = _session("preMenu", "", customer_id="c-1")
+        bare.scratch = {}
+        for session in (saved, bare):
+            expected = dataclasses.replace(session, scratch=dict(session.scratch))
+            store.save_now(session)
+            loaded = store.load_now(session.session_id)
+            assert loaded == expected and loaded is not session
+            assert dataclasses.asdict(loaded) == dataclasses.asdict(expected)
+            session.scratch["pin"] = "x"
+            session.state = "changed"
+            loaded.scratch["other"] = "y"
+            loaded.message = "changed"
+            assert store.load_now(session.session_id) == expected
+
+
+def test_the_memory_stores_digest_is_keyed_per_process() -> None:
+    """The memory store's text digest: distinct for distinct texts and sessions, and keyed
+    at random per interpreter (another process digests the same text otherwise); not used,
+    the HMAC kept, when the hash seed is fixed."""
+    digest = process_digest()
+    if digest is None:  # this run fixed PYTHONHASHSEED: nothing to compare
+        assert os.environ.get("PYTHONHASHSEED", "random") != "random"
+        return
+    texts = ["", "1", "1*2", "12", "1*2*0"]
+    assert len({digest(text, context) for text in texts for context in ["a", "b"]}) == 10
+    code = (
+        "from twinhub.ussd.sessions import process_digest as p\nd = p()\nprint(d and d('1*2', 's'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    values = {
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(3)
+    }
+    assert len(values) == 3 and str(digest("1*2", "s")) not in values
+    fixed = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert fixed.stdout.strip() == "None"
+
+
 def _fields(request: UssdRequest) -> dict[str, Any]:
     return {
         "sessionId": request.sessionId,
@@ -911,8 +968,8 @@ async def test_a_step_without_awaiting_does_what_the_awaited_step_does(
         assert fast.handle_now(held) is None  # another request holds the session
     assert await fast.handle(held) == await slow.handle(held)
     assert fast.store._records.keys() == slow.store._records.keys()
-    for session_id, (_, active, blob) in fast.store._records.items():
-        assert (active, blob) == slow.store._records[session_id][1:], session_id
+    for session_id, record in fast.store._records.items():
+        assert record[1:] == slow.store._records[session_id][1:], session_id
     assert len(fast_started) == len(slow_started) > 0
 
 

@@ -66,9 +66,7 @@ async def test_no_pin_in_clear_after_login_and_pin_change(
 
     store = gateway.app.state.engine.store
     if gateway.settings.redis_url is None:
-        places["sessions"] = "\n".join(
-            blob.decode(errors="replace") for _, _, blob in store._records.values()
-        )
+        places["sessions"] = "\n".join(repr(record) for record in store._records.values())
     else:
         redis = Redis.from_url(REDIS_URL)
         try:

@@ -11,8 +11,8 @@ The rules of seed part B that concern sessions live here:
 
 from __future__ import annotations
 
-import hmac
 import logging
+import operator
 import time
 from collections.abc import Callable, Container
 from hmac import compare_digest
@@ -37,12 +37,16 @@ class UssdEngine:
         self,
         store: SessionStore,
         menu: Menu,
-        digest: Callable[[str, str], str],
+        digest: Callable[[str, str], str | int],
         clock: Callable[[], float] = time.time,
         on_session_started: Callable[[], object] = lambda: None,
     ) -> None:
         self.store = store
-        self._digest = digest  # keyed: see PinCipher.digest
+        # The texts' keyed digest: PinCipher.digest (an HMAC), or the memory store's own
+        # (`process_digest`: its records never leave this process), compared as ints.
+        local = getattr(store, "text_digest", None)
+        self._digest: Callable[[str, str], str | int] = local or digest
+        self._same: Callable[[Any, Any], bool] = operator.eq if local else compare_digest
         self._on_session_started = on_session_started
         self._menu = menu
         self._clock = clock
@@ -209,20 +213,19 @@ class UssdEngine:
             # `_is_last_text`, inline. A text of length 0 is "", whose digest the record
             # holds when its length is 0: the memory store's records are all written by
             # this process, under one key.
-            length, stored, digest = (
+            length, stored, digest, same = (
                 session.last_text_length,
                 session.last_text_digest,
                 self._digest,
+                self._same,
             )
-            if len(text) == length and (
-                not length or compare_digest(digest(text, session_id), stored)
-            ):
+            if len(text) == length and (not length or same(digest(text, session_id), stored)):
                 return session.last_reply, "retry"
             if session.status == ENDED:
                 return None
             previous = text[:length]
             if len(previous) != length or (
-                length and not compare_digest(digest(previous, session_id), stored)
+                length and not same(digest(previous, session_id), stored)
             ):
                 previous = "\x00"  # as `_previous`
             reply = None
@@ -247,9 +250,7 @@ class UssdEngine:
         return (
             session.last_text_digest is not None
             and len(text) == session.last_text_length
-            and hmac.compare_digest(
-                self._digest(text, session.session_id), session.last_text_digest
-            )
+            and self._same(self._digest(text, session.session_id), session.last_text_digest)
         )
 
     def _previous(self, session: Session, text: str) -> str:

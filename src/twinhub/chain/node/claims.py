@@ -21,7 +21,6 @@ from twinhub.chain.node.common import (
     Servicer,
     encoded_field,
     page_response,
-    pagination,
     query,
     timestamp,
     window,
@@ -203,15 +202,6 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
         encoded = encoded_field(CLAIM_FIELD, message.SerializeToString())
         return self.cache.put("claim", row.id, row.stamp, encoded)
 
-    async def _claim_page(self, request: q.QueryClaimListRequest) -> bytes:
-        """A `QueryClaimListResponse` as bytes: the page's items (`_claim_items`), kept
-        under the page's print (`Servicer.page`), and its pagination."""
-        shown = window(request)
-        joined, next_key = await self.page("claims", shown, self._claim_items)
-        total = await self.reads.page_total("claims", shown)
-        rest = q.QueryClaimListResponse(pagination=pagination(next_key, total))
-        return joined + rest.SerializeToString()
-
     async def _claim_items(self, shown: Window) -> tuple[bytes, int | None]:
         """A page's encoded claims (see `_claim`) joined and its next key; whole rows and
         evaluations are read only for the claims not built at their stamps."""
@@ -288,7 +278,9 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     ) -> q.QueryClaimListResponse | bytes:
         tokens: dict[int, str | None] = {}
         if self.reads.fast:
-            return await self._claim_page(request)
+            return await self.page_answer(
+                "claims", request, self._claim_items, q.QueryClaimListResponse
+            )
         page = await self.platform.claims.claims_window(window(request))
         claims = []
         for claim in page.items:

@@ -117,6 +117,20 @@ class Servicer:
                 self.pages.put(kind, place, printed, kept)
         return kept  # type: ignore[no-any-return]
 
+    async def page_answer(
+        self,
+        kind: str,
+        request: Any,
+        build: Callable[[Window], Awaitable[tuple[bytes, int | None]]],
+        response: Callable[..., Any],
+    ) -> bytes:
+        """A list query's answer as bytes: the page's items (`page`) and then `response`
+        holding only its pagination (the items' field comes first in every list answer)."""
+        shown = window(request)
+        joined, next_key = await self.page(kind, shown, build)
+        total = await self.reads.page_total(kind, shown)
+        return joined + response(pagination=pagination(next_key, total)).SerializeToString()
+
 
 def query(
     method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],

@@ -13,7 +13,6 @@ from twinhub.chain.node.common import (
     Servicer,
     encoded_field,
     page_response,
-    pagination,
     query,
     timestamp,
     window,
@@ -143,15 +142,6 @@ class DomainReads(Servicer):
         page = await self.platform.domains.window(DomainFilter(), window(request))
         return [entity_message(r) for r in page.items], page_response(page)
 
-    async def _entity_page_bytes(self, request: entity_query.QueryEntityListRequest) -> bytes:
-        """A `QueryEntityListResponse` as bytes: the page's items (`_entity_items`), kept
-        under the page's print (`Servicer.page`), and its pagination."""
-        shown = window(request)
-        joined, next_key = await self.page("domains", shown, self._entity_items)
-        total = await self.reads.page_total("domains", shown)
-        rest = entity_query.QueryEntityListResponse(pagination=pagination(next_key, total))
-        return joined + rest.SerializeToString()
-
     async def _entity_items(self, shown: Window) -> tuple[bytes, int | None]:
         """A page's entities joined and its next key: each entity encoded as an item of
         `entities` once per version ("entity_item"); only the rows whose items are not built
@@ -261,7 +251,9 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
         self, request: entity_query.QueryEntityListRequest, context: grpc.aio.ServicerContext
     ) -> entity_query.QueryEntityListResponse | bytes:
         if self.reads.fast:
-            return await self._entity_page_bytes(request)
+            return await self.page_answer(
+                "domains", request, self._entity_items, entity_query.QueryEntityListResponse
+            )
         entities, pagination = await self._entity_page(request)
         return entity_query.QueryEntityListResponse(entities=entities, pagination=pagination)
 

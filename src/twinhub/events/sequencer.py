@@ -42,6 +42,7 @@ _NUMBER = (
 
 _LIVE = WebhookSubscription.deleted_at.is_(None)
 _TOP = select(func.max(Event.position).label("top")).subquery()
+_ANY_UNNUMBERED = select(Event.id).where(Event.position.is_(None)).limit(1)
 _TOP_AND_SUBSCRIPTIONS = select(
     _TOP.c.top, WebhookSubscription.id, WebhookSubscription.event_types
 ).select_from(_TOP.outerjoin(WebhookSubscription, _LIVE))
@@ -79,6 +80,16 @@ class Sequencer:
         transaction ends (PostgreSQL; on SQLite the caller's write lock excludes every other
         numbering), so its commit makes the positions visible in order, as a pass of the
         sequencer's own would. Once it commits, the caller calls `numbered`."""
+        subscriptions = await self.position(session, rows)
+        if not subscriptions:
+            await insert_rows(await session.connection(), _EVENTS, rows)
+            return 0
+        return await self.insert_delivered(session, rows, subscriptions)
+
+    async def position(self, session: AsyncSession, rows: list[dict[str, Any]]) -> list[Any]:
+        """`number_with`'s first half, for a caller that inserts `rows` itself when nobody
+        subscribes: give them the next positions under the numbering lock; the live webhook
+        subscriptions (`insert_delivered` inserts the rows when there are some)."""
         if self._postgres:
             await session.execute(
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
@@ -88,12 +99,14 @@ class Sequencer:
         # subscription, or one row of NULLs without any).
         found = (await session.execute(_TOP_AND_SUBSCRIPTIONS)).all()
         top = found[0][0] or 0
-        subscriptions = [(id_, types) for _, id_, types in found if id_ is not None]
         for n, row in enumerate(rows, start=top + 1):
             row["position"] = n
-        if not subscriptions:
-            await insert_rows(await session.connection(), _EVENTS, rows)
-            return 0
+        return [(id_, types) for _, id_, types in found if id_ is not None]
+
+    async def insert_delivered(
+        self, session: AsyncSession, rows: list[dict[str, Any]], subscriptions: list[Any]
+    ) -> int:
+        """Insert the positioned `rows` and their deliveries to `subscriptions`; how many."""
         ids = await session.scalars(
             insert(_EVENTS).returning(_EVENTS.c.id, sort_by_parameter_order=True), rows
         )
@@ -132,6 +145,15 @@ class Sequencer:
                 )
                 if not locked:
                     return 0, 0  # another process is numbering right now
+            else:
+                # SQLite: the reads below must be of the transaction that numbers, under the
+                # writer lock (sqlite3 would begin it only at the UPDATE: the top read
+                # before it could be another process's old top, and the UPDATE then moved
+                # events a reader had passed). Looked for first, so that a pass with
+                # nothing to number never takes the lock.
+                if await session.scalar(_ANY_UNNUMBERED) is None:
+                    return 0, 0
+                await session.execute(text("BEGIN IMMEDIATE"))
             rows = (
                 await session.execute(
                     select(Event.id, Event.type)

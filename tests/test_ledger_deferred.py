@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from tests.conftest import (
     BOOTSTRAP_KEY,
@@ -382,4 +382,59 @@ async def test_queued_creates_share_one_check_until_an_ordinary_write_runs(
     async with platform.sessionmaker() as session:
         stored = set(await session.scalars(select(Domain.did)))
     assert {record["did"] for record in made} <= stored
+    await assert_sound(registry)
+
+
+async def test_a_batch_of_creates_closes_in_one_statement_on_postgresql(
+    registry: Registry,
+) -> None:
+    """The writers of a batch all wait for its close, so on PostgreSQL it sends every row
+    (domains, controllers, relationships, transactions, events) and the new head in one
+    statement, after the event numbering lock and top position. What it wrote is what the
+    same creates write one by one: the ledger verifies and every record reconciles."""
+    platform = registry.platform
+    ledger: Ledger = platform.ledger
+    release = asyncio.Event()
+
+    async def holding() -> None:  # keeps the batch open while the creates queue
+        async with ledger.write(deferred=True):
+            await release.wait()
+
+    first = asyncio.create_task(holding())
+    while not ledger._turn.locked():  # noqa: ASYNC110 (nothing signals the turn)
+        await asyncio.sleep(0.005)
+    statements: list[str] = []
+
+    def seen(_c: Any, _cursor: Any, statement: str, _p: Any, _x: Any, _many: bool) -> None:
+        statements.append(" ".join(statement.split()))
+
+    engine = platform.sessionmaker.kw["bind"].sync_engine
+    specs = [stove(), organisation(), stove(), stove()]
+    creates = []
+    for spec in specs:
+        waiting = ledger._queued
+        creates.append(asyncio.create_task(platform.domains.create(spec, ACTOR)))
+        while ledger._queued == waiting:  # noqa: ASYNC110 (as above)
+            await asyncio.sleep(0.005)
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        release.set()
+        await first
+        made = [await create for create in creates]
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    writes = [s for s in statements if s.startswith(("INSERT", "WITH", "UPDATE"))]
+    if engine.dialect.name == "postgresql":
+        [together] = writes
+        assert together.startswith("WITH ")
+        tables = ("domains", "domain_controllers", "relationships", "ledger_transactions", "events")
+        for table in tables:
+            assert f"INSERT INTO {table} " in together
+        assert together.rsplit(") ", 1)[-1].startswith("UPDATE ledger_head SET height = $")
+    else:
+        assert len(writes) > 1  # SQLite: a statement each, in process
+    async with platform.sessionmaker() as session:
+        stored = set(await session.scalars(select(Domain.did)))
+    assert {record["did"] for record in made} <= stored
+    assert len({record["did"] for record in made}) == 4
     await assert_sound(registry)

@@ -1307,7 +1307,8 @@ def print_table(result: RunResult, args: argparse.Namespace, cpus: tuple[int, in
     """One column per size, one row per figure, targets beside the rows they apply to."""
     shown = result.sizes
     print(
-        f"\nRegistry benchmark (SQLite): server on CPU {cpus[0]}, load on CPU {cpus[1]}; "
+        f"\nRegistry benchmark ({'PostgreSQL' if args.database == 'postgresql' else 'SQLite'}): "
+        f"server on CPU {cpus[0]}, load on CPU {cpus[1]}; "
         f"creates with {args.create_concurrency} in flight, reads with {args.connections} "
         f"wrk connections for {args.duration} s, paced for {args.paced_seconds} s"
     )

@@ -416,13 +416,25 @@ async def test_a_batch_of_creates_closes_in_one_statement_on_postgresql(
         creates.append(asyncio.create_task(platform.domains.create(spec, ACTOR)))
         while ledger._queued == waiting:  # noqa: ASYNC110 (as above)
             await asyncio.sleep(0.005)
+    asked: list[int] = []
+    real = domains_module.holders_of
+
+    async def counted(session: Any, items: list[Any]) -> Any:
+        asked.append(len(items))
+        return await real(session, items)
+
     event.listen(engine, "before_cursor_execute", seen)
+    domains_module.holders_of = counted  # type: ignore[assignment]
     try:
         release.set()
         await first
         made = [await create for create in creates]
     finally:
         event.remove(engine, "before_cursor_execute", seen)
+        domains_module.holders_of = real  # type: ignore[assignment]
+    # One holder check for the four queued creates; the organisation's membership group,
+    # a DID minted in the write, is not looked for.
+    assert asked == [4]
     writes = [s for s in statements if s.startswith(("INSERT", "WITH", "UPDATE"))]
     if engine.dialect.name == "postgresql":
         [together] = writes

@@ -250,7 +250,14 @@ class DomainService:
                     group_spec = _group_spec(row, group_protocol)
                     group_did = mint("entity")
                     group = await self._stage(
-                        write, group_did, "Group", group_protocol, group_spec, row.controller, did
+                        write,
+                        group_did,
+                        "Group",
+                        group_protocol,
+                        group_spec,
+                        row.controller,
+                        did,
+                        minted=True,
                     )
                     edges.append(_stage_edge(write, did, MEMBERSHIP_EDGE, group_did))
                     await write.append(
@@ -269,16 +276,18 @@ class DomainService:
         spec: DomainSpec,
         controller: list[str],
         parent: str | None,
+        minted: bool = False,
     ) -> Staged:
         """`_insert` for a deferred write: the same row, checked against the table and the
-        batch's rows not yet written, then handed to the batch."""
+        batch's rows not yet written, then handed to the batch. A DID `minted` here (80
+        random bits) without a serial number is not looked for: the lookup was a round trip
+        of its own in every batch with an organisation, with all its writers waiting."""
         serial = serial_of(spec.properties)
         serial_key = ("domains.serial", protocol.did, serial)
         holder = write.holder(serial_key) if serial is not None else None
-        if holder is None:
+        taken = False
+        if holder is None and not (minted and serial is None):
             holder, taken = await write.ahead(HOLDERS, (did, protocol.did, serial), holders_of)
-        else:
-            taken = False
         if holder is not None:
             raise _serial_taken(serial, holder, protocol.did)
         if taken or write.holder(("domains.did", did)) is not None:

@@ -6,13 +6,15 @@ services), so the two paths are held to one result."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 
 from tests.chain_gateway import running_node
 from tests.claims_world import World
-from tests.conftest import Registry
+from tests.conftest import BACKENDS, Registry
 from twinhub.chain.node.answers import Dispatcher
 from twinhub.chain.node.common import Servicer, VersionCache
 from twinhub.chain.node.entity import EntityQuery, IidQuery, entity_message, iid_document
@@ -25,6 +27,8 @@ from twinhub.platform import Platform
 from twinhub.services.domains import DomainFilter
 from twinhub.services.paging import Window
 from twinhub.services.read_model import ReadModel
+
+POSTGRESQL = next(b for b in BACKENDS if b.database == "postgresql")
 
 
 @pytest.fixture
@@ -280,3 +284,31 @@ async def test_a_page_is_kept_under_its_print_until_a_row_of_it_changes(
     finally:
         await fast_reads.aclose()
         await service_reads.aclose()
+
+
+@pytest.mark.parametrize("backend", [POSTGRESQL], ids=str, indirect=True)
+async def test_the_records_pool_sends_no_reset_after_each_read(
+    registry: Registry, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL (SQLite reads its file directly) the read model's own pool gives a
+    connection back without asyncpg's reset statement, a round trip per read: its
+    connections hold no session state."""
+
+    resets: list[object] = []
+    real = asyncpg.connection.Connection.reset
+
+    async def counted(self: asyncpg.Connection, **options: Any) -> None:
+        resets.append(self)
+        await real(self, **options)
+
+    monkeypatch.setattr(asyncpg.connection.Connection, "reset", counted)
+    reads = ReadModel(registry.platform)
+    try:
+        for _ in range(5):
+            row = await reads.domain_row(world.project)
+            assert row is not None
+            assert await reads.domain(row) == await registry.platform.domains.get(world.project)
+        assert await reads.domain_row("did:ixo:entity/not-there") is None
+    finally:
+        reads.close()
+    assert resets == []

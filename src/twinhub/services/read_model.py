@@ -90,6 +90,14 @@ PG_EDGES = _numbered(EDGES)
 PG_TYPES = "SELECT did, type FROM domains WHERE did = ANY($1::text[])"
 PG_POOL_SIZE = 4
 
+
+async def _nothing_to_reset(connection: Any) -> None:
+    """The records pool's connections only run single read statements: no SET, LISTEN,
+    advisory lock or cursor outlives one. asyncpg's default reset on every release
+    (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`) was a round trip of its
+    own after each statement, as many as the reads themselves. (asyncpg still rolls back a
+    transaction left open before calling this.)"""
+
 # Claims and credit tokens (the node's ixo claims and token queries): only the columns the
 # node's messages carry. A claims page is walked on the unique seq index, as domains are.
 SELECT_CLAIMS = (
@@ -426,7 +434,11 @@ class ReadModel:
                 async with self._pool_opening:
                     if self._pool is None:
                         self._pool = await asyncpg.create_pool(
-                            self._pg_url, min_size=1, max_size=PG_POOL_SIZE, **self._pg_options()
+                            self._pg_url,
+                            min_size=1,
+                            max_size=PG_POOL_SIZE,
+                            reset=_nothing_to_reset,
+                            **self._pg_options(),
                         )
             async with self._pool.acquire() as connection:
                 return [tuple(row) for row in await connection.fetch(statement, *args)]

@@ -98,6 +98,7 @@ async def _nothing_to_reset(connection: Any) -> None:
     own after each statement, as many as the reads themselves. (asyncpg still rolls back a
     transaction left open before calling this.)"""
 
+
 # Claims and credit tokens (the node's ixo claims and token queries): only the columns the
 # node's messages carry. A claims page is walked on the unique seq index, as domains are.
 SELECT_CLAIMS = (

@@ -916,10 +916,10 @@ async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple
     try:
         if dialect.name == "postgresql":
             # One text whatever the batch's size (prepared once per connection), each key
-            # an index search. An OR term per pair, as on SQLite, was planned anew for
-            # every batch size, and on a table not yet analysed PostgreSQL scanned it whole,
-            # testing every term on every row: 5.7 ms a batch at 3,000 domains, most of
-            # the database's time per create.
+            # an index search. An OR term per pair, as on SQLite, was a new statement for
+            # every batch size, and a plan that scanned the table tested every term on
+            # every row: 5.7 ms a batch at 3,000 domains. (The batch plans it for the
+            # table as it is: Ledger._open, docs/ledger.md.)
             rows = await raw.driver_connection.fetch(
                 _HOLDERS_PG,
                 dids,

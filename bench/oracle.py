@@ -172,9 +172,9 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
     its credential and mint, one ledger write each) on pending claims of metered stoves."""
     from sqlalchemy import text
 
+    from twinhub.kernel.principals import Principal
     from twinhub.services.claims import CollectionSpec
     from twinhub.services.domains import DomainSpec
-    from twinhub.services.principals import Principal
 
     admin = Principal("did:ixo:org/bench", frozenset({"admin"}))
     project = await platform.domains.create(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from twinhub.kernel.errors import Problems
 from twinhub.oracle.builtin import builtin_document, builtin_methodology
 from twinhub.oracle.methodology import (
     MethodologyError,
@@ -16,7 +17,6 @@ from twinhub.oracle.methodology import (
     digest_of,
     to_smallest_unit,
 )
-from twinhub.services.errors import Problems
 
 ELECTRIC = {
     "energy_kwh": 30.0,

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
+from twinhub.kernel.errors import Problems
 from twinhub.oracle.methodology import Methodology, compile_methodology
-from twinhub.services.errors import Problems
 
 CLEAN_COOKING = "clean-cooking-mecd"
 

@@ -18,10 +18,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.models import Claim, ClaimCollection, CreditToken, Domain
+from twinhub.kernel.errors import Problems
 from twinhub.oracle.inputs import stove_periods
 from twinhub.oracle.methodology import Methodology, compile_methodology, digest_of
 from twinhub.oracle.periods import PeriodSpec, StovePeriod, compute_period
-from twinhub.services.errors import Problems
 
 DEFAULT_DECIMALS = 6  # a new credit token counts millionths: 0.000001 tCO2e
 MAX_CLAIM_DAYS = 366

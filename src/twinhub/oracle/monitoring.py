@@ -19,14 +19,16 @@ import orjson
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import (
-    Claim,
-    ClaimCollection,
-    Domain,
-    MonitoringPeriod,
-    Relationship,
-    utcnow,
+from twinhub.db.models import Claim, ClaimCollection, Domain, MonitoringPeriod, Relationship
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
+    Conflict,
+    FieldProblem,
+    Forbidden,
+    Invalid,
+    NotFound,
 )
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.oracle.claims import (
     FAR_FUTURE,
     NotComputable,
@@ -46,15 +48,7 @@ from twinhub.oracle.periods import (
 from twinhub.oracle.plausibility import assess
 from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
 from twinhub.services.domains import ACTIVE, verified_project
-from twinhub.services.errors import (
-    Conflict,
-    FieldProblem,
-    Forbidden,
-    Invalid,
-    NotFound,
-)
 from twinhub.services.ledger import LedgerWrite
-from twinhub.services.principals import Principal, require_role
 from twinhub.services.protocols import ProtocolService, ProtocolView
 
 MAX_PERIOD_DAYS = 366

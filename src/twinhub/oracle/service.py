@@ -34,13 +34,10 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import (
-    Claim,
-    ClaimCollection,
-    Domain,
-    OracleDecision,
-    utcnow,
-)
+from twinhub.db.models import Claim, ClaimCollection, Domain, OracleDecision
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.oracle.claims import (
     ClaimComputation,
@@ -61,9 +58,7 @@ from twinhub.services.claims import (
 )
 from twinhub.services.credentials import rfc3339
 from twinhub.services.domains import ACTIVE
-from twinhub.services.errors import NotFound, ServiceError
 from twinhub.services.ledger import LedgerWrite
-from twinhub.services.principals import Principal
 from twinhub.services.protocols import ProtocolService
 
 log = get_logger(__name__)

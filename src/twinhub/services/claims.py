@@ -43,9 +43,20 @@ from twinhub.db.models import (
     Evaluation,
     MonitoringPeriod,
     Relationship,
-    utcnow,
 )
-from twinhub.identifiers import customer_did, is_did
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
+    Conflict,
+    FieldProblem,
+    Forbidden,
+    Invalid,
+    NotFound,
+    NotVerified,
+    Problems,
+    ServiceError,
+)
+from twinhub.kernel.identifiers import customer_did, is_did
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.oracle.claims import (
     FAR_FUTURE,
     ClaimComputation,
@@ -59,16 +70,6 @@ from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService, Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
-from twinhub.services.errors import (
-    Conflict,
-    FieldProblem,
-    Forbidden,
-    Invalid,
-    NotFound,
-    NotVerified,
-    Problems,
-    ServiceError,
-)
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
     Page,
@@ -78,7 +79,6 @@ from twinhub.services.paging import (
     fetch_window,
     split_page,
 )
-from twinhub.services.principals import Principal, require_role
 from twinhub.services.protocols import ProtocolService, ProtocolView, check_values
 from twinhub.services.twin_classes import same_kind
 

@@ -29,10 +29,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import Customer, Domain, DomainController, Relationship, utcnow
-from twinhub.identifiers import SLUG_PATTERN, is_did, mint
-from twinhub.services.customer_ids import is_valid_customer_id
-from twinhub.services.errors import (
+from twinhub.db.models import Customer, Domain, DomainController, Relationship
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
@@ -42,6 +41,9 @@ from twinhub.services.errors import (
     Problems,
     StaleVersion,
 )
+from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint
+from twinhub.kernel.principals import Principal
+from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
 from twinhub.services.paging import (
     Page,
@@ -51,7 +53,6 @@ from twinhub.services.paging import (
     fetch_window,
     split_page,
 )
-from twinhub.services.principals import Principal
 from twinhub.services.protocols import (
     KIND_PATTERN,
     NAME_PATTERN,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from twinhub.kernel.errors import Problems
-from twinhub.oracle.builtin import builtin_document, builtin_methodology
-from twinhub.oracle.methodology import (
+from twinhub.mrv.builtin import builtin_document, builtin_methodology
+from twinhub.mrv.methodology import (
     MethodologyError,
     MethodologyLimits,
     compile_methodology,

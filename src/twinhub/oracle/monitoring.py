@@ -29,26 +29,20 @@ from twinhub.kernel.errors import (
     NotFound,
 )
 from twinhub.kernel.principals import Principal, require_role
-from twinhub.oracle.claims import (
-    FAR_FUTURE,
-    NotComputable,
-    active_evaluator,
-    claim_days,
-    methodology_of,
-    token_decimals,
-)
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.periods import (
+from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
+from twinhub.mrv.periods import (
     PeriodSpec,
     compare_reports,
     compute_period,
     report_csv,
     report_digest,
 )
-from twinhub.oracle.plausibility import assess
+from twinhub.mrv.plausibility import assess
+from twinhub.services.claim_credits import active_evaluator, token_decimals
 from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import LedgerWrite
+from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.protocols import ProtocolService, ProtocolView
 
 MAX_PERIOD_DAYS = 366

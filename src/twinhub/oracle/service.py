@@ -39,15 +39,11 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
-from twinhub.oracle.claims import (
-    ClaimComputation,
-    NotComputable,
-    active_evaluator,
-    compute_claim,
-)
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.plausibility import assess
+from twinhub.mrv.claims import ClaimComputation, NotComputable
+from twinhub.mrv.plausibility import assess
+from twinhub.mrv.rules import takes_part
 from twinhub.security.signing import Issuer
+from twinhub.services.claim_credits import active_evaluator, compute_claim
 from twinhub.services.claims import (
     APPROVED,
     FLAGGED,
@@ -57,8 +53,8 @@ from twinhub.services.claims import (
     double_counted,
 )
 from twinhub.services.credentials import rfc3339
-from twinhub.services.domains import ACTIVE
 from twinhub.services.ledger import LedgerWrite
+from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.protocols import ProtocolService
 
 log = get_logger(__name__)
@@ -302,7 +298,7 @@ class OracleService:
                 decision.reasons.append("the collection has no active evaluator oracle")
                 return decision
             stove = await session.get(Domain, claim.asset_did) if claim.asset_did else None
-            if stove is not None and not (stove.verified and stove.status == ACTIVE):
+            if stove is not None and not takes_part(stove.verified, stove.status):
                 decision.reasons.append(
                     f"the stove {stove.did} is not verified (only verified domains take part "
                     "in credit issuance)"

@@ -57,15 +57,9 @@ from twinhub.kernel.errors import (
 )
 from twinhub.kernel.identifiers import customer_did, is_did
 from twinhub.kernel.principals import Principal, require_role
-from twinhub.oracle.claims import (
-    FAR_FUTURE,
-    ClaimComputation,
-    ClaimJob,
-    NotComputable,
-    claim_days,
-    compute_claim,
-    compute_claims,
-)
+from twinhub.mrv.claims import FAR_FUTURE, ClaimComputation, ClaimJob, NotComputable, claim_days
+from twinhub.mrv.rules import takes_part
+from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credits import CreditService, Minting
@@ -658,7 +652,7 @@ class ClaimService:
         """Verified domains only, for the stove as for the project: a claim about an asset
         is approved (and credits issued) only while governance has it verified (`asset` is
         read locked, so a revocation executing now waits for the approval, or it for it)."""
-        if asset is None or asset.status != ACTIVE or not asset.verified:
+        if asset is None or not takes_part(asset.verified, asset.status):
             state = (
                 "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
             )

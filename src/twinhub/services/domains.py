@@ -43,6 +43,7 @@ from twinhub.kernel.errors import (
 )
 from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint
 from twinhub.kernel.principals import Principal
+from twinhub.mrv.rules import ACTIVE, takes_part
 from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
 from twinhub.services.paging import (
@@ -64,7 +65,7 @@ from twinhub.services.protocols import (
 )
 from twinhub.services.twin_classes import same_kind, twin_class
 
-ACTIVE, DEACTIVATED = "active", "deactivated"
+DEACTIVATED = "deactivated"  # ACTIVE is the rules' (mrv.rules), for the verified-only rule
 SERIAL_PROPERTY = "serialNumber"
 MEMBERSHIP_GROUP_PROTOCOL = "did:ixo:protocol/membership-group"
 MEMBERSHIP_EDGE = "membershipGroup"
@@ -803,7 +804,7 @@ def require_verified_project(
             f"{did} is a {project.type}; {purpose}.",
             [FieldProblem("project", "expected a Project domain")],
         )
-    if project.status != ACTIVE or not project.verified:
+    if not takes_part(project.verified, project.status):
         state = "deactivated" if project.status != ACTIVE else "not verified"
         raise NotVerified(
             f"{did} is {state}: only a project verified by governance may {doing} "

@@ -18,11 +18,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from twinhub.oracle.builtin import builtin_methodology
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.methodology import MethodologyError
-from twinhub.oracle.periods import PeriodSpec, compute_period
-from twinhub.oracle.plausibility import assess
+from twinhub.mrv.builtin import builtin_methodology
+from twinhub.mrv.methodology import MethodologyError
+from twinhub.mrv.periods import PeriodSpec, compute_period
+from twinhub.mrv.plausibility import assess
+from twinhub.services.mrv_inputs import stove_periods
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

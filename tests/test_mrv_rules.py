@@ -28,5 +28,5 @@ def test_only_verified_active_domains_take_part(
 
 
 def test_rollup_field_names_are_the_stores() -> None:
-    assert SESSIONS == counted_field("session", "start")
+    assert counted_field("session", "start") == SESSIONS
     assert (ENERGY_FIELD, SESSION_FIELD) == (ENERGY, SESSIONS)

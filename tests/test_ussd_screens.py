@@ -1,5 +1,5 @@
 """Every screen in every language, with the longest notice it can carry, fits the
-182-character USSD limit and keeps to the GSM-7 alphabet (see screens.py).
+182-character USSD limit and keeps to the GSM-7 alphabet (see ussd/screens/).
 
 This file renders each screen from its Content with the worst inputs the registry may hand
 it; tests/test_ussd_languages.py walks the real flows over HTTP in every language.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from twinhub.kernel.errors import Conflict, Invalid, NotFound, NotVerified, ServiceError
 from twinhub.logging import get_logger
 from twinhub.services.claims import PeriodClaimed
-from twinhub.services.errors import Conflict, Invalid, NotFound, NotVerified, ServiceError
 from twinhub.services.stove_care import owned_stoves
 from twinhub.services.stoves import (
     NoOpenCollection,

@@ -28,6 +28,7 @@ from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import Customer, Domain, DomainController, Relationship
 from twinhub.kernel.clock import utcnow
@@ -903,14 +904,6 @@ HOLDERS = "domains.holders"  # Ledger.ahead's name for creates' (did, protocol, 
 
 # holders_of on PostgreSQL: the dids asked for, then each (protocol, serial) pair's holder
 # (a domain may come twice: the caller reads sets).
-_HOLDERS_PG = (
-    "SELECT did, class_did, serial FROM domains WHERE did = ANY($1::text[]) UNION ALL "
-    "SELECT d.did, d.class_did, d.serial "
-    "FROM unnest($2::text[], $3::text[]) AS k(class_did, serial) "
-    "JOIN domains d ON d.class_did = k.class_did AND d.serial = k.serial"
-)
-
-
 async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple[str | None, bool]]:
     """For each (did, protocol, serial) item, in one statement: which other domain of the
     protocol has the serial (if any), and whether the did exists. Asked of the driver
@@ -926,27 +919,7 @@ async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple
     connection, raw = info[_DRIVER]
     dialect = connection.dialect
     try:
-        if dialect.name == "postgresql":
-            # One text whatever the batch's size (prepared once per connection), each key
-            # an index search. An OR term per pair, as on SQLite, was a new statement for
-            # every batch size, and a plan that scanned the table tested every term on
-            # every row: 5.7 ms a batch at 3,000 domains. (The batch plans it for the
-            # table as it is: Ledger._open, docs/ledger.md.)
-            rows = await raw.driver_connection.fetch(
-                _HOLDERS_PG,
-                dids,
-                [protocol for protocol, _ in pairs],
-                [serial for _, serial in pairs],
-            )
-        else:
-            # did IN (...) OR (class_did = ? AND serial = ?) OR ...: each term an index
-            # search (SQLite's MULTI-INDEX OR).
-            terms = ["(class_did = ? AND serial = ?)"] * len(pairs)
-            sql = " OR ".join([f"did IN ({', '.join('?' * len(dids))})", *terms])
-            rows = await raw.driver_connection.execute_fetchall(
-                f"SELECT did, class_did, serial FROM domains WHERE {sql}",  # noqa: S608 (placeholders only)
-                (*dids, *(value for pair in pairs for value in pair)),
-            )
+        rows = await dialect_of(dialect).holders(raw, dids, pairs)
     except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
         raise driver_error(dialect, raw, error) from error
     found = {did for did, _, _ in rows}

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 CONFIG = ROOT / ".importlinter"
 MIGRATIONS = SRC / "twinhub" / "db" / "migrations" / "versions"

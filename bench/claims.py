@@ -973,7 +973,7 @@ async def seed(
 
 def month_readings(month: int, days: int) -> list[dict[str, Any]]:
     """A stove's readings for one calendar month: one cooking session a day on the first
-    `days` days (a start, and an end with the energy used), like tests/claims_world.py's
+    `days` days (a start, and an end with the energy used), like tests/support/claims_world.py's
     `cook`. Seqs are unique per stove across months (the store keeps a device's seqs)."""
     year, index = divmod(month, 12)
     readings: list[dict[str, Any]] = []

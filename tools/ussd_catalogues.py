@@ -34,7 +34,7 @@ SOURCES = [
 ]
 KEYWORDS = {"_": None, "N_": None, "_n": (1, 2), "Plural": (1, 2)}
 TEMPLATE = LOCALE_DIR / f"{DOMAIN}.pot"
-HEADER = "twinhub USSD menus. Translators: see README.md, section 'USSD languages'."
+HEADER = "twinhub USSD menus. Translators: see docs/ussd.md, section 'USSD languages'."
 STAMP = datetime(2026, 11, 23, tzinfo=UTC)
 
 

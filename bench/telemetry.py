@@ -1008,7 +1008,7 @@ async def _bulk(platform: Any, table: Any, rows: list[dict[str, Any]]) -> None:
     async with platform.sessionmaker.begin() as session:
         await session.execute(
             insert(table).prefix_with("OR IGNORE")
-            if not platform.telemetry.store.postgres
+            if platform.engine.dialect.name != "postgresql"
             else insert(table),
             rows,
         )

@@ -127,7 +127,6 @@ class Platform:
         self.telemetry = TelemetryService(
             TelemetryStore(
                 self.sessionmaker,
-                self.engine.dialect.name == "postgresql",
                 settings.telemetry_offline_after_seconds,
             ),
             settings,

@@ -20,7 +20,6 @@ stored seqs.
 from __future__ import annotations
 
 import asyncio
-import functools
 import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -29,9 +28,7 @@ from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, TypeVar
 
-import orjson
-from sqlalchemy import and_, delete, or_, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
+from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
@@ -40,7 +37,8 @@ from twinhub.events.store import event_row, events_committed, record_event
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of, counted_field
-from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.mrv.telemetry_schema import Reading
+from twinhub.telemetry.dialects import telemetry_dialect
 
 T = TypeVar("T")
 log = get_logger(__name__)
@@ -48,155 +46,6 @@ READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
 FIELD_LENGTH = 64  # telemetry_rollups.field
 _time = attrgetter("time")
-
-
-# PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
-_STAGE_READINGS = (
-    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
-    ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
-)
-# OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
-# semi-join (the staging table has no statistics) it hashed every stored reading instead.
-_DROP_STORED = """
-DELETE FROM telemetry_stage s
-WHERE EXISTS (
-    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
-    OFFSET 0
-)
-RETURNING s.device_id, s.seq
-"""
-_INSERT_STAGED = """
-INSERT INTO telemetry_readings (device_id, seq, time, "values")
-SELECT device_id, seq, time, "values" FROM telemetry_stage
-ON CONFLICT DO NOTHING
-"""
-# The rollups of the staged readings (by then exactly the ones inserted), computed by the
-# database: $3/$4/$5 name each device's rolled-up fields (numeric, or an enum field counted
-# per value); $1/$2/$6 pair each device with its scopes and each scope's rank in Python's
-# sort order. Hours are summed from the readings, days from the hours, months from the
-# days (few rows past the first step), then per scope; the rows are upserted in key order
-# (scope rank, interval, bucket, field: integers and a timestamp decide almost every
-# comparison) so concurrent transactions lock rollup rows in one order (no deadlocks).
-_ROLL_UP_STAGED = """
-INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-WITH v AS (
-    SELECT s.device_id, date_trunc('hour', s.time, 'UTC') AS bucket,
-           CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
-                ELSE f.name END AS field,
-           CASE WHEN f.counted THEN 1.0::float8
-                ELSE (s."values" ->> f.name)::float8 END AS value
-    FROM telemetry_stage s
-    JOIN unnest($3::integer[], $4::text[], $5::boolean[]) AS f(device_id, name, counted)
-      ON f.device_id = s.device_id
-    WHERE jsonb_typeof(s."values" -> f.name)
-          = CASE WHEN f.counted THEN 'string' ELSE 'number' END
-), h AS (
-    SELECT device_id, field, bucket, count(*)::integer AS n, sum(value) AS total,
-           min(value) AS low, max(value) AS high
-    FROM v WHERE length(field) <= 64 GROUP BY device_id, field, bucket
-), d AS (
-    SELECT device_id, field, date_trunc('day', bucket, 'UTC') AS bucket, sum(n)::integer AS n,
-           sum(total) AS total, min(low) AS low, max(high) AS high
-    FROM h GROUP BY device_id, field, 3
-), mo AS (
-    SELECT device_id, field, date_trunc('month', bucket, 'UTC') AS bucket,
-           sum(n)::integer AS n, sum(total) AS total, min(low) AS low, max(high) AS high
-    FROM d GROUP BY device_id, field, 3
-), cells AS (
-    SELECT 1 AS interval, * FROM h
-    UNION ALL SELECT 0, * FROM d
-    UNION ALL SELECT 2, * FROM mo
-)
-SELECT m.scope, (ARRAY['day', 'hour', 'month'])[c.interval + 1], c.bucket, c.field,
-       sum(c.n), sum(c.total), min(c.low), max(c.high)
-FROM cells c
-JOIN unnest($1::integer[], $2::text[], $6::integer[]) AS m(device_id, scope, rank)
-  ON m.device_id = c.device_id
-GROUP BY m.rank, c.interval, c.bucket, c.field, m.scope
-ORDER BY m.rank, c.interval, c.bucket, c.field COLLATE "C"
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = t.count + excluded.count,
-    sum = t.sum + excluded.sum,
-    min = LEAST(t.min, excluded.min),
-    max = GREATEST(t.max, excluded.max)
-"""
-_STAGE_ROLLUPS = (
-    "CREATE TEMP TABLE IF NOT EXISTS telemetry_rollup_stage (scope varchar(200),"
-    ' "interval" varchar(8), bucket timestamptz, field varchar(64), count bigint,'
-    " sum double precision, min double precision, max double precision) ON COMMIT DELETE ROWS"
-)
-_UPSERT_STAGED_ROLLUPS = """
-INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-SELECT scope, "interval", bucket, field, count, sum, min, max FROM telemetry_rollup_stage
-ORDER BY scope, "interval", bucket, field
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = t.count + excluded.count,
-    sum = t.sum + excluded.sum,
-    min = LEAST(t.min, excluded.min),
-    max = GREATEST(t.max, excluded.max)
-"""
-# The devices' rows of a group, locked in id order; their advanced state; its events.
-_ADD_DEVICES = (
-    "INSERT INTO telemetry_devices (did, latest, readings, updated_at)"
-    " SELECT did, '{}'::jsonb, 0, $2 FROM unnest($1::varchar[]) AS did ORDER BY did"
-    " ON CONFLICT (did) DO NOTHING"
-)
-_LOCK_DEVICES = (
-    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
-    " WHERE did = ANY($1::varchar[]) ORDER BY id FOR UPDATE"
-)
-_SAVE_DEVICE = (
-    "UPDATE telemetry_devices SET last_time = $2, last_seq = $3, latest = $4, meter = $5,"
-    " readings = $6, updated_at = $7 WHERE id = $1"
-)
-_INSERT_EVENT = (
-    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
-)
-_ADD_DEVICE_SQLITE = (
-    "INSERT OR IGNORE INTO telemetry_devices (did, latest, readings, updated_at)"
-    " VALUES (?, '{}', 0, ?)"
-)
-_LOCK_DEVICES_SQLITE = (
-    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
-    " WHERE did IN ({marks})"
-)
-_SAVE_DEVICE_SQLITE = (
-    "UPDATE telemetry_devices SET last_time = ?, last_seq = ?, latest = ?, meter = ?,"
-    " readings = ?, updated_at = ? WHERE id = ?"
-)
-_INSERT_EVENT_SQLITE = (
-    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_STAGE_READINGS_SQLITE = (
-    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
-    ' time TEXT, "values" TEXT)'
-)
-_DROP_STORED_SQLITE = """
-DELETE FROM temp.telemetry_stage
-WHERE EXISTS (
-    SELECT 1 FROM main.telemetry_readings r
-    WHERE r.device_id = telemetry_stage.device_id AND r.seq = telemetry_stage.seq
-)
-RETURNING device_id, seq
-"""
-_INSERT_READING_SQLITE = (
-    'INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values") VALUES (?, ?, ?, ?)'
-)
-_INSERT_STAGED_SQLITE = """
-INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
-SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
-"""
-_UPSERT_ROLLUP_SQLITE = """
-INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = telemetry_rollups.count + excluded.count,
-    sum = telemetry_rollups.sum + excluded.sum,
-    min = min(telemetry_rollups.min, excluded.min),
-    max = max(telemetry_rollups.max, excluded.max)
-"""
 
 
 def next_month(moment: datetime) -> datetime:
@@ -466,14 +315,14 @@ class TelemetryStore:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        postgres: bool,
         offline_after_seconds: float = 3600.0,
     ) -> None:
         self._sessions = sessions
         self.offline_after = timedelta(seconds=offline_after_seconds)
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
-        self.postgres = postgres
+        # What SQLite and PostgreSQL do differently (telemetry/dialects), chosen once.
+        self.dialect = telemetry_dialect(sessions)
         # One writing transaction at a time per process; what waits meanwhile goes in with
         # the next one (_Waiting). SQLite has one writer anyway (waiting here rather than in
         # busy_timeout, whose wait would count against the statement deadline); on
@@ -494,29 +343,9 @@ class TelemetryStore:
 
     # -- partitions (PostgreSQL) ---------------------------------------------------------
     async def ensure_partitions(self, times: Iterable[datetime]) -> None:
-        """Monthly partitions for every month `times` touch, made once per process."""
-        if not self.postgres:
-            return
-        months = {
-            datetime(t.year, t.month, 1, tzinfo=UTC)
-            for t in (t if t.tzinfo is UTC else t.astimezone(UTC) for t in times)
-        }
-        for month in sorted(months):
-            name = f"telemetry_readings_p{month:%Y%m}"
-            if name in self._partitions:
-                continue
-            ddl = (
-                f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF telemetry_readings "
-                f"FOR VALUES FROM ('{month.isoformat()}') TO ('{next_month(month).isoformat()}')"
-            )
-            try:
-                async with self._sessions.begin() as session:
-                    await session.execute(text(ddl))
-            except (IntegrityError, ProgrammingError, DBAPIError) as error:
-                # Another process made it a moment ago (a race IF NOT EXISTS does not cover).
-                if "already exists" not in str(error):
-                    raise
-            self._partitions.add(name)
+        """Monthly partitions for every month `times` touch, made once per process (none on
+        SQLite)."""
+        await self.dialect.ensure_partitions(self._sessions, times, self._partitions)
 
     # -- writes --------------------------------------------------------------------------
     async def store_batch(
@@ -598,19 +427,8 @@ class TelemetryStore:
             raw = await connection.get_raw_connection()
             driver = raw.driver_connection
             try:
-                if self.postgres:
-                    async with driver.transaction():
-                        results, ids = await self._write(driver, batches, events)
-                else:
-                    # BEGIN IMMEDIATE: this transaction holds the database's write lock from
-                    # its start (a deferred one that read first could not write later).
-                    await driver.execute("BEGIN IMMEDIATE")
-                    try:
-                        results, ids = await self._write(driver, batches, events)
-                    except BaseException:
-                        await driver.rollback()
-                        raise
-                    await driver.commit()
+                async with self.dialect.transaction(driver):
+                    results, ids = await self._write(driver, batches, events)
             except Exception as error:
                 raise driver_error(connection.dialect, raw, error) from error
             # Committed, so the staging table exists on this connection (one made in a
@@ -662,14 +480,7 @@ class TelemetryStore:
                 online = self._online_event(batch.did, was, inserted)
                 if online is not None:
                     events.append(online)
-                if not self.postgres:
-                    cells: Cells = {}
-                    add_cells(cells, inserted, batch.numeric, batch.counted)
-                    for scope in (batch.did, *batch.scopes):
-                        plan.cells.setdefault(scope, []).append(cells)
-                elif device not in planned:
-                    planned.add(device)
-                    plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
+                self.dialect.plan(plan, planned, device, batch, inserted)
                 self._advance_state(row, inserted, batch.meter)
                 changed[device] = row
             state = {
@@ -695,71 +506,19 @@ class TelemetryStore:
         database's write lock already). New rows go in in DID order, so concurrent groups
         wait for each other's in one order too."""
         new = [did for did in dids if did not in self._device_ids]
-        if self.postgres:
-            if new:
-                await driver.execute(_ADD_DEVICES, new, utcnow())
-            found = await driver.fetch(_LOCK_DEVICES, dids)
-            return {r[1]: DeviceState(r[0], r[2], r[3], r[4] or {}, r[5], r[6] or 0) for r in found}
-        if new:
-            stamp = sqlite_time(utcnow())
-            await driver.executemany(_ADD_DEVICE_SQLITE, [(did, stamp) for did in new])
-        marks = ", ".join("?" * len(dids))
-        cursor = await driver.execute(_LOCK_DEVICES_SQLITE.format(marks=marks), dids)
-        states = {}
-        for device, did, last, seq, latest, meter, readings in await cursor.fetchall():
-            moment = datetime.fromisoformat(last).replace(tzinfo=UTC) if last else None
-            states[did] = DeviceState(
-                device, moment, seq, orjson.loads(latest) if latest else {}, meter, readings or 0
-            )
-        return states
+        return await self.dialect.lock_devices(driver, new, dids, utcnow())
 
     async def _save_devices(self, driver: Any, states: list[DeviceState]) -> None:
         """The advanced state of the devices that stored readings, in id order."""
         if not states:
             return
-        now = utcnow()
-        if self.postgres:
-            await driver.executemany(
-                _SAVE_DEVICE,
-                [
-                    (s.id, s.last_time, s.last_seq, dumps(s.latest), s.meter, s.readings, now)
-                    for s in states
-                ],
-            )
-            return
-        await driver.executemany(
-            _SAVE_DEVICE_SQLITE,
-            [
-                (
-                    sqlite_time(s.last_time) if s.last_time else None,
-                    s.last_seq,
-                    dumps(s.latest),
-                    s.meter,
-                    s.readings,
-                    sqlite_time(now),
-                    s.id,
-                )
-                for s in states
-            ],
-        )
+        await self.dialect.save_devices(driver, states, utcnow())
 
     async def _insert_events(self, driver: Any, rows: list[dict[str, Any]]) -> None:
         """Outbox rows (events/store.py's event_row), in this transaction."""
         if not rows:
             return
-        records = [
-            (
-                r["event_id"],
-                r["type"],
-                r["subject"],
-                r["actor"],
-                r["data"],
-                r["ledger_height"],
-                r["occurred_at"] if self.postgres else sqlite_time(r["occurred_at"]),
-            )
-            for r in rows
-        ]
-        await driver.executemany(_INSERT_EVENT if self.postgres else _INSERT_EVENT_SQLITE, records)
+        await self.dialect.insert_events(driver, rows)
 
     def online(self, last: datetime | None, now: datetime | None = None) -> bool:
         """Whether a device whose newest reading is at `last` counts as online."""
@@ -798,40 +557,7 @@ class TelemetryStore:
         from it (whatever their time: on PostgreSQL the key holds the time too, for the
         partitions) and the rest is inserted; the staging table then holds exactly the
         inserted readings, which _roll_up reads."""
-        if self.postgres:
-            if driver not in self._staged:
-                await driver.execute(_STAGE_READINGS)
-            if not items:
-                return set()
-            await driver.copy_records_to_table(
-                "telemetry_stage",
-                records=[(d, r.seq, r.time, dumps(r.values)) for d, r in items],
-                columns=["device_id", "seq", "time", "values"],
-            )
-            skipped = await driver.fetch(_DROP_STORED)
-            await driver.execute(_INSERT_STAGED)
-            return {(d, q) for d, q in skipped}
-        if driver not in self._staged:
-            await driver.execute(_STAGE_READINGS_SQLITE)
-        if not items:
-            return set()
-        rows = [(d, r.seq, sqlite_time(r.time), dumps(r.values)) for d, r in items]
-        # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
-        # then stores them all, and its count says so. When it stored fewer, which ones it
-        # skipped is found the staged way below, after undoing it.
-        await driver.execute("SAVEPOINT telemetry_insert")
-        cursor = await driver.executemany(_INSERT_READING_SQLITE, rows)
-        if cursor.rowcount != len(rows):
-            await driver.execute("ROLLBACK TO telemetry_insert")
-        await driver.execute("RELEASE telemetry_insert")
-        if cursor.rowcount == len(rows):
-            return set()
-        await driver.execute("DELETE FROM temp.telemetry_stage")
-        await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
-        cursor = await driver.execute(_DROP_STORED_SQLITE)
-        skipped = await cursor.fetchall()
-        await driver.execute(_INSERT_STAGED_SQLITE)
-        return {(d, q) for d, q in skipped}
+        return await self.dialect.insert_readings(driver, items, driver in self._staged)
 
     async def _roll_up(self, driver: Any, plan: RollupPlan) -> None:
         """Add the staged readings (those _insert_readings just stored) to the rollups of
@@ -840,16 +566,7 @@ class TelemetryStore:
         row in Python. SQLite runs in this process, where the same statement cost more
         than the Python sums (JSON taken apart per reading and field), so the cells
         summed per batch are upserted there."""
-        if not self.postgres:
-            await driver.executemany(_UPSERT_ROLLUP_SQLITE, sqlite_cell_rows(plan.cells))
-            return
-        if not plan.fields:
-            return
-        scope_ids, scopes = zip(*plan.scopes, strict=True)
-        field_ids, names, counted = zip(*plan.fields, strict=True)
-        rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
-        ranks = [rank[scope] for scope in scopes]
-        await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks)
+        await self.dialect.roll_up(driver, plan)
 
     async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:
         """Add rollup increments computed elsewhere (one record per key, in key order:
@@ -857,19 +574,9 @@ class TelemetryStore:
         benchmark seeds rollups this way."""
         if not records:
             return
-        if self.postgres:
-
-            async def copy_upsert(driver: Any) -> None:
-                await driver.execute(_STAGE_ROLLUPS)
-                await driver.copy_records_to_table("telemetry_rollup_stage", records=records)
-                await driver.execute(_UPSERT_STAGED_ROLLUPS)
-
-            await self._raw(session, copy_upsert)
-            return
-        rows = [(*r[:2], sqlite_time(r[2]), *r[3:]) for r in records]
 
         async def upsert(driver: Any) -> None:
-            await driver.executemany(_UPSERT_ROLLUP_SQLITE, rows)
+            await self.dialect.add_rollups(driver, records)
 
         await self._raw(session, upsert)
 
@@ -885,8 +592,7 @@ class TelemetryStore:
         connection = await session.connection()
         raw = await connection.get_raw_connection()
         driver = raw.driver_connection
-        if self.postgres and not driver.is_in_transaction():
-            await connection.exec_driver_sql("SELECT 1")
+        await self.dialect.join(connection, driver)
         try:
             return await work(driver)
         except Exception as error:
@@ -1027,25 +733,7 @@ class TelemetryStore:
     # -- retention -----------------------------------------------------------------------
     async def prune(self, before: datetime) -> int:
         """Drop raw readings older than `before` (whole partitions on PostgreSQL first)."""
-        dropped = 0
-        if self.postgres:
-            async with self._sessions.begin() as session:
-                names = await session.scalars(
-                    text(
-                        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-                        " JOIN pg_class p ON p.oid = i.inhparent"
-                        " WHERE p.relname = 'telemetry_readings'"
-                    )
-                )
-                for name in list(names):
-                    try:
-                        month = datetime.strptime(name[-6:], "%Y%m").replace(tzinfo=UTC)
-                    except ValueError:
-                        continue
-                    if next_month(month) <= before:
-                        await session.execute(text(f"DROP TABLE {name}"))
-                        self._partitions.discard(name)
-                        dropped += 1
+        dropped = await self.dialect.drop_partitions(self._sessions, before, self._partitions)
         async with self._sessions.begin() as session:
             result = await session.execute(delete(READINGS).where(READINGS.c.time < before))
         return dropped + (result.rowcount or 0)
@@ -1073,25 +761,3 @@ def _months_of(readings: list[Reading]) -> list[datetime]:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
-
-
-def sqlite_time(moment: datetime) -> str:
-    """A UtcDateTime as SQLAlchemy writes it on SQLite (`2026-01-02 03:04:05.000006`, UTC):
-    the same text, so keys and comparisons match what the ORM wrote. Checked readings are
-    in UTC already: their text is the aware one without its `+00:00` (one call)."""
-    if moment.tzinfo is UTC:
-        return moment.isoformat(" ", "microseconds")[:-6]
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
-@functools.lru_cache(maxsize=65_536)
-def _sqlite_bucket(stamp: int) -> str:
-    """A bucket's epoch second as SQLite's text; cached, since the batches of a project's
-    devices keep naming the same recent hours."""
-    return sqlite_time(datetime.fromtimestamp(stamp, UTC))
-
-
-def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
-    """cell_records with each bucket as SQLite's text, in no particular order: SQLite's
-    one writer at a time holds the whole database, so no lock order is needed."""
-    return cell_records(scoped, _sqlite_bucket, ordered=False)

@@ -583,12 +583,9 @@ class TelemetryStore:
     async def _raw(self, session: AsyncSession, work: Callable[[Any], Awaitable[T]]) -> T:
         """`work(driver connection)` (asyncpg or aiosqlite) in the session's transaction.
         The driver's errors come out as SQLAlchemy's, as from any other statement, so the
-        API answers 503 and MQTT retries them alike.
-
-        SQLAlchemy's asyncpg adapter sends BEGIN lazily, with the transaction's first
-        statement: when that is this driver work, asyncpg would run it in autocommit (each
-        statement committed alone, a staged temporary table emptied at once), so a
-        statement through SQLAlchemy opens the transaction first."""
+        API answers 503 and MQTT retries them alike. The dialect first makes sure the
+        work joins the session's transaction (`join`: asyncpg's would otherwise run it in
+        autocommit)."""
         connection = await session.connection()
         raw = await connection.get_raw_connection()
         driver = raw.driver_connection

@@ -5,6 +5,7 @@ monthly partitions of the readings, the devices' rows locked FOR UPDATE in id or
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -124,8 +125,8 @@ _INSERT_EVENT = (
 class PostgreSQLTelemetry(TelemetryDialect):
     """See the module docstring."""
 
-    def transaction(self, driver: Any) -> Any:
-        return driver.transaction()
+    def transaction(self, driver: Any) -> AbstractAsyncContextManager[Any]:
+        return driver.transaction()  # asyncpg's: commits on leaving, rolls back on error
 
     async def join(self, connection: AsyncConnection, driver: Any) -> None:
         # SQLAlchemy's asyncpg adapter sends BEGIN lazily, with the transaction's first

@@ -76,3 +76,10 @@ def test_the_check_sees_a_branch_and_a_flag() -> None:
         assert BRANCH.search(line), line
     for line in ("postgresql_where=text(COUNTED)", '("postgres://", "postgresql+asyncpg://")'):
         assert not BRANCH.search(line), line
+
+
+def test_each_seam_has_one_module_per_database() -> None:
+    """The interface, then one module per database, and nothing else in the seam."""
+    for seam in SEAMS:
+        modules = sorted(path.name for path in (SOURCE.parent / seam).glob("*.py"))
+        assert modules == ["__init__.py", "postgresql.py", "sqlite.py"], seam

@@ -44,7 +44,13 @@ from twinhub.oracle.periods import (
     report_digest,
 )
 from twinhub.oracle.plausibility import assess
-from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
+from twinhub.services.claims import (
+    APPROVED,
+    OPEN,
+    ClaimService,
+    DoubleCounting,
+    EvaluationRequest,
+)
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.errors import (
     Conflict,
@@ -165,7 +171,7 @@ class MonitoringService:
 
         included = [row["stove"] for row in report["stoves"]]
 
-        async def record(write: LedgerWrite, claim: Claim) -> None:
+        async def record(write: LedgerWrite) -> None:
             await self._no_overlap(write.session, project, start, end)
             # The report left out stoves credited when it was computed; a claim approved
             # since (approvals check periods under the turn, so this is the other half).
@@ -181,7 +187,7 @@ class MonitoringService:
                     project_did=project,
                     start=start,
                     end=end,
-                    claim_id=claim.id,
+                    claim_id=claim_id,
                     amount=computation.amount,
                     report_digest=report["reportDigest"],
                     report=orjson.dumps(report).decode(),
@@ -190,18 +196,22 @@ class MonitoringService:
                 )
             )
 
-        await self._claims.evaluate(
+        request = EvaluationRequest(
             claim_id,
             APPROVED,
-            Principal(oracle, frozenset({"writer"})),
-            reason=(
+            (
                 f"monitoring period {start}..{end}: {report['totals']['included']} of "
                 f"{report['totals']['stoves']} stoves credited"
             ),
             oracle=oracle,
             computation=computation,  # type: ignore[arg-type]
-            on_write=record,
         )
+        # The approval and the period's row in one ledger write: both or neither.
+        async with self._claims.write() as write:
+            await self._claims.evaluate_within(
+                write, request, Principal(oracle, frozenset({"writer"}))
+            )
+            await record(write)
         async with self._sessions() as session:
             row = await self._existing(session, project, start, end)
         assert row is not None

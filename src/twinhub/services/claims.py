@@ -15,14 +15,25 @@ Rules that live here:
   `ownerCustomerId` names, else its first controller; or to the project's first
   controller when the claim names no asset.
 Every write is one ledger write: the claim, its counters, the credential and the credits
-commit together or not at all.
+commit together or not at all. That is why "claim approved -> credential and mint" is a
+step of the approval's own transaction and not a handler of the bus (kernel.bus) run after
+its commit: a crash between them would leave an approved claim without its credits. What
+the bus carries after the commit is the news (claim.approved, credential.issued,
+credits.minted: webhooks, streams). A caller that must write with an evaluation (the
+oracle's signed decision, a monitoring period) opens the ledger write itself and makes the
+evaluation in it (`evaluate_within`), rather than passing a callback down here.
+
+Events carry their causes (kernel.bus.Cause): a claim keeps the id of its claim.submitted
+event, which causes its evaluation's events (claim.evaluated, claim.approved,
+credential.issued); claim.approved causes the credits.minted of the approval.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
@@ -45,7 +56,9 @@ from twinhub.db.models import (
     Relationship,
     utcnow,
 )
+from twinhub.events.store import new_event_id
 from twinhub.identifiers import customer_did, is_did
+from twinhub.kernel.bus import Cause
 from twinhub.oracle.claims import (
     FAR_FUTURE,
     ClaimComputation,
@@ -145,7 +158,6 @@ CREDENTIAL_TYPE = "ClaimEvaluationCredential"
 PERIOD_FIELDS = ("periodStart", "periodEnd")
 PERIOD_SKEW = timedelta(minutes=5)  # a client clock a little ahead is not a future period
 UNCOUNTED = (REJECTED, INVALIDATED)  # a stove-period freed for a corrected report
-DecisionHook = Callable[[LedgerWrite, Claim], Awaitable[None]]
 
 
 @dataclass
@@ -275,16 +287,6 @@ class _NothingApplied(Exception):
     """Every evaluation of a write was refused: roll it back rather than commit nothing."""
 
 
-class _Undone(Exception):
-    """A decision hook refused after its evaluation was made (a monitoring period that
-    found the stove credited meanwhile): the whole write rolls back, and every evaluation
-    of it reports the hook's error."""
-
-    def __init__(self, error: ServiceError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
 class DoubleCounting(Conflict):
     """The approval would credit a stove-period that is credited already."""
 
@@ -295,6 +297,14 @@ class PeriodClaimed(Conflict):
     """The stove already has a counted claim for this reporting period."""
 
     code = "period_claimed"
+
+
+def _minted_cause(evaluated: Cause | None, approved: str | None) -> Cause | None:
+    """An approval's credits.minted follows from its claim.approved event, in the chain of
+    the claim's submission (or, for a claim older than causes, of the approval)."""
+    if approved is None:
+        return None
+    return evaluated.then(approved) if evaluated is not None else Cause.root(approved)
 
 
 def _month_start(moment: datetime) -> datetime:
@@ -461,8 +471,7 @@ async def double_counted(
 @dataclass
 class EvaluationRequest:
     """One evaluation (`ClaimService.evaluate_many`). `computation`: the claim's credits as
-    the oracle computed them already; `on_write` runs inside the same ledger write (the
-    oracle records its signed decision there, so decision and mint commit together)."""
+    the oracle computed them already."""
 
     claim: str
     status: str
@@ -470,7 +479,6 @@ class EvaluationRequest:
     amount: int | None = None
     oracle: str | None = None
     computation: ClaimComputation | None = None
-    on_write: DecisionHook | None = None
 
 
 @dataclass
@@ -748,6 +756,7 @@ class ClaimService:
             if asset is not None and period is not None:
                 await self._period_unclaimed(session, asset, period)
             seq = await write.next_seq(Claim.seq)
+            submitted = new_event_id()  # its claim.submitted event's: its evaluation's cause
             row = Claim(
                 id=claim_id or uuid.uuid4().hex,
                 seq=seq,
@@ -758,6 +767,7 @@ class ClaimService:
                 status=PENDING,
                 submitted_at=self._now(),
                 period=period,
+                submitted_event=submitted,
             )
             try:
                 async with session.begin_nested():
@@ -769,7 +779,13 @@ class ClaimService:
             collection.count += 1
             collection.updated_at = row.submitted_at
             view = claim_view(row)
-            await write.append("claims.submit", asset or project.did, actor.did, {"claim": view})
+            await write.append(
+                "claims.submit",
+                asset or project.did,
+                actor.did,
+                {"claim": view},
+                event_id=submitted,
+            )
         return view
 
     @staticmethod
@@ -899,20 +915,42 @@ class ClaimService:
         amount: int | None = None,
         oracle: str | None = None,
         computation: ClaimComputation | None = None,
-        on_write: DecisionHook | None = None,
     ) -> dict[str, Any]:
         """Record an evaluation. An approval mints what the protocol's methodology computes
         from the claim's stove telemetry (`computation`, when the oracle computed it
         already); nobody names an amount."""
-        request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation, on_write)
-        if on_write is None and computation is None:
+        request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation)
+        if computation is None:
             # Single evaluations arriving together are made together (services/coalesce).
             require_role(actor, "writer")
             outcome = await self._coalescer.submit(actor, request)
-        else:  # the oracle's own: its decision hook runs in the write, alone
+        else:  # computed by the oracle already: nothing to share with other evaluations
             (outcome,) = await self.evaluate_many([request], actor)
         if outcome.error is not None:
             raise outcome.error
+        assert outcome.reply is not None
+        return outcome.reply
+
+    def write(self) -> AbstractAsyncContextManager[LedgerWrite]:
+        """A ledger write of the caller's own, for `evaluate_within`."""
+        return self._ledger.write()
+
+    async def evaluate_within(
+        self, write: LedgerWrite, request: EvaluationRequest, actor: Principal
+    ) -> dict[str, Any]:
+        """Make one evaluation inside the caller's ledger write, so that what the caller
+        writes beside it (the oracle's signed decision, a monitoring period) commits with
+        the evaluation, its credential and its credits, or none of them does: the caller
+        raising after this rolls the whole write back. A refused evaluation raises its
+        error (and the caller's write then changes nothing of the claim)."""
+        require_role(actor, "writer")
+        self._check_request(request)
+        outcome = EvaluationOutcome(request.claim)
+        now = self._now()
+        applied = await self._apply(write, [request], [outcome], [0], actor, now, {})
+        if outcome.error is not None:
+            raise outcome.error
+        await self._replies(write.session, applied)
         assert outcome.reply is not None
         return outcome.reply
 
@@ -954,10 +992,6 @@ class ClaimService:
                 await self._replies(write.session, applied)
         except _NothingApplied:
             pass
-        except _Undone as undone:  # nothing of the write stays: its made items fail too
-            for index in live:
-                if outcomes[index].error is None:
-                    outcomes[index] = EvaluationOutcome(requests[index].claim, error=undone.error)
         return outcomes
 
     async def _evaluate_batch(
@@ -1139,12 +1173,17 @@ class ClaimService:
             credential = self._approve(turn, claim, collection, project, protocol, now, computation)
             outcome.credential = credential["id"]
         view = claim_view(claim)
+        # Caused by the claim's submission (claims submitted before events had causes
+        # name none: their evaluation starts a chain).
+        cause = Cause.root(claim.submitted_event) if claim.submitted_event else None
         await write.append(
             "claims.evaluate",
             subject,
             actor.did,
             {"claim": view, "credential": credential["id"] if credential else None},
+            cause=cause,
         )
+        approved = write.events.get("claim.approved")
         if computation is not None and computation.amount > 0:
             outcome.token = computation.token
             await turn.minting.add(
@@ -1155,12 +1194,8 @@ class ClaimService:
                 claim.id,
                 actor.did,
                 decimals=computation.decimals,
+                cause=_minted_cause(cause, approved),
             )
-        if request.on_write is not None:
-            try:
-                await request.on_write(write, claim)
-            except ServiceError as error:  # after the rows changed: not this item alone
-                raise _Undone(error) from error
         return _Applied(outcome, claim, evaluation, before)
 
     async def _replies(self, session: AsyncSession, applied: list[_Applied]) -> None:

@@ -1,0 +1,1 @@
+"""The shared kernel: what every layer may use and nothing below it provides."""

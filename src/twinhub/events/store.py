@@ -211,6 +211,23 @@ class EventStore:
         async with self._sessions() as session:
             return [stored(row) for row in await session.scalars(query)]
 
+    async def trace(self, event_id: str, limit: int = 50) -> list[StoredEvent]:
+        """The numbered event `event_id` and what caused it, back to the first event of
+        its chain (each one's `causation_id`): a webhook delivery's event traced through
+        the credit and the claim. Empty if the event is unknown (or pruned)."""
+        chain: list[StoredEvent] = []
+        wanted: str | None = event_id
+        async with self._sessions() as session:
+            while wanted is not None and len(chain) < limit:
+                row = await session.scalar(
+                    select(Event).where(Event.event_id == wanted, Event.position.is_not(None))
+                )
+                if row is None:
+                    break
+                chain.append(stored(row))
+                wanted = row.causation_id
+        return chain
+
     async def all_records(self) -> list[EventRecord]:
         """Every event, numbered or not, oldest first (operators' checks and tests)."""
         async with self._sessions() as session:

@@ -693,7 +693,7 @@ async def build_programme(
     token for each stove (through the service)."""
     import httpx
 
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     roles = ["reader", "writer"]
     operator = f"did:ixo:org/bench-operator-{tag}"
@@ -910,7 +910,7 @@ async def seed(
     """Submit claims through ClaimService.submit (what the API route calls) until the store
     holds `target`; ids seed-0000001, ... in order, each on the next seed slot's stove and
     calendar month (MonthSlots)."""
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     step = SeedStep(purpose=purpose, target=target)
     needed = target - await stored_claims(platform, prog)

@@ -24,10 +24,10 @@ from tests.test_claims_rules import (
     token_state,
 )
 from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
+from twinhub.kernel.errors import Conflict
+from twinhub.kernel.principals import Principal
 from twinhub.services.claims import EvaluationRequest
-from twinhub.services.errors import Conflict
 from twinhub.services.ledger_state import reconcile
-from twinhub.services.principals import Principal
 
 PATH = "/v1/claims/evaluations"
 

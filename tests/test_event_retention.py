@@ -17,8 +17,8 @@ from tests.test_webhooks import (  # noqa: F401 (fixtures)
     subscribe,
 )
 from tests.webhook_receiver import Receiver
-from twinhub.db.models import utcnow
 from twinhub.events.store import record_event
+from twinhub.kernel.clock import utcnow
 
 
 async def kinds_about(registry: object, did: str) -> list[str]:

@@ -34,8 +34,9 @@ from tests.conftest import (
     unique,
 )
 from tests.test_cli import TWINHUB, base_env, run_cli
-from twinhub.db.models import OracleDecision, utcnow
-from twinhub.oracle.builtin import CLEAN_COOKING, builtin_document
+from twinhub.db.models import OracleDecision
+from twinhub.kernel.clock import utcnow
+from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
 from twinhub.oracle.service import OracleService
 from twinhub.platform import Platform
 from twinhub.services.stoves import whole_credits

@@ -17,9 +17,9 @@ from tests.test_console import console, csrf_of, sign_in
 from tests.test_customers import error_of
 from tests.test_logging import log_stream  # noqa: F401 (the fixture)
 from tests.test_write_log import writes
-from twinhub.identifiers import customer_did
+from twinhub.kernel.errors import Conflict, Invalid, NotFound
+from twinhub.kernel.identifiers import customer_did
 from twinhub.platform import Platform
-from twinhub.services.errors import Conflict, Invalid, NotFound
 from twinhub.services.stove_care import ProblemView, StoveCare
 from twinhub.settings import Settings
 

@@ -16,6 +16,8 @@ from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
 from twinhub.events.types import CATALOGUE
 from twinhub.kernel.bus import DELIVERIES_MADE, EVENTS_WRITTEN, Bus, Handler
+from twinhub.kernel.principals import Principal
+from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
 from twinhub.security.keys import load_key
 from twinhub.security.pins import PinCipher, load_pin_key
@@ -33,7 +35,6 @@ from twinhub.services.governance import GovernanceService, GroupSpec
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.ownership import adopt_legacy_owners
-from twinhub.services.principals import Principal
 from twinhub.services.protocols import ProtocolService
 from twinhub.services.stove_care import StoveCare
 from twinhub.services.stoves import StoveService
@@ -43,7 +44,6 @@ from twinhub.telemetry.figures import RollupTelemetry
 from twinhub.telemetry.live import LiveHub, live_channel
 from twinhub.telemetry.service import TelemetryService
 from twinhub.telemetry.store import TelemetryStore
-from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
 ISSUER_KEY_FILE = "credential-issuer.key"

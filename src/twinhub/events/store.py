@@ -17,16 +17,11 @@ import orjson
 from sqlalchemy import and_, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import (
-    Event,
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookSubscription,
-    utcnow,
-)
+from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for_transaction
 from twinhub.kernel.bus import EVENTS_WRITTEN, Cause, mark, unmark
-from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import FieldProblem, Invalid
 
 # In a session's info while a ledger write runs: the list its events go to (services.ledger).
 EVENT_ROWS = "twinhub.events.pending_rows"

@@ -35,9 +35,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
+from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
 from twinhub.events.store import event_row, record_event
 from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.telemetry.schema import Reading, dumps
 

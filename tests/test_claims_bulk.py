@@ -281,7 +281,7 @@ async def test_a_write_refusing_after_its_evaluations_undoes_them_whole(
     claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
     minted = (await token_state(registry))["minted"]
     height = await registry.platform.ledger.height()
-    service = registry.platform.claims
+    service = registry.platform.claims.evaluations
     actor = Principal(world.oracle_operator, frozenset({"reader", "writer"}))
 
     with pytest.raises(Conflict, match="meanwhile"):

@@ -126,7 +126,6 @@ class Platform:
             self.ledger,
             self.protocols,
             self.credentials,
-            self.credits,
             batch_max=settings.claims_evaluation_batch_max,
             linger=settings.claims_evaluation_linger_seconds,
         )

@@ -137,9 +137,9 @@ class MonitoringService:
         )
         claim_id = period_claim_id(project, start, end)
         try:
-            await self._claims.claim(claim_id)
+            await self._claims.views.claim(claim_id)
         except NotFound:
-            await self._claims.submit(
+            await self._claims.submissions.submit(
                 collection.id,
                 {
                     "reportType": "monitoring-period",
@@ -195,8 +195,8 @@ class MonitoringService:
             computation=computation,  # type: ignore[arg-type]
         )
         # The approval and the period's row in one ledger write: both or neither.
-        async with self._claims.write() as write:
-            await self._claims.evaluate_within(
+        async with self._claims.evaluations.write() as write:
+            await self._claims.evaluations.evaluate_within(
                 write, request, Principal(oracle, frozenset({"writer"}))
             )
             await record(write)

@@ -16,7 +16,7 @@ and a restarted oracle picks up a lease that ran out), and decides:
 Every decision is signed with the platform's issuer key and stored with its reasons, the
 digest of the telemetry it used and the methodology's id, version and digest. The decision
 row and the claim's evaluation (and its credential and credits) commit in one ledger write
-the oracle opens itself (`ClaimService.evaluate_within`): a crash between them leaves
+the oracle opens itself (`ClaimEvaluations.evaluate_within`): a crash between them leaves
 neither, and the lease runs out for another try.
 
 How it learns of a claim: the platform's bus hands it each claim.submitted event once the
@@ -288,8 +288,8 @@ class OracleService:
         )
         try:
             # The evaluation and the signed decision in one ledger write of the oracle's.
-            async with self._claims.write() as write:
-                reply = await self._claims.evaluate_within(write, request, principal)
+            async with self._claims.evaluations.write() as write:
+                reply = await self._claims.evaluations.evaluate_within(write, request, principal)
                 await self._record(write.session, claim_id, decision, DECIDED)
         except ServiceError as error:  # e.g. the project lost its verification meanwhile
             decision.reasons.append(f"not applied to the claim: {error.message}")

@@ -21,7 +21,11 @@ its commit: a crash between them would leave an approved claim without its credi
 the bus carries after the commit is the news (claim.approved, credential.issued,
 credits.minted: webhooks, streams). A caller that must write with an evaluation (the
 oracle's signed decision, a monitoring period) opens the ledger write itself and makes the
-evaluation in it (`evaluate_within`), rather than passing a callback down here.
+evaluation in it (`ClaimEvaluations.evaluate_within`), rather than passing a callback down
+here.
+
+The service is four classes of one job each, built together (`ClaimService`):
+`ClaimCollections`, `ClaimSubmissions`, `ClaimEvaluations` and `ClaimViews`.
 
 Events carry their causes (kernel.bus.Cause): a claim keeps the id of its claim.submitted
 event, which causes its evaluation's events (claim.evaluated, claim.approved,
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -75,7 +79,7 @@ from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credits import CreditService, Minting
+from twinhub.services.credits import Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
@@ -464,7 +468,7 @@ async def double_counted(
 
 @dataclass
 class EvaluationRequest:
-    """One evaluation (`ClaimService.evaluate_many`). `computation`: the claim's credits as
+    """One evaluation (`ClaimEvaluations.evaluate_many`). `computation`: the claim's credits as
     the oracle computed them already."""
 
     claim: str
@@ -520,54 +524,68 @@ class _Turn:
         await self.minting.finish()
 
 
-class ClaimService:
+async def _project(session: AsyncSession, did: str, doing: str) -> Domain:
+    """The collection's project, locked: a revocation executing now waits for us."""
+    return await verified_project(
+        session, did, doing, purpose="claims are collected for projects", lock=True
+    )
+
+
+def _verified_project(project: Domain | None, did: str, doing: str) -> Domain:
+    return require_verified_project(
+        project, did, doing, purpose="claims are collected for projects"
+    )
+
+
+def _verified_asset(asset: Domain | None, did: str) -> Domain:
+    """Verified domains only, for the stove as for the project: a claim about an asset
+    is approved (and credits issued) only while governance has it verified (`asset` is
+    read locked, so a revocation executing now waits for the approval, or it for it)."""
+    if asset is None or not takes_part(asset.verified, asset.status):
+        state = "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
+        raise NotVerified(
+            f"{did} is {state}: only an asset verified by governance takes part in credit "
+            "issuance (rule: verified domains only). Verify it, e.g. in a batch proposal."
+        )
+    return asset
+
+
+async def _collection_row(session: AsyncSession, collection_id: int) -> ClaimCollection:
+    row = await session.get(ClaimCollection, collection_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"No claim collection {collection_id}.")
+    return row
+
+
+async def _evaluations_of(
+    session: AsyncSession, claim_ids: list[str]
+) -> dict[str, list[Evaluation]]:
+    found: dict[str, list[Evaluation]] = {}
+    if claim_ids:
+        rows = await session.scalars(
+            select(Evaluation).where(Evaluation.claim_id.in_(claim_ids)).order_by(Evaluation.id)
+        )
+        for row in rows:
+            found.setdefault(row.claim_id, []).append(row)
+    return found
+
+
+class ClaimCollections:
+    """Claim collections: opened for a verified project under a claim protocol, paused,
+    reopened, closed; read one by one or in pages."""
+
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
         ledger: Ledger,
         protocols: ProtocolService,
-        credentials: CredentialService,
-        credits: CreditService,
-        clock: Any = utcnow,
-        batch_max: int = 1000,
-        linger: float = 0.0,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._protocols = protocols
-        self._credentials = credentials
-        self._credits = credits
         self._now = clock
-        self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
-            self._evaluate_batch, batch_max, linger
-        )
 
-    @property
-    def coalesced(self) -> tuple[int, int]:
-        """Single evaluations coalesced so far: (batches run, evaluations they carried)."""
-        return self._coalescer.batches, self._coalescer.items
-
-    def collector(self) -> Collector:
-        """Prometheus metrics of this process's coalesced single evaluations: their mean
-        batch size is how much concurrent approvals share."""
-        coalescer = self._coalescer
-
-        class EvaluationMetrics(Collector):
-            def collect(self) -> Iterator[Metric]:
-                yield CounterMetricFamily(
-                    "twinhub_claim_evaluation_batches",
-                    "Batches that made single claim evaluations (coalesced when concurrent).",
-                    value=coalescer.batches,
-                )
-                yield CounterMetricFamily(
-                    "twinhub_claim_evaluations_coalesced",
-                    "Single claim evaluations made in those batches.",
-                    value=coalescer.items,
-                )
-
-        return EvaluationMetrics()
-
-    # -- collections -----------------------------------------------------------------------
     async def create_collection(self, spec: CollectionSpec, actor: Principal) -> dict[str, Any]:
         require_role(actor, "writer")
         problems = Problems()
@@ -586,7 +604,7 @@ class ClaimService:
             problems.add("evaluators", "an oracle is named twice")
         async with self._ledger.write() as write:
             session = write.session
-            project = await self._project(session, spec.project, "create a claim collection")
+            project = await _project(session, spec.project, "create a claim collection")
             if not (actor.is_admin or actor.did in project.controller):
                 raise Forbidden(f"Only a controller of {project.did} or an admin may do this.")
             if protocol is not None:
@@ -642,34 +660,6 @@ class ClaimService:
             return None
         return protocol
 
-    @staticmethod
-    async def _project(session: AsyncSession, did: str, doing: str) -> Domain:
-        """The collection's project, locked: a revocation executing now waits for us."""
-        return await verified_project(
-            session, did, doing, purpose="claims are collected for projects", lock=True
-        )
-
-    @staticmethod
-    def _verified_project(project: Domain | None, did: str, doing: str) -> Domain:
-        return require_verified_project(
-            project, did, doing, purpose="claims are collected for projects"
-        )
-
-    @staticmethod
-    def _verified_asset(asset: Domain | None, did: str) -> Domain:
-        """Verified domains only, for the stove as for the project: a claim about an asset
-        is approved (and credits issued) only while governance has it verified (`asset` is
-        read locked, so a revocation executing now waits for the approval, or it for it)."""
-        if asset is None or not takes_part(asset.verified, asset.status):
-            state = (
-                "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
-            )
-            raise NotVerified(
-                f"{did} is {state}: only an asset verified by governance takes part in credit "
-                "issuance (rule: verified domains only). Verify it, e.g. in a batch proposal."
-            )
-        return asset
-
     async def collection(self, collection_id: int) -> dict[str, Any]:
         async with self._sessions() as session:
             row = await session.get(ClaimCollection, collection_id)
@@ -693,7 +683,7 @@ class ClaimService:
         if state not in STATES:
             raise Invalid("The state is open, paused or closed.", [FieldProblem("state", state)])
         async with self._ledger.write() as write:
-            row = await self._collection_row(write.session, collection_id)
+            row = await _collection_row(write.session, collection_id)
             if not (actor.is_admin or actor.did == row.admin):
                 raise Forbidden(f"Only {row.admin} (the collection's admin) or an admin may.")
             if row.state == CLOSED and state != CLOSED:
@@ -705,14 +695,30 @@ class ClaimService:
             )
         return view
 
-    @staticmethod
-    async def _collection_row(session: AsyncSession, collection_id: int) -> ClaimCollection:
-        row = await session.get(ClaimCollection, collection_id, with_for_update=True)
-        if row is None:
-            raise NotFound(f"No claim collection {collection_id}.")
-        return row
+    async def collections_window(self, window: Window) -> WindowPage[dict[str, Any]]:
+        async with self._sessions() as session:
+            page = await fetch_window(session, select(ClaimCollection), ClaimCollection.id, window)
+        return WindowPage([collection_view(r) for r in page.items], page.next_key, page.total)
 
-    # -- claims ----------------------------------------------------------------------------
+    async def collection_sequence(self) -> int:
+        async with self._sessions() as session:
+            return int(await session.scalar(select(func.max(ClaimCollection.id))) or 0)
+
+
+class ClaimSubmissions:
+    """Submitting claims to an open collection: who may, what the data must follow, one
+    counted claim per stove and reporting period."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        protocols: ProtocolService,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._ledger = ledger
+        self._protocols = protocols
+        self._now = clock
+
     async def submit(
         self,
         collection_id: int,
@@ -731,8 +737,8 @@ class ClaimService:
         problems.raise_if_any("The claim is invalid.")
         async with self._ledger.write() as write:
             session = write.session
-            collection = await self._collection_row(session, collection_id)
-            project = await self._project(session, collection.project_did, "take claims")
+            collection = await _collection_row(session, collection_id)
+            project = await _project(session, collection.project_did, "take claims")
             self._check_window(collection)
             asset_row = await self._asset(session, asset, project.did) if asset else None
             owners = {*project.controller, *(asset_row.controller if asset_row else [])}
@@ -835,71 +841,56 @@ class ClaimService:
             )
         return row
 
-    async def claim(self, claim_id: str) -> dict[str, Any]:
-        async with self._sessions() as session:
-            row = await session.get(Claim, claim_id) if CLAIM_ID.match(claim_id) else None
-            if row is None:
-                raise NotFound(f"No claim {claim_id!r}.")
-            evaluations = list(
-                await session.scalars(
-                    select(Evaluation)
-                    .where(Evaluation.claim_id == claim_id)
-                    .order_by(Evaluation.id)
+
+class ClaimEvaluations:
+    """Evaluating claims: each evaluation checked under the ledger's turn, an approval's
+    credential and credits written in its own ledger write; single evaluations arriving
+    together coalesced into one write."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        protocols: ProtocolService,
+        credentials: CredentialService,
+        clock: Callable[[], datetime] = utcnow,
+        batch_max: int = 1000,
+        linger: float = 0.0,
+    ) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+        self._protocols = protocols
+        self._credentials = credentials
+        self._now = clock
+        self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
+            self._evaluate_batch, batch_max, linger
+        )
+
+    @property
+    def coalesced(self) -> tuple[int, int]:
+        """Single evaluations coalesced so far: (batches run, evaluations they carried)."""
+        return self._coalescer.batches, self._coalescer.items
+
+    def collector(self) -> Collector:
+        """Prometheus metrics of this process's coalesced single evaluations: their mean
+        batch size is how much concurrent approvals share."""
+        coalescer = self._coalescer
+
+        class EvaluationMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                yield CounterMetricFamily(
+                    "twinhub_claim_evaluation_batches",
+                    "Batches that made single claim evaluations (coalesced when concurrent).",
+                    value=coalescer.batches,
                 )
-            )
-        return claim_view(row, evaluations)
+                yield CounterMetricFamily(
+                    "twinhub_claim_evaluations_coalesced",
+                    "Single claim evaluations made in those batches.",
+                    value=coalescer.items,
+                )
 
-    async def claims(
-        self, where: ClaimFilter, cursor: str | None, limit: int
-    ) -> Page[dict[str, Any]]:
-        after = decode_cursor(cursor)
-        if where.status is not None and where.status not in STATUSES:
-            raise Invalid("Unknown claim status.", [FieldProblem("status", ", ".join(STATUSES))])
-        query = select(Claim).where(Claim.seq > after)
-        if where.collection is not None:
-            query = query.where(Claim.collection_id == where.collection)
-        if where.status is not None:
-            query = query.where(Claim.status == where.status)
-        if where.agent is not None:
-            query = query.where(Claim.agent == where.agent)
-        if where.asset is not None:
-            query = query.where(Claim.asset_did == where.asset)
-        async with self._sessions() as session:
-            rows = list(await session.scalars(query.order_by(Claim.seq).limit(limit + 1)))
-        rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
-        return Page([claim_view(r) for r in rows], next_cursor)
+        return EvaluationMetrics()
 
-    async def claims_window(self, window: Window) -> WindowPage[dict[str, Any]]:
-        """A Cosmos-style page of claims, each with its evaluation history."""
-        async with self._sessions() as session:
-            page = await fetch_window(session, select(Claim), Claim.seq, window)
-            history = await self._evaluations_of(session, [row.id for row in page.items])
-        views = [claim_view(row, history.get(row.id, [])) for row in page.items]
-        return WindowPage(views, page.next_key, page.total)
-
-    async def collections_window(self, window: Window) -> WindowPage[dict[str, Any]]:
-        async with self._sessions() as session:
-            page = await fetch_window(session, select(ClaimCollection), ClaimCollection.id, window)
-        return WindowPage([collection_view(r) for r in page.items], page.next_key, page.total)
-
-    async def collection_sequence(self) -> int:
-        async with self._sessions() as session:
-            return int(await session.scalar(select(func.max(ClaimCollection.id))) or 0)
-
-    @staticmethod
-    async def _evaluations_of(
-        session: AsyncSession, claim_ids: list[str]
-    ) -> dict[str, list[Evaluation]]:
-        found: dict[str, list[Evaluation]] = {}
-        if claim_ids:
-            rows = await session.scalars(
-                select(Evaluation).where(Evaluation.claim_id.in_(claim_ids)).order_by(Evaluation.id)
-            )
-            for row in rows:
-                found.setdefault(row.claim_id, []).append(row)
-        return found
-
-    # -- evaluation ------------------------------------------------------------------------
     async def evaluate(
         self,
         claim_id: str,
@@ -1099,12 +1090,12 @@ class ClaimService:
         session = write.session
         claim, collection = found
         status, reason, computation = request.status, request.reason, request.computation
-        project = self._verified_project(
+        project = _verified_project(
             domains.get(collection.project_did), collection.project_did, "evaluate claims"
         )
         asset = None
         if status == APPROVED and claim.asset_did is not None:
-            asset = self._verified_asset(domains.get(claim.asset_did), claim.asset_did)
+            asset = _verified_asset(domains.get(claim.asset_did), claim.asset_did)
         evaluator = self._evaluator(domains, collection, actor, request.oracle)
         if claim.status not in EVALUABLE:
             raise Conflict(
@@ -1197,7 +1188,7 @@ class ClaimService:
         (stored by now, this one's included). A pending claim had no evaluation before this
         one, so there is nothing to read."""
         await session.flush()
-        earlier = await self._evaluations_of(
+        earlier = await _evaluations_of(
             session, [a.claim.id for a in applied if a.before != PENDING]
         )
         for item in applied:
@@ -1353,6 +1344,81 @@ class ClaimService:
                 return asset.controller[0]
         return project.controller[0]
 
+
+class ClaimViews:
+    """Reading claims: one with its evaluations, pages by filter, Cosmos-style windows,
+    an approved claim's credential."""
+
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], credentials: CredentialService
+    ) -> None:
+        self._sessions = sessions
+        self._credentials = credentials
+
+    async def claim(self, claim_id: str) -> dict[str, Any]:
+        async with self._sessions() as session:
+            row = await session.get(Claim, claim_id) if CLAIM_ID.match(claim_id) else None
+            if row is None:
+                raise NotFound(f"No claim {claim_id!r}.")
+            evaluations = list(
+                await session.scalars(
+                    select(Evaluation)
+                    .where(Evaluation.claim_id == claim_id)
+                    .order_by(Evaluation.id)
+                )
+            )
+        return claim_view(row, evaluations)
+
+    async def claims(
+        self, where: ClaimFilter, cursor: str | None, limit: int
+    ) -> Page[dict[str, Any]]:
+        after = decode_cursor(cursor)
+        if where.status is not None and where.status not in STATUSES:
+            raise Invalid("Unknown claim status.", [FieldProblem("status", ", ".join(STATUSES))])
+        query = select(Claim).where(Claim.seq > after)
+        if where.collection is not None:
+            query = query.where(Claim.collection_id == where.collection)
+        if where.status is not None:
+            query = query.where(Claim.status == where.status)
+        if where.agent is not None:
+            query = query.where(Claim.agent == where.agent)
+        if where.asset is not None:
+            query = query.where(Claim.asset_did == where.asset)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query.order_by(Claim.seq).limit(limit + 1)))
+        rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
+        return Page([claim_view(r) for r in rows], next_cursor)
+
+    async def claims_window(self, window: Window) -> WindowPage[dict[str, Any]]:
+        """A Cosmos-style page of claims, each with its evaluation history."""
+        async with self._sessions() as session:
+            page = await fetch_window(session, select(Claim), Claim.seq, window)
+            history = await _evaluations_of(session, [row.id for row in page.items])
+        views = [claim_view(row, history.get(row.id, [])) for row in page.items]
+        return WindowPage(views, page.next_key, page.total)
+
     async def credential_of(self, claim_id: str) -> dict[str, Any]:
         await self.claim(claim_id)  # NotFound for an unknown claim
         return await self._credentials.of_claim(claim_id)
+
+
+class ClaimService:
+    """The claims context, in four parts of one job each, built together over the same
+    ledger: `collections`, `submissions`, `evaluations` and `views`."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        protocols: ProtocolService,
+        credentials: CredentialService,
+        clock: Callable[[], datetime] = utcnow,
+        batch_max: int = 1000,
+        linger: float = 0.0,
+    ) -> None:
+        self.collections = ClaimCollections(sessions, ledger, protocols, clock)
+        self.submissions = ClaimSubmissions(ledger, protocols, clock)
+        self.evaluations = ClaimEvaluations(
+            sessions, ledger, protocols, credentials, clock, batch_max, linger
+        )
+        self.views = ClaimViews(sessions, credentials)

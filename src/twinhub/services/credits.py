@@ -1,7 +1,7 @@
 """Credits (CARBON, ...): minted for approved claims, transferred, retired.
 
 Rules that live here:
-- credits come into being only by minting for an approved claim (ClaimService mints
+- credits come into being only by minting for an approved claim (ClaimEvaluations mints
   through `Minting` inside its own ledger write); nobody mints by hand;
 - the owner of a balance, or an admin acting as custodian for people who reach twinhub
   by phone only, may transfer or retire it; retiring needs a reason;

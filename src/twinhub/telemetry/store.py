@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
-from twinhub.events.store import event_row, events_committed, record_event
+from twinhub.events.store import event_row, record_event
+from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of, counted_field
@@ -316,8 +317,12 @@ class TelemetryStore:
         self,
         sessions: async_sessionmaker[AsyncSession],
         offline_after_seconds: float = 3600.0,
+        bus: Bus | None = None,
     ) -> None:
         self._sessions = sessions
+        # Told when a raw-driver write commits events (the sequencer numbers them); without
+        # one, they wait for the sequencer's next pass.
+        self._bus = bus
         self.offline_after = timedelta(seconds=offline_after_seconds)
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
@@ -437,8 +442,8 @@ class TelemetryStore:
         if len(self._device_ids) > 1_000_000:
             self._device_ids.clear()
         self._device_ids.update(ids)  # committed: these rows exist
-        if events:
-            events_committed()
+        if events and self._bus is not None:
+            self._bus.signal(EVENTS_WRITTEN)
         return [results[i] for i in range(len(batches))]
 
     async def _write(

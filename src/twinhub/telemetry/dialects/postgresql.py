@@ -117,8 +117,8 @@ _SAVE_DEVICE = (
     " readings = $6, updated_at = $7 WHERE id = $1"
 )
 _INSERT_EVENT = (
-    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
+    " causation_id, correlation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 )
 
 
@@ -213,6 +213,8 @@ class PostgreSQLTelemetry(TelemetryDialect):
                 r["data"],
                 r["ledger_height"],
                 r["occurred_at"],
+                r["causation_id"],
+                r["correlation_id"],
             )
             for r in rows
         ]

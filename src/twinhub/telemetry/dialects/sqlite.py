@@ -40,8 +40,8 @@ _SAVE_DEVICE = (
     " readings = ?, updated_at = ? WHERE id = ?"
 )
 _INSERT_EVENT = (
-    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
+    " causation_id, correlation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
@@ -148,6 +148,8 @@ class SQLiteTelemetry(TelemetryDialect):
                 r["data"],
                 r["ledger_height"],
                 sqlite_time(r["occurred_at"]),
+                r["causation_id"],
+                r["correlation_id"],
             )
             for r in rows
         ]

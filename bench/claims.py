@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from bench.postgres import create_postgres_database, drop_postgres_database
 from bench.registry import (
     AUTO_PACED_FRACTION,
     BENCH_DIR,
@@ -613,33 +614,6 @@ def open_platform(
     return Platform(settings)
 
 
-async def create_postgres_database(admin_url: str, tag: str) -> str:
-    """A new database on the PostgreSQL server for this run; its URL."""
-    import asyncpg
-
-    name = f"twinhub_bench_claims_{tag}"
-    try:
-        admin = await asyncpg.connect(admin_url, timeout=5)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        raise BenchError(f"PostgreSQL at {admin_url} is not reachable: {exc}") from None
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return f"{admin_url.rsplit('/', 1)[0]}/{name}"
-
-
-async def drop_postgres_database(admin_url: str, url: str) -> None:
-    import asyncpg
-
-    name = url.rsplit("/", 1)[1]
-    admin = await asyncpg.connect(admin_url, timeout=5)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
 async def analyze(platform: Platform) -> str | None:
     """PostgreSQL: refresh the planner's statistics after bulk seeding, as autovacuum would
     (a minute later, or never where it is off); without them it plans a list of 100,000
@@ -693,7 +667,7 @@ async def build_programme(
     token for each stove (through the service)."""
     import httpx
 
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     roles = ["reader", "writer"]
     operator = f"did:ixo:org/bench-operator-{tag}"
@@ -910,7 +884,7 @@ async def seed(
     """Submit claims through ClaimService.submit (what the API route calls) until the store
     holds `target`; ids seed-0000001, ... in order, each on the next seed slot's stove and
     calendar month (MonthSlots)."""
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     step = SeedStep(purpose=purpose, target=target)
     needed = target - await stored_claims(platform, prog)

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from twinhub.kernel.errors import Invalid, NotFound
+from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.services.claims import CollectionSpec
 from twinhub.services.domains import DomainSpec
-from twinhub.services.errors import Invalid, NotFound
 from twinhub.services.governance import BatchSelection, GroupSpec
-from twinhub.services.principals import Principal
 
 OPERATOR = "did:ixo:org/demo-jiko-operator"
 ORACLE_OPERATOR = "did:ixo:org/demo-emissions-oracle"
@@ -239,7 +239,7 @@ async def load_telemetry(
 ) -> Any:
     """A month of simulated telemetry for the demo stoves, through the HTTP ingestion path;
     the readings are fixed by (stove, day), so a second run on the same day adds none."""
-    from twinhub.telemetry.simulator import Stove, simulate
+    from twinhub.simulator import Stove, simulate
 
     actor = as_actor(OPERATOR)
     devices = []

@@ -13,6 +13,8 @@ from twinhub.db.engine import create_engine, create_sessionmaker
 from twinhub.db.health import DatabaseMonitor
 from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
+from twinhub.kernel.principals import Principal
+from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
 from twinhub.security.keys import load_key
 from twinhub.security.pins import PinCipher, load_pin_key
@@ -30,7 +32,6 @@ from twinhub.services.governance import GovernanceService, GroupSpec
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.ownership import adopt_legacy_owners
-from twinhub.services.principals import Principal
 from twinhub.services.protocols import ProtocolService
 from twinhub.services.stove_care import StoveCare
 from twinhub.services.stoves import StoveService
@@ -40,7 +41,6 @@ from twinhub.telemetry.figures import RollupTelemetry
 from twinhub.telemetry.live import LiveHub, live_channel
 from twinhub.telemetry.service import TelemetryService
 from twinhub.telemetry.store import TelemetryStore
-from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
 ISSUER_KEY_FILE = "credential-issuer.key"
@@ -184,7 +184,7 @@ class Platform:
             if self.settings.oracle_enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
             # Batch verifications a stopped process left part-done carry on by themselves.
-            await self.governance.resume_batches()
+            await self.governance.batches.resume()
         self._started = True
         log.info(
             "platform started",
@@ -216,7 +216,7 @@ class Platform:
     async def stop(self) -> None:
         # Batch runners (started by execute requests whatever BACKGROUND_WORKERS_ENABLED
         # says) first: each cancelled chunk rolls back whole while the database is there.
-        await self.governance.stop_batches()
+        await self.governance.batches.stop()
         await self.events.stop()
         for task in self.background:
             task.cancel()

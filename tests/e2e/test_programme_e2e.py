@@ -47,7 +47,7 @@ from tests.conftest import (
 )
 from tests.integration.cli.test_cli import TWINHUB, run_cli, wait_healthy
 from tests.support.ussd_flows import Journey, create_account, log_in
-from twinhub.identifiers import customer_did
+from twinhub.kernel.identifiers import customer_did
 
 PIN = "40517"
 FOOTER = "0. Back\n*. Exit"

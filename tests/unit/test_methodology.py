@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from twinhub.oracle.builtin import builtin_document, builtin_methodology
-from twinhub.oracle.methodology import (
+from twinhub.kernel.errors import Problems
+from twinhub.mrv.builtin import builtin_document, builtin_methodology
+from twinhub.mrv.methodology import (
     MethodologyError,
     MethodologyLimits,
     compile_methodology,
     digest_of,
     to_smallest_unit,
 )
-from twinhub.services.errors import Problems
 
 ELECTRIC = {
     "energy_kwh": 30.0,

@@ -9,9 +9,9 @@ from datetime import date, timedelta
 
 import pytest
 
-from twinhub.oracle.builtin import builtin_methodology
-from twinhub.oracle.methodology import to_smallest_unit
-from twinhub.oracle.periods import (
+from twinhub.mrv.builtin import builtin_methodology
+from twinhub.mrv.methodology import to_smallest_unit
+from twinhub.mrv.periods import (
     PeriodSpec,
     StovePeriod,
     compare_reports,
@@ -19,7 +19,7 @@ from twinhub.oracle.periods import (
     report_csv,
     report_digest,
 )
-from twinhub.oracle.plausibility import Finding, StoveDay
+from twinhub.mrv.plausibility import Finding, StoveDay
 
 SPEC = PeriodSpec("did:ixo:entity/project", date(2026, 10, 1), date(2026, 10, 30), "CARBON", 6)
 

@@ -7,7 +7,7 @@ import random
 from dataclasses import replace
 from datetime import date, timedelta
 
-from twinhub.oracle.plausibility import PlausibilityRules, StoveDay, assess
+from twinhub.mrv.plausibility import PlausibilityRules, StoveDay, assess
 
 START = date(2026, 10, 1)
 

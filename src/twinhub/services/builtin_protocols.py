@@ -7,10 +7,10 @@ gets. Created through the ledger like any other protocol, on start, when missing
 
 from __future__ import annotations
 
-from twinhub.oracle.builtin import CLEAN_COOKING, builtin_document
-from twinhub.services.errors import Conflict
+from twinhub.kernel.errors import Conflict
+from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
+from twinhub.mrv.telemetry_schema import STOVE_TELEMETRY
 from twinhub.services.protocols import ProtocolService, ProtocolSpec
-from twinhub.telemetry.schema import STOVE_TELEMETRY
 
 SYSTEM_ACTOR = "did:ixo:org/twinhub"
 

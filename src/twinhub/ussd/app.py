@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from twinhub.db.engine import sqlite_file
+from twinhub.kernel.ratelimit import MemoryCounter, RateLimiter
 from twinhub.logging import get_logger, scrub
 from twinhub.platform import Platform
 from twinhub.settings import Environment, Settings
@@ -47,7 +48,6 @@ from twinhub.web.client_ip import client_ip
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
 from twinhub.web.operator import operator_denial
-from twinhub.web.ratelimit import MemoryCounter, RateLimiter
 
 log = get_logger(__name__)
 USSD_PREFIX = "/api/ussd"
@@ -145,8 +145,8 @@ class SessionEndpoint:
         self._direct = not platform.settings.trust_proxy_enabled  # the peer is the client
         self._engine = engine
         self._max_bytes = platform.settings.ussd_max_body_bytes
-        self._unavailable = Reply(True, content.unavailable).render()
-        self._invalid = Reply(True, content.invalid_request).render()
+        self._unavailable = Reply(True, content.closing.unavailable).render()
+        self._invalid = Reply(True, content.closing.invalid_request).render()
         self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -313,7 +313,7 @@ def create_ussd_app(
         settings.redis_key_prefix,
         namespace="ussd",
     )
-    rate_limited = Reply(True, content.rate_limited).render()
+    rate_limited = Reply(True, content.closing.rate_limited).render()
     session_endpoint = SessionEndpoint(platform, engine, metrics, content)
     routes = [
         Route(USSD_PREFIX, session_endpoint, methods=["POST"]),

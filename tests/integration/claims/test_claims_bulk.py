@@ -24,11 +24,11 @@ from tests.integration.claims.test_claims_rules import (
 )
 from tests.support.claims_world import METERED_AMOUNT, World, build_world
 from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
+from twinhub.kernel.errors import Conflict
+from twinhub.kernel.principals import Principal
 from twinhub.services.claims import EvaluationRequest
-from twinhub.services.errors import Conflict
 from twinhub.services.ledger import LedgerWrite
 from twinhub.services.ledger_state import reconcile
-from twinhub.services.principals import Principal
 
 PATH = "/v1/claims/evaluations"
 

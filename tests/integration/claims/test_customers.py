@@ -10,12 +10,12 @@ from typing import Any
 from tests.conftest import Registry, new_phone, restore_token_decimals, saved_token_decimals
 from tests.integration.cli.test_cli import base_env, run_cli
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
-from twinhub.identifiers import customer_did
+from twinhub.kernel.identifiers import customer_did
+from twinhub.kernel.principals import Principal
 from twinhub.platform import SYSTEM_PRINCIPAL, Platform
 from twinhub.services.customers import CustomerView
 from twinhub.services.ledger_state import reconcile
 from twinhub.services.ownership import adopt_legacy_owners, stove_owner, stoves_of_customer
-from twinhub.services.principals import Principal
 from twinhub.settings import Settings
 
 PIN, WRONG = "58213", "60719"

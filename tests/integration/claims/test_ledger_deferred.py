@@ -26,11 +26,11 @@ from tests.conftest import (
 )
 from tests.integration.claims.test_ledger_group_commit import assert_sound, transactions
 from twinhub.db.models import Domain, DomainController, Relationship
+from twinhub.kernel.errors import Conflict
+from twinhub.kernel.principals import Principal
 from twinhub.services import domains as domains_module
 from twinhub.services.domains import DomainPatch, DomainSpec, SerialTaken, holders_of
-from twinhub.services.errors import Conflict
 from twinhub.services.ledger import Ledger
-from twinhub.services.principals import Principal
 from twinhub.settings import Settings
 
 ACTOR = Principal("did:ixo:org/deferred", frozenset({"writer", "admin"}))

@@ -25,11 +25,11 @@ from tests.conftest import (
     unique,
 )
 from twinhub.db.models import Domain, LedgerTransaction
+from twinhub.kernel.errors import Conflict
+from twinhub.kernel.principals import Principal
 from twinhub.services.domains import DomainSpec
-from twinhub.services.errors import Conflict
 from twinhub.services.ledger import Ledger
 from twinhub.services.ledger_state import reconcile
-from twinhub.services.principals import Principal
 from twinhub.settings import Settings
 
 ACTOR = Principal("did:ixo:org/group-commit", frozenset({"writer"}))

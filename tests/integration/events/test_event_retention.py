@@ -17,8 +17,8 @@ from tests.integration.events.test_webhooks import (  # noqa: F401 (fixtures)
 )
 from tests.integration.registry.test_registry_basics import make_domain
 from tests.support.webhook_receiver import Receiver
-from twinhub.db.models import utcnow
 from twinhub.events.store import record_event
+from twinhub.kernel.clock import utcnow
 
 
 async def kinds_about(registry: object, did: str) -> list[str]:

@@ -41,6 +41,7 @@ from tests.conftest import (
     new_phone,
     running_registry,
 )
+from twinhub.kernel.ratelimit import MemoryCounter
 from twinhub.registry.app import RegistryMetrics
 from twinhub.registry.auth import bearer, bearer_of
 from twinhub.registry.routes import (
@@ -65,7 +66,6 @@ from twinhub.ussd.request import (
     validate_request,
 )
 from twinhub.ussd.sessions import ENDED, MemorySessionStore, Session, process_digest
-from twinhub.web.ratelimit import MemoryCounter
 
 
 def samples(metrics: Any) -> list[tuple[str, list[tuple[str, str]], float]]:

@@ -13,9 +13,9 @@ import httpx
 
 from tests.conftest import Registry, unique
 from tests.integration.registry.test_registry_basics import make_domain, make_protocol
+from twinhub.kernel.principals import Principal
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.services.domains import DomainSpec
-from twinhub.services.principals import Principal
 
 ENTITY_FIELDS = """
     id type status registryStatus entityVerified startDate endDate controller

@@ -27,11 +27,11 @@ from tests.conftest import (
 from tests.integration.cli.test_cli import base_env, run_cli
 from tests.integration.registry.test_registry_basics import make_domain
 from twinhub.db.models import UtcDateTime
+from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.services.domains import DomainSpec
 from twinhub.services.ledger import GENESIS_HASH, transaction_hash
 from twinhub.services.paging import encode_cursor
-from twinhub.services.principals import Principal
 from twinhub.settings import Settings
 
 PROJECT = "did:ixo:protocol/project"

@@ -330,7 +330,7 @@ async def test_api_keys_are_stored_hashed(registry: Registry) -> None:
 async def test_api_key_requests_are_checked(
     registry: Registry, principal: str, roles: list[str]
 ) -> None:
-    from twinhub.services.errors import Invalid
+    from twinhub.kernel.errors import Invalid
 
     with pytest.raises(Invalid):
         await registry.platform.api_keys.create(principal, roles)

@@ -20,7 +20,7 @@ from tests.integration.ussd.test_ussd_stoves import PIN, Programme, programme  #
 from tests.support.ussd_flows import Journey, create_account, log_in
 from tests.unit.test_ussd_screens import GSM7
 from twinhub.db.engine import sqlite_file
-from twinhub.identifiers import customer_did
+from twinhub.kernel.identifiers import customer_did
 from twinhub.ussd.i18n import LANGUAGES
 from twinhub.ussd.languages import LanguageMemory, phone_key
 from twinhub.ussd.screens import MAX_SCREEN

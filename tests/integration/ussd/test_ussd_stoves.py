@@ -25,10 +25,10 @@ from tests.conftest import (
 )
 from tests.support.claims_world import World, build_world
 from tests.support.ussd_flows import Journey, create_account, log_in
-from twinhub.identifiers import customer_did
+from twinhub.kernel.errors import Invalid, NotFound
+from twinhub.kernel.identifiers import customer_did
+from twinhub.kernel.principals import Principal
 from twinhub.services.claims import ClaimFilter
-from twinhub.services.errors import Invalid, NotFound
-from twinhub.services.principals import Principal
 from twinhub.services.stoves import NoOpenCollection, StoveInactive
 
 PIN = "58213"

@@ -2,26 +2,20 @@
 methodology. Nobody types a credit amount; a human approval and the oracle's both mint what
 this computes, so the two can never disagree.
 
-A claim is computed as a one-stove monitoring period (twinhub.oracle.periods), so a claim
+A claim is computed as a one-stove monitoring period (twinhub.mrv.periods), so a claim
 and a project's period follow the same rules: the same exclusions, the same rounding down
 to the token's smallest unit, the same digests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from twinhub.db.models import Claim, ClaimCollection, CreditToken, Domain
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.methodology import Methodology, compile_methodology, digest_of
-from twinhub.oracle.periods import PeriodSpec, StovePeriod, compute_period
-from twinhub.services.errors import Problems
+from twinhub.kernel.errors import Problems
+from twinhub.mrv.methodology import Methodology, compile_methodology, digest_of
+from twinhub.mrv.periods import PeriodSpec, StovePeriod, compute_period
 
 DEFAULT_DECIMALS = 6  # a new credit token counts millionths: 0.000001 tCO2e
 MAX_CLAIM_DAYS = 366
@@ -106,19 +100,6 @@ class ClaimComputation:
         }
 
 
-async def active_evaluator(session: AsyncSession, collection: ClaimCollection) -> str | None:
-    """The collection's first evaluator oracle that is active: the one the oracle service
-    acts as."""
-    rows = await session.scalars(select(Domain).where(Domain.did.in_(collection.evaluators)))
-    active = {row.did for row in rows if row.status == "active"}
-    return next((did for did in collection.evaluators if did in active), None)
-
-
-async def token_decimals(session: AsyncSession, token: str) -> int:
-    row = await session.get(CreditToken, token)
-    return row.decimals if row is not None else DEFAULT_DECIMALS
-
-
 @dataclass(frozen=True)
 class ClaimJob:
     """A claim to compute (`compute_claims`): its stove and data, its protocol's
@@ -131,63 +112,7 @@ class ClaimJob:
     project: str
 
 
-async def compute_claim(
-    session: AsyncSession,
-    claim: Claim,
-    methodology_document: dict[str, Any] | None,
-    token: str,
-    project: str,
-    now: datetime,
-) -> ClaimComputation:
-    """The claim's credits from its stove's telemetry, or NotComputable with the reason."""
-    (result,) = await compute_claims(
-        session, [ClaimJob(claim.asset_did, claim.data, methodology_document, token, project)], now
-    )
-    if isinstance(result, NotComputable):
-        raise result
-    return result
-
-
-async def compute_claims(
-    session: AsyncSession, jobs: Sequence[ClaimJob], now: datetime
-) -> list[ClaimComputation | NotComputable]:
-    """Each job's credits (or why there are none), in order. Claims over the same days
-    read their stoves' telemetry in one go (stove_periods), so an oracle approving a month
-    of a programme's claims reads a handful of statements, not one set per claim."""
-    results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
-    methodologies: dict[int, Methodology] = {}
-    by_days: dict[tuple[date, date], list[int]] = {}
-    for index, job in enumerate(jobs):
-        try:
-            if job.methodology is None:
-                raise NotComputable(
-                    f"the protocol names the token {job.token} but no methodology: nothing "
-                    "computes its credits"
-                )
-            methodologies[index] = methodology_of(job.methodology)
-            if job.asset is None:
-                raise NotComputable("the claim names no stove (asset) whose telemetry would count")
-            days = claim_days(job.data, now)
-        except NotComputable as error:
-            results[index] = error
-            continue
-        by_days.setdefault(days, []).append(index)
-    decimals = {
-        token: await token_decimals(session, token)
-        for token in dict.fromkeys(jobs[i].token for group in by_days.values() for i in group)
-    }
-    for (start, end), members in by_days.items():
-        stoves = [jobs[i].asset for i in members]
-        periods = await stove_periods(session, [s for s in stoves if s is not None], start, end)
-        for index, stove in zip(members, periods, strict=True):
-            job = jobs[index]
-            results[index] = _computed(
-                job, methodologies[index], stove, start, end, decimals[job.token]
-            )
-    return [result for result in results if result is not None]
-
-
-def _computed(
+def claim_credits(
     job: ClaimJob,
     methodology: Methodology,
     stove: StovePeriod,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twinhub.services.errors import Forbidden
+from twinhub.kernel.errors import Forbidden
 
 ROLES = ("admin", "writer", "reader")
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import orjson
 
-from twinhub.oracle.methodology import Methodology, compile_methodology
-from twinhub.services.errors import Problems
+from twinhub.kernel.errors import Problems
+from twinhub.mrv.methodology import Methodology, compile_methodology
 
 CLEAN_COOKING = "clean-cooking-mecd"
 
 
 def builtin_document(name: str) -> dict[str, Any]:
-    text = resources.files("twinhub.oracle").joinpath("methodologies", f"{name}.json")
+    text = resources.files("twinhub.mrv").joinpath("methodologies", f"{name}.json")
     return orjson.loads(text.read_bytes())
 
 

@@ -19,8 +19,9 @@ from typing import Any
 
 import orjson
 
-from twinhub.oracle.methodology import Methodology, MethodologyError, to_smallest_unit
-from twinhub.oracle.plausibility import Finding, StoveDay
+from twinhub.mrv.methodology import Methodology, MethodologyError, to_smallest_unit
+from twinhub.mrv.plausibility import Finding, StoveDay
+from twinhub.mrv.rules import ACTIVE, takes_part
 
 REVIEW_KINDS = ("tampered", "cloned", "broken")  # findings that keep a stove out of a period
 
@@ -37,6 +38,7 @@ class StovePeriod:
     stove_efficiency: float | None
     unit: str  # "kWh" for electric stoves, "kg" for fuel stoves
     days: Sequence[StoveDay]
+    status: str | None = ACTIVE  # the domain's status; None: the stove is not a domain
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def _exclusion(
             f"credited already by claim {credited[stove.stove]} for an overlapping period "
             "(double counting)"
         )
-    if not stove.verified:
+    if not takes_part(stove.verified, stove.status):
         return "the stove is not verified"
     if not stove.enrolled:
         return "the stove has no enrolled device"

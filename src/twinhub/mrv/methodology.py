@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from cel_expr_python import cel
 
-from twinhub.services.errors import Problems
+from twinhub.kernel.errors import Problems
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")

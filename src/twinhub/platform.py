@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -13,6 +14,8 @@ from twinhub.db.engine import create_engine, create_sessionmaker
 from twinhub.db.health import DatabaseMonitor
 from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
+from twinhub.events.types import CATALOGUE
+from twinhub.kernel.bus import DELIVERIES_MADE, EVENTS_WRITTEN, Bus, Handler
 from twinhub.kernel.principals import Principal
 from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
@@ -22,7 +25,7 @@ from twinhub.security.signing import Issuer
 from twinhub.services.api_keys import ApiKeyService
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
 from twinhub.services.claims import ClaimService
-from twinhub.services.collection_members import CollectionMemberService
+from twinhub.services.collection_members import CollectionMemberService, members_join
 from twinhub.services.credentials import CredentialService
 from twinhub.services.credits import CreditService
 from twinhub.services.customers import CustomerService
@@ -47,6 +50,21 @@ ISSUER_KEY_FILE = "credential-issuer.key"
 # Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
 SYSTEM_PRINCIPAL = Principal(SYSTEM_ACTOR, frozenset({"admin"}))
 
+# What runs after a transaction that recorded an event (or a signal) commits: the one table
+# of in-process handlers (kernel.bus). Each hands the work to its worker and returns; the
+# worker's own table (pending claims, pending deliveries, unnumbered events) is the truth
+# it recovers from after a crash. "Claim approved -> credential and mint" is no row here:
+# the credential and the credits are written in the approval's own ledger write
+# (services.claims), so that none of them can exist without the others.
+HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
+    # Events committed unnumbered (customers, telemetry, stove problems) -> numbered.
+    (EVENTS_WRITTEN, "sequencer numbers them", lambda p: p.events.events_written),
+    # Event committed (numbered, fanned out to subscriptions) -> its webhook deliveries.
+    (DELIVERIES_MADE, "dispatcher delivers", lambda p: p.events.deliveries_made),
+    # Claim submitted -> the oracle evaluates it (approval: credential and mint with it).
+    ("claim.submitted", "oracle evaluates", lambda p: p.oracle.claim_submitted),
+)
+
 
 class Platform:
     def __init__(self, settings: Settings) -> None:
@@ -55,7 +73,11 @@ class Platform:
             raise RuntimeError("; ".join(problems))
         self.settings = settings
         self.engine = create_engine(settings)
-        self.sessionmaker = create_sessionmaker(self.engine)
+        # The bus hears of this platform's commits through its own session class.
+        self.bus = Bus(CATALOGUE)
+        session_class = self.bus.session_class()
+        members_join(session_class)  # collection members with their collections' writes
+        self.sessionmaker = create_sessionmaker(self.engine, session_class)
         self.database = DatabaseMonitor(
             self.engine,
             interval=settings.database_health_interval_seconds,
@@ -104,7 +126,6 @@ class Platform:
             self.ledger,
             self.protocols,
             self.credentials,
-            self.credits,
             batch_max=settings.claims_evaluation_batch_max,
             linger=settings.claims_evaluation_linger_seconds,
         )
@@ -121,7 +142,7 @@ class Platform:
         self.api_keys = ApiKeyService(
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
         )
-        self.events = EventsHub(self.sessionmaker, settings, pin_key)
+        self.events = EventsHub(self.sessionmaker, settings, pin_key, bus=self.bus)
         self.ledger.sequencer = self.events.sequencer  # a batch numbers its own events
         self.device_tokens = DeviceTokenService(self.sessionmaker)
         self.telemetry = TelemetryService(
@@ -129,6 +150,7 @@ class Platform:
                 self.sessionmaker,
                 self.engine.dialect.name == "postgresql",
                 settings.telemetry_offline_after_seconds,
+                bus=self.bus,
             ),
             settings,
             self.protocols,
@@ -159,6 +181,8 @@ class Platform:
         from twinhub.oracle.monitoring import MonitoringService
 
         self.monitoring = MonitoringService(self.sessionmaker, self.claims, self.protocols)
+        for topic, _, handler in HANDLERS:
+            self.bus.on(topic, handler(self))
         self.background: list[asyncio.Task[None]] = []
         self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set
         self.started_at = time.monotonic()
@@ -168,6 +192,7 @@ class Platform:
         """Migrate the schema and begin watching the database; safe to call twice."""
         if self._started:
             return
+        self.bus.bind_loop()
         await upgrade_database(self.engine)
         created = await ensure_builtin_protocols(self.protocols)
         if created:

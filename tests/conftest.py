@@ -502,6 +502,7 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
 # server or programme built once for the module is built once, not once per worker), and the
 # end-to-end tests (each runs real processes or a browser that want a core of their own).
 ONE_WORKER_MODULES = {
+    "test_bus",
     "test_console_browser",
     "test_fuzz_openapi",
     "test_ledger_state",

@@ -177,7 +177,7 @@ async def test_the_database_version_moves_with_every_commit(
         before = reads._pg_started
         seen = await asyncio.gather(*(reads.version() for _ in range(20)))
         assert all(version is not None for version in seen)
-        if registry.settings.resolved_database_url.startswith("postgresql"):
+        if registry.settings.storage.resolved_database_url.startswith("postgresql"):
             assert reads._pg_started - before <= 3  # 20 without sharing
     finally:
         await reads.aclose()

@@ -144,7 +144,7 @@ async def test_sqlite_locked_by_another_writer_is_a_quick_json_503(
     make_registry: RegistryFactory,
 ) -> None:
     registry = await make_registry(**TIMEOUTS)
-    path = registry.settings.resolved_database_url.split("///", 1)[1]
+    path = registry.settings.storage.resolved_database_url.split("///", 1)[1]
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         holder.execute("BEGIN EXCLUSIVE")

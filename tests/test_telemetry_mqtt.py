@@ -253,7 +253,8 @@ async def test_messages_not_stored_stay_unacknowledged_and_come_again(
         )
         platform = registry.platform
         # A second group: it gets its own copy of every message.
-        settings = registry.settings.model_copy(update={"mqtt_shared_group": "second"})
+        telemetry = registry.settings.telemetry.model_copy(update={"mqtt_shared_group": "second"})
+        settings = registry.settings.model_copy(update={"telemetry": telemetry})
         client_id = mqtt_settings["mqtt_client_id"] + "-second"
 
         def second() -> MqttIngest:

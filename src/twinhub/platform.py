@@ -58,8 +58,8 @@ class Platform:
         self.sessionmaker = create_sessionmaker(self.engine)
         self.database = DatabaseMonitor(
             self.engine,
-            interval=settings.database_health_interval_seconds,
-            timeout=settings.database_connect_timeout_seconds,
+            interval=settings.storage.health_interval_seconds,
+            timeout=settings.storage.connect_timeout_seconds,
         )
         pin_key = load_pin_key(settings)
         self.pin_cipher = PinCipher(pin_key)
@@ -67,35 +67,38 @@ class Platform:
         self.platform_key = pin_key
         self.redis: Redis | None = (
             Redis.from_url(
-                settings.redis_url.get_secret_value(),
-                socket_timeout=settings.database_connect_timeout_seconds,
-                socket_connect_timeout=settings.database_connect_timeout_seconds,
+                settings.storage.redis_url.get_secret_value(),
+                socket_timeout=settings.storage.connect_timeout_seconds,
+                socket_connect_timeout=settings.storage.connect_timeout_seconds,
                 health_check_interval=30,
             )
-            if settings.redis_url
+            if settings.storage.redis_url
             else None
         )
         self.customers = CustomerService(
             self.sessionmaker,
             self.pin_cipher,
-            settings.ussd_max_pin_attempts,
-            phone_max_pin_attempts=settings.ussd_phone_max_pin_attempts,
-            lockout_seconds=settings.ussd_lockout_seconds,
-            lockout_max_seconds=settings.ussd_lockout_max_seconds,
+            settings.ussd.max_pin_attempts,
+            phone_max_pin_attempts=settings.ussd.phone_max_pin_attempts,
+            lockout_seconds=settings.ussd.lockout_seconds,
+            lockout_max_seconds=settings.ussd.lockout_max_seconds,
         )
-        self.ledger = Ledger(self.sessionmaker, max_batch=settings.ledger_max_batch)
+        self.ledger = Ledger(self.sessionmaker, max_batch=settings.storage.ledger_max_batch)
         self.protocols = ProtocolService(self.sessionmaker, self.ledger)
         self.domains = DomainService(self.sessionmaker, self.ledger, self.protocols)
         self.governance = GovernanceService(
             self.sessionmaker,
             self.ledger,
             self.domains,
-            batch_chunk=settings.governance_batch_chunk,
-            batch_retries=settings.governance_batch_retries,
-            batch_retry_seconds=settings.governance_batch_retry_seconds,
+            batch_chunk=settings.registry.governance_batch_chunk,
+            batch_retries=settings.registry.governance_batch_retries,
+            batch_retry_seconds=settings.registry.governance_batch_retry_seconds,
         )
         issuer_key = load_key(
-            settings, settings.credential_issuer_key, "CREDENTIAL_ISSUER_KEY", ISSUER_KEY_FILE
+            settings,
+            settings.security.credential_issuer_key,
+            "CREDENTIAL_ISSUER_KEY",
+            ISSUER_KEY_FILE,
         )
         self.credentials = CredentialService(self.sessionmaker, Issuer(issuer_key))
         self.credits = CreditService(self.sessionmaker, self.ledger)
@@ -105,19 +108,19 @@ class Platform:
             self.protocols,
             self.credentials,
             self.credits,
-            batch_max=settings.claims_evaluation_batch_max,
-            linger=settings.claims_evaluation_linger_seconds,
+            batch_max=settings.oracle.evaluation_batch_max,
+            linger=settings.oracle.evaluation_linger_seconds,
         )
         self.collection_members = CollectionMemberService(self.sessionmaker)
         self.stoves = StoveService(self.domains, self.claims, self.credits)
-        self.stove_care = StoveCare(self.sessionmaker, settings.telemetry_offline_after_seconds)
+        self.stove_care = StoveCare(self.sessionmaker, settings.telemetry.offline_after_seconds)
         self.idempotency = IdempotencyService(self.sessionmaker)
         # Dashboard figures; telemetry's from the store's day rollups.
         self.summaries = SummaryService(
             self.sessionmaker,
-            RollupTelemetry(self.sessionmaker, settings.telemetry_offline_after_seconds),
+            RollupTelemetry(self.sessionmaker, settings.telemetry.offline_after_seconds),
         )
-        bootstrap = settings.twinhub_bootstrap_api_key
+        bootstrap = settings.security.bootstrap_api_key
         self.api_keys = ApiKeyService(
             self.sessionmaker, bootstrap.get_secret_value() if bootstrap else None
         )
@@ -128,19 +131,21 @@ class Platform:
             TelemetryStore(
                 self.sessionmaker,
                 self.engine.dialect.name == "postgresql",
-                settings.telemetry_offline_after_seconds,
+                settings.telemetry.offline_after_seconds,
             ),
             settings,
             self.protocols,
             self.domains,
             RateLimiter.create(
-                settings.telemetry_rate_limit_item,
-                settings.redis_url.get_secret_value() if settings.redis_url else None,
-                settings.redis_key_prefix,
+                settings.telemetry.rate_limit_item,
+                settings.storage.redis_url.get_secret_value()
+                if settings.storage.redis_url
+                else None,
+                settings.storage.redis_key_prefix,
                 "telemetry",
             ),
             # With Redis, live streams carry every process's events (telemetry/live.py).
-            LiveHub(self.redis, live_channel(settings.redis_key_prefix))
+            LiveHub(self.redis, live_channel(settings.storage.redis_key_prefix))
             if self.redis is not None
             else LiveHub(),
         )
@@ -151,10 +156,10 @@ class Platform:
             self.claims,
             self.protocols,
             self.credentials.issuer,
-            poll_seconds=settings.oracle_poll_seconds,
-            lease_seconds=settings.oracle_lease_seconds,
-            max_attempts=settings.oracle_max_attempts,
-            batch=settings.oracle_batch,
+            poll_seconds=settings.oracle.poll_seconds,
+            lease_seconds=settings.oracle.lease_seconds,
+            max_attempts=settings.oracle.max_attempts,
+            batch=settings.oracle.batch,
         )
         from twinhub.oracle.monitoring import MonitoringService
 
@@ -179,9 +184,9 @@ class Platform:
         # Whatever BACKGROUND_WORKERS_ENABLED says: every registry process ingests HTTP
         # readings and serves live streams, so each sends its events to the others.
         self.telemetry.live.start()
-        if self.settings.background_workers_enabled:
+        if self.settings.server.background_workers_enabled:
             self.background = start_telemetry(self)
-            if self.settings.oracle_enabled:
+            if self.settings.oracle.enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
             # Batch verifications a stopped process left part-done carry on by themselves.
             await self.governance.resume_batches()
@@ -196,10 +201,10 @@ class Platform:
     async def _ensure_compliance_group(self) -> None:
         """The configured default compliance group, made once (an admin may also make one
         through the API); an existing default group is left as it is."""
-        members = self.settings.compliance_members
+        members = self.settings.registry.compliance_members
         if not members:
             return
-        kind, value, quorum = self.settings.compliance_threshold
+        kind, value, quorum = self.settings.registry.compliance_threshold
         spec = GroupSpec(
             name="Compliance",
             slug="compliance",
@@ -207,7 +212,7 @@ class Platform:
             threshold_kind=kind,
             threshold=value,
             quorum=quorum,
-            voting_period_seconds=self.settings.compliance_group_voting_period_seconds,
+            voting_period_seconds=self.settings.registry.compliance_group_voting_period_seconds,
             is_default=True,
         )
         if await self.governance.ensure_default_group(spec):
@@ -240,7 +245,7 @@ def start_telemetry(platform: Platform) -> list[asyncio.Task[None]]:
         asyncio.create_task(platform.telemetry.run_pruner(), name="telemetry-prune"),
         asyncio.create_task(platform.telemetry.run_offline_watch(), name="telemetry-offline"),
     ]
-    if platform.settings.mqtt_url is not None:
+    if platform.settings.telemetry.mqtt_url is not None:
         from twinhub.telemetry.mqtt import MqttIngest
 
         platform.mqtt = MqttIngest(platform.settings, platform.telemetry, platform.device_tokens)

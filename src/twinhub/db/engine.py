@@ -40,21 +40,21 @@ def create_engine(settings: Settings) -> AsyncEngine:
     and the client's own deadline, so a hung connection is given up too; on SQLite the
     longest wait for another writer's lock, and a progress handler interrupts a statement
     running past it)."""
-    url = settings.resolved_database_url
-    timeout = settings.database_connect_timeout_seconds
-    statement = settings.database_statement_timeout_seconds
+    url = settings.storage.resolved_database_url
+    timeout = settings.storage.connect_timeout_seconds
+    statement = settings.storage.statement_timeout_seconds
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(
             url,
             module=one_hop_dbapi(),  # a statement is one hand-off to sqlite3's thread
             connect_args={"timeout": statement},
             hide_parameters=True,
-            pool_timeout=settings.database_pool_timeout_seconds,
+            pool_timeout=settings.storage.pool_timeout_seconds,
         )
-        cache_kib = settings.sqlite_cache_mib * 1024
+        cache_kib = settings.storage.sqlite_cache_mib * 1024
         busy_ms = int(statement * 1000)
 
         def pragmas(dbapi_connection: Any, record: Any) -> None:
@@ -87,7 +87,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
-        pool_timeout=settings.database_pool_timeout_seconds,
+        pool_timeout=settings.storage.pool_timeout_seconds,
     )
 
 

@@ -81,7 +81,7 @@ class EventsHub:
     async def start(self) -> None:
         """Number events and deliver webhooks in the background (unless turned off)."""
         self._closed = False
-        if not self._settings.background_workers_enabled or self._task is not None:
+        if not self._settings.server.background_workers_enabled or self._task is not None:
             return
         self._stop.clear()
         self._unsubscribe = on_events_committed(self._wake.set)
@@ -109,7 +109,7 @@ class EventsHub:
         await self.dispatcher.stop()
 
     async def _sequence_forever(self) -> None:
-        interval = self._settings.events_sequencer_interval_seconds
+        interval = self._settings.events.sequencer_interval_seconds
         while not self._stopping:
             self._wake.clear()
             try:
@@ -124,14 +124,14 @@ class EventsHub:
 
     async def prune(self) -> int:
         """Remove the events past EVENTS_RETENTION_DAYS that no delivery needs; how many."""
-        days = self._settings.events_retention_days
+        days = self._settings.events.retention_days
         if days <= 0:
             return 0
         return await self.store.prune(self.clock() - timedelta(days=days))
 
     async def _prune_forever(self) -> None:
         """Beside the sequencer, for as long as it runs; stops between transactions."""
-        interval = self._settings.events_prune_interval_seconds
+        interval = self._settings.events.prune_interval_seconds
         while not self._stopping:
             try:
                 removed = await self.prune()
@@ -161,5 +161,5 @@ class EventsHub:
             if loop.time() - quiet_since >= heartbeat:
                 quiet_since = loop.time()
                 yield None
-            wait = min(heartbeat, self._settings.events_sequencer_interval_seconds * 2)
+            wait = min(heartbeat, self._settings.events.sequencer_interval_seconds * 2)
             await self.sequencer.wait_for_more(wait)

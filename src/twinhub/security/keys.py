@@ -27,7 +27,7 @@ def load_key(
         return bytes.fromhex(configured.get_secret_value())
     if settings.environment is Environment.production:
         raise RuntimeError(f"{variable} is required in production")
-    path = settings.data_dir / file_name
+    path = settings.storage.data_dir / file_name
     if not path.exists():
         _write_new_key(path)
         log.warning(

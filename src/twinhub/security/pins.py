@@ -70,7 +70,9 @@ class PinCipher:
 
 def load_pin_key(settings: Settings) -> bytes:
     """The configured key; in development and test, one generated once under DATA_DIR."""
-    return load_key(settings, settings.pin_encryption_key, "PIN_ENCRYPTION_KEY", DEV_KEY_FILE)
+    return load_key(
+        settings, settings.security.pin_encryption_key, "PIN_ENCRYPTION_KEY", DEV_KEY_FILE
+    )
 
 
 def pin_problem(pin: str, phone_number: str | None = None) -> str | None:

@@ -44,7 +44,7 @@ class NodeServer:
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._reads = ReadModel(platform)
-        cache_mib = platform.settings.node_answer_cache_mib
+        cache_mib = platform.settings.chain.node_answer_cache_mib
         self.dispatcher = Dispatcher(self._reads, cache_mib * 1024 * 1024)
         self._local: list[str] = []
 
@@ -68,7 +68,7 @@ class NodeServer:
         ):
             self.dispatcher.add(servicer, module.DESCRIPTOR.services_by_name[name])
         server.add_generic_rpc_handlers(
-            self.dispatcher.generic_handlers(self.platform.settings.node_one_batch)
+            self.dispatcher.generic_handlers(self.platform.settings.chain.node_one_batch)
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(

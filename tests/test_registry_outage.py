@@ -169,7 +169,9 @@ async def test_a_runaway_sqlite_statement_is_interrupted_at_the_statement_timeou
     from twinhub.db.engine import create_engine
     from twinhub.settings import Settings
 
-    engine = create_engine(Settings(data_dir=tmp_path, database_statement_timeout_seconds=0.5))
+    engine = create_engine(
+        Settings(data_dir=tmp_path, database_statement_timeout_seconds=0.5).storage
+    )
     endless = (
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
     )

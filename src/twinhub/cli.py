@@ -312,7 +312,7 @@ def migrate() -> None:
     settings = load_settings()
 
     async def main() -> None:
-        engine = create_engine(settings)
+        engine = create_engine(settings.storage)
         try:
             before, head = await schema_revisions(engine)
             console.print(f"database at revision {before or '(empty)'}; newest is {head}")

@@ -81,7 +81,7 @@ class _Section(BaseModel):
 
 
 class StorageSettings(_Section):
-    """Where data lives: the database, the data folder, Redis, the ledger's commits."""
+    """Where data lives: the database, the data folder, Redis."""
 
     data_dir: Path = Field(
         Path("data"),
@@ -139,16 +139,6 @@ class StorageSettings(_Section):
         description=(
             "SQLite page cache per connection (and a memory map of 4x that); SQLite's own "
             "default is 2 MiB."
-        ),
-    )
-    ledger_max_batch: int = Field(
-        256,
-        validation_alias="LEDGER_MAX_BATCH",
-        ge=1,
-        le=10_000,
-        description=(
-            "Most writes one ledger commit carries: writes queued behind each other share one"
-            " database transaction and commit (group commit, `docs/ledger.md`)."
         ),
     )
     redis_url: SecretStr | None = Field(
@@ -307,7 +297,7 @@ class SecuritySettings(_Section):
 
 
 class RegistrySettings(_Section):
-    """The registry API (REST and GraphQL) and its governance."""
+    """The registry API (REST and GraphQL), its ledger writes, claim evaluations and governance."""
 
     port: int = Field(
         8000, validation_alias="REGISTRY_PORT", ge=1, le=65535, description="Registry API port."
@@ -430,6 +420,38 @@ class RegistrySettings(_Section):
         ge=60,
         le=366 * 86400,
         description="That group's voting period.",
+    )
+
+    ledger_max_batch: int = Field(
+        256,
+        validation_alias="LEDGER_MAX_BATCH",
+        ge=1,
+        le=10_000,
+        description=(
+            "Most writes one ledger commit carries: writes queued behind each other share one"
+            " database transaction and commit (group commit, `docs/ledger.md`)."
+        ),
+    )
+    claims_evaluation_batch_max: int = Field(
+        1000,
+        validation_alias="CLAIMS_EVALUATION_BATCH_MAX",
+        ge=1,
+        le=10_000,
+        description=(
+            "Most evaluations one `POST /v1/claims/evaluations` carries (413 beyond it); the "
+            "list is one ledger write, so larger lists hold the write turn longer."
+        ),
+    )
+    claims_evaluation_linger_seconds: float = Field(
+        0.004,
+        validation_alias="CLAIMS_EVALUATION_LINGER_SECONDS",
+        ge=0,
+        le=0.1,
+        description=(
+            "How long, at most, concurrent single evaluations wait for the callers of the "
+            "batch before them to come back and join the next batch (a lone evaluation never "
+            "waits; 0 turns it off; at most 0.1)."
+        ),
     )
 
     @field_validator("rate_limit")
@@ -695,29 +717,8 @@ class TelemetrySettings(_Section):
 
 
 class OracleSettings(_Section):
-    """The claim oracle and claim evaluation (MRV)."""
+    """The claim oracle: the worker that evaluates pending claims (MRV)."""
 
-    evaluation_batch_max: int = Field(
-        1000,
-        validation_alias="CLAIMS_EVALUATION_BATCH_MAX",
-        ge=1,
-        le=10_000,
-        description=(
-            "Most evaluations one `POST /v1/claims/evaluations` carries (413 beyond it); the "
-            "list is one ledger write, so larger lists hold the write turn longer."
-        ),
-    )
-    evaluation_linger_seconds: float = Field(
-        0.004,
-        validation_alias="CLAIMS_EVALUATION_LINGER_SECONDS",
-        ge=0,
-        le=0.1,
-        description=(
-            "How long, at most, concurrent single evaluations wait for the callers of the "
-            "batch before them to come back and join the next batch (a lone evaluation never "
-            "waits; 0 turns it off; at most 0.1)."
-        ),
-    )
     enabled: bool = Field(
         True,
         validation_alias="ORACLE_ENABLED",

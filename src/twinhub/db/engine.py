@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.util import await_
 
 from twinhub.db.sqlite_cursor import one_hop_dbapi
-from twinhub.settings import Settings
+from twinhub.settings import StorageSettings
 
 
 def is_sqlite(url: str) -> bool:
@@ -32,7 +32,7 @@ def sqlite_file(url: str) -> str | None:
     return parsed.database
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
+def create_engine(settings: StorageSettings) -> AsyncEngine:
     """An engine that survives database restarts (pre-ping) and never holds a request
     longer than its timeouts: connect (DATABASE_CONNECT_TIMEOUT_SECONDS), waiting for a pooled
     connection (DATABASE_POOL_TIMEOUT_SECONDS) and one statement
@@ -40,21 +40,21 @@ def create_engine(settings: Settings) -> AsyncEngine:
     and the client's own deadline, so a hung connection is given up too; on SQLite the
     longest wait for another writer's lock, and a progress handler interrupts a statement
     running past it)."""
-    url = settings.storage.resolved_database_url
-    timeout = settings.storage.connect_timeout_seconds
-    statement = settings.storage.statement_timeout_seconds
+    url = settings.resolved_database_url
+    timeout = settings.connect_timeout_seconds
+    statement = settings.statement_timeout_seconds
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":
-            settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(
             url,
             module=one_hop_dbapi(),  # a statement is one hand-off to sqlite3's thread
             connect_args={"timeout": statement},
             hide_parameters=True,
-            pool_timeout=settings.storage.pool_timeout_seconds,
+            pool_timeout=settings.pool_timeout_seconds,
         )
-        cache_kib = settings.storage.sqlite_cache_mib * 1024
+        cache_kib = settings.sqlite_cache_mib * 1024
         busy_ms = int(statement * 1000)
 
         def pragmas(dbapi_connection: Any, record: Any) -> None:
@@ -87,7 +87,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
-        pool_timeout=settings.storage.pool_timeout_seconds,
+        pool_timeout=settings.pool_timeout_seconds,
     )
 
 

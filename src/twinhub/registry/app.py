@@ -50,7 +50,6 @@ from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
-from twinhub.services.read_model import ReadModel
 from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
@@ -502,11 +501,10 @@ def create_registry_app(
         try:
             yield
         finally:
-            reads.close()
             if owns_platform:
-                await platform.stop()
+                await platform.stop()  # closes the platform's reads too
 
-    reads = ReadModel(platform)  # hot GETs without an ORM session (routes.get_domain)
+    reads = platform.reads  # hot GETs without an ORM session (routes.get_domain)
     app = RegistryApp(
         title="twinhub registry",
         version=__version__,

@@ -50,7 +50,7 @@ from sqlalchemy.exc import (
 from twinhub.logging import get_logger
 from twinhub.services.device_tokens import DeviceCredential, DeviceTokenService, sign
 from twinhub.services.errors import ServiceError
-from twinhub.settings import Settings
+from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.schema import loads
 from twinhub.telemetry.service import Prepared, TelemetryService, merge_by_device
 
@@ -114,7 +114,7 @@ class _Group:
 class MqttIngest:
     def __init__(
         self,
-        settings: Settings,
+        settings: TelemetrySettings,
         telemetry: TelemetryService,
         tokens: DeviceTokenService,
         client_id: str | None = None,
@@ -122,13 +122,11 @@ class MqttIngest:
         self._settings = settings
         self._telemetry = telemetry
         self._tokens = tokens
-        assert settings.telemetry.mqtt_url is not None
-        self._url = urlsplit(settings.telemetry.mqtt_url.get_secret_value())
-        self._prefix = settings.telemetry.mqtt_topic_prefix.rstrip("/")
+        assert settings.mqtt_url is not None
+        self._url = urlsplit(settings.mqtt_url.get_secret_value())
+        self._prefix = settings.mqtt_topic_prefix.rstrip("/")
         self.client_id = (
-            client_id
-            or settings.telemetry.mqtt_client_id
-            or f"twinhub-{socket.gethostname()}-{os.getpid()}"
+            client_id or settings.mqtt_client_id or f"twinhub-{socket.gethostname()}-{os.getpid()}"
         )
         self.connected = False
         self.subscribed = False
@@ -160,7 +158,7 @@ class MqttIngest:
         self._filling = _Group()
         workers = [asyncio.create_task(self._work()) for _ in range(WORKERS)]
         delay = 1.0
-        ceiling = max(1.0, self._settings.telemetry.mqtt_reconnect_max_seconds)
+        ceiling = max(1.0, self._settings.mqtt_reconnect_max_seconds)
         try:
             while True:
                 lost = asyncio.Event()
@@ -177,8 +175,8 @@ class MqttIngest:
                 self.connected = True
                 self.connections += 1
                 delay = 1.0
-                topic = f"$share/{self._settings.telemetry.mqtt_shared_group}/{self._prefix}/#"
-                client.subscribe(topic, qos=self._settings.telemetry.mqtt_qos)
+                topic = f"$share/{self._settings.mqtt_shared_group}/{self._prefix}/#"
+                client.subscribe(topic, qos=self._settings.mqtt_qos)
                 log.info("mqtt connected", subscription=topic)
                 await lost.wait()
                 self.connected = self.subscribed = False
@@ -220,7 +218,7 @@ class MqttIngest:
             port,
             ssl=tls,
             # gmqtt applies Server Keep Alive
-            keepalive=self._settings.telemetry.mqtt_keepalive_seconds,
+            keepalive=self._settings.mqtt_keepalive_seconds,
         )
 
     def _on_subscribe(self, _client: gmqtt.Client, _mid: int, granted: Any, _p: Any) -> None:

@@ -25,7 +25,6 @@ from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2 as iid_q
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as token_q
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
-from twinhub.services.read_model import ReadModel
 
 log = get_logger(__name__)
 SERVICES = (
@@ -43,7 +42,7 @@ class NodeServer:
         self.platform = platform
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
-        self._reads = ReadModel(platform)
+        self._reads = platform.reads  # the platform's, closed when it stops
         cache_mib = platform.settings.chain.node_answer_cache_mib
         self.dispatcher = Dispatcher(self._reads, cache_mib * 1024 * 1024)
         self._local: list[str] = []
@@ -92,4 +91,3 @@ class NodeServer:
             await self._health.enter_graceful_shutdown()
             await self._server.stop(grace)
             self._server = None
-        await self._reads.aclose()

@@ -1,0 +1,89 @@
+"""The registry context's start: its services (ledger, protocols, domains, governance,
+claims, credits, credentials, keys, ...) built from RegistrySettings.
+
+Only what the registry's own settings cannot say is passed in: the database, the signing
+issuer and the bootstrap API key (security), and the events sequencer that numbers each
+ledger batch's events in the batch's transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.events.sequencer import Sequencer
+from twinhub.security.signing import Issuer
+from twinhub.services.api_keys import ApiKeyService
+from twinhub.services.claims import ClaimService
+from twinhub.services.collection_members import CollectionMemberService
+from twinhub.services.credentials import CredentialService
+from twinhub.services.credits import CreditService
+from twinhub.services.device_tokens import DeviceTokenService
+from twinhub.services.domains import DomainService
+from twinhub.services.governance import GovernanceService
+from twinhub.services.idempotency import IdempotencyService
+from twinhub.services.ledger import Ledger
+from twinhub.services.protocols import ProtocolService
+from twinhub.services.stoves import StoveService
+from twinhub.settings import RegistrySettings
+
+
+@dataclass(frozen=True)
+class Registry:
+    ledger: Ledger
+    protocols: ProtocolService
+    domains: DomainService
+    governance: GovernanceService
+    credentials: CredentialService
+    credits: CreditService
+    claims: ClaimService
+    collection_members: CollectionMemberService
+    stoves: StoveService
+    idempotency: IdempotencyService
+    api_keys: ApiKeyService
+    device_tokens: DeviceTokenService
+
+
+def build_registry(
+    sessions: async_sessionmaker[AsyncSession],
+    settings: RegistrySettings,
+    *,
+    issuer: Issuer,
+    bootstrap_api_key: str | None,
+    sequencer: Sequencer | None,
+) -> Registry:
+    ledger = Ledger(sessions, max_batch=settings.ledger_max_batch, sequencer=sequencer)
+    protocols = ProtocolService(sessions, ledger)
+    domains = DomainService(sessions, ledger, protocols)
+    credentials = CredentialService(sessions, issuer)
+    credits = CreditService(sessions, ledger)
+    claims = ClaimService(
+        sessions,
+        ledger,
+        protocols,
+        credentials,
+        credits,
+        batch_max=settings.claims_evaluation_batch_max,
+        linger=settings.claims_evaluation_linger_seconds,
+    )
+    return Registry(
+        ledger=ledger,
+        protocols=protocols,
+        domains=domains,
+        governance=GovernanceService(
+            sessions,
+            ledger,
+            domains,
+            batch_chunk=settings.governance_batch_chunk,
+            batch_retries=settings.governance_batch_retries,
+            batch_retry_seconds=settings.governance_batch_retry_seconds,
+        ),
+        credentials=credentials,
+        credits=credits,
+        claims=claims,
+        collection_members=CollectionMemberService(sessions),
+        stoves=StoveService(domains, claims, credits),
+        idempotency=IdempotencyService(sessions),
+        api_keys=ApiKeyService(sessions, bootstrap_api_key),
+        device_tokens=DeviceTokenService(sessions),
+    )

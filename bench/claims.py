@@ -693,7 +693,7 @@ async def build_programme(
     token for each stove (through the service)."""
     import httpx
 
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     roles = ["reader", "writer"]
     operator = f"did:ixo:org/bench-operator-{tag}"
@@ -910,7 +910,7 @@ async def seed(
     """Submit claims through ClaimService.submit (what the API route calls) until the store
     holds `target`; ids seed-0000001, ... in order, each on the next seed slot's stove and
     calendar month (MonthSlots)."""
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     step = SeedStep(purpose=purpose, target=target)
     needed = target - await stored_claims(platform, prog)
@@ -973,7 +973,7 @@ async def seed(
 
 def month_readings(month: int, days: int) -> list[dict[str, Any]]:
     """A stove's readings for one calendar month: one cooking session a day on the first
-    `days` days (a start, and an end with the energy used), like tests/claims_world.py's
+    `days` days (a start, and an end with the energy used), like tests/support/claims_world.py's
     `cook`. Seqs are unique per stove across months (the store keeps a device's seqs)."""
     year, index = divmod(month, 12)
     readings: list[dict[str, Any]] = []

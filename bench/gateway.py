@@ -135,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def seed(data_dir: Path, count: int, progress_every: float = 5.0) -> list[str]:
     """Create `count` clean-cooking devices through the domain service, SEED_BATCH per
     ledger transaction; returns their DIDs."""
-    from twinhub.identifiers import mint
+    from twinhub.kernel.identifiers import mint
     from twinhub.platform import Platform
     from twinhub.services.builtin_protocols import SYSTEM_ACTOR
     from twinhub.services.domains import DomainSpec, stored_record

@@ -405,7 +405,8 @@ async def seed_claims(data_dir: Path, dids: list[str]) -> tuple[list[str], str]:
     are measured, and every write drops the node's kept answers."""
     from sqlalchemy import insert
 
-    from twinhub.db.models import Claim, ClaimCollection, CreditToken, utcnow
+    from twinhub.db.models import Claim, ClaimCollection, CreditToken
+    from twinhub.kernel.clock import utcnow
     from twinhub.platform import Platform
     from twinhub.settings import Settings
 

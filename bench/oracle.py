@@ -18,11 +18,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from twinhub.oracle.builtin import builtin_methodology
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.methodology import MethodologyError
-from twinhub.oracle.periods import PeriodSpec, compute_period
-from twinhub.oracle.plausibility import assess
+from twinhub.mrv.builtin import builtin_methodology
+from twinhub.mrv.methodology import MethodologyError
+from twinhub.mrv.periods import PeriodSpec, compute_period
+from twinhub.mrv.plausibility import assess
+from twinhub.services.mrv_inputs import stove_periods
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,9 +172,9 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
     its credential and mint, one ledger write each) on pending claims of metered stoves."""
     from sqlalchemy import text
 
+    from twinhub.kernel.principals import Principal
     from twinhub.services.claims import CollectionSpec
     from twinhub.services.domains import DomainSpec
-    from twinhub.services.principals import Principal
 
     admin = Principal("did:ixo:org/bench", frozenset({"admin"}))
     project = await platform.domains.create(

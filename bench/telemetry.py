@@ -130,7 +130,8 @@ async def seed_stoves(platform: Any, count: int, project: str) -> list[str]:
     going through the ledger would take longer than the benchmark)."""
     from sqlalchemy import func, insert, select
 
-    from twinhub.db.models import Domain, Relationship, TelemetryDevice, utcnow
+    from twinhub.db.models import Domain, Relationship, TelemetryDevice
+    from twinhub.kernel.clock import utcnow
 
     now = utcnow()
     tag = secrets.token_hex(3)
@@ -184,10 +185,10 @@ async def bench(
     import httpx
 
     from twinhub.db.models import TelemetryDevice
+    from twinhub.kernel.principals import Principal
     from twinhub.logging import configure_logging
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
-    from twinhub.services.principals import Principal
     from twinhub.settings import Settings
     from twinhub.telemetry.schema import Reading
     from twinhub.telemetry.store import READINGS, rollup_rows

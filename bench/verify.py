@@ -45,7 +45,8 @@ async def _seed(platform: Any, project: str, stoves: int) -> None:
     """`stoves` clean-cooking stoves linked to `project`, inserted in bulk."""
     from sqlalchemy import func, insert, select
 
-    from twinhub.db.models import Domain, DomainController, Relationship, utcnow
+    from twinhub.db.models import Domain, DomainController, Relationship
+    from twinhub.kernel.clock import utcnow
 
     now = utcnow()
     async with platform.sessionmaker() as session:
@@ -96,11 +97,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     from sqlalchemy import func, select
 
     from twinhub.db.models import Domain
+    from twinhub.kernel.principals import Principal
     from twinhub.logging import configure_logging
     from twinhub.platform import Platform
     from twinhub.services.domains import DomainSpec
     from twinhub.services.governance import BatchSelection, GroupSpec
-    from twinhub.services.principals import Principal
     from twinhub.settings import Settings
 
     workdir = Path(tempfile.mkdtemp(prefix="twinhub-bench-verify-"))

@@ -33,7 +33,7 @@ for _name in Settings.environment_names():
     os.environ.pop(_name, None)
 
 if TYPE_CHECKING:
-    from tests.claims_world import World
+    from tests.support.claims_world import World
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 POSTGRES_URL = os.environ.get(
@@ -41,7 +41,7 @@ POSTGRES_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("TWINHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 RUN_ID = secrets.token_hex(4)
-pytest_plugins = ["tests.stall_watchdog"]
+pytest_plugins = ["tests.support.stall_watchdog"]
 
 
 def unavailable(what: str, error: BaseException) -> None:
@@ -335,8 +335,8 @@ async def registry(make_registry: RegistryFactory) -> Registry:
 
 @pytest.fixture
 async def world(registry: Registry) -> AsyncIterator[World]:
-    """A verified programme on the test's registry (tests/claims_world.py)."""
-    from tests.claims_world import build_world
+    """A verified programme on the test's registry (tests/support/claims_world.py)."""
+    from tests.support.claims_world import build_world
 
     made = await build_world(registry)
     yield made

@@ -3,8 +3,8 @@
 Run it as `./dev protos` (or `python tools/gen_protos.py [--out DIR]`). The output directory
 is owned by this script: it is replaced whole, so a proto file that is removed takes its
 generated modules with it. The result depends only on proto/ and the pinned grpcio-tools
-and googleapis-common-protos, so two runs give byte-identical files; tests/test_protos.py
-holds the committed tree to that.
+and googleapis-common-protos, so two runs give byte-identical files;
+tests/integration/chain/test_protos.py holds the committed tree to that.
 """
 
 from __future__ import annotations

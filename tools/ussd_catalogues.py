@@ -29,7 +29,7 @@ from twinhub.ussd.i18n import DOMAIN, ENGLISH, LANGUAGES, LOCALE_DIR  # noqa: E4
 SOURCES = [ROOT / "src/twinhub/ussd/screens.py"]
 KEYWORDS = {"_": None, "N_": None, "_n": (1, 2), "Plural": (1, 2)}
 TEMPLATE = LOCALE_DIR / f"{DOMAIN}.pot"
-HEADER = "twinhub USSD menus. Translators: see README.md, section 'USSD languages'."
+HEADER = "twinhub USSD menus. Translators: see docs/ussd.md, section 'USSD languages'."
 STAMP = datetime(2026, 11, 23, tzinfo=UTC)
 
 

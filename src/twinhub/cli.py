@@ -390,7 +390,7 @@ def keys_create(
     label: Annotated[str, typer.Option(help="A note to recognise the key by")] = "",
 ) -> None:
     """Make an API key; the key is printed once, on standard output, and never again."""
-    from twinhub.services.errors import Invalid
+    from twinhub.kernel.errors import Invalid
 
     try:
         token, view = _with_platform(lambda p: p.api_keys.create(principal, role, label))
@@ -536,14 +536,14 @@ CLI_OPERATOR = "did:ixo:org/twinhub-cli"
 
 
 def _operator() -> Any:
-    from twinhub.services.principals import Principal
+    from twinhub.kernel.principals import Principal
 
     return Principal(CLI_OPERATOR, frozenset({"admin"}))
 
 
 def _device_call(work: Any) -> Any:
     """Run a device-token operation; service errors become a message and exit code 1."""
-    from twinhub.services.errors import ServiceError
+    from twinhub.kernel.errors import ServiceError
 
     try:
         return _with_platform(work)
@@ -678,8 +678,8 @@ def _customer_call(work: Any) -> Any:
 
 
 async def _customer_or_fail(platform: Any, customer_id: str) -> Any:
+    from twinhub.kernel.errors import NotFound
     from twinhub.services.customer_ids import is_valid_customer_id
-    from twinhub.services.errors import NotFound
 
     found = None
     if is_valid_customer_id(customer_id):
@@ -896,7 +896,7 @@ def oracle_run_period(
     run prints the period made before); prints the period as JSON."""
     import orjson
 
-    from twinhub.services.errors import ServiceError
+    from twinhub.kernel.errors import ServiceError
 
     first, last = _day(start, "--from"), _day(end, "--to")
 

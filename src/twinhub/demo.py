@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from twinhub.kernel.errors import Invalid, NotFound
+from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.services.claims import CollectionSpec
 from twinhub.services.domains import DomainSpec
-from twinhub.services.errors import Invalid, NotFound
 from twinhub.services.governance import BatchSelection, GroupSpec
-from twinhub.services.principals import Principal
 
 OPERATOR = "did:ixo:org/demo-jiko-operator"
 ORACLE_OPERATOR = "did:ixo:org/demo-emissions-oracle"

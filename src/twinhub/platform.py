@@ -10,6 +10,7 @@ from typing import Any
 from twinhub.db.bootstrap import build_storage
 from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
+from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
@@ -17,7 +18,6 @@ from twinhub.services.bootstrap import build_registry
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
 from twinhub.services.governance import GroupSpec
 from twinhub.services.ownership import adopt_legacy_owners
-from twinhub.services.principals import Principal
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
 from twinhub.telemetry.bootstrap import build_telemetry, start_telemetry_work

@@ -9,7 +9,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from twinhub.console.sessions import COOKIE, ConsoleSession, SessionStore
-from twinhub.services.principals import Principal
+from twinhub.kernel.principals import Principal
 from twinhub.web.audit import note_actor
 
 

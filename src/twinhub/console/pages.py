@@ -21,12 +21,12 @@ from starlette.templating import Jinja2Templates
 from twinhub.console.assets import STATIC_URL, TEMPLATE_DIR
 from twinhub.console.auth import SignedIn, check_csrf, signed_in
 from twinhub.console.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore
-from twinhub.db.models import utcnow
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.kernel.principals import ROLES
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.services.claims import ClaimFilter
-from twinhub.services.errors import NotFound, ServiceError
-from twinhub.services.principals import ROLES
 from twinhub.telemetry.schema import parse_schema
 
 log = get_logger(__name__)

@@ -33,14 +33,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub import __version__
-from twinhub.db.models import (
-    Event,
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookSubscription,
-    utcnow,
-)
+from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from twinhub.events.webhooks import RefusedUrl, SecretBox, resolve, sign
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.settings import WebhookSettings
 

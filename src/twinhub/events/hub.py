@@ -12,12 +12,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import utcnow
 from twinhub.events.dispatcher import Dispatcher, stop_between_steps
 from twinhub.events.sequencer import Sequencer
 from twinhub.events.store import EventStore, StoredEvent, on_events_committed
 from twinhub.events.subscriptions import WebhookService
 from twinhub.events.webhooks import SecretBox
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.settings import EventsSettings, WebhookSettings
 

@@ -27,7 +27,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.bulk import insert_rows
-from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription, utcnow
+from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 
 log = get_logger(__name__)

@@ -21,15 +21,10 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
-from twinhub.db.models import (
-    Event,
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookSubscription,
-    utcnow,
-)
+from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for_transaction
-from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import FieldProblem, Invalid
 
 _WRITTEN = "twinhub.events.written"
 # In a session's info while a ledger write runs: the list its events go to (services.ledger).

@@ -11,18 +11,13 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import (
-    Event,
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookSubscription,
-    utcnow,
-)
+from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from twinhub.events.dispatcher import DELIVERED, FAILED, PENDING
 from twinhub.events.store import check_types
 from twinhub.events.webhooks import RefusedUrl, SecretBox, new_secret, resolve
-from twinhub.services.errors import FieldProblem, Invalid, NotFound
-from twinhub.services.principals import Principal, require_role
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.settings import WebhookSettings
 
 STATUSES = (PENDING, DELIVERED, FAILED)

@@ -1,1 +1,2 @@
-"""Oracle twins: methodologies kept as data and the evaluations that apply them."""
+"""The oracle's running workers: the service that evaluates submitted claims and the
+monitoring periods it computes and stores. The rules they apply are twinhub.mrv's."""

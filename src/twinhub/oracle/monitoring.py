@@ -19,42 +19,30 @@ import orjson
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import (
-    Claim,
-    ClaimCollection,
-    Domain,
-    MonitoringPeriod,
-    Relationship,
-    utcnow,
-)
-from twinhub.oracle.claims import (
-    FAR_FUTURE,
-    NotComputable,
-    active_evaluator,
-    claim_days,
-    methodology_of,
-    token_decimals,
-)
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.periods import (
-    PeriodSpec,
-    compare_reports,
-    compute_period,
-    report_csv,
-    report_digest,
-)
-from twinhub.oracle.plausibility import assess
-from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
-from twinhub.services.domains import ACTIVE, verified_project
-from twinhub.services.errors import (
+from twinhub.db.models import Claim, ClaimCollection, Domain, MonitoringPeriod, Relationship
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
     Invalid,
     NotFound,
 )
+from twinhub.kernel.principals import Principal, require_role
+from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
+from twinhub.mrv.periods import (
+    PeriodSpec,
+    compare_reports,
+    compute_period,
+    report_csv,
+    report_digest,
+)
+from twinhub.mrv.plausibility import assess
+from twinhub.services.claim_credits import active_evaluator, token_decimals
+from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
+from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import LedgerWrite
-from twinhub.services.principals import Principal, require_role
+from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.protocols import ProtocolService, ProtocolView
 
 MAX_PERIOD_DAYS = 366

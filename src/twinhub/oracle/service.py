@@ -34,23 +34,16 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import (
-    Claim,
-    ClaimCollection,
-    Domain,
-    OracleDecision,
-    utcnow,
-)
+from twinhub.db.models import Claim, ClaimCollection, Domain, OracleDecision
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
-from twinhub.oracle.claims import (
-    ClaimComputation,
-    NotComputable,
-    active_evaluator,
-    compute_claim,
-)
-from twinhub.oracle.inputs import stove_periods
-from twinhub.oracle.plausibility import assess
+from twinhub.mrv.claims import ClaimComputation, NotComputable
+from twinhub.mrv.plausibility import assess
+from twinhub.mrv.rules import takes_part
 from twinhub.security.signing import Issuer
+from twinhub.services.claim_credits import active_evaluator, compute_claim
 from twinhub.services.claims import (
     APPROVED,
     FLAGGED,
@@ -60,10 +53,8 @@ from twinhub.services.claims import (
     double_counted,
 )
 from twinhub.services.credentials import rfc3339
-from twinhub.services.domains import ACTIVE
-from twinhub.services.errors import NotFound, ServiceError
 from twinhub.services.ledger import LedgerWrite
-from twinhub.services.principals import Principal
+from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.protocols import ProtocolService
 
 log = get_logger(__name__)
@@ -307,7 +298,7 @@ class OracleService:
                 decision.reasons.append("the collection has no active evaluator oracle")
                 return decision
             stove = await session.get(Domain, claim.asset_did) if claim.asset_did else None
-            if stove is not None and not (stove.verified and stove.status == ACTIVE):
+            if stove is not None and not takes_part(stove.verified, stove.status):
                 decision.reasons.append(
                     f"the stove {stove.did} is not verified (only verified domains take part "
                     "in credit issuance)"

@@ -26,6 +26,7 @@ from twinhub import __version__
 from twinhub.console.app import create_console_app
 from twinhub.console.assets import SWAGGER_CSS, SWAGGER_FAVICON, SWAGGER_JS
 from twinhub.console.sessions import console_session_store
+from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer_token
@@ -54,7 +55,6 @@ from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
-from twinhub.web.ratelimit import RateLimiter
 from twinhub.web.routes_ready import prepare_routes
 
 DESCRIPTION = """

@@ -10,8 +10,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
 
 from twinhub.console.auth import console_principal
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.registry.errors import RateLimited, Unauthenticated
-from twinhub.services.principals import Principal, require_role
 from twinhub.web.audit import note_actor
 from twinhub.web.client_ip import client_ip
 

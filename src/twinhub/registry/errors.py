@@ -15,8 +15,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Match
 
-from twinhub.logging import get_logger
-from twinhub.services.errors import (
+from twinhub.kernel.errors import (
     Conflict,
     Forbidden,
     Invalid,
@@ -25,6 +24,7 @@ from twinhub.services.errors import (
     StaleVersion,
     TooLarge,
 )
+from twinhub.logging import get_logger
 from twinhub.web.errors import error_response
 
 log = get_logger(__name__)

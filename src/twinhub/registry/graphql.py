@@ -35,14 +35,14 @@ from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
 from twinhub.console.assets import offline_graphiql
+from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
-from twinhub.services.errors import NotFound, ServiceError
 from twinhub.services.paging import decode_cursor
-from twinhub.services.principals import Principal
 from twinhub.settings import Settings
 from twinhub.web.errors import error_response
 

@@ -9,9 +9,9 @@ import orjson
 from fastapi import Request
 from starlette.responses import Response
 
-from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.kernel.errors import FieldProblem, Invalid
+from twinhub.kernel.principals import Principal
 from twinhub.services.idempotency import StoredAnswer, request_fingerprint
-from twinhub.services.principals import Principal
 
 Created = tuple[int, dict[str, Any], str | None]  # status, body, Location
 

@@ -16,7 +16,8 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from twinhub.identifiers import is_did
+from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
+from twinhub.kernel.identifiers import is_did
 from twinhub.registry.auth import (
     Reader,
     Writer,
@@ -49,7 +50,6 @@ from twinhub.services.domains import (
     DomainService,
     DomainSpec,
 )
-from twinhub.services.errors import FieldProblem, Invalid, NotFound
 from twinhub.services.protocols import ProtocolService, ProtocolSpec, ProtocolView
 from twinhub.services.read_model import ReadModel
 

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
+from twinhub.kernel.errors import NotFound
+from twinhub.kernel.principals import require_role
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
-from twinhub.services.errors import NotFound
-from twinhub.services.principals import require_role
 
 router = APIRouter(prefix="/v1/admin", responses=ERROR_RESPONSES, tags=["admin"])
 

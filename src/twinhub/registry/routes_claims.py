@@ -11,6 +11,7 @@ from fastapi import Body as JsonBody
 from pydantic import Field, field_validator
 from starlette.responses import Response
 
+from twinhub.kernel.errors import FieldProblem, TooLarge
 from twinhub.platform import Platform
 from twinhub.registry.auth import Reader, Writer
 from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
@@ -25,7 +26,6 @@ from twinhub.services.claims import (
     EvaluationOutcome,
     EvaluationRequest,
 )
-from twinhub.services.errors import FieldProblem, TooLarge
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 CollectionId = Annotated[int, Path(ge=1, le=2**31 - 1)]

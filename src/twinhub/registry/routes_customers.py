@@ -13,15 +13,15 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse, Response
 
-from twinhub.identifiers import customer_did
+from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
+from twinhub.kernel.identifiers import customer_did
+from twinhub.kernel.principals import require_role
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.schemas import DomainOut
 from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.customers import CustomerView, Lockout
-from twinhub.services.errors import FieldProblem, Invalid, NotFound
 from twinhub.services.ownership import OwnerMismatch, assign_stove, stoves_of_customer
-from twinhub.services.principals import require_role
 
 router = APIRouter(prefix="/v1/customers", responses=ERROR_RESPONSES, tags=["customers"])
 CUSTOMER_ID = Annotated[str, Path(pattern=r"^[0-9]{8}$", description="8 digits, as USSD shows")]

@@ -15,12 +15,12 @@ from twinhub.events.hub import EventsHub
 from twinhub.events.store import check_types
 from twinhub.events.subscriptions import STATUSES as DELIVERY_STATUSES
 from twinhub.events.types import CATALOGUE
+from twinhub.kernel.errors import FieldProblem, Invalid
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.params import POSITION_PATTERN, documented, one_of_list
 from twinhub.registry.routes import page_size
 from twinhub.registry.schemas import Body
-from twinhub.services.errors import FieldProblem, Invalid
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES, tags=["events"])
 Position = Annotated[int, Query(ge=0, le=2**63 - 1)]

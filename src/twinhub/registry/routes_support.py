@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
-from twinhub.identifiers import customer_did
+from twinhub.kernel.identifiers import customer_did
 from twinhub.registry.auth import Reader, Writer
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.params import NO_NUL, PROBLEM_REFERENCE_PATTERN, Cursor, documented

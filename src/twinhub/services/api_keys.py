@@ -17,11 +17,12 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import ApiKey, utcnow
-from twinhub.identifiers import is_did
+from twinhub.db.models import ApiKey
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import Problems
+from twinhub.kernel.identifiers import is_did
+from twinhub.kernel.principals import ROLES, Principal
 from twinhub.logging import get_logger
-from twinhub.services.errors import Problems
-from twinhub.services.principals import ROLES, Principal
 
 log = get_logger(__name__)
 BOOTSTRAP_PRINCIPAL = "did:ixo:org/twinhub-admin"

@@ -7,8 +7,8 @@ gets. Created through the ledger like any other protocol, on start, when missing
 
 from __future__ import annotations
 
-from twinhub.oracle.builtin import CLEAN_COOKING, builtin_document
-from twinhub.services.errors import Conflict
+from twinhub.kernel.errors import Conflict
+from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
 from twinhub.services.protocols import ProtocolService, ProtocolSpec
 from twinhub.telemetry.schema import STOVE_TELEMETRY
 

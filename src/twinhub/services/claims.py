@@ -43,23 +43,9 @@ from twinhub.db.models import (
     Evaluation,
     MonitoringPeriod,
     Relationship,
-    utcnow,
 )
-from twinhub.identifiers import customer_did, is_did
-from twinhub.oracle.claims import (
-    FAR_FUTURE,
-    ClaimComputation,
-    ClaimJob,
-    NotComputable,
-    claim_days,
-    compute_claim,
-    compute_claims,
-)
-from twinhub.services.coalesce import Coalescer
-from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credits import CreditService, Minting
-from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
-from twinhub.services.errors import (
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
@@ -69,6 +55,15 @@ from twinhub.services.errors import (
     Problems,
     ServiceError,
 )
+from twinhub.kernel.identifiers import customer_did, is_did
+from twinhub.kernel.principals import Principal, require_role
+from twinhub.mrv.claims import FAR_FUTURE, ClaimComputation, ClaimJob, NotComputable, claim_days
+from twinhub.mrv.rules import takes_part
+from twinhub.services.claim_credits import compute_claim, compute_claims
+from twinhub.services.coalesce import Coalescer
+from twinhub.services.credentials import CredentialService, rfc3339
+from twinhub.services.credits import CreditService, Minting
+from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
     Page,
@@ -78,7 +73,6 @@ from twinhub.services.paging import (
     fetch_window,
     split_page,
 )
-from twinhub.services.principals import Principal, require_role
 from twinhub.services.protocols import ProtocolService, ProtocolView, check_values
 from twinhub.services.twin_classes import same_kind
 
@@ -658,7 +652,7 @@ class ClaimService:
         """Verified domains only, for the stove as for the project: a claim about an asset
         is approved (and credits issued) only while governance has it verified (`asset` is
         read locked, so a revocation executing now waits for the approval, or it for it)."""
-        if asset is None or asset.status != ACTIVE or not asset.verified:
+        if asset is None or not takes_part(asset.verified, asset.status):
             state = (
                 "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
             )

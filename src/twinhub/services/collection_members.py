@@ -29,8 +29,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, UOWTransaction
 
-from twinhub.db.models import AgentDeposit, Claim, ClaimCollection, CollectionMember, utcnow
-from twinhub.services.errors import NotFound
+from twinhub.db.models import AgentDeposit, Claim, ClaimCollection, CollectionMember
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import NotFound
 from twinhub.services.paging import Window, WindowPage, fetch_window
 
 EVALUATOR, AGENT = "evaluator", "agent"

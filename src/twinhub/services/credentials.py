@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Credential
+from twinhub.kernel.errors import NotFound
 from twinhub.security.signing import Issuer, verify
-from twinhub.services.errors import NotFound
 
 CONTEXT = "https://www.w3.org/ns/credentials/v2"
 

@@ -23,18 +23,19 @@ from sqlalchemy import Insert, func, insert, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import CreditBalance, CreditMovement, CreditToken, utcnow
-from twinhub.identifiers import is_did
-from twinhub.services.errors import (
+from twinhub.db.models import CreditBalance, CreditMovement, CreditToken
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
     FieldProblem,
     Forbidden,
     InsufficientCredits,
     Invalid,
     NotFound,
 )
+from twinhub.kernel.identifiers import is_did
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import Page, decode_cursor, split_page
-from twinhub.services.principals import Principal, require_role
 from twinhub.services.protocols import TOKEN_CLASS_PATTERN
 
 MAX_AMOUNT = 10**15  # far above any programme, far below 64-bit overflow of the sums

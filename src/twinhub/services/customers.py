@@ -23,7 +23,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import Customer, PinLockout, utcnow
+from twinhub.db.models import Customer, PinLockout
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.security.pins import PinCipher
 from twinhub.services.customer_ids import new_customer_id

@@ -20,12 +20,13 @@ from datetime import datetime
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import DeviceToken, Domain, utcnow
-from twinhub.identifiers import is_did
+from twinhub.db.models import DeviceToken, Domain
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import Conflict, Forbidden, NotFound, Problems
+from twinhub.kernel.identifiers import is_did
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.logging import get_logger
 from twinhub.services.api_keys import _digest
-from twinhub.services.errors import Conflict, Forbidden, NotFound, Problems
-from twinhub.services.principals import Principal, require_role
 
 log = get_logger(__name__)
 _PREFIX = "thd"

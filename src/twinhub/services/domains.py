@@ -29,10 +29,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import Customer, Domain, DomainController, Relationship, utcnow
-from twinhub.identifiers import SLUG_PATTERN, is_did, mint
-from twinhub.services.customer_ids import is_valid_customer_id
-from twinhub.services.errors import (
+from twinhub.db.models import Customer, Domain, DomainController, Relationship
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
@@ -42,6 +41,10 @@ from twinhub.services.errors import (
     Problems,
     StaleVersion,
 )
+from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint
+from twinhub.kernel.principals import Principal
+from twinhub.mrv.rules import ACTIVE, takes_part
+from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
 from twinhub.services.paging import (
     Page,
@@ -51,7 +54,6 @@ from twinhub.services.paging import (
     fetch_window,
     split_page,
 )
-from twinhub.services.principals import Principal
 from twinhub.services.protocols import (
     KIND_PATTERN,
     NAME_PATTERN,
@@ -63,7 +65,7 @@ from twinhub.services.protocols import (
 )
 from twinhub.services.twin_classes import same_kind, twin_class
 
-ACTIVE, DEACTIVATED = "active", "deactivated"
+DEACTIVATED = "deactivated"  # ACTIVE is the rules' (mrv.rules), for the verified-only rule
 SERIAL_PROPERTY = "serialNumber"
 MEMBERSHIP_GROUP_PROTOCOL = "did:ixo:protocol/membership-group"
 MEMBERSHIP_EDGE = "membershipGroup"
@@ -802,7 +804,7 @@ def require_verified_project(
             f"{did} is a {project.type}; {purpose}.",
             [FieldProblem("project", "expected a Project domain")],
         )
-    if project.status != ACTIVE or not project.verified:
+    if not takes_part(project.verified, project.status):
         state = "deactivated" if project.status != ACTIVE else "not verified"
         raise NotVerified(
             f"{did} is {state}: only a project verified by governance may {doing} "

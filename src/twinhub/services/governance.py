@@ -37,13 +37,9 @@ from twinhub.db.models import (
     ProposalItem,
     Relationship,
     Vote,
-    utcnow,
 )
-from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
-from twinhub.logging import get_logger
-from twinhub.services.builtin_protocols import SYSTEM_ACTOR
-from twinhub.services.domains import ACTIVE, DomainService, stored_record
-from twinhub.services.errors import (
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
@@ -52,8 +48,12 @@ from twinhub.services.errors import (
     Problems,
     ServiceError,
 )
+from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint, slugify
+from twinhub.kernel.principals import Principal
+from twinhub.logging import get_logger
+from twinhub.services.builtin_protocols import SYSTEM_ACTOR
+from twinhub.services.domains import ACTIVE, DomainService, stored_record
 from twinhub.services.ledger import Ledger
-from twinhub.services.principals import Principal
 
 ABSOLUTE_COUNT, ABSOLUTE_PERCENTAGE, THRESHOLD_QUORUM = (
     "absolute_count",

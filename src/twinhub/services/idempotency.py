@@ -17,8 +17,9 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import IdempotencyRecord, utcnow
-from twinhub.services.errors import Conflict, Invalid
+from twinhub.db.models import IdempotencyRecord
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import Conflict, Invalid
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,10 @@ from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.bulk import insert_rows, insert_together
-from twinhub.db.models import Event, LedgerHead, LedgerTransaction, utcnow
+from twinhub.db.models import Event, LedgerHead, LedgerTransaction
 from twinhub.events.sequencer import Sequencer
 from twinhub.events.store import EVENT_ROWS, events_numbered, record_ledger_events
+from twinhub.kernel.clock import utcnow
 
 GENESIS_HASH = "0" * 64
 HEAD_ROW = 1

@@ -21,7 +21,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Customer, Domain, DomainController
-from twinhub.identifiers import customer_did
+from twinhub.kernel.errors import Conflict, Invalid, NotFound, StaleVersion
+from twinhub.kernel.identifiers import customer_did
+from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.domains import (
@@ -32,8 +34,6 @@ from twinhub.services.domains import (
     DomainService,
     owner_of,
 )
-from twinhub.services.errors import Conflict, Invalid, NotFound, StaleVersion
-from twinhub.services.principals import Principal
 from twinhub.services.twin_classes import same_kind
 
 log = get_logger(__name__)

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.services.errors import FieldProblem, Invalid
+from twinhub.kernel.errors import FieldProblem, Invalid
 
 T = TypeVar("T")
 R = TypeVar("R")

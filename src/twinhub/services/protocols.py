@@ -14,10 +14,11 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import Protocol, utcnow
-from twinhub.identifiers import SLUG_PATTERN, is_did, mint, slugify
-from twinhub.oracle.methodology import compile_methodology, digest_of
-from twinhub.services.errors import Conflict, NotFound, Problems
+from twinhub.db.models import Protocol
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import Conflict, NotFound, Problems
+from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint, slugify
+from twinhub.mrv.methodology import compile_methodology, digest_of
 from twinhub.services.ledger import Ledger
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.twin_classes import TWIN_CLASSES

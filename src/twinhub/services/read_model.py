@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 from sqlalchemy.engine import make_url
 
-from twinhub.identifiers import is_did
+from twinhub.kernel.identifiers import is_did
 from twinhub.platform import Platform
 from twinhub.services.domains import resolve_inheritance
 from twinhub.services.paging import Window, WindowPage

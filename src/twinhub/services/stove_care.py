@@ -23,14 +23,15 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup, utcnow
+from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup
 from twinhub.events.store import record_event
-from twinhub.identifiers import customer_did
-from twinhub.services.errors import Conflict, FieldProblem, Invalid, NotFound
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound
+from twinhub.kernel.identifiers import customer_did
+from twinhub.mrv.rollups import ENERGY as ENERGY_FIELD
+from twinhub.mrv.rollups import SESSIONS as SESSIONS_STARTED
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.stoves import StoveService, StoveView
-from twinhub.telemetry.figures import ENERGY_FIELD
-from twinhub.telemetry.figures import SESSION_FIELD as SESSIONS_STARTED
 from twinhub.telemetry.store import bucket_of
 
 PROBLEM_KINDS = ("noStart", "smoke", "broken", "meter", "other")

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from twinhub.identifiers import customer_did
+from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound, NotVerified
+from twinhub.kernel.identifiers import customer_did
+from twinhub.kernel.principals import Principal
 from twinhub.services.claims import OPEN, ClaimFilter, ClaimService, last_month_start
 from twinhub.services.credentials import rfc3339
 from twinhub.services.credits import CreditService
 from twinhub.services.domains import ACTIVE, DomainService
-from twinhub.services.errors import Conflict, FieldProblem, Invalid, NotFound, NotVerified
 from twinhub.services.ownership import stoves_of_customer
 from twinhub.services.paging import decode_cursor, encode_cursor
-from twinhub.services.principals import Principal
 
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
 COOKING, FUEL = "cooking", "fuel"

@@ -34,9 +34,9 @@ from twinhub.db.models import (
     GroupMember,
     Proposal,
     Relationship,
-    utcnow,
 )
-from twinhub.services.errors import FieldProblem, Invalid, NotFound
+from twinhub.kernel.clock import utcnow
+from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
 
 DEFAULT_PERIOD_DAYS = 30
 MAX_PERIOD_DAYS = 366

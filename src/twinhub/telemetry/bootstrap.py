@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twinhub.db.bootstrap import Storage
+from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.services.domains import DomainService
 from twinhub.services.protocols import ProtocolService
@@ -17,7 +18,6 @@ from twinhub.telemetry.figures import RollupTelemetry
 from twinhub.telemetry.live import LiveHub, live_channel
 from twinhub.telemetry.service import TelemetryService
 from twinhub.telemetry.store import TelemetryStore
-from twinhub.web.ratelimit import RateLimiter
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import TelemetryDevice, TelemetryRollup
+from twinhub.mrv.rollups import ENERGY, SESSIONS
 from twinhub.services.summaries import DailyUsage, TelemetryFigures
-from twinhub.telemetry.store import bucket_of, counted_field
+from twinhub.telemetry.store import bucket_of
 
-ENERGY_FIELD = "energyKwh"  # the stove protocol's energy used since the previous reading
-SESSION_FIELD = counted_field("session", "start")  # one per cooking session started
+ENERGY_FIELD = ENERGY  # the stove protocol's energy used since the previous reading
+SESSION_FIELD = SESSIONS  # one per cooking session started: counted_field("session", "start")
 
 
 class RollupTelemetry:

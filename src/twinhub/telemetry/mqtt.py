@@ -47,9 +47,9 @@ from sqlalchemy.exc import (
     ProgrammingError,
 )
 
+from twinhub.kernel.errors import ServiceError
 from twinhub.logging import get_logger
 from twinhub.services.device_tokens import DeviceCredential, DeviceTokenService, sign
-from twinhub.services.errors import ServiceError
 from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.schema import loads
 from twinhub.telemetry.service import Prepared, TelemetryService, merge_by_device

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from twinhub.services.errors import Problems
+from twinhub.kernel.errors import Problems
 
 FIELD_TYPES = ("number", "integer", "boolean", "string")
 NUMERIC = ("number", "integer")

@@ -18,10 +18,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from twinhub.logging import get_logger
-from twinhub.services.device_tokens import DeviceCredential
-from twinhub.services.domains import DomainService
-from twinhub.services.errors import (
+from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
     Forbidden,
@@ -29,6 +26,10 @@ from twinhub.services.errors import (
     ServiceError,
     TooLarge,
 )
+from twinhub.kernel.ratelimit import RateLimiter
+from twinhub.logging import get_logger
+from twinhub.services.device_tokens import DeviceCredential
+from twinhub.services.domains import DomainService
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.live import LiveHub
@@ -41,7 +42,6 @@ from twinhub.telemetry.schema import (
     parse_time,
 )
 from twinhub.telemetry.store import INTERVALS, Batch, TelemetryStore
-from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
 _INFO_SECONDS = 30.0  # how long a twin's protocol and project/organisation are cached

@@ -23,9 +23,9 @@ from typing import Any
 
 import httpx
 
+from twinhub.kernel.errors import NotFound
+from twinhub.kernel.principals import Principal
 from twinhub.services.domains import DomainSpec
-from twinhub.services.errors import NotFound
-from twinhub.services.principals import Principal
 
 SIM_OPERATOR = "did:ixo:org/sim-operator"
 SIM_ORGANISATION = "did:ixo:entity/sim-organisation"

@@ -35,8 +35,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup, utcnow
+from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
 from twinhub.events.store import event_row, events_committed, record_event
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.telemetry.schema import Reading, dumps
 

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from twinhub.db.engine import sqlite_file
+from twinhub.kernel.ratelimit import MemoryCounter, RateLimiter
 from twinhub.logging import get_logger, scrub
 from twinhub.platform import Platform
 from twinhub.settings import Environment, Settings
@@ -47,7 +48,6 @@ from twinhub.web.client_ip import client_ip
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
 from twinhub.web.operator import operator_denial
-from twinhub.web.ratelimit import MemoryCounter, RateLimiter
 
 log = get_logger(__name__)
 USSD_PREFIX = "/api/ussd"

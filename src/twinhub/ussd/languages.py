@@ -31,7 +31,8 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import UssdLanguage, utcnow
+from twinhub.db.models import UssdLanguage
+from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 
 log = get_logger(__name__)

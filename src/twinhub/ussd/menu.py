@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import NamedTuple
 
+from twinhub.kernel.errors import Conflict, Invalid, NotFound, NotVerified, ServiceError
 from twinhub.logging import get_logger
 from twinhub.security.pins import PIN_LENGTH, PinCipher, pin_problem
 from twinhub.services.claims import PeriodClaimed
@@ -28,7 +29,6 @@ from twinhub.services.customers import (
     PhoneAlreadyRegistered,
     clean_full_name,
 )
-from twinhub.services.errors import Conflict, Invalid, NotFound, NotVerified, ServiceError
 from twinhub.services.stove_care import PROBLEM_KINDS, StoveCare, owned_stoves
 from twinhub.services.stoves import (
     COOKING,

@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger, mask_phone
-from twinhub.services.principals import Principal
 
 log = get_logger("twinhub.audit")
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})

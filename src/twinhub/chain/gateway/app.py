@@ -35,10 +35,10 @@ from twinhub.chain.gateway.reflection import learn
 from twinhub.chain.gateway.routes import RouteTable, build_pool, compiled_source, http_bindings
 from twinhub.chain.gateway.transcode import build_request
 from twinhub.chain.gateway.upstream import HEIGHT_HEADER, Upstream
+from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger, scrub
 from twinhub.settings import Settings
 from twinhub.web.client_ip import client_ip
-from twinhub.web.ratelimit import RateLimiter
 
 log = get_logger(__name__)
 JSON = (b"content-type", b"application/json")

@@ -36,8 +36,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from twinhub.chain.node import one_batch
 from twinhub.chain.node.common import HEIGHT_HEADER, requested_height_problem, status_of
 from twinhub.chain.node.one_batch import OneBatchHandler, Reply
+from twinhub.kernel.errors import ServiceError
 from twinhub.logging import get_logger
-from twinhub.services.errors import ServiceError
 from twinhub.services.read_model import ReadModel
 
 log = get_logger(__name__)

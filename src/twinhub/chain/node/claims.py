@@ -29,9 +29,9 @@ from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
 from twinhub.chain.protos.cosmos.base.v1beta1 import coin_pb2
 from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2, query_pb2_grpc
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as q
+from twinhub.kernel.errors import Invalid, NotFound
 from twinhub.services.claims import CLAIM_ID
 from twinhub.services.collection_members import DepositBalance, Member
-from twinhub.services.errors import Invalid, NotFound
 from twinhub.services.paging import Window
 from twinhub.services.read_model import ClaimRow
 

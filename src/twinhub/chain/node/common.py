@@ -15,9 +15,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
+from twinhub.kernel.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
-from twinhub.services.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from twinhub.services.paging import Window, WindowPage
 from twinhub.services.read_model import ReadModel
 

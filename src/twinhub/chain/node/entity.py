@@ -23,9 +23,9 @@ from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grp
 from twinhub.chain.protos.ixo.iid.v1beta1 import iid_pb2, types_pb2
 from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2 as iid_query
 from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2_grpc as iid_grpc
+from twinhub.kernel.errors import Invalid, NotFound
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR
 from twinhub.services.domains import ACTIVE, DomainFilter
-from twinhub.services.errors import Invalid, NotFound
 from twinhub.services.paging import Window
 from twinhub.services.read_model import DomainRow
 

@@ -25,7 +25,7 @@ from twinhub.chain.protos.tendermint.p2p import types_pb2 as p2p
 from twinhub.chain.protos.tendermint.types import block_pb2, evidence_pb2
 from twinhub.chain.protos.tendermint.types import types_pb2 as tm
 from twinhub.chain.protos.tendermint.version import types_pb2 as version
-from twinhub.services.errors import Invalid, NotFound
+from twinhub.kernel.errors import Invalid, NotFound
 from twinhub.services.ledger import Transaction, canonical_json
 
 # The CometBFT v0.38 protocol versions whose wire formats the node's answers follow.

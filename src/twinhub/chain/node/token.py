@@ -16,7 +16,7 @@ from twinhub.chain.node.common import Servicer, query, window
 from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as q
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2_grpc, token_pb2
-from twinhub.services.errors import Invalid, NotFound
+from twinhub.kernel.errors import Invalid, NotFound
 from twinhub.services.protocols import TOKEN_CLASS_PATTERN
 from twinhub.services.read_model import TokenRow
 

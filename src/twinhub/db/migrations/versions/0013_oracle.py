@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from twinhub.db.models import UtcDateTime
-from twinhub.oracle.builtin import CLEAN_COOKING, builtin_document
+from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
 
 revision: str = "0013"
 down_revision: str | None = "0012"

@@ -1,0 +1,91 @@
+"""The inputs a methodology reads from telemetry rollups: the rollup field names, and each
+stove's period (registry facts and daily figures) built from its day rollups.
+
+Pure: services.mrv_inputs reads the rows from the database and hands them here, so a claim's
+evaluation, a monitoring period and `verify-report` all turn the same rows into the same
+inputs. The telemetry store writes rollups under these names and the dashboard's figures
+(telemetry.figures) read them by them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+from twinhub.mrv.periods import StovePeriod
+from twinhub.mrv.plausibility import StoveDay
+
+ENERGY = "energyKwh"  # the stove protocol's energy used since the previous reading
+FUEL = "fuelKg"  # a fuel stove's fuel used since the previous reading
+SESSIONS = "session=start"  # the counted rollup of `session` readings that are `start`
+METER = "meterKwh"  # the stove's cumulative meter
+FIELDS = (ENERGY, FUEL, SESSIONS, METER)
+
+Cells = dict[date, dict[str, tuple[int, float, float]]]  # day -> field -> (count, sum, max)
+
+
+def day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def stove_period(
+    did: str,
+    facts: tuple[dict[str, Any], bool, str] | None,
+    enrolled: bool,
+    cells: Cells,
+) -> StovePeriod:
+    """One stove's period from its registry facts (properties, verified, status; None when
+    it is not a domain), whether a device is enrolled, and its day rollups."""
+    properties: dict[str, Any] = facts[0] if facts is not None else {}
+    unit = _unit(properties, cells)
+    days = _days(did, cells, FUEL if unit == "kg" else ENERGY)
+    household = properties.get("householdSize")
+    return StovePeriod(
+        stove=did,
+        serial=properties.get("serialNumber") if facts is not None else None,
+        verified=facts is not None and bool(facts[1]),
+        enrolled=enrolled,
+        household_size=household
+        if isinstance(household, int) and not isinstance(household, bool)
+        else None,
+        stove_efficiency=_number(properties.get("efficiency")),
+        unit=unit,
+        days=days,
+        status=facts[2] if facts is not None else None,
+    )
+
+
+def _unit(properties: dict[str, Any], cells: Cells) -> str:
+    """kWh for an electric stove, kg for a fuel stove: the stove's fuelType says, else the
+    telemetry it sends (fuel and no energy)."""
+    kind = properties.get("fuelType")
+    if isinstance(kind, str) and kind.lower() in ("pellets", "biomass", "wood", "charcoal"):
+        return "kg"
+    energy = any(ENERGY in fields for fields in cells.values())
+    fuel = any(FUEL in fields for fields in cells.values())
+    return "kg" if fuel and not energy else "kWh"
+
+
+def _days(did: str, cells: Cells, quantity: str = ENERGY) -> list[StoveDay]:
+    """One StoveDay per day with telemetry; the meter's rise is today's highest reading less
+    the day before's (the first day: unknown)."""
+    days: list[StoveDay] = []
+    previous_max: float | None = None
+    for day in sorted(cells):
+        fields = cells[day]
+        sessions = int(fields[SESSIONS][0]) if SESSIONS in fields else 0
+        energy = float(fields[quantity][1]) if quantity in fields else 0.0
+        meter = fields.get(METER)
+        delta = None
+        if meter is not None:
+            if previous_max is not None:
+                delta = meter[2] - previous_max
+            previous_max = meter[2]
+        days.append(StoveDay(did, day, sessions, energy, 0.0, 0, 0, delta))
+    return days

@@ -1,0 +1,72 @@
+"""What the MRV rules read from the database: each stove's registry facts and its daily
+telemetry rollups for a period, handed to mrv.rollups, which makes them the pure modules'
+inputs (mrv.periods, mrv.plausibility).
+
+One query for the registry facts and one for the day rollups of any number of stoves, so a
+monitoring period of ten thousand stoves is a handful of statements, not ten thousand.
+The same function serves a claim's evaluation, a monitoring period and `verify-report`, so
+a report is always recomputed from the data the way it was first computed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, date, timedelta
+from typing import Any
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from twinhub.db.models import DeviceToken, Domain, TelemetryRollup
+from twinhub.mrv.periods import StovePeriod
+from twinhub.mrv.rollups import FIELDS, Cells, day_start, stove_period
+
+_CHUNK = 500  # stoves per IN (...) list
+# Built once (each claim's evaluation runs them): facts, enrolment, day rollups.
+_FACTS = select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
+    Domain.did.in_(bindparam("dids", expanding=True))
+)
+_ENROLLED = select(DeviceToken.domain_did).where(
+    DeviceToken.domain_did.in_(bindparam("dids", expanding=True)),
+    DeviceToken.revoked_at.is_(None),
+)
+_DAYS = select(
+    TelemetryRollup.scope,
+    TelemetryRollup.bucket,
+    TelemetryRollup.field,
+    TelemetryRollup.count,
+    TelemetryRollup.sum,
+    TelemetryRollup.max,
+).where(
+    TelemetryRollup.scope.in_(bindparam("dids", expanding=True)),
+    TelemetryRollup.interval == "day",
+    TelemetryRollup.field.in_(FIELDS),
+    TelemetryRollup.bucket >= bindparam("low"),
+    TelemetryRollup.bucket < bindparam("high"),
+)
+
+
+async def stove_periods(
+    session: AsyncSession, stoves: Sequence[str], start: date, end: date
+) -> list[StovePeriod]:
+    """Each stove's facts and days from `start` to `end` (inclusive), in the given order;
+    a stove that is not a domain comes back unverified, unenrolled, without days."""
+    facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # did -> properties, verified, status
+    enrolled: set[str] = set()
+    cells: dict[str, Cells] = defaultdict(lambda: defaultdict(dict))
+    low, high = day_start(start), day_start(end + timedelta(days=1))
+    unique = list(dict.fromkeys(stoves))
+    for offset in range(0, len(unique), _CHUNK):
+        chunk = unique[offset : offset + _CHUNK]
+        rows = await session.execute(_FACTS, {"dids": chunk})
+        for did, properties, verified, status in rows:
+            facts[did] = (dict(properties or {}), bool(verified), status)
+        enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
+        days = await session.execute(_DAYS, {"dids": chunk, "low": low, "high": high})
+        for scope, bucket, name, count, total, most in days:
+            moment = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
+            cells[scope][moment.astimezone(UTC).date()][name] = (count, total, most)
+    return [
+        stove_period(did, facts.get(did), did in enrolled, cells.get(did, {})) for did in stoves
+    ]

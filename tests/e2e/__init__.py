@@ -1,0 +1,1 @@
+"""End to end: real processes, real ports, a real browser."""

@@ -1,0 +1,82 @@
+"""The README's tour runs as written and ends with credits computed from telemetry.
+
+Its shell blocks are run in order in one bash, as a reader would paste them, with two
+changes only: free ports instead of the default ones, and this interpreter's `twinhub`
+instead of the `./dev` launcher (which would install into `.venv`). The README asks the
+reader to wait for the health check before dialling; so does this test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+START, END = "<!-- --8<-- [start:tour] -->", "<!-- --8<-- [end:tour] -->"
+
+
+def tour_script(ports: dict[int, int]) -> str:
+    """The tour's commands, on `ports` (default port -> port used) and this interpreter."""
+    readme = (ROOT / "README.md").read_text()
+    tour = readme.split(START, 1)[1].split(END, 1)[0]
+    script = "\n".join(re.findall(r"```sh\n(.*?)```", tour, re.S))
+    for default, port in ports.items():
+        script = script.replace(f"localhost:{default}", f"localhost:{port}")
+    flags = (
+        f"--port {ports[3000]} --registry-port {ports[8000]} "
+        f"--node-port {ports[9090]} --gateway-port {ports[1317]}"
+    )
+    assert "./dev serve &" in script and "./dev demo" in script
+    script = script.replace("./dev serve &", f'"$TH" serve {flags} >"$DATA_DIR/serve.log" 2>&1 &')
+    script = script.replace("./dev demo", '"$TH" demo').replace(".venv/bin/twinhub", '"$TH"')
+    health = (
+        f"for _ in $(seq 120); do curl -sf localhost:{ports[8000]}/health >/dev/null && "
+        f"curl -sf localhost:{ports[3000]}/health >/dev/null && break; sleep 0.5; done\n"
+    )
+    first_dial = f"curl -s localhost:{ports[3000]}/api/ussd"
+    assert first_dial in script
+    return script.replace(first_dial, health + first_dial, 1)
+
+
+def test_the_readme_tour_ends_with_credits_from_telemetry(tmp_path: Path) -> None:
+    missing = [tool for tool in ("bash", "curl", "date") if shutil.which(tool) is None]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"the tour needs {missing}")
+        pytest.skip(f"the tour needs {missing}")
+    ports = {default: free_port() for default in (3000, 8000, 9090, 1317)}
+    script = tour_script(ports)
+    twinhub = f"{shlex.quote(sys.executable)} -m twinhub"
+    wrapper = "set -u\n" + script.replace('"$TH"', twinhub) + '\nwait\nrm -rf "$DATA_DIR"\n'
+
+    env = {k: v for k, v in os.environ.items() if k != "DATA_DIR" and k != "DATABASE_URL"}
+    done = subprocess.run(
+        ["bash", "-c", wrapper],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr[-4000:]
+    assert "demo programme ready" in out
+    assert "CON Welcome to twinhub" in out
+    assert "200 200 200 200 200" in out
+    period = re.search(r'"credits":\{"token":"CARBON","decimals":6,"amount":(\d+)\}', out)
+    assert period, out
+    amount = int(period.group(1))
+    assert amount > 0  # computed from the stoves' telemetry
+    assert re.search(r'"included":5,"excluded":15', out), out
+    assert "the report matches the stored telemetry" in done.stdout + done.stderr
+    assert f'"token":"CARBON","amount":{amount},' in out  # the operator's balance
+    assert '"status":"APPROVED"' in out and f'"amount":"{amount}"' in out  # the chain gateway

@@ -1,0 +1,551 @@
+"""The oracle: methodologies on protocols, credits computed (never typed), the oracle's
+signed decisions with leases, and monitoring periods with reports that recompute.
+
+Real database, real HTTP through the ASGI stack; the numbers are docs/methodology.md's
+worked example 1 (30 kWh a month) taken for ten days of 1 kWh (METERED_AMOUNT)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import csv
+import io
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import update
+
+from tests.conftest import (
+    BOOTSTRAP_KEY,
+    Registry,
+    fresh_postgres_database,
+    restore_token_decimals,
+    running_registry,
+    saved_token_decimals,
+    unique,
+)
+from tests.integration.cli.test_cli import TWINHUB, base_env, run_cli
+from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from twinhub.db.models import OracleDecision
+from twinhub.kernel.clock import utcnow
+from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
+from twinhub.oracle.service import OracleService
+from twinhub.platform import Platform
+from twinhub.services.stoves import whole_credits
+from twinhub.settings import Settings
+from twinhub.telemetry import simulator
+
+
+@pytest.fixture(scope="module")
+async def postgres_url() -> AsyncIterator[str]:
+    """A PostgreSQL database of this module's own: its assertions count what the whole
+    database holds (pending claims, domains), which other modules' leftovers would change."""
+    async with fresh_postgres_database("own") as url:
+        yield url
+
+
+async def submit(world: World, collection: int, stove: str, data: dict[str, Any]) -> str:
+    response = await world.operator_client.post(
+        f"/v1/claim-collections/{collection}/claims", json={"asset": stove, "data": data}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+async def claim(registry: Registry, claim_id: str) -> dict[str, Any]:
+    return (await registry.client.get(f"/v1/claims/{claim_id}")).json()
+
+
+async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: Registry) -> None:
+    document = copy.deepcopy(builtin_document(CLEAN_COOKING))
+    document["formulas"][9]["expression"] = "BE / missing_name"
+    response = await registry.client.post(
+        "/v1/protocols",
+        json={
+            "type": "Protocol",
+            "id": unique("bad-method"),
+            "name": "Bad",
+            "tokenClass": "CARBON",
+            "methodology": document,
+        },
+    )
+    assert response.status_code == 422, response.text
+    fields = [d["field"] for d in response.json()["error"]["details"]]
+    assert fields[0] == "methodology.formulas[9].expression"  # (and the result it named)
+    assert "missing_name" in response.json()["error"]["details"][0]["error"]
+    # The built-in claim protocol carries the built-in methodology, named by its digest.
+    builtin = await registry.client.get("/v1/protocols/did:ixo:protocol/clean-cooking-claim")
+    summary = builtin.json()["effective"]["methodology"]
+    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "1.0.0"
+    assert len(summary["digest"]) == 64
+
+
+async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
+    world = await build_world(registry)
+    try:
+        stove = await world.metered_asset()
+        collection = await world.collection()
+        claim_id = await submit(world, collection["id"], stove, metered_claim())
+        typed = await world.oracle_client.post(
+            f"/v1/claims/{claim_id}/evaluations",
+            json={"status": "approved", "amount": 1_000_000_000},
+        )
+        assert typed.status_code == 422
+        assert "credits follow from the methodology" in typed.text
+        # A person's approval mints what the methodology computes, nothing else.
+        approved = await world.oracle_client.post(
+            f"/v1/claims/{claim_id}/evaluations", json={"status": "approved"}
+        )
+        assert approved.status_code == 200, approved.text
+        assert approved.json()["amount"] == METERED_AMOUNT
+        credential = (await registry.client.get(f"/v1/claims/{claim_id}/credential")).json()
+        calculation = credential["credentialSubject"]["evaluation"]["calculation"]
+        assert abs(calculation["inputs"]["energy_kwh"] - 10.0) < 1e-9
+        assert calculation["credits"] == {
+            "token": "CARBON",
+            "decimals": 6,
+            "amount": METERED_AMOUNT,
+        }
+        verified = await registry.client.post("/v1/credentials/verify", json=credential)
+        assert verified.json()["verified"] is True
+        token = (await registry.client.get("/v1/credits/CARBON")).json()
+        assert token["decimals"] == 6
+        # A stove without telemetry cannot be approved by a person either.
+        silent = await world.asset()  # verified, never enrolled
+        other = await submit(world, collection["id"], silent, metered_claim())
+        refused = await world.oracle_client.post(
+            f"/v1/claims/{other}/evaluations", json={"status": "approved"}
+        )
+        assert refused.status_code == 422 and "no enrolled device" in refused.text
+        assert (await registry.platform.ledger.verify()).ok
+    finally:
+        await world.close()
+
+
+async def test_a_person_cannot_approve_what_a_monitoring_period_credited(
+    registry: Registry,
+) -> None:
+    world = await build_world(registry)
+    try:
+        stove = await world.metered_asset()
+        collection = await world.collection()
+        path = f"/v1/domains/{world.project}/monitoring-periods"
+        made = await world.operator_client.post(
+            path, json={"from": "2026-10-01", "to": "2026-10-10"}
+        )
+        assert made.status_code == 201, made.text
+        supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        claim_id = await submit(world, collection["id"], stove, metered_claim())
+        refused = await world.oracle_client.post(
+            f"/v1/claims/{claim_id}/evaluations", json={"status": "approved"}
+        )
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "double_counting"
+        assert f"monitoring period {made.json()['id']}" in refused.text
+        assert (await claim(registry, claim_id))["status"] == "pending"
+        after = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        assert after == supply  # nothing minted twice
+        rejected = await world.oracle_client.post(
+            f"/v1/claims/{claim_id}/evaluations",
+            json={"status": "rejected", "reason": "credited by the monitoring period"},
+        )
+        assert rejected.status_code == 200, rejected.text
+        assert (await registry.platform.ledger.verify()).ok
+    finally:
+        await world.close()
+
+
+async def test_the_oracle_decides_signs_and_never_doubles(registry: Registry) -> None:
+    world = await build_world(registry)
+    oracle = registry.platform.oracle
+    try:
+        collection = (await world.collection())["id"]
+        good_stove = await world.metered_asset()
+        good = await submit(world, collection, good_stove, metered_claim(20))
+        greedy = await submit(world, collection, await world.metered_asset(), metered_claim(999))
+        silent_stove = await world.asset()  # verified, never enrolled
+        silent = await submit(world, collection, silent_stove, metered_claim())
+        unverified = await submit(
+            world, collection, await world.asset(verified=False), metered_claim()
+        )
+        # Two oracle processes at once: each claim is decided once.
+        twin = OracleService(
+            registry.platform.sessionmaker,
+            registry.platform.claims,
+            registry.platform.protocols,
+            registry.platform.credentials.issuer,
+        )
+        # (A shared PostgreSQL database may hold other tests' pending claims as well.)
+        done = await asyncio.gather(oracle.run_once(), twin.run_once())
+        assert sum(done) >= 4
+        views = {c: await claim(registry, c) for c in (good, greedy, silent, unverified)}
+        assert views[good]["status"] == "approved"
+        assert views[good]["amount"] == METERED_AMOUNT
+        assert views[greedy]["status"] == "rejected"
+        assert "999 meals" in views[greedy]["reason"]
+        assert views[silent]["status"] == "flagged"
+        assert "no enrolled device" in views[silent]["reason"]
+        assert views[unverified]["status"] == "flagged"
+        assert "not verified" in views[unverified]["reason"]
+        for view in views.values():
+            assert len(view["evaluations"]) == 1
+        decision = (await registry.client.get(f"/v1/claims/{good}/oracle-decision")).json()
+        assert decision["outcome"] == "approved" and decision["amount"] == METERED_AMOUNT
+        assert decision["methodology"]["id"] == "clean-cooking-mecd"
+        assert len(decision["inputsDigest"]) == 64
+        signed = decision["signed"]
+        check = await registry.client.post("/v1/credentials/verify", json=signed)
+        assert check.json()["verified"] is True
+        signed["outcome"] = "rejected"
+        check = await registry.client.post("/v1/credentials/verify", json=signed)
+        assert check.json()["verified"] is False
+        # Double counting: the same stove-period is refused at submission (one counted
+        # claim per stove-month, whatever the channel), naming the approved claim.
+        again = await world.operator_client.post(
+            f"/v1/claim-collections/{collection}/claims",
+            json={"asset": good_stove, "data": metered_claim(20)},
+        )
+        assert again.status_code == 409 and again.json()["error"]["code"] == "period_claimed"
+        assert again.json()["error"]["details"][0]["error"] == good
+        # A person overrides a flagged claim only with a recorded reason.
+        bare = await world.oracle_client.post(
+            f"/v1/claims/{silent}/evaluations", json={"status": "rejected"}
+        )
+        assert bare.status_code == 422
+        overridden = await world.oracle_client.post(
+            f"/v1/claims/{silent}/evaluations",
+            json={"status": "rejected", "reason": "meter never installed (site visit)"},
+        )
+        assert overridden.status_code == 200, overridden.text
+        assert overridden.json()["evaluations"][-1]["reason"].startswith("meter never")
+    finally:
+        await world.close()
+
+
+async def test_a_crashed_oracle_is_taken_over_and_finally_flags(registry: Registry) -> None:
+    world = await build_world(registry)
+    oracle = registry.platform.oracle
+    try:
+        collection = (await world.collection())["id"]
+        claim_id = await submit(world, collection, await world.metered_asset(), metered_claim())
+        # An oracle leased it and died: its lease runs out, another takes over.
+        assert await oracle._take(claim_id) == 1
+        assert await oracle._waiting() == []  # leased and not expired: nobody else takes it
+        past = utcnow() - timedelta(seconds=1)
+        async with registry.platform.sessionmaker.begin() as session:
+            await session.execute(
+                update(OracleDecision)
+                .where(OracleDecision.claim_id == claim_id)
+                .values(lease_until=past, attempts=oracle.max_attempts)
+            )
+        assert await oracle.run_once() == 1
+        view = await claim(registry, claim_id)
+        assert view["status"] == "flagged" and "stopped" in view["reason"]
+        assert view["amount"] is None
+        movements = (await registry.client.get("/v1/credits/CARBON/movements")).json()
+        assert all(m["claim"] != claim_id for m in movements.get("items", []))
+    finally:
+        await world.close()
+
+
+async def test_the_background_oracle_evaluates_within_seconds(make_registry: Any) -> None:
+    registry = await make_registry(oracle_enabled=True, oracle_poll_seconds=0.2)
+    world = await build_world(registry)
+    try:
+        collection = (await world.collection())["id"]
+        claim_id = await submit(world, collection, await world.metered_asset(), metered_claim())
+        for _ in range(100):
+            if (await claim(registry, claim_id))["status"] != "pending":
+                break
+            await asyncio.sleep(0.1)
+        view = await claim(registry, claim_id)
+        assert view["status"] == "approved" and view["amount"] == METERED_AMOUNT
+    finally:
+        await world.close()
+
+
+async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
+    registry: Registry,
+) -> None:
+    world = await build_world(registry)
+    try:
+        await world.collection()
+        stoves = [await world.metered_asset(kwh_per_day=k) for k in (1.0, 3.0)]
+        silent = await world.asset()  # verified, never enrolled
+        path = f"/v1/domains/{world.project}/monitoring-periods"
+        body = {"from": "2026-10-01", "to": "2026-10-10"}
+        token = await registry.client.get("/v1/credits/CARBON")
+        before = token.json()["minted"] if token.status_code == 200 else 0
+        made = await world.operator_client.post(path, json=body)
+        assert made.status_code == 201, made.text
+        period = made.json()
+        # 10 kWh and 30 kWh: ER is linear below the cap, so 4 x 0.02266150026 tCO2e
+        # = 0.09064600104, in millionths rounded down once for the period.
+        assert period["totals"]["included"] == 2 and period["totals"]["excluded"] == 1
+        report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
+        assert period["credits"]["amount"] == 90646, [r["usage"] for r in report["stoves"]]
+        again = await world.operator_client.post(path, json=body)
+        assert again.status_code == 200 and again.json()["id"] == period["id"]
+        overlapping = await world.operator_client.post(
+            path, json={"from": "2026-10-05", "to": "2026-10-20"}
+        )
+        assert overlapping.status_code == 409, overlapping.text
+        assert overlapping.json()["error"]["code"] == "period_overlaps"
+        backwards = await world.operator_client.post(
+            path, json={"from": "2026-10-10", "to": "2026-10-01"}
+        )
+        assert backwards.status_code == 422
+        supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        assert supply - before == period["credits"]["amount"]  # minted once, not twice
+        report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
+        assert {row["stove"] for row in report["stoves"]} == set(stoves)
+        assert report["exclusions"] == [
+            {
+                **report["exclusions"][0],
+                "stove": silent,
+                "reason": "the stove has no enrolled device",
+            }
+        ]
+        assert report["methodology"]["parameters"]["fNRB"]["value"] == 0.88
+        text = (await registry.client.get(f"{path}/{period['id']}/report?format=csv")).text
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert [r["included"] for r in rows].count("yes") == 2
+        assert await registry.platform.monitoring.verify(report) == []
+        forged = copy.deepcopy(report)
+        forged["stoves"][0]["reductions"] *= 2
+        differences = await registry.platform.monitoring.verify(forged)
+        assert any("edited" in d for d in differences)
+        assert any("reductions" in d for d in differences)
+        assert orjson.dumps(report)  # the report is plain JSON
+        assert (await registry.platform.ledger.verify()).ok
+    finally:
+        await world.close()
+
+
+async def test_from_simulated_telemetry_to_credits_and_a_verified_report(
+    registry: Registry, tmp_path: Any
+) -> None:
+    """The simulator's households cook for 30 days through the real ingestion path; the
+    oracle approves a stove's claim, a monitoring period credits the others (not that stove
+    again), and the report verifies from the stored telemetry; an edited copy does not."""
+    world = await build_world(registry)
+    platform = registry.platform
+    try:
+        prefix = unique("sim")
+        stoves = await simulator.ensure_stoves(platform, 6, prefix=prefix)
+        for stove in stoves:
+            patched = await registry.client.patch(
+                f"/v1/domains/{stove.did}",
+                json={"properties": {"efficiency": 0.85, "householdSize": 4}},
+            )
+            assert patched.status_code == 200, patched.text
+            await world.govern(stove.did, "verify")
+        await world.govern(simulator.SIM_PROJECT, "verify")
+        totals = await simulator.simulate(
+            platform, 6, 30, False, lambda *_: None, stove_list=stoves
+        )
+        assert totals.accepted > 0 and totals.failed == 0
+        collection = await registry.client.post(
+            "/v1/claim-collections",
+            json={
+                "project": simulator.SIM_PROJECT,
+                "protocol": "did:ixo:protocol/clean-cooking-claim",
+                "evaluators": [world.oracle],
+            },
+        )
+        assert collection.status_code == 201, collection.text
+        today = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
+        first, last = today - timedelta(days=30), today - timedelta(days=1)
+        # A claim covers days of one calendar month (the stove-month rule): the half of
+        # the simulated 30 days that lies in one month, this one's or the last one's.
+        month = today.replace(day=1)
+        start, end = (month, today) if today.day > 15 else (first, month)
+        data = {
+            "reportType": "cooking",
+            "periodStart": start.isoformat(),
+            "periodEnd": end.isoformat(),
+        }
+        submitted = await registry.client.post(
+            f"/v1/claim-collections/{collection.json()['id']}/claims",
+            json={"asset": stoves[0].did, "data": data},
+        )
+        assert submitted.status_code == 201, submitted.text
+        claim_id = submitted.json()["id"]
+        assert await platform.oracle.run_once() >= 1
+        decided = await claim(registry, claim_id)
+        assert decided["status"] == "approved", decided["reason"]
+        assert decided["amount"] > 0
+        period = await registry.client.post(
+            f"/v1/domains/{simulator.SIM_PROJECT}/monitoring-periods",
+            json={"from": first.date().isoformat(), "to": last.date().isoformat()},
+        )
+        assert period.status_code == 201, period.text
+        url = f"/v1/domains/{simulator.SIM_PROJECT}/monitoring-periods/{period.json()['id']}/report"
+        report = (await registry.client.get(url)).json()
+        reasons = {row["stove"]: row["reason"] for row in report["exclusions"]}
+        assert "double counting" in reasons[stoves[0].did]
+        assert report["totals"]["included"] >= 1 and report["credits"]["amount"] > 0
+        # verify-report, as an auditor runs it, against the same database.
+        saved = tmp_path / "report.json"
+        saved.write_bytes(orjson.dumps(report))
+        assert await platform.monitoring.verify(orjson.loads(saved.read_bytes())) == []
+        edited = copy.deepcopy(report)
+        edited["credits"]["amount"] += 1
+        assert await platform.monitoring.verify(edited) != []
+    finally:
+        await world.close()
+
+
+def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> None:
+    """`twinhub oracle run-period` credits a period once; `verify-report` exits 0 on the
+    report as issued and 1, naming each difference, on an edited copy."""
+    env = {**base_env(tmp_path), "PIN_ENCRYPTION_KEY": "cd" * 32, "COLUMNS": "250"}
+    env["TWINHUB_BOOTSTRAP_API_KEY"] = BOOTSTRAP_KEY
+    settings = Settings(
+        environment="test",
+        data_dir=Path(env["DATA_DIR"]),
+        pin_encryption_key=env["PIN_ENCRYPTION_KEY"],
+        log_level="warning",
+        twinhub_bootstrap_api_key=BOOTSTRAP_KEY,
+        oracle_enabled=False,
+    )
+
+    async def build() -> str:
+        async with running_registry(settings) as registry:
+            world = await build_world(registry)
+            await world.collection()
+            await world.metered_asset()
+            await world.close()
+            return world.project
+
+    project = asyncio.run(build())
+    args = ("oracle", "run-period", project, "--from", "2026-10-01", "--to", "2026-10-10")
+    made = run_cli(*args, env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    period = orjson.loads(made.stdout)
+    assert period["credits"]["amount"] == METERED_AMOUNT
+    again = run_cli(*args, env=env, timeout=120)
+    assert again.returncode == 0 and "nothing minted" in again.stderr
+    assert orjson.loads(again.stdout)["id"] == period["id"]
+
+    async def report() -> str:
+        platform = Platform(settings)
+        try:
+            await platform.start()
+            return await platform.monitoring.report(project, period["id"], "json")
+        finally:
+            await platform.stop()
+
+    saved = tmp_path / "report.json"
+    saved.write_text(asyncio.run(report()))
+    intact = run_cli("oracle", "verify-report", str(saved), env=env, timeout=120)
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    edited = orjson.loads(saved.read_bytes())
+    edited["stoves"][0]["values"]["BE"] *= 2
+    saved.write_bytes(orjson.dumps(edited))
+    damaged = run_cli("oracle", "verify-report", str(saved), env=env, timeout=120)
+    assert damaged.returncode == 1
+    assert "edited" in damaged.stdout and edited["stoves"][0]["stove"] in damaged.stdout
+
+
+def test_phone_screens_show_whole_credits() -> None:
+    assert whole_credits(67984, 6) == "0.067984"
+    assert whole_credits(1_500_000, 6) == "1.5"
+    assert whole_credits(2_000_000, 6) == "2"
+    assert whole_credits(12, 0) == "12"
+    assert whole_credits(0, 6) == "0"
+
+
+def test_twinhub_serve_oracle_evaluates_alone(tmp_path: Path) -> None:
+    """`twinhub serve oracle` runs the oracle and nothing else; it decides a pending claim
+    within seconds and stops on SIGTERM."""
+    env = {**base_env(tmp_path), "PIN_ENCRYPTION_KEY": "cd" * 32, "ORACLE_POLL_SECONDS": "0.2"}
+    settings = Settings(
+        environment="test",
+        data_dir=Path(env["DATA_DIR"]),
+        pin_encryption_key=env["PIN_ENCRYPTION_KEY"],
+        log_level="warning",
+        twinhub_bootstrap_api_key=BOOTSTRAP_KEY,
+        oracle_enabled=False,
+    )
+
+    async def build() -> str:
+        async with running_registry(settings) as registry:
+            world = await build_world(registry)
+            collection = (await world.collection())["id"]
+            claim_id = (await world.approvable(collection))["id"]
+            await world.close()
+            return claim_id
+
+    async def status(claim_id: str) -> dict[str, Any]:
+        platform = Platform(settings)
+        try:
+            await platform.start()
+            return await platform.claims.claim(claim_id)
+        finally:
+            await platform.stop()
+
+    claim_id = asyncio.run(build())
+    process = subprocess.Popen(
+        [*TWINHUB, "serve", "oracle"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        view = asyncio.run(status(claim_id))
+        deadline = time.monotonic() + 90
+        while view["status"] == "pending" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            view = asyncio.run(status(claim_id))
+        assert view["status"] == "approved" and view["amount"] == METERED_AMOUNT, view
+        assert len(view["evaluations"]) == 1
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert "oracle started" in output
+
+
+async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -> None:
+    """0013 on the test's backend: down to 0012 drops the oracle's tables and columns; up
+    again restores them, and the built-in claim protocol carries its methodology again."""
+    from alembic import command
+    from sqlalchemy import Connection, inspect, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()
+    decimals = await saved_token_decimals(platform.engine)  # a downgrade forgets them
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> list[str]:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+        return inspect(connection).get_table_names()
+
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "0012", True)
+    assert "oracle_decisions" not in tables and "monitoring_periods" not in tables
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "head", False)
+        assert {"oracle_decisions", "monitoring_periods"} <= set(tables)
+        document = await connection.scalar(
+            text(
+                "SELECT methodology FROM protocols"
+                " WHERE did = 'did:ixo:protocol/clean-cooking-claim'"
+            )
+        )
+        assert document is not None
+    await restore_token_decimals(platform.engine, decimals)
+    await platform.start()

@@ -1,0 +1,259 @@
+"""The store's group commit (what MQTT uses): several batches, some of one device, with
+repeated seqs, in one transaction; each reading counted, stored and rolled up once."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import DBAPIError
+
+from tests.conftest import Registry, restore_token_decimals, saved_token_decimals
+from tests.support.telemetry_world import build_farm
+from twinhub.telemetry.schema import Reading
+from twinhub.telemetry.store import Batch, as_records, bucket_of, merge_rollups
+
+
+async def test_a_group_with_one_device_twice_stores_each_seq_once(registry: Registry) -> None:
+    farm = await build_farm(registry)
+    a, b = await farm.stove(), await farm.stove()
+    store = registry.platform.telemetry.store
+    hour = bucket_of(datetime.now(UTC) - timedelta(hours=3), "hour")
+
+    def batch(did: str, seqs: list[int]) -> Batch:
+        readings = [Reading(s, hour + timedelta(minutes=s), {"energyKwh": float(s)}) for s in seqs]
+        return Batch(did, readings, ["energyKwh"], None, [farm.project])
+
+    first = await store.store_many([batch(a, [1, 2]), batch(b, [1]), batch(a, [2, 3])])
+    assert [len(r.inserted) for r in first] == [2, 1, 1]
+    assert [r.duplicates for r in first] == [0, 0, 1]
+    again = await store.store_many([batch(a, [1, 2, 3, 4]), batch(a, [4])])
+    assert [len(r.inserted) for r in again] == [1, 0]
+    cells = await store.aggregates(a, "hour", None, None)
+    assert cells[hour]["energyKwh"] == {"count": 4, "sum": 10.0, "min": 1.0, "max": 4.0}
+    project = await store.aggregates(farm.project, "hour", None, None)
+    assert project[hour]["energyKwh"]["count"] == 5 and project[hour]["energyKwh"]["sum"] == 11.0
+
+
+def test_merged_rollups_keep_one_row_per_key() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    row = {"scope": "s", "interval": "day", "bucket": start, "field": "f"}
+    merged = merge_rollups(
+        [
+            {**row, "count": 1, "sum": 2.0, "min": 2.0, "max": 2.0},
+            {**row, "count": 2, "sum": 1.0, "min": -1.0, "max": 2.0},
+        ]
+    )
+    assert merged == [{**row, "count": 3, "sum": 3.0, "min": -1.0, "max": 2.0}]
+
+
+async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
+    """0009 on the test's backend: down to 0008 drops the telemetry tables and the
+    protocols' column, up again restores them (partitioned on PostgreSQL)."""
+    from alembic import command
+    from sqlalchemy import Connection, inspect, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()  # no background work while the schema moves
+    decimals = await saved_token_decimals(platform.engine)
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> list[str]:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+        return inspect(connection).get_table_names()
+
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "0008", True)
+    assert "telemetry_readings" not in tables and "device_tokens" not in tables
+    async with platform.engine.begin() as connection:
+        tables = await connection.run_sync(move, "head", False)
+        assert {"telemetry_readings", "telemetry_rollups", "device_tokens"} <= set(tables)
+        declared = await connection.scalar(
+            text("SELECT telemetry FROM protocols WHERE did = 'did:ixo:protocol/clean-cooking'")
+        )
+        assert declared is not None  # the built-in stove learns its telemetry again
+        if platform.engine.dialect.name == "postgresql":
+            kind = await connection.scalar(
+                text("SELECT relkind FROM pg_class WHERE relname = 'telemetry_readings'")
+            )
+            assert kind in ("p", b"p")  # a partitioned table
+            options = await connection.scalar(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'telemetry_rollups'")
+            )
+            assert "fillfactor=70" in options  # 0017: room on each page for HOT updates
+    await restore_token_decimals(platform.engine, decimals)
+    await platform.start()
+
+
+async def test_retention_prunes_raw_readings_and_keeps_rollups(registry: Registry) -> None:
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    now = datetime.now(UTC)
+    old, recent = now - timedelta(days=100), now - timedelta(days=2)
+    response = await farm.send(
+        stove,
+        [
+            {"seq": 1, "time": old.isoformat(), "values": {"energyKwh": 1.0}},
+            {"seq": 2, "time": recent.isoformat(), "values": {"energyKwh": 2.0}},
+        ],
+    )
+    assert response.json()["accepted"] == 2
+    store = registry.platform.telemetry.store
+    assert await store.prune(now - timedelta(days=30)) >= 1
+    history = await store.history(stove, None, None, None, 10)
+    assert [r.seq for r in history] == [2]
+    months = await store.aggregates(stove, "month", None, None)
+    assert sum(cell["energyKwh"]["count"] for cell in months.values()) == 2  # rollups stay
+
+
+async def test_a_seq_stored_in_another_month_is_a_duplicate(registry: Registry) -> None:
+    """The bulk INSERT skips a device's used seqs whatever their time (on PostgreSQL the key
+    holds the time, and the two readings fall in different monthly partitions)."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    store = registry.platform.telemetry.store
+    now = datetime.now(UTC) - timedelta(minutes=5)
+
+    def batch(seq: int, moment: datetime) -> Batch:
+        return Batch(stove, [Reading(seq, moment, {"energyKwh": 1.0})], ["energyKwh"], None, [])
+
+    first = await store.store_many([batch(7, now)])
+    late = await store.store_many([batch(7, now - timedelta(days=45)), batch(8, now)])
+    assert [len(r.inserted) for r in first + late] == [1, 0, 1]
+    assert [r.duplicates for r in late] == [1, 0]
+    assert [r.seq for r in await store.history(stove, None, None, None, 10)] == [7, 8]
+
+
+async def test_a_driver_error_in_a_bulk_write_comes_out_as_sqlalchemys(registry: Registry) -> None:
+    """The bulk writes run on the driver's connection; its errors must look like any other
+    statement's (the API answers 503 for them, MQTT retries them)."""
+    store = registry.platform.telemetry.store
+
+    async def broken(driver: Any) -> None:
+        await driver.execute("SELECT * FROM no_such_telemetry_table")
+
+    with pytest.raises(DBAPIError) as caught:
+        async with registry.platform.sessionmaker.begin() as session:
+            await store._raw(session, broken)
+    assert "no_such_telemetry_table" in str(caught.value)
+
+
+def test_messages_merge_into_one_batch_per_device_but_rejections_stay_apart() -> None:
+    from twinhub.telemetry.schema import Rejection, parse_schema
+    from twinhub.telemetry.service import Prepared, TwinInfo, merge_by_device
+
+    info = TwinInfo(parse_schema({"fields": {"energyKwh": {"type": "number"}}}), [], 0.0)
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def message(did: str, seq: int, rejected: bool = False) -> Prepared:
+        refused = [Rejection(1, "values.energyKwh", "expected a finite number", seq + 1)]
+        reading = Reading(seq, moment, {"energyKwh": 1.0})
+        return Prepared(did, info, [reading], refused if rejected else [], "mqtt")
+
+    merged = merge_by_device(
+        [message("a", 1), message("b", 1), message("a", 2), message("a", 3, rejected=True)]
+    )
+    assert [(p.did, [r.seq for r in p.valid], len(p.rejected)) for p in merged] == [
+        ("a", [1, 2], 0),
+        ("b", [1], 0),
+        ("a", [3], 1),
+    ]
+
+
+async def test_driver_level_writes_commit_and_roll_back_with_their_transaction(
+    registry: Registry,
+) -> None:
+    """Rollups added as a transaction's first statement (what the benchmark's seeding does)
+    are kept by its commit and undone by its rollback. On PostgreSQL the driver's COPY ran
+    in autocommit before SQLAlchemy's lazy BEGIN: the staged rows vanished and nothing was
+    added."""
+    platform = registry.platform
+    store = platform.telemetry.store
+    bucket = bucket_of(datetime.now(UTC), "day")
+    row = {"interval": "day", "bucket": bucket, "field": "f", "count": 3, "sum": 6.0}
+    row |= {"min": 1.0, "max": 3.0}
+    async with platform.sessionmaker.begin() as session:
+        await store.add_rollups(session, as_records([{**row, "scope": "raw-kept"}]))
+    kept = await store.aggregates("raw-kept", "day", None, None)
+    assert kept[bucket]["f"] == {"count": 3, "sum": 6.0, "min": 1.0, "max": 3.0}
+    with pytest.raises(LookupError):
+        async with platform.sessionmaker.begin() as session:
+            await store.add_rollups(session, as_records([{**row, "scope": "raw-undone"}]))
+            raise LookupError("the transaction is abandoned")
+    assert await store.aggregates("raw-undone", "day", None, None) == {}
+
+
+async def test_concurrent_mixed_batches_roll_up_exactly_the_stored_readings(
+    registry: Registry,
+) -> None:
+    """Concurrent HTTP batches of several stoves of one project (new readings, resent
+    ones, late ones from weeks ago, several fields, counted enum values): every answer
+    counts its own readings, and each rollup of every scope (stove, project, organisation;
+    hour, day and month) equals the sums of the raw readings stored. On SQLite the waiting
+    batches go in as groups (one transaction each), on PostgreSQL side by side."""
+    farm = await build_farm(registry)
+    stoves = [await farm.stove() for _ in range(3)]
+    base = bucket_of(datetime.now(UTC) - timedelta(days=2), "hour")
+
+    def readings(seqs: range, start: datetime) -> list[dict[str, Any]]:
+        return [
+            {
+                "seq": s,
+                "time": (start + timedelta(minutes=23 * s)).isoformat(),
+                "values": {
+                    "energyKwh": (s % 7) / 4,
+                    "meterKwh": 100 + s,
+                    **({"session": "start" if s % 2 else "end"} if s % 3 == 0 else {}),
+                },
+            }
+            for s in seqs
+        ]
+
+    sends = [
+        (stoves[0], readings(range(1, 40), base)),
+        (stoves[1], readings(range(1, 30), base)),
+        (stoves[2], readings(range(1, 10), base - timedelta(days=35))),  # weeks late
+        (stoves[0], readings(range(30, 60), base)),  # 30..39 resent
+        (stoves[1], readings(range(30, 35), base)),
+        (stoves[2], readings(range(5, 20), base)),  # 5..9 resent, other times
+        (stoves[1], readings(range(1, 5), base)),  # all resent
+    ]
+    answers = await asyncio.gather(*(farm.send(did, items) for did, items in sends))
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    accepted = {did: 0 for did in stoves}
+    for (did, items), answer in zip(sends, answers, strict=True):
+        body = answer.json()
+        assert body["accepted"] + body["duplicates"] == len(items) and body["rejected"] == 0
+        accepted[did] += body["accepted"]
+    assert accepted == {stoves[0]: 59, stoves[1]: 34, stoves[2]: 19}
+
+    store = registry.platform.telemetry.store
+    stored = {did: await store.history(did, None, None, None, 1000) for did in stoves}
+    assert {did: len(items) for did, items in stored.items()} == accepted
+    for scope, members in [
+        *((did, [did]) for did in stoves),
+        (farm.project, stoves),
+        (farm.organisation, stoves),
+    ]:
+        raw = [r for did in members for r in stored[did]]
+        for interval in ("hour", "day", "month"):
+            expected: dict[tuple[datetime, str], list[float]] = {}
+            for reading in raw:
+                bucket = bucket_of(reading.time, interval)
+                for name, value in reading.values.items():
+                    field = f"{name}={value}" if isinstance(value, str) else name
+                    amount = 1.0 if isinstance(value, str) else float(value)
+                    expected.setdefault((bucket, field), []).append(amount)
+            cells = await store.aggregates(scope, interval, None, None)
+            got = {(b, f): cell for b, fields in cells.items() for f, cell in fields.items()}
+            assert sorted(got) == sorted(expected), (scope, interval)
+            for key, values in expected.items():
+                cell = got[key]
+                assert cell["count"] == len(values), (scope, interval, key)
+                assert cell["sum"] == pytest.approx(sum(values)), (scope, interval, key)
+                assert (cell["min"], cell["max"]) == (min(values), max(values))

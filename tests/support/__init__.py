@@ -1,0 +1,1 @@
+"""Helpers shared by the tests of several layers: worlds, served apps, proxies."""

@@ -1,0 +1,1 @@
+"""Pure rules: no application, no server, no database."""

@@ -1,0 +1,110 @@
+"""Learned plausibility on simulated households: a tampered meter and a cloned stove are
+flagged with an explanation, normal households are not."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import date, timedelta
+
+from twinhub.mrv.plausibility import PlausibilityRules, StoveDay, assess
+
+START = date(2026, 10, 1)
+
+
+def household(stove: str, rng: random.Random, days: int = 30) -> list[StoveDay]:
+    """Morning and evening meals, more on weekends, a day off now and then; the register
+    follows the sessions within a couple of per cent."""
+    rate = rng.uniform(1.6, 2.8)
+    per_session = rng.uniform(0.3, 0.6)
+    out = []
+    for offset in range(days):
+        day = START + timedelta(days=offset)
+        weekend = day.weekday() >= 5
+        sessions = 0 if rng.random() < 0.05 else max(0, round(rng.gauss(rate + weekend, 0.7)))
+        energy = sum(per_session * rng.lognormvariate(0, 0.25) for _ in range(sessions))
+        morning = sum(1 for _ in range(sessions) if rng.random() < 0.45)
+        out.append(
+            StoveDay(
+                stove=stove,
+                day=day,
+                sessions=sessions,
+                energy=round(energy, 4),
+                cooking_minutes=sum(rng.gauss(42, 8) for _ in range(sessions)),
+                morning_sessions=morning,
+                evening_sessions=sessions - morning,
+                meter_delta=round(energy * rng.gauss(1.0, 0.01), 4),
+            )
+        )
+    return out
+
+
+def programme(size: int = 200, seed: int = 7) -> dict[str, list[StoveDay]]:
+    rng = random.Random(seed)
+    return {f"stove-{n:03d}": household(f"stove-{n:03d}", rng) for n in range(size)}
+
+
+def kinds(findings: list, stove: str) -> set[str]:
+    return {f.kind for f in findings if f.stove == stove}
+
+
+def test_a_tampered_meter_and_a_cloned_stove_are_flagged_and_normal_households_are_not() -> None:
+    stoves = programme()
+    # Tampered: the sessions are inflated 2.5x, the cumulative register still tells the truth.
+    stoves["stove-010"] = [replace(d, energy=round(d.energy * 2.5, 4)) for d in stoves["stove-010"]]
+    # Cloned: a second stove id replays stove-020's days, to be paid twice.
+    stoves["stove-clone"] = [replace(d, stove="stove-clone") for d in stoves["stove-020"]]
+    findings = assess(d for days in stoves.values() for d in days)
+
+    tampered = [f for f in findings if f.stove == "stove-010" and f.kind == "tampered"]
+    assert tampered, findings
+    assert "more than its cumulative meter" in tampered[0].explanation
+
+    clone = [f for f in findings if f.stove == "stove-clone" and f.kind == "cloned"]
+    assert clone and "stove-020" in clone[0].explanation
+    assert "cloned" in kinds(findings, "stove-020")  # both are sent for review
+
+    planted = {"stove-010", "stove-020", "stove-clone"}
+    serious = [f for f in findings if f.stove not in planted and f.kind != "unusual"]
+    assert serious == []
+    assert kinds(findings, "stove-007") == set()
+    unusual = {f.stove for f in findings if f.stove not in planted}
+    assert len(unusual) <= 2, [f.explanation for f in findings if f.stove in unusual]
+
+
+def test_a_broken_register_is_explained() -> None:
+    rng = random.Random(3)
+    days = household("stove-x", rng)
+    stuck = [
+        replace(d, meter_delta=0.0) if 5 <= i < 9 and d.sessions else d for i, d in enumerate(days)
+    ]
+    stuck = [replace(d, sessions=max(d.sessions, 1)) for d in stuck]
+    backwards = [replace(d, meter_delta=-1.5) if i == 12 else d for i, d in enumerate(stuck)]
+    findings = assess(backwards)
+    explanations = [f.explanation for f in findings if f.kind == "broken"]
+    assert any("went backwards on 2026-10-13" in e for e in explanations), findings
+    assert any("the meter did not move" in e for e in explanations), findings
+
+
+def test_a_frozen_series_is_flagged() -> None:
+    days = [
+        StoveDay("stove-f", START + timedelta(days=i), 2, 0.9, 80, 1, 1, 0.9) for i in range(12)
+    ]
+    findings = assess(days)
+    assert [f.kind for f in findings] == ["broken"]
+    assert "exactly the same energy (0.9) on 12 days" in findings[0].explanation
+
+
+def test_too_little_data_is_not_judged() -> None:
+    days = household("stove-short", random.Random(1), days=4)
+    inflated = [replace(d, energy=d.energy * 3) for d in days]
+    assert [f for f in assess(inflated) if f.kind != "broken"] == []
+
+
+def test_thresholds_are_settings() -> None:
+    stoves = programme(size=40, seed=11)
+    stoves["stove-005"] = [replace(d, energy=round(d.energy * 1.3, 4)) for d in stoves["stove-005"]]
+    every = [d for days in stoves.values() for d in days]
+    assert "tampered" in kinds(assess(every), "stove-005")
+    lenient = PlausibilityRules(meter_tolerance=0.5)
+    assert "tampered" not in kinds(assess(every, lenient), "stove-005")

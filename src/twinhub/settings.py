@@ -91,7 +91,8 @@ class StorageSettings(_Section):
     database_url: str | None = Field(
         None,
         validation_alias="DATABASE_URL",
-        description="`postgresql://user:pass@host/db` (asyncpg) or `sqlite:///path`.",
+        description="`postgresql://user:pass@host/db` (asyncpg) or `sqlite:///path`; "
+        "unset: an SQLite file in DATA_DIR.",
     )
     connect_timeout_seconds: float = Field(
         3.0,
@@ -242,7 +243,8 @@ class SecuritySettings(_Section):
         validation_alias="PIN_ENCRYPTION_KEY",
         description=(
             '**prod** 64 hex characters (AES-256); `python -c "import secrets; '
-            'print(secrets.token_hex(32))"`.'
+            'print(secrets.token_hex(32))"`. Unset outside production: generated once '
+            "under DATA_DIR."
         ),
     )
     credential_issuer_key: SecretStr | None = Field(
@@ -250,7 +252,8 @@ class SecuritySettings(_Section):
         validation_alias="CREDENTIAL_ISSUER_KEY",
         description=(
             "**prod** 64 hex characters: the Ed25519 seed that signs verifiable credentials "
-            "(the issuer is the `did:key` of its public key)."
+            "(the issuer is the `did:key` of its public key). Unset outside production: "
+            "generated once under DATA_DIR."
         ),
     )
     bootstrap_api_key: SecretStr | None = Field(
@@ -678,8 +681,8 @@ class TelemetrySettings(_Section):
         validation_alias="MQTT_CLIENT_ID",
         max_length=64,
         description=(
-            "Set a stable id per process in production, so its broker session (and "
-            "unacknowledged messages) survives a restart."
+            "Empty: `twinhub-<host>-<pid>`. Set a stable id per process in production, so "
+            "its broker session (and unacknowledged messages) survives a restart."
         ),
     )
     mqtt_qos: int = Field(
@@ -1048,7 +1051,8 @@ class ConsoleSettings(_Section):
     ussd_url: str | None = Field(
         None,
         validation_alias="CONSOLE_USSD_URL",
-        description="The USSD gateway the console's phone simulator forwards to.",
+        description="The USSD gateway the console's phone simulator forwards to; "
+        "unset: `http://127.0.0.1:PORT/api/ussd`.",
     )
 
 

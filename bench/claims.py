@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from bench.postgres import create_postgres_database, drop_postgres_database
 from bench.registry import (
     AUTO_PACED_FRACTION,
     BENCH_DIR,
@@ -611,33 +612,6 @@ def open_platform(
         credential_issuer_key=keys["CREDENTIAL_ISSUER_KEY"],
     )
     return Platform(settings)
-
-
-async def create_postgres_database(admin_url: str, tag: str) -> str:
-    """A new database on the PostgreSQL server for this run; its URL."""
-    import asyncpg
-
-    name = f"twinhub_bench_claims_{tag}"
-    try:
-        admin = await asyncpg.connect(admin_url, timeout=5)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        raise BenchError(f"PostgreSQL at {admin_url} is not reachable: {exc}") from None
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return f"{admin_url.rsplit('/', 1)[0]}/{name}"
-
-
-async def drop_postgres_database(admin_url: str, url: str) -> None:
-    import asyncpg
-
-    name = url.rsplit("/", 1)[1]
-    admin = await asyncpg.connect(admin_url, timeout=5)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def analyze(platform: Platform) -> str | None:

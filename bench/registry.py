@@ -1151,7 +1151,7 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
     env = server_env(workdir, api_key)
     database_url = None
     if args.database == "postgresql":
-        from bench.claims import create_postgres_database  # claims imports this module
+        from bench.postgres import create_postgres_database
 
         database_url = asyncio.run(create_postgres_database(args.postgres_url, "reg_" + tag))
         env["DATABASE_URL"] = database_url
@@ -1245,7 +1245,7 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
         result.server_exit_code = server.stop()
         result.server_stderr_tail = server.stderr_tail()
         if database_url is not None and not args.keep:
-            from bench.claims import drop_postgres_database
+            from bench.postgres import drop_postgres_database
 
             asyncio.run(drop_postgres_database(args.postgres_url, database_url))
         if ok and not args.keep:

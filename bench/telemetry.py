@@ -59,7 +59,7 @@ from typing import Any
 from bench.ussd import pick_cpus, pinned_to, run_metadata
 
 try:  # twinhub's own parser of telemetry bodies, so the ceilings parse alike
-    from twinhub.telemetry.schema import loads
+    from twinhub.mrv.telemetry_schema import loads
 except ImportError:  # pragma: no cover - before the parser existed
     loads = json.loads
 
@@ -187,16 +187,16 @@ async def bench(
     from twinhub.db.models import TelemetryDevice
     from twinhub.kernel.principals import Principal
     from twinhub.logging import configure_logging
+    from twinhub.mrv.telemetry_schema import Reading
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
     from twinhub.settings import Settings
-    from twinhub.telemetry.schema import Reading
     from twinhub.telemetry.store import READINGS, rollup_rows
 
     workdir = Path(tempfile.mkdtemp(prefix="twinhub-bench-telemetry-"))
     database_url = None
     if args.database == "postgresql":
-        from bench.claims import create_postgres_database
+        from bench.postgres import create_postgres_database
 
         database_url = await create_postgres_database(args.postgres_url, "tel" + args.tag[-6:])
     mqtt_on = args.mqtt_messages > 0 and _broker_up(args.mqtt_url)
@@ -498,7 +498,7 @@ async def bench(
         await asyncio.gather(real_task, bare_task, return_exceptions=True)
         await platform.stop()
         if database_url:
-            from bench.claims import drop_postgres_database
+            from bench.postgres import drop_postgres_database
 
             await drop_postgres_database(args.postgres_url, database_url)
     return result

@@ -107,7 +107,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="twinhub-bench-verify-"))
     database_url = None
     if args.database == "postgresql":
-        from bench.claims import create_postgres_database
+        from bench.postgres import create_postgres_database
 
         database_url = await create_postgres_database(args.postgres_url, "ver" + args.tag[-6:])
     configure_logging("warning", "console")
@@ -179,7 +179,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await platform.stop()
         if database_url is not None:
-            from bench.claims import drop_postgres_database
+            from bench.postgres import drop_postgres_database
 
             await drop_postgres_database(args.postgres_url, database_url)
     return result

@@ -94,36 +94,40 @@ def _nested(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def sections(model: type[BaseModel], title: str = "General") -> list[tuple[str, list[str]]]:
-    """(section title, table rows) for the model's own fields, then one section per nested
-    model, depth first."""
+def _title(name: str) -> str:
+    """A section's heading from its field name: `ussd` -> USSD, `oracle` -> Oracle."""
+    words = name.replace("_", " ")
+    return words.upper() if len(words) <= 4 else words.capitalize()
+
+
+def sections(
+    model: type[BaseModel], title: str = "General", intro: str = ""
+) -> list[tuple[str, str, list[str]]]:
+    """(section title, its introduction, table rows) for the model's own fields, then one
+    section per nested model, depth first."""
     rows: list[str] = []
-    found: list[tuple[str, list[str]]] = []
+    found: list[tuple[str, str, list[str]]] = []
     for name, field in model.model_fields.items():
         inner = _nested(field.annotation)
         if inner is not None:
-            label = (field.description or inner.__doc__ or name).strip().splitlines()[0]
-            found.extend(sections(inner, f"{name.replace('_', ' ').capitalize()}: {label}"))
+            about = " ".join((field.description or inner.__doc__ or "").split())
+            found.extend(sections(inner, _title(name), about))
             continue
         rows.append(
             f"| `{env_name(name, field)}` | {_cell(type_name(field.annotation))} | "
             f"{_cell(default_text(field))} | {_cell(field.description or '')} |"
         )
-    return ([(title, rows)] if rows else []) + found
+    return ([(title, intro, rows)] if rows else []) + found
 
 
 def render(model: type[BaseModel] | None = None) -> str:
     """The whole reference: a table per section."""
     parts: list[str] = []
-    for title, rows in sections(model or _settings_model()):
-        parts += [
-            f"## {title}",
-            "",
-            "| variable | type | default | meaning |",
-            "|---|---|---|---|",
-            *rows,
-            "",
-        ]
+    for title, intro, rows in sections(model or _settings_model()):
+        parts += [f"## {title}", ""]
+        if intro:
+            parts += [intro, ""]
+        parts += ["| variable | type | default | meaning |", "|---|---|---|---|", *rows, ""]
     return "\n".join(parts)
 
 

@@ -623,8 +623,8 @@ def simulate(
     ] = None,
 ) -> None:
     """Drive simulated clean-cooking households through the real ingestion paths."""
-    from twinhub.telemetry.simulator import SIM_PROJECT
-    from twinhub.telemetry.simulator import simulate as run_simulation
+    from twinhub.simulator import SIM_PROJECT
+    from twinhub.simulator import simulate as run_simulation
 
     settings = load_settings()
     if mqtt and settings.telemetry.mqtt_url is None:

@@ -239,7 +239,7 @@ async def load_telemetry(
 ) -> Any:
     """A month of simulated telemetry for the demo stoves, through the HTTP ingestion path;
     the readings are fixed by (stove, day), so a second run on the same day adds none."""
-    from twinhub.telemetry.simulator import Stove, simulate
+    from twinhub.simulator import Stove, simulate
 
     actor = as_actor(OPERATOR)
     devices = []

@@ -14,14 +14,14 @@ from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
-from twinhub.services.bootstrap import build_registry
+from twinhub.services.bootstrap import build_customers, build_registry
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
 from twinhub.services.governance import GroupSpec
 from twinhub.services.ownership import adopt_legacy_owners
+from twinhub.services.read_model import ReadModel
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
 from twinhub.telemetry.bootstrap import build_telemetry, start_telemetry_work
-from twinhub.ussd.bootstrap import build_customers
 
 log = get_logger(__name__)
 # Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
@@ -84,8 +84,6 @@ class Platform:
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring
         # The node's and the registry's hot reads, without an ORM session per request.
-        from twinhub.services.read_model import ReadModel  # it imports this module
-
         self.reads = ReadModel(self)
         self.background: list[asyncio.Task[None]] = []
         self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set

@@ -97,7 +97,7 @@ def test_the_reference_follows_nested_models_and_aliases() -> None:
         telemetry: Telemetry = Field(default_factory=Telemetry)
 
     text = _hook().render(Nested)
-    assert "## General" in text and "## Telemetry: Telemetry ingestion." in text
+    assert "## General" in text and "## Telemetry\n\nTelemetry ingestion.\n" in text
     assert "| `PORT` | int | `3000` | USSD gateway port. |" in text
     assert "| `TELEMETRY_BATCH_SIZE` | int | `1000` | Most readings. |" in text
     assert "| `MQTT_URL` | str (optional) | unset |  |" in text

@@ -56,7 +56,9 @@ def test_the_readme_tour_ends_with_credits_from_telemetry(tmp_path: Path) -> Non
     ports = {default: free_port() for default in (3000, 8000, 9090, 1317)}
     script = tour_script(ports)
     twinhub = f"{shlex.quote(sys.executable)} -m twinhub"
-    wrapper = "set -u\n" + script.replace('"$TH"', twinhub) + '\nwait\nrm -rf "$DATA_DIR"\n'
+    # Whatever happens, the server is stopped and the scratch folder removed.
+    cleanup = "trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf \"${DATA_DIR:-}\"' EXIT\n"
+    wrapper = "set -u\n" + cleanup + script.replace('"$TH"', twinhub) + "\n"
 
     env = {k: v for k, v in os.environ.items() if k != "DATA_DIR" and k != "DATABASE_URL"}
     done = subprocess.run(

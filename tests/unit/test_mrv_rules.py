@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from twinhub.mrv.rollups import ENERGY, SESSIONS
+from twinhub.mrv.rollups import ENERGY, SESSIONS, counted_field
 from twinhub.mrv.rules import takes_part
 from twinhub.telemetry.figures import ENERGY_FIELD, SESSION_FIELD
-from twinhub.telemetry.store import counted_field
 
 
 @pytest.mark.parametrize(

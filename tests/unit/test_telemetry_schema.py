@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from twinhub.telemetry.schema import (
+from twinhub.mrv.telemetry_schema import (
     STOVE_TELEMETRY,
     Reading,
     Rejection,

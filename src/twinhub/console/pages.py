@@ -25,9 +25,9 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import ROLES
 from twinhub.logging import get_logger
+from twinhub.mrv.telemetry_schema import parse_schema
 from twinhub.platform import Platform
 from twinhub.services.claims import ClaimFilter
-from twinhub.telemetry.schema import parse_schema
 
 log = get_logger(__name__)
 # Autoescaping everywhere: every name, DID and reason shown comes from users.

@@ -15,9 +15,27 @@ from typing import Any
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import StoveDay
 
+INTERVALS = ("hour", "day", "month")  # the rollups' buckets
+
+
+def bucket_of(moment: datetime, interval: str) -> datetime:
+    """The start of the hour, day or month (UTC) that holds `moment`."""
+    moment = moment.astimezone(UTC)
+    if interval == "hour":
+        return moment.replace(minute=0, second=0, microsecond=0)
+    if interval == "day":
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def counted_field(name: str, value: str) -> str:
+    """The rollup field that counts readings whose enum field `name` is `value`."""
+    return f"{name}={value}"
+
+
 ENERGY = "energyKwh"  # the stove protocol's energy used since the previous reading
 FUEL = "fuelKg"  # a fuel stove's fuel used since the previous reading
-SESSIONS = "session=start"  # the counted rollup of `session` readings that are `start`
+SESSIONS = counted_field("session", "start")  # one per cooking session started
 METER = "meterKwh"  # the stove's cumulative meter
 FIELDS = (ENERGY, FUEL, SESSIONS, METER)
 

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from twinhub.kernel.errors import FieldProblem, Invalid
 from twinhub.kernel.principals import Principal, require_role
+from twinhub.mrv.telemetry_schema import loads, parse_time
 from twinhub.registry.auth import Reader, Writer, bearer
 from twinhub.registry.errors import ERROR_RESPONSES, Unauthenticated
 from twinhub.registry.params import DATE_TIME_PATTERN, documented
@@ -22,7 +23,6 @@ from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body
 from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.telemetry.live import RESYNC
-from twinhub.telemetry.schema import loads, parse_time
 from twinhub.telemetry.service import TelemetryService, Throttled, TooLarge, sse_frame
 from twinhub.web.errors import error_response
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from twinhub.kernel.errors import Conflict
 from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
+from twinhub.mrv.telemetry_schema import STOVE_TELEMETRY
 from twinhub.services.protocols import ProtocolService, ProtocolSpec
-from twinhub.telemetry.schema import STOVE_TELEMETRY
 
 SYSTEM_ACTOR = "did:ixo:org/twinhub"
 

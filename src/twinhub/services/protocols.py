@@ -19,10 +19,10 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, NotFound, Problems
 from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint, slugify
 from twinhub.mrv.methodology import compile_methodology, digest_of
+from twinhub.mrv.telemetry_schema import check_declaration
 from twinhub.services.ledger import Ledger
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.twin_classes import TWIN_CLASSES
-from twinhub.telemetry.schema import check_declaration
 
 PROPERTY_TYPES = ("string", "number", "integer", "boolean", "object", "array", "date-time")
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -247,10 +247,10 @@ class ProtocolSpec:
     services: list[dict[str, str]] = field(default_factory=list)
     extends: str | None = None
     token_class: str | None = None
-    telemetry: dict[str, Any] | None = None  # what devices report (twinhub.telemetry.schema)
+    telemetry: dict[str, Any] | None = None  # what devices report (twinhub.mrv.telemetry_schema)
     # property name -> {minimum, maximum, enum, minLength, maxLength} (check_constraints)
     constraints: dict[str, dict[str, Any]] | None = None
-    methodology: dict[str, Any] | None = None  # how credits are computed (twinhub.oracle)
+    methodology: dict[str, Any] | None = None  # how credits are computed (twinhub.mrv)
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,17 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from sqlalchemy.engine import make_url
 
 from twinhub.kernel.identifiers import is_did
-from twinhub.platform import Platform
-from twinhub.services.domains import resolve_inheritance
+from twinhub.services.domains import DomainService, resolve_inheritance
+from twinhub.services.ledger import Ledger
 from twinhub.services.paging import Window, WindowPage
+from twinhub.services.protocols import ProtocolService
+from twinhub.settings import Settings
 
 # Fixed statements (sqlite3 keeps them prepared); every value is a bound parameter.
 SELECT_DOMAINS = (
@@ -284,15 +286,33 @@ def claim_row(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None)
     return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
 
 
+class ReadSources(Protocol):
+    """What the read model reads through besides its own connection: the settings and the
+    services whose caches it shares. The platform is one; naming only these keeps the read
+    model below the platform that builds it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def protocols(self) -> ProtocolService: ...
+
+    @property
+    def domains(self) -> DomainService: ...
+
+
 class ReadModel:
     """Reads of the node's hot queries; see the module docstring."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._platform = platform
-        url = make_url(platform.settings.storage.resolved_database_url)
+    def __init__(self, sources: ReadSources) -> None:
+        self._sources = sources
+        url = make_url(sources.settings.storage.resolved_database_url)
         database = url.database if url.get_backend_name() == "sqlite" else None
         self._path = database if database and database != ":memory:" else None
-        self._cache_kib = platform.settings.storage.sqlite_cache_mib * 1024
+        self._cache_kib = sources.settings.storage.sqlite_cache_mib * 1024
         self._connection: sqlite3.Connection | None = None
         self._data_version: object = None  # the version `_height` was read at
         self._height = 0
@@ -375,7 +395,7 @@ class ReadModel:
                 return state[1]
             return (await self._pg_read())[1]
         if self._path is None:
-            return await self._platform.ledger.height()
+            return await self._sources.ledger.height()
         db = self._db()
         if version is None:
             version = db.execute("PRAGMA data_version").fetchone()[0]
@@ -409,7 +429,7 @@ class ReadModel:
             return self._pg_state
 
     def _pg_options(self) -> dict[str, Any]:
-        settings = self._platform.settings
+        settings = self._sources.settings
         statement = settings.storage.statement_timeout_seconds
         return {
             "timeout": settings.storage.connect_timeout_seconds,
@@ -476,7 +496,7 @@ class ReadModel:
             edges = await self._pg_fetch(PG_EDGES, row.did)
         else:
             edges = self._db().execute(EDGES, (row.did,)).fetchall()
-        protocol = await self._platform.protocols.get(row.raw[3])
+        protocol = await self._sources.protocols.get(row.raw[3])
         return resolve_inheritance(row.record(edges), protocol)
 
     def record_now(self, did: str) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
@@ -498,7 +518,7 @@ class ReadModel:
         if raw is None:
             return None
         edges = db.execute(EDGES, (did,)).fetchall()
-        view = self._platform.protocols.get_now(raw[3])
+        view = self._sources.protocols.get_now(raw[3])
         if view is None:
             return None
         if kept is not None and kept[2] is view and kept[0] == raw and kept[1] == edges:
@@ -517,7 +537,7 @@ class ReadModel:
 
     async def types_of(self, dids: list[str]) -> dict[str, str]:
         if not self.fast:
-            return await self._platform.domains.types_of(dids)
+            return await self._sources.domains.types_of(dids)
         if not dids:
             return {}
         if self._pg_url is not None:

@@ -30,9 +30,9 @@ from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound
 from twinhub.kernel.identifiers import customer_did
 from twinhub.mrv.rollups import ENERGY as ENERGY_FIELD
 from twinhub.mrv.rollups import SESSIONS as SESSIONS_STARTED
+from twinhub.mrv.rollups import bucket_of
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.stoves import StoveService, StoveView
-from twinhub.telemetry.store import bucket_of
 
 PROBLEM_KINDS = ("noStart", "smoke", "broken", "meter", "other")
 OPEN, RESOLVED = "open", "resolved"

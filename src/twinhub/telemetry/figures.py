@@ -16,12 +16,11 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import TelemetryDevice, TelemetryRollup
-from twinhub.mrv.rollups import ENERGY, SESSIONS
+from twinhub.mrv.rollups import ENERGY, SESSIONS, bucket_of
 from twinhub.services.summaries import DailyUsage, TelemetryFigures
-from twinhub.telemetry.store import bucket_of
 
 ENERGY_FIELD = ENERGY  # the stove protocol's energy used since the previous reading
-SESSION_FIELD = SESSIONS  # one per cooking session started: counted_field("session", "start")
+SESSION_FIELD = SESSIONS  # one per cooking session started
 
 
 class RollupTelemetry:

@@ -49,9 +49,9 @@ from sqlalchemy.exc import (
 
 from twinhub.kernel.errors import ServiceError
 from twinhub.logging import get_logger
+from twinhub.mrv.telemetry_schema import loads
 from twinhub.services.device_tokens import DeviceCredential, DeviceTokenService, sign
 from twinhub.settings import TelemetrySettings
-from twinhub.telemetry.schema import loads
 from twinhub.telemetry.service import Prepared, TelemetryService, merge_by_device
 
 log = get_logger(__name__)

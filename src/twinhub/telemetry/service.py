@@ -28,12 +28,8 @@ from twinhub.kernel.errors import (
 )
 from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
-from twinhub.services.device_tokens import DeviceCredential
-from twinhub.services.domains import DomainService
-from twinhub.services.protocols import ProtocolService
-from twinhub.settings import TelemetrySettings
-from twinhub.telemetry.live import LiveHub
-from twinhub.telemetry.schema import (
+from twinhub.mrv.rollups import INTERVALS
+from twinhub.mrv.telemetry_schema import (
     Reading,
     Rejection,
     TelemetrySchema,
@@ -41,7 +37,12 @@ from twinhub.telemetry.schema import (
     parse_schema,
     parse_time,
 )
-from twinhub.telemetry.store import INTERVALS, Batch, TelemetryStore
+from twinhub.services.device_tokens import DeviceCredential
+from twinhub.services.domains import DomainService
+from twinhub.services.protocols import ProtocolService
+from twinhub.settings import TelemetrySettings
+from twinhub.telemetry.live import LiveHub
+from twinhub.telemetry.store import Batch, TelemetryStore
 
 log = get_logger(__name__)
 _INFO_SECONDS = 30.0  # how long a twin's protocol and project/organisation are cached

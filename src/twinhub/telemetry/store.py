@@ -39,11 +39,11 @@ from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
 from twinhub.events.store import event_row, events_committed, record_event
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
-from twinhub.telemetry.schema import Reading, dumps
+from twinhub.mrv.rollups import bucket_of, counted_field
+from twinhub.mrv.telemetry_schema import Reading, dumps
 
 T = TypeVar("T")
 log = get_logger(__name__)
-INTERVALS = ("hour", "day", "month")
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
 FIELD_LENGTH = 64  # telemetry_rollups.field
@@ -199,16 +199,6 @@ ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
 """
 
 
-def bucket_of(moment: datetime, interval: str) -> datetime:
-    """The start of the hour, day or month (UTC) that holds `moment`."""
-    moment = moment.astimezone(UTC)
-    if interval == "hour":
-        return moment.replace(minute=0, second=0, microsecond=0)
-    if interval == "day":
-        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
 def next_month(moment: datetime) -> datetime:
     return (moment.replace(day=28) + timedelta(days=4)).replace(day=1)
 
@@ -288,11 +278,6 @@ def _consume(future: asyncio.Future[Any]) -> None:
     nobody retrieved."""
     if not future.cancelled():
         future.exception()
-
-
-def counted_field(name: str, value: str) -> str:
-    """The rollup field that counts readings whose enum field `name` is `value`."""
-    return f"{name}={value}"
 
 
 Cells = dict[tuple[str, int, str], list[float]]  # (interval, epoch s, field): count/sum/min/max

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tests.conftest import unavailable
 from tests.integration.cli.test_cli import base_env, run_cli
+from twinhub import simulator
 from twinhub.platform import Platform
 from twinhub.settings import Settings
-from twinhub.telemetry import simulator
 
 
 async def test_devices_commands_enrol_list_rotate_and_revoke(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from tests.conftest import (
 )
 from tests.integration.cli.test_cli import TWINHUB, base_env, run_cli
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from twinhub import simulator
 from twinhub.db.models import OracleDecision
 from twinhub.kernel.clock import utcnow
 from twinhub.mrv.builtin import CLEAN_COOKING, builtin_document
@@ -41,7 +42,6 @@ from twinhub.oracle.service import OracleService
 from twinhub.platform import Platform
 from twinhub.services.stoves import whole_credits
 from twinhub.settings import Settings
-from twinhub.telemetry import simulator
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ from sqlalchemy.exc import OperationalError
 
 from tests.conftest import Registry
 from tests.support.telemetry_world import build_farm
-from twinhub.telemetry.schema import Reading
-from twinhub.telemetry.store import Batch, StoredBatch, TelemetryStore, bucket_of
+from twinhub.mrv.rollups import bucket_of
+from twinhub.mrv.telemetry_schema import Reading
+from twinhub.telemetry.store import Batch, StoredBatch, TelemetryStore
 
 
 def _batch(did: str, project: str, seqs: range, start: datetime) -> Batch:

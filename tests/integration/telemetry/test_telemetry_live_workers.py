@@ -32,11 +32,11 @@ from tests.conftest import (
 )
 from tests.integration.telemetry.test_telemetry_live import events
 from tests.support.telemetry_world import at, build_farm
+from twinhub.mrv.telemetry_schema import Reading
 from twinhub.registry.app import create_registry_app
 from twinhub.settings import Settings
 from twinhub.telemetry import live
 from twinhub.telemetry.live import RESYNC, LiveHub, encode, live_channel
-from twinhub.telemetry.schema import Reading
 from twinhub.telemetry.service import sse_frame
 
 QUIET_SECONDS = 0.5  # how long "nothing more arrives" is watched for

@@ -15,8 +15,9 @@ import pytest
 
 from tests.conftest import Registry
 from tests.support.telemetry_world import build_farm
-from twinhub.telemetry.schema import STOVE_TELEMETRY, Reading, check_readings, parse_schema
-from twinhub.telemetry.store import INTERVALS, Batch, Cells, add_cells, bucket_of, rollup_rows
+from twinhub.mrv.rollups import INTERVALS, bucket_of
+from twinhub.mrv.telemetry_schema import STOVE_TELEMETRY, Reading, check_readings, parse_schema
+from twinhub.telemetry.store import Batch, Cells, add_cells, rollup_rows
 
 SCHEMA = parse_schema(STOVE_TELEMETRY)
 INDIA = timezone(timedelta(hours=5, minutes=30))
@@ -121,7 +122,7 @@ async def test_rollups_computed_in_the_database_equal_the_python_reference(
 def test_the_batch_check_agrees_with_the_check_of_each_reading() -> None:
     """check_readings inlines the common case; every verdict and reason must be
     check_reading's."""
-    from twinhub.telemetry.schema import check_reading
+    from twinhub.mrv.telemetry_schema import check_reading
 
     latest = datetime(2026, 6, 1, tzinfo=UTC)
     items: list[Any] = [

@@ -12,8 +12,9 @@ from sqlalchemy.exc import DBAPIError
 
 from tests.conftest import Registry, restore_token_decimals, saved_token_decimals
 from tests.support.telemetry_world import build_farm
-from twinhub.telemetry.schema import Reading
-from twinhub.telemetry.store import Batch, as_records, bucket_of, merge_rollups
+from twinhub.mrv.rollups import bucket_of
+from twinhub.mrv.telemetry_schema import Reading
+from twinhub.telemetry.store import Batch, as_records, merge_rollups
 
 
 async def test_a_group_with_one_device_twice_stores_each_seq_once(registry: Registry) -> None:
@@ -144,7 +145,7 @@ async def test_a_driver_error_in_a_bulk_write_comes_out_as_sqlalchemys(registry:
 
 
 def test_messages_merge_into_one_batch_per_device_but_rejections_stay_apart() -> None:
-    from twinhub.telemetry.schema import Rejection, parse_schema
+    from twinhub.mrv.telemetry_schema import Rejection, parse_schema
     from twinhub.telemetry.service import Prepared, TwinInfo, merge_by_device
 
     info = TwinInfo(parse_schema({"fields": {"energyKwh": {"type": "number"}}}), [], 0.0)

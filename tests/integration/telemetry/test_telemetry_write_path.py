@@ -17,9 +17,10 @@ from tests.conftest import Registry
 from tests.integration.registry.test_registry_rules import error_of
 from tests.support.telemetry_world import at, build_farm
 from twinhub.db.models import TelemetryDevice, TelemetryReading
+from twinhub.mrv.rollups import bucket_of
+from twinhub.mrv.telemetry_schema import Reading
 from twinhub.services.device_tokens import CACHE_SECONDS, DeviceTokenService
-from twinhub.telemetry.schema import Reading
-from twinhub.telemetry.store import READINGS, Batch, TelemetryStore, bucket_of, sqlite_time
+from twinhub.telemetry.store import READINGS, Batch, TelemetryStore, sqlite_time
 
 
 def _store_like(registry: Registry) -> TelemetryStore:

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -27,10 +25,10 @@ def upgrade() -> None:
         sa.Column("full_name", sa.String(length=80), nullable=False),
         sa.Column("pin_ciphertext", sa.LargeBinary(), nullable=False),
         sa.Column("failed_pin_attempts", sa.Integer(), nullable=False, server_default="0"),
-        sa.Column("locked_at", UtcDateTime(), nullable=True),
-        sa.Column("last_login_at", UtcDateTime(), nullable=True),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("locked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("last_login_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_customers")),
         sa.UniqueConstraint("customer_id", name=op.f("uq_customers_customer_id")),
         sa.UniqueConstraint("phone_number", name=op.f("uq_customers_phone_number")),

@@ -11,8 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0002"
 down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -33,8 +31,8 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("label", sa.String(length=100), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("revoked_at", UtcDateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_api_keys")),
         sa.UniqueConstraint("key_id", name=op.f("uq_api_keys_key_id")),
     )
@@ -46,7 +44,7 @@ def upgrade() -> None:
         sa.Column("request_sha256", sa.String(length=64), nullable=False),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("response", sa.Text(), nullable=True),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_records")),
         sa.UniqueConstraint("principal", "key", name=op.f("uq_idempotency_records_principal")),
     )
@@ -66,7 +64,7 @@ def upgrade() -> None:
         sa.Column("subject", sa.String(length=200), nullable=False),
         sa.Column("actor", sa.String(length=200), nullable=False),
         sa.Column("payload", sa.Text(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("height", name=op.f("pk_ledger_transactions")),
         sa.UniqueConstraint("tx_hash", name=op.f("uq_ledger_transactions_tx_hash")),
     )
@@ -104,8 +102,8 @@ def upgrade() -> None:
         ),
         sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["parent_did"], ["protocols.did"], name=op.f("fk_protocols_parent_did_protocols")
         ),
@@ -145,13 +143,13 @@ def upgrade() -> None:
             sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
             nullable=False,
         ),
-        sa.Column("valid_from", UtcDateTime(), nullable=True),
-        sa.Column("valid_until", UtcDateTime(), nullable=True),
+        sa.Column("valid_from", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("valid_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("verified", sa.Boolean(), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["class_did"], ["protocols.did"], name=op.f("fk_domains_class_did_protocols")
         ),
@@ -185,7 +183,7 @@ def upgrade() -> None:
         sa.Column("source_did", sa.String(length=200), nullable=False),
         sa.Column("type", sa.String(length=64), nullable=False),
         sa.Column("target_did", sa.String(length=200), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["source_did"], ["domains.did"], name=op.f("fk_relationships_source_did_domains")
         ),

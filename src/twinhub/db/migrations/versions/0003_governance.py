@@ -11,8 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0003"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
@@ -30,7 +28,7 @@ def upgrade() -> None:
         sa.Column("quorum", sa.Float(), nullable=True),
         sa.Column("voting_period_seconds", sa.Integer(), nullable=False),
         sa.Column("is_default", sa.Boolean(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("did", name=op.f("pk_governance_groups")),
     )
     op.create_table(
@@ -59,10 +57,10 @@ def upgrade() -> None:
         sa.Column("proposer", sa.String(length=200), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("total_weight", sa.Integer(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("expires_at", UtcDateTime(), nullable=False),
-        sa.Column("decided_at", UtcDateTime(), nullable=True),
-        sa.Column("executed_at", UtcDateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("decided_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("executed_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["domain_did"], ["domains.did"], name=op.f("fk_proposals_domain_did_domains")
         ),
@@ -84,7 +82,7 @@ def upgrade() -> None:
         sa.Column("voter", sa.String(length=200), nullable=False),
         sa.Column("option", sa.String(length=8), nullable=False),
         sa.Column("weight", sa.Integer(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["proposal_id"], ["proposals.id"], name=op.f("fk_votes_proposal_id_proposals")
         ),

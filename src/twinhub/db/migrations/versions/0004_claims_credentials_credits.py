@@ -11,8 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0004"
 down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
@@ -27,7 +25,7 @@ def upgrade() -> None:
         sa.Column("protocol_did", sa.String(length=200), nullable=False),
         sa.Column("minted", sa.BigInteger(), nullable=False),
         sa.Column("retired", sa.BigInteger(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_credit_tokens")),
     )
     op.create_table(
@@ -53,7 +51,7 @@ def upgrade() -> None:
         sa.Column("claim_id", sa.String(length=100), nullable=True),
         sa.Column("actor", sa.String(length=200), nullable=False),
         sa.Column("ledger_height", sa.BigInteger(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["token"], ["credit_tokens.name"], name=op.f("fk_credit_movements_token_credit_tokens")
         ),
@@ -77,8 +75,8 @@ def upgrade() -> None:
         ),
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("quota", sa.BigInteger(), nullable=True),
-        sa.Column("start_date", UtcDateTime(), nullable=True),
-        sa.Column("end_date", UtcDateTime(), nullable=True),
+        sa.Column("start_date", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("end_date", sa.DateTime(timezone=True), nullable=True),
         sa.Column("count", sa.BigInteger(), nullable=False),
         sa.Column("evaluated", sa.BigInteger(), nullable=False),
         sa.Column("approved", sa.BigInteger(), nullable=False),
@@ -86,8 +84,8 @@ def upgrade() -> None:
         sa.Column("flagged", sa.BigInteger(), nullable=False),
         sa.Column("disputed", sa.BigInteger(), nullable=False),
         sa.Column("invalidated", sa.BigInteger(), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["project_did"], ["domains.did"], name=op.f("fk_claim_collections_project_did_domains")
         ),
@@ -120,8 +118,8 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("amount", sa.BigInteger(), nullable=True),
         sa.Column("credential_id", sa.String(length=100), nullable=True),
-        sa.Column("submitted_at", UtcDateTime(), nullable=False),
-        sa.Column("evaluated_at", UtcDateTime(), nullable=True),
+        sa.Column("submitted_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("evaluated_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["asset_did"], ["domains.did"], name=op.f("fk_claims_asset_did_domains")
         ),
@@ -145,7 +143,7 @@ def upgrade() -> None:
         sa.Column("subject", sa.String(length=200), nullable=False),
         sa.Column("issuer", sa.String(length=200), nullable=False),
         sa.Column("document", sa.Text(), nullable=False),
-        sa.Column("issued_at", UtcDateTime(), nullable=False),
+        sa.Column("issued_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["claim_id"], ["claims.id"], name=op.f("fk_credentials_claim_id_claims")
         ),
@@ -164,7 +162,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("amount", sa.BigInteger(), nullable=True),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["claim_id"], ["claims.id"], name=op.f("fk_evaluations_claim_id_claims")
         ),

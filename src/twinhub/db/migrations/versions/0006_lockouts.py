@@ -10,8 +10,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0006"
 down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
@@ -24,8 +22,8 @@ def upgrade() -> None:
         sa.Column("key", sa.String(64), nullable=False),
         sa.Column("failed_attempts", sa.Integer(), nullable=False),
         sa.Column("lockouts", sa.Integer(), nullable=False),
-        sa.Column("locked_until", UtcDateTime(), nullable=True),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("key", name=op.f("pk_pin_lockouts")),
     )
     op.create_index(op.f("ix_pin_lockouts_locked_until"), "pin_lockouts", ["locked_until"])

@@ -11,12 +11,11 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0007"
 down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 Json = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
@@ -33,7 +32,7 @@ def upgrade() -> None:
         sa.Column("actor", sa.String(length=200), nullable=False),
         sa.Column("data", sa.Text(), nullable=False),
         sa.Column("ledger_height", sa.BigInteger(), nullable=True),
-        sa.Column("occurred_at", UtcDateTime(), nullable=False),
+        sa.Column("occurred_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_events")),
         sa.UniqueConstraint("event_id", name=op.f("uq_events_event_id")),
         sa.UniqueConstraint("position", name=op.f("uq_events_position")),
@@ -55,8 +54,8 @@ def upgrade() -> None:
         sa.Column("secret_ciphertext", sa.LargeBinary(), nullable=False),
         sa.Column("description", sa.String(length=200), nullable=False),
         sa.Column("created_by", sa.String(length=200), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("deleted_at", UtcDateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_subscriptions")),
         sa.UniqueConstraint("webhook_id", name=op.f("uq_webhook_subscriptions_webhook_id")),
     )
@@ -67,13 +66,13 @@ def upgrade() -> None:
         sa.Column("event_pk", sa.BigInteger(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("next_attempt_at", UtcDateTime(), nullable=True),
-        sa.Column("window_started_at", UtcDateTime(), nullable=False),
-        sa.Column("last_attempt_at", UtcDateTime(), nullable=True),
+        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("window_started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("last_attempt_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_status_code", sa.Integer(), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
-        sa.Column("delivered_at", UtcDateTime(), nullable=True),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("delivered_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["subscription_id"],
             ["webhook_subscriptions.id"],
@@ -98,7 +97,7 @@ def upgrade() -> None:
         "webhook_attempts",
         sa.Column("id", BigId, autoincrement=True, nullable=False),
         sa.Column("delivery_id", sa.BigInteger(), nullable=False),
-        sa.Column("attempted_at", UtcDateTime(), nullable=False),
+        sa.Column("attempted_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("duration_ms", sa.Float(), nullable=False),

@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0008"
 down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
@@ -30,8 +28,8 @@ def upgrade() -> None:
         sa.Column("period_seconds", sa.BigInteger(), nullable=False),
         sa.Column("spend_limit", sa.BigInteger(), nullable=True),
         sa.Column("spent", sa.BigInteger(), nullable=False),
-        sa.Column("period_reset_at", UtcDateTime(), nullable=True),
-        sa.Column("joined_at", UtcDateTime(), nullable=False),
+        sa.Column("period_reset_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("joined_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["collection_id"],
             ["claim_collections.id"],
@@ -52,7 +50,7 @@ def upgrade() -> None:
         sa.Column("agent", sa.String(length=200), nullable=False),
         sa.Column("denom", sa.String(length=64), nullable=False),
         sa.Column("amount", sa.BigInteger(), nullable=False),
-        sa.Column("withdrawable_at", UtcDateTime(), nullable=True),
+        sa.Column("withdrawable_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["collection_id"],
             ["claim_collections.id"],

@@ -8,18 +8,56 @@ Create Date: 2026-11-23
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from twinhub.db.models import UtcDateTime
-from twinhub.telemetry.schema import STOVE_TELEMETRY
-
 revision: str = "0009"
 down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+# Frozen: the stove protocol's telemetry declaration as this revision wrote it.
+STOVE_TELEMETRY: dict[str, Any] = {
+    "fields": {
+        "session": {
+            "type": "string",
+            "enum": ["start", "end"],
+            "description": "A cooking session starts or ends at this reading's time.",
+        },
+        "energyKwh": {
+            "type": "number",
+            "unit": "kWh",
+            "min": 0,
+            "max": 20,
+            "description": "Energy used since the previous reading.",
+        },
+        "fuelKg": {
+            "type": "number",
+            "unit": "kg",
+            "min": 0,
+            "max": 20,
+            "description": "Fuel (pellets) burnt since the previous reading.",
+        },
+        "meterKwh": {
+            "type": "number",
+            "unit": "kWh",
+            "min": 0,
+            "max": 1000000,
+            "cumulative": True,
+            "description": "The stove's cumulative energy meter.",
+        },
+        "temperatureC": {"type": "number", "unit": "°C", "min": -40, "max": 700},
+        "batteryPct": {"type": "number", "unit": "%", "min": 0, "max": 100},
+        "faultCode": {
+            "type": "string",
+            "enum": ["none", "overheat", "sensor", "meter", "power", "fan"],
+        },
+    }
+}
+
 
 STOVE = "did:ixo:protocol/clean-cooking"
 
@@ -44,8 +82,8 @@ def upgrade() -> None:
         sa.Column("secret_sha256", sa.String(length=64), nullable=False),
         sa.Column("label", sa.String(length=100), nullable=False),
         sa.Column("created_by", sa.String(length=200), nullable=False),
-        sa.Column("created_at", UtcDateTime(), nullable=False),
-        sa.Column("revoked_at", UtcDateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["domain_did"], ["domains.did"], name=op.f("fk_device_tokens_domain_did_domains")
         ),
@@ -57,12 +95,12 @@ def upgrade() -> None:
         "telemetry_devices",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("did", sa.String(length=200), nullable=False),
-        sa.Column("last_time", UtcDateTime(), nullable=True),
+        sa.Column("last_time", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_seq", sa.BigInteger(), nullable=True),
         sa.Column("latest", _json(), nullable=False),
         sa.Column("meter", sa.Float(), nullable=True),
         sa.Column("readings", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["did"], ["domains.did"], name=op.f("fk_telemetry_devices_did_domains")
         ),
@@ -91,7 +129,7 @@ def upgrade() -> None:
             "telemetry_readings",
             sa.Column("device_id", sa.Integer(), nullable=False),
             sa.Column("seq", sa.BigInteger(), nullable=False),
-            sa.Column("time", UtcDateTime(), nullable=False),
+            sa.Column("time", sa.DateTime(timezone=True), nullable=False),
             sa.Column("values", _json(), nullable=False),
             sa.PrimaryKeyConstraint("device_id", "seq", name=op.f("pk_telemetry_readings")),
         )
@@ -102,7 +140,7 @@ def upgrade() -> None:
         "telemetry_rollups",
         sa.Column("scope", sa.String(length=200), nullable=False),
         sa.Column("interval", sa.String(length=8), nullable=False),
-        sa.Column("bucket", UtcDateTime(), nullable=False),
+        sa.Column("bucket", sa.DateTime(timezone=True), nullable=False),
         sa.Column("field", sa.String(length=64), nullable=False),
         sa.Column("count", sa.BigInteger(), nullable=False),
         sa.Column("sum", sa.Float(), nullable=False),

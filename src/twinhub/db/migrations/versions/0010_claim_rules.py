@@ -22,12 +22,23 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from twinhub.services.builtin_protocols import CLAIM_CONSTRAINTS, STOVE_CONSTRAINTS
-
 revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+# Frozen: the built-in protocols' constraints as this revision wrote them.
+CLAIM_CONSTRAINTS: dict[str, Any] = {
+    "reportType": {"enum": ["cooking", "fuel", "monitoring-period"]},
+    "mealsCooked": {"minimum": 0, "maximum": 1000},
+    "fuelKg": {"minimum": 0, "maximum": 1000},
+    "fuelType": {"minLength": 1, "maxLength": 64},
+    "channel": {"enum": ["ussd", "api", "app", "sms", "web"]},
+}
+STOVE_CONSTRAINTS: dict[str, Any] = {
+    "efficiency": {"minimum": 0, "maximum": 1},
+    "fuelType": {"minLength": 1, "maxLength": 64},
+}
 
 log = logging.getLogger("alembic.runtime.migration")
 COUNTED = "status NOT IN ('rejected', 'invalidated')"

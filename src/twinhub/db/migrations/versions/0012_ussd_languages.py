@@ -11,8 +11,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0012"
 down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
@@ -24,7 +22,7 @@ def upgrade() -> None:
         "ussd_languages",
         sa.Column("key", sa.String(64), nullable=False),
         sa.Column("language", sa.String(16), nullable=False),
-        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("key", name=op.f("pk_ussd_languages")),
     )
     op.create_table(
@@ -35,8 +33,8 @@ def upgrade() -> None:
         sa.Column("customer_id", sa.String(16), nullable=False),
         sa.Column("kind", sa.String(32), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("reported_at", UtcDateTime(), nullable=False),
-        sa.Column("closed_at", UtcDateTime(), nullable=True),
+        sa.Column("reported_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("closed_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stove_problems")),
         sa.UniqueConstraint("reference", name=op.f("uq_stove_problems_reference")),
     )

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from twinhub.db.models import UtcDateTime
-
 revision: str = "0015"
 down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
@@ -22,7 +20,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     # Nullable columns: every existing proposal stays valid (none has stopped, as far as
     # anyone recorded).
-    op.add_column("proposals", sa.Column("batch_stopped_at", UtcDateTime(), nullable=True))
+    op.add_column(
+        "proposals", sa.Column("batch_stopped_at", sa.DateTime(timezone=True), nullable=True)
+    )
     op.add_column("proposals", sa.Column("batch_stopped_reason", sa.String(300), nullable=True))
 
 

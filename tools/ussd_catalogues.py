@@ -5,7 +5,7 @@ language's .po, compile the .mo files the gateway reads (Babel does the work).
     python tools/ussd_catalogues.py compile    # only recompile .po -> .mo (a translator's fix)
     python tools/ussd_catalogues.py check      # exit 1 if anything is stale (CI, tests)
 
-Sources of msgids: src/twinhub/ussd/screens.py (`self._`, `self._n`, `N_`, `Plural`).
+Sources of msgids: the modules of src/twinhub/ussd/screens/ (`self._`, `self._n`, `N_`, `Plural`).
 Comments starting "Translators:" above a msgid go into the catalogues.
 """
 
@@ -26,7 +26,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from twinhub.ussd.i18n import DOMAIN, ENGLISH, LANGUAGES, LOCALE_DIR  # noqa: E402
 
-SOURCES = [ROOT / "src/twinhub/ussd/screens.py"]
+SCREENS = ROOT / "src/twinhub/ussd/screens"
+# In the order the screens were first written in, so that the catalogues keep their order.
+SOURCES = [
+    SCREENS / f"{name}.py"
+    for name in ("words", "closing", "welcome", "account", "stoves", "claims", "status", "notices")
+]
 KEYWORDS = {"_": None, "N_": None, "_n": (1, 2), "Plural": (1, 2)}
 TEMPLATE = LOCALE_DIR / f"{DOMAIN}.pot"
 HEADER = "twinhub USSD menus. Translators: see docs/ussd.md, section 'USSD languages'."
@@ -61,7 +66,7 @@ def po_path(code: str) -> Path:
 
 def render_po(catalog: Catalog) -> bytes:
     out = io.BytesIO()
-    # No line numbers: an edit elsewhere in screens.py leaves the catalogues unchanged.
+    # No line numbers: an edit elsewhere in the screens leaves the catalogues unchanged.
     write_po(out, catalog, width=100, sort_output=False, include_lineno=False)
     return out.getvalue()
 

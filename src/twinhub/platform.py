@@ -112,7 +112,7 @@ class Platform:
             if self.settings.oracle.enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
             # Batch verifications a stopped process left part-done carry on by themselves.
-            await self.governance.resume_batches()
+            await self.governance.batches.resume()
         self._started = True
         log.info(
             "platform started",
@@ -144,7 +144,7 @@ class Platform:
     async def stop(self) -> None:
         # Batch runners (started by execute requests whatever BACKGROUND_WORKERS_ENABLED
         # says) first: each cancelled chunk rolls back whole while the database is there.
-        await self.governance.stop_batches()
+        await self.governance.batches.stop()
         await self.events.stop()
         for task in self.background:
             task.cancel()

@@ -1,5 +1,5 @@
 """The USSD message catalogues agree with the code and with each other: the template holds
-every msgid of screens.py, every language translates every msgid, and each committed .mo is
+every msgid of ussd/screens/, every language translates every msgid, and each committed .mo is
 exactly what its .po compiles to (tools/ussd_catalogues.py says how to refresh them)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every screen in every language, with the longest notice it can carry, fits the
-182-character USSD limit and keeps to the GSM-7 alphabet (see screens.py).
+182-character USSD limit and keeps to the GSM-7 alphabet (see ussd/screens/).
 
 This file renders each screen from its Content with the worst inputs the registry may hand
 it; tests/integration/ussd/test_ussd_languages.py walks the real flows over HTTP in every language.
@@ -15,7 +15,8 @@ from twinhub.services.customers import CustomerView
 from twinhub.services.stove_care import PROBLEM_KINDS, StoveHealth
 from twinhub.services.stoves import COOKING, FUEL, ClaimLine, StoveView
 from twinhub.ussd.i18n import LANGUAGES
-from twinhub.ussd.menu import Reply, State, state_attribute
+from twinhub.ussd.menu import Reply, State
+from twinhub.ussd.navigation import FIXED_SCREENS
 from twinhub.ussd.screens import (
     CLAIMS_PER_PAGE,
     MAX_SCREEN,
@@ -100,40 +101,39 @@ def fixed_screens(content: Content) -> list[tuple[str, str]]:
         created_at=datetime.now(UTC),
         locked=False,
     )
-    screens = [(state.value, getattr(content, state_attribute(state), None)) for state in State]
-    screens = [(name, text) for name, text in screens if isinstance(text, str)]
+    screens = [(state.value, render(content)) for state, render in FIXED_SCREENS.items()]
     screens += [
-        ("preMenu", content.welcome()),
-        ("languageSignedIn", content.language),
-        ("accountCreated", content.account_created("99999999")),
-        ("accountDetails", content.account_details(customer)),
-        *[("stoveDetails", content.stove_details(stove)) for stove in WORST_STOVES],
+        ("language", content.welcome.language),
+        ("languageSignedIn", content.welcome.language),
+        ("accountCreated", content.account.account_created("99999999")),
+        ("accountDetails", content.account.account_details(customer)),
+        *[("stoveDetails", content.stoves.stove_details(stove)) for stove in WORST_STOVES],
         *[
             (state.value, render(stove, kind))
             for stove in WORST_STOVES
             for kind in (COOKING, FUEL)
             for state, render in (
-                (State.report_quantity, content.report_quantity),
-                (State.report_confirm, lambda s, k: content.report_confirm(s, k, 1000)),
+                (State.report_quantity, content.stoves.report_quantity),
+                (State.report_confirm, lambda s, k: content.stoves.report_confirm(s, k, 1000)),
             )
         ],
         *[
-            ("reportResult", content.report_result(outcome, "c" * 6))
+            ("reportResult", content.stoves.report_result(outcome, "c" * 6))
             for outcome in ("sent", "notVerified", "noCollection", "inactive", "gone", "refused")
         ],
         *[
-            ("stoveStatus", content.stove_status(stove, health))
+            ("stoveStatus", content.status.stove_status(stove, health))
             for stove in WORST_STOVES
             for health in WORST_HEALTH
         ],
         *[
-            ("problemConfirm", content.problem_confirm(stove, kind))
+            ("problemConfirm", content.status.problem_confirm(stove, kind))
             for stove in WORST_STOVES
             for kind in PROBLEM_KINDS
         ],
-        ("problemSent", content.problem_sent("f" * 8)),
-        ("problemKind", content.problem_kinds),
-        ("stoveStatus", content.stove_gone),
+        ("problemSent", content.status.problem_sent("f" * 8)),
+        ("problemKind", content.status.problem_kinds),
+        ("stoveStatus", content.stoves.stove_gone),
     ]
     return screens
 
@@ -141,33 +141,35 @@ def fixed_screens(content: Content) -> list[tuple[str, str]]:
 def list_screens(content: Content) -> list[tuple[str, str]]:
     """Full pages with the widest page titles; a list re-shows only under "Invalid choice"."""
     tokens = [("T" * 40, 2**53)] * (MAX_TOKENS + 3)
-    screens = [("credits", content.credits(tokens[:n])) for n in range(len(tokens) + 1)]
+    screens = [("credits", content.claims.credits(tokens[:n])) for n in range(len(tokens) + 1)]
     for page, pages in ((0, 1), (8, 99), (98, 99), (998, 1000), (99_998, 99_999)):
         stoves = (WORST_STOVES * STOVES_PER_PAGE)[:STOVES_PER_PAGE]
-        screens.append(("stoves", content.stoves(stoves, page, pages)))
-        screens.append(("stovePick", content.stove_pick(stoves, page, pages)))
-        screens.append(("claims", content.claims([WORST_CLAIM] * CLAIMS_PER_PAGE, page, pages)))
+        screens.append(("stoves", content.stoves.stoves(stoves, page, pages)))
+        screens.append(("stovePick", content.status.stove_pick(stoves, page, pages)))
+        screens.append(
+            ("claims", content.claims.claims([WORST_CLAIM] * CLAIMS_PER_PAGE, page, pages))
+        )
     screens += [
-        ("stoves", content.stoves([], 0, 1)),
-        ("claims", content.claims([], 0, 1)),
-        ("stovePick", content.no_stove_status),
+        ("stoves", content.stoves.stoves([], 0, 1)),
+        ("claims", content.claims.claims([], 0, 1)),
+        ("stovePick", content.status.no_stove_status),
     ]
     return screens
 
 
 def closing_messages(content: Content) -> list[str]:
     return [
-        content.goodbye,
-        content.locked(10),
-        content.locked(1),
-        *[content.locked(10, seconds) for seconds in (1, 59, 3599, 86_400 * 30)],
-        *[content.phone_locked(seconds) for seconds in (1, 59, 3599, 86_400 * 30)],
-        content.invalid_request,
-        content.unavailable,
-        content.expired,
-        content.ended,
-        content.logged_out,
-        content.rate_limited,
+        content.closing.goodbye,
+        content.closing.locked(10),
+        content.closing.locked(1),
+        *[content.closing.locked(10, seconds) for seconds in (1, 59, 3599, 86_400 * 30)],
+        *[content.closing.phone_locked(seconds) for seconds in (1, 59, 3599, 86_400 * 30)],
+        content.closing.invalid_request,
+        content.closing.unavailable,
+        content.closing.expired,
+        content.closing.ended,
+        content.closing.logged_out,
+        content.closing.rate_limited,
     ]
 
 
@@ -195,7 +197,7 @@ def test_screen_with_longest_notice_fits(code: str, state: str, text: str) -> No
 @pytest.mark.parametrize("code", LANGUAGES)
 def test_main_menu_with_longest_name_and_notice_fits(code: str) -> None:
     content = CONTENTS[code]
-    text = content.main_menu(LONGEST_NAME)
+    text = content.account.main_menu(LONGEST_NAME)
     rendered = Reply(False, f"{longest_notice(content, MAIN_MENU_NOTICES)}\n{text}").render()
     assert len(rendered) <= MAX_SCREEN, (code, len(rendered), rendered)
 
@@ -234,22 +236,29 @@ def test_screens_stay_on_their_lines() -> None:
     """Registry text cannot add lines to a screen or push its menu off it."""
     content = Content()
     stove = StoveView("did:ixo:entity/x", "Jiko\nA12\t*", "active", "did:ixo:entity/p", True)
-    assert content.stoves([stove], 0, 1).splitlines()[1] == "1. Jiko A12 * (active, verified)"
-    assert content.stove_details(stove).startswith("Jiko A12 *\nactive, project verified\n1.")
+    assert (
+        content.stoves.stoves([stove], 0, 1).splitlines()[1] == "1. Jiko A12 * (active, verified)"
+    )
+    assert content.stoves.stove_details(stove).startswith(
+        "Jiko A12 *\nactive, project verified\n1."
+    )
 
 
 def test_seed_closing_texts_are_exact() -> None:
     content = Content()
-    assert Reply(True, content.invalid_request).render() == "END Invalid input. Please try again."
     assert (
-        Reply(True, content.unavailable).render()
+        Reply(True, content.closing.invalid_request).render()
+        == "END Invalid input. Please try again."
+    )
+    assert (
+        Reply(True, content.closing.unavailable).render()
         == "END Service temporarily unavailable. Please try again later."
     )
 
 
 def test_languages_really_differ() -> None:
     """Each catalogue is loaded and translates: no language silently shows English."""
-    welcomes = {code: content.welcome() for code, content in CONTENTS.items()}
+    welcomes = {code: content.welcome.welcome() for code, content in CONTENTS.items()}
     assert len(set(welcomes.values())) == len(LANGUAGES)
     assert welcomes["sw"].startswith("Karibu ")
     assert welcomes["fr"].startswith("Bienvenue ")

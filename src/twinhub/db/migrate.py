@@ -10,10 +10,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-_PG_MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
+from twinhub.db.dialects import dialect_of
 
 
 def alembic_config() -> Config:
@@ -23,8 +23,7 @@ def alembic_config() -> Config:
 
 
 def _upgrade(connection: Connection, config: Config) -> None:
-    if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+    dialect_of(connection).lock_migrations(connection)
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
 

@@ -33,6 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub import __version__
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from twinhub.events.webhooks import RefusedUrl, SecretBox, resolve, sign
 from twinhub.kernel.clock import utcnow
@@ -107,7 +108,7 @@ class Dispatcher:
         self.policy = policy
         self.clock = clock
         self._jitter = jitter
-        self._postgres = sessions.kw["bind"].dialect.name == "postgresql"
+        self._dialect = dialect_of(sessions)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(policy.timeout),
             follow_redirects=False,  # a 3xx is a failure, as Standard Webhooks advises
@@ -201,8 +202,7 @@ class Dispatcher:
                     .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
                     .limit(room)
                 )
-                if self._postgres:
-                    query = query.with_for_update(skip_locked=True)
+                query = self._dialect.for_claiming(query)  # skip rows others claim
                 claimed.extend(await session.scalars(query))
             for row in claimed:
                 row.next_attempt_at = lease_until

@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, text, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.bulk import insert_rows
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
@@ -59,7 +60,7 @@ class Sequencer:
         self._sessions = sessions
         self.batch = batch
         self.clock = clock
-        self._postgres = sessions.kw["bind"].dialect.name == "postgresql"
+        self._dialect = dialect_of(sessions)
         self._sequenced = asyncio.Condition()
         self.listeners: list[Callable[[], None]] = []  # told after each numbering
 
@@ -91,10 +92,7 @@ class Sequencer:
         """`number_with`'s first half, for a caller that inserts `rows` itself when nobody
         subscribes: give them the next positions under the numbering lock; the live webhook
         subscriptions (`insert_delivered` inserts the rows when there are some)."""
-        if self._postgres:
-            await session.execute(
-                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
-            )
+        await self._dialect.advisory_lock(session, _PG_SEQUENCER_LOCK)
         # After the lock, in a statement of its own: it must see the last holder's commit.
         # The last position and the live subscriptions come in one statement (a row per
         # subscription, or one row of NULLs without any).
@@ -136,25 +134,17 @@ class Sequencer:
     async def _number(self, wait: bool = False) -> tuple[int, int]:
         """(events numbered, deliveries made for them)."""
         async with self._sessions.begin() as session:
-            if self._postgres and wait:
-                await session.execute(
-                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
-                )
-            elif self._postgres:
-                locked = await session.scalar(
-                    text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _PG_SEQUENCER_LOCK}
-                )
-                if not locked:
-                    return 0, 0  # another process is numbering right now
-            else:
-                # SQLite: the reads below must be of the transaction that numbers, under the
-                # writer lock (sqlite3 would begin it only at the UPDATE: the top read
-                # before it could be another process's old top, and the UPDATE then moved
-                # events a reader had passed). Looked for first, so that a pass with
-                # nothing to number never takes the lock.
-                if await session.scalar(_ANY_UNNUMBERED) is None:
-                    return 0, 0
-                await session.execute(text("BEGIN IMMEDIATE"))
+
+            async def unnumbered() -> bool:
+                return await session.scalar(_ANY_UNNUMBERED) is not None
+
+            # PostgreSQL: the numbering lock, or nothing if another process numbers now
+            # (without `wait`). SQLite: the reads below must be of the transaction that
+            # numbers, under the writer lock (sqlite3 would begin it only at the UPDATE:
+            # the top read before it could be another process's old top, and the UPDATE
+            # then moved events a reader had passed), taken only if there is any to number.
+            if not await self._dialect.exclusive(session, _PG_SEQUENCER_LOCK, wait, unnumbered):
+                return 0, 0
             rows = (
                 await session.execute(
                     select(Event.id, Event.type)

@@ -430,7 +430,7 @@ class RegistryApp(FastAPI):
             caller = platform.api_keys.authenticate_now(token)
             if caller is None or not (caller.is_admin or caller.roles & _READ_ROLES):
                 return None
-            answer = state.reads.record_now(did)
+            answer = state.reads.domains.record_now(did)
         except Exception:
             return None
         if answer is None or counter.hit(caller.did) is not None:

@@ -514,10 +514,10 @@ async def _current_domain(request: Request, reads: ReadModel, did: str) -> Respo
     # The hot read (a wallet or dashboard polling a twin): the node's read model answers it
     # from its own read-only SQLite connection, without an ORM session and its thread
     # hand-offs; the record is the one DomainService.get builds (tests/test_node_read_path).
-    row = await reads.domain_row(did) if is_did(did) else None
+    row = await reads.domains.domain_row(did) if is_did(did) else None
     if row is None:
         raise NotFound(f"No domain {did!r}." if not is_did(did) else f"No domain {did}.")
-    return _record_response(await reads.domain(row))
+    return _record_response(await reads.domains.domain(row))
 
 
 async def get_current_domain(request: Request) -> Response:

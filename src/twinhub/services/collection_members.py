@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import event, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, UOWTransaction
 
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import AgentDeposit, Claim, ClaimCollection, CollectionMember
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound
@@ -92,8 +92,7 @@ def _add_members(session: Session, flush: UOWTransaction) -> None:
     rows = _joins(session)
     if not rows:
         return
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = dialect_of(session.get_bind()).insert
     for row in rows:  # one by one: a batch would stop at the first existing member
         statement = (
             insert(CollectionMember)

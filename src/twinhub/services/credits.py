@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Insert, func, insert, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import Dialect, dialect_of
 from twinhub.db.models import CreditBalance, CreditMovement, CreditToken
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import (
@@ -104,11 +104,11 @@ async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> dict[
 
 
 @functools.cache
-def _mint_statements(dialect: str) -> tuple[Insert, Insert, Insert]:
+def _mint_statements(dialect: Dialect) -> tuple[Insert, Insert, Insert]:
     """The token upsert, the balance upsert and the movement insert, built once per
     dialect and run with each write's rows as parameters: building (and keying for the
     compiled cache) a statement of N VALUES per write cost more than the statement."""
-    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    upsert = dialect.insert
     tokens = upsert(CreditToken.__table__)
     tokens = tokens.on_conflict_do_update(
         index_elements=["name"],
@@ -157,7 +157,7 @@ class Minting:
         if not self._tokens:
             return
         session = self._write.session
-        tokens, balances, movements = _mint_statements(session.bind.dialect.name)
+        tokens, balances, movements = _mint_statements(dialect_of(session))
         now = utcnow()
         await session.execute(
             tokens,

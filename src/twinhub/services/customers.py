@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Customer, PinLockout
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
@@ -219,8 +219,7 @@ class CustomerService:
         """One more wrong PIN under `key`: (failures now, seconds locked or 0). The count
         is one atomic UPDATE; reaching the limit starts the next, longer lock-out."""
         async with self._sessions.begin() as session:
-            dialect = session.bind.dialect.name if session.bind else "sqlite"
-            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            insert = dialect_of(session).insert
             await session.execute(
                 insert(PinLockout)
                 .values(key=key, failed_attempts=0, lockouts=0, updated_at=utcnow())

@@ -17,7 +17,7 @@ Rules that live here:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -28,6 +28,7 @@ from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import Customer, Domain, DomainController, Relationship
 from twinhub.kernel.clock import utcnow
@@ -176,6 +177,102 @@ def resolve_inheritance(record: dict[str, Any], protocol: ProtocolView) -> dict[
     return resolved
 
 
+class DomainChecks:
+    """What a domain's fields must be, each problem added to the request's Problems."""
+
+    def __init__(
+        self, protocols: ProtocolService, row_of: Callable[[str], Awaitable[Domain | None]]
+    ) -> None:
+        self._protocols = protocols
+        self._row_of = row_of  # a domain's stored row, None when unknown
+
+    async def protocol_or_problem(
+        self, did: str, where: str, problems: Problems
+    ) -> ProtocolView | None:
+        if not is_did(did):
+            problems.add(where, "expected a protocol DID such as did:ixo:protocol/clean-cooking")
+            return None
+        try:
+            return await self._protocols.get(did)
+        except NotFound:
+            problems.add(where, f"no protocol {did}")
+            return None
+
+    def common(self, spec: DomainSpec, controller: list[str], problems: Problems) -> None:
+        if not KIND_PATTERN.match(spec.type):
+            problems.add("type", "expected an entity type such as Organisation, Project, Device")
+        if spec.local_id is not None and not SLUG_PATTERN.match(spec.local_id):
+            problems.add("id", "expected lower-case letters, digits and hyphens (1-64)")
+        self.controller(controller, problems)
+        check_services(spec.services, "services", problems)
+        self.credentials(spec.credentials, problems)
+        self.validity(spec.valid_from, spec.valid_until, problems)
+        self.metadata(spec.metadata, problems)
+
+    @staticmethod
+    def metadata(metadata: dict[str, Any], problems: Problems) -> None:
+        name = metadata.get("name")
+        if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 200):
+            problems.add("metadata.name", "expected a name of 1 to 200 characters")
+
+    @staticmethod
+    def controller(controller: list[str], problems: Problems) -> None:
+        if not controller:
+            problems.add("controller", "at least one controller DID is needed")
+        for index, did in enumerate(controller):
+            if not is_did(did):
+                problems.add(f"controller[{index}]", "expected a DID such as did:ixo:org/operator")
+        if len(set(controller)) != len(controller):
+            problems.add("controller", "a controller appears twice")
+
+    @staticmethod
+    def credentials(credentials: list[dict[str, str]], problems: Problems) -> None:
+        for index, credential in enumerate(credentials):
+            where = f"verifiableCredential[{index}]"
+            if not isinstance(credential, dict):
+                problems.add(where, "expected an object with type and issuer")
+                continue
+            kind = credential.get("type")
+            if not isinstance(kind, str) or not 1 <= len(kind) <= 100:
+                problems.add(f"{where}.type", "expected a credential type")
+            if not is_did(credential.get("issuer")):
+                problems.add(f"{where}.issuer", "expected the issuer's DID")
+
+    @staticmethod
+    def validity(
+        valid_from: datetime | None, valid_until: datetime | None, problems: Problems
+    ) -> None:
+        if valid_from and valid_until and valid_until <= valid_from:
+            problems.add("validUntil", "must be after validFrom")
+
+    async def relationships(
+        self,
+        relationships: dict[str, list[str]],
+        protocol: ProtocolView | None,
+        problems: Problems,
+    ) -> list[tuple[str, str]]:
+        targets: list[tuple[str, str]] = []
+        declared = protocol.effective_relationships if protocol else {}
+        for role, dids in relationships.items():
+            if not _ROLE.match(role):
+                problems.add(f"relationships.{role}", NAME_RULE)
+                continue
+            for index, did in enumerate(dids):
+                where = f"relationships.{role}[{index}]"
+                found = await self._row_of(did) if is_did(did) else None
+                if found is None:
+                    problems.add(where, f"no domain {did}")
+                elif found.status != ACTIVE:
+                    problems.add(where, f"{did} is deactivated")
+                elif role in declared and not same_kind(found.type, declared[role]):
+                    problems.add(where, f"the {role} must be a {declared[role]}, not {found.type}")
+                elif (role, did) not in targets:  # naming one target twice means it once
+                    targets.append((role, did))
+        if len(targets) > MAX_RELATED:
+            problems.add("relationships", f"at most {MAX_RELATED} relationships at once")
+        return targets
+
+
 class DomainService:
     history_batch = 500  # ledger transactions read at a time when looking for a version
 
@@ -188,20 +285,21 @@ class DomainService:
         self._sessions = sessions
         self._ledger = ledger
         self._protocols = protocols
+        self._checks = DomainChecks(protocols, self._domain_row)
 
     # -- create ----------------------------------------------------------------------------
     async def create(self, spec: DomainSpec, actor: Principal) -> dict[str, Any]:
         problems = Problems()
-        protocol = await self._protocol_or_problem(spec.protocol, "class", problems)
+        protocol = await self._checks.protocol_or_problem(spec.protocol, "class", problems)
         controller = spec.controller or [actor.did]
-        self._check_common(spec, controller, problems)
+        self._checks.common(spec, controller, problems)
         if protocol is not None:
             check_values(spec.properties, protocol, problems, partial=False)
             expected = protocol.effective_entity_type
             type_ok = KIND_PATTERN.match(spec.type) is not None
             if expected and type_ok and not same_kind(spec.type, expected):
                 problems.add("type", f"protocol {protocol.did} is for {expected} domains")
-        targets = await self._check_relationships(spec.relationships, protocol, problems)
+        targets = await self._checks.relationships(spec.relationships, protocol, problems)
         if OWNER_PROPERTY in spec.properties:
             async with self._sessions() as session:
                 await _check_owner(session, spec.properties[OWNER_PROPERTY], problems)
@@ -376,93 +474,6 @@ class DomainService:
         edge = Relationship(source_did=source, type=kind, target_did=target, created_at=utcnow())
         write.session.add(edge)
         return edge
-
-    # -- checks ----------------------------------------------------------------------------
-    async def _protocol_or_problem(
-        self, did: str, where: str, problems: Problems
-    ) -> ProtocolView | None:
-        if not is_did(did):
-            problems.add(where, "expected a protocol DID such as did:ixo:protocol/clean-cooking")
-            return None
-        try:
-            return await self._protocols.get(did)
-        except NotFound:
-            problems.add(where, f"no protocol {did}")
-            return None
-
-    def _check_common(self, spec: DomainSpec, controller: list[str], problems: Problems) -> None:
-        if not KIND_PATTERN.match(spec.type):
-            problems.add("type", "expected an entity type such as Organisation, Project, Device")
-        if spec.local_id is not None and not SLUG_PATTERN.match(spec.local_id):
-            problems.add("id", "expected lower-case letters, digits and hyphens (1-64)")
-        self._check_controller(controller, problems)
-        check_services(spec.services, "services", problems)
-        self._check_credentials(spec.credentials, problems)
-        self._check_validity(spec.valid_from, spec.valid_until, problems)
-        self._check_metadata(spec.metadata, problems)
-
-    @staticmethod
-    def _check_metadata(metadata: dict[str, Any], problems: Problems) -> None:
-        name = metadata.get("name")
-        if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 200):
-            problems.add("metadata.name", "expected a name of 1 to 200 characters")
-
-    @staticmethod
-    def _check_controller(controller: list[str], problems: Problems) -> None:
-        if not controller:
-            problems.add("controller", "at least one controller DID is needed")
-        for index, did in enumerate(controller):
-            if not is_did(did):
-                problems.add(f"controller[{index}]", "expected a DID such as did:ixo:org/operator")
-        if len(set(controller)) != len(controller):
-            problems.add("controller", "a controller appears twice")
-
-    @staticmethod
-    def _check_credentials(credentials: list[dict[str, str]], problems: Problems) -> None:
-        for index, credential in enumerate(credentials):
-            where = f"verifiableCredential[{index}]"
-            if not isinstance(credential, dict):
-                problems.add(where, "expected an object with type and issuer")
-                continue
-            kind = credential.get("type")
-            if not isinstance(kind, str) or not 1 <= len(kind) <= 100:
-                problems.add(f"{where}.type", "expected a credential type")
-            if not is_did(credential.get("issuer")):
-                problems.add(f"{where}.issuer", "expected the issuer's DID")
-
-    @staticmethod
-    def _check_validity(
-        valid_from: datetime | None, valid_until: datetime | None, problems: Problems
-    ) -> None:
-        if valid_from and valid_until and valid_until <= valid_from:
-            problems.add("validUntil", "must be after validFrom")
-
-    async def _check_relationships(
-        self,
-        relationships: dict[str, list[str]],
-        protocol: ProtocolView | None,
-        problems: Problems,
-    ) -> list[tuple[str, str]]:
-        targets: list[tuple[str, str]] = []
-        declared = protocol.effective_relationships if protocol else {}
-        for role, dids in relationships.items():
-            if not _ROLE.match(role):
-                problems.add(f"relationships.{role}", NAME_RULE)
-                continue
-            for index, did in enumerate(dids):
-                where = f"relationships.{role}[{index}]"
-                found = await self._domain_row(did) if is_did(did) else None
-                if found is None:
-                    problems.add(where, f"no domain {did}")
-                elif found.status != ACTIVE:
-                    problems.add(where, f"{did} is deactivated")
-                elif role in declared and not same_kind(found.type, declared[role]):
-                    problems.add(where, f"the {role} must be a {declared[role]}, not {found.type}")
-                elif (role, did) not in targets:  # naming one target twice means it once
-                    targets.append((role, did))
-        if len(targets) > MAX_RELATED:
-            problems.add("relationships", f"at most {MAX_RELATED} relationships at once")
-        return targets
 
     # -- reads -----------------------------------------------------------------------------
     async def _domain_row(self, did: str) -> Domain | None:
@@ -671,7 +682,7 @@ class DomainService:
                     row.serial = serial_of(merged)
                 row.owner_customer_id = owner_of(merged)
             if patch.controller is not None:
-                self._check_controller(patch.controller, problems)
+                self._checks.controller(patch.controller, problems)
                 if not problems.items:
                     await write.session.execute(
                         delete(DomainController).where(DomainController.domain_did == did)
@@ -684,16 +695,16 @@ class DomainService:
                 check_services(patch.services, "services", problems)
                 row.services = patch.services
             if patch.credentials is not None:
-                self._check_credentials(patch.credentials, problems)
+                self._checks.credentials(patch.credentials, problems)
                 row.credentials = patch.credentials
             if patch.metadata is not None:
                 row.meta = merge_patch(row.meta, patch.metadata)
-                self._check_metadata(row.meta, problems)
+                self._checks.metadata(row.meta, problems)
             if patch.valid_from is not None or patch.clear_valid_from:
                 row.valid_from = patch.valid_from
             if patch.valid_until is not None or patch.clear_valid_until:
                 row.valid_until = patch.valid_until
-            self._check_validity(row.valid_from, row.valid_until, problems)
+            self._checks.validity(row.valid_from, row.valid_until, problems)
             problems.raise_if_any("The change breaks the registry's rules.")
             if row.owner_customer_id != owner_before:
                 moved = {"owner": {"from": owner_before, "to": row.owner_customer_id}}
@@ -718,7 +729,7 @@ class DomainService:
         protocol_did = (await self.get(did))["class"]
         protocol = await self._protocols.get(protocol_did)
         problems = Problems()
-        targets = await self._check_relationships({kind: [target]}, protocol, problems)
+        targets = await self._checks.relationships({kind: [target]}, protocol, problems)
         problems.raise_if_any("The relationship breaks the registry's rules.")
         async with self._ledger.write() as write:
             row = await self._changeable(write, did, actor, expected_version)
@@ -893,14 +904,6 @@ HOLDERS = "domains.holders"  # Ledger.ahead's name for creates' (did, protocol, 
 
 # holders_of on PostgreSQL: the dids asked for, then each (protocol, serial) pair's holder
 # (a domain may come twice: the caller reads sets).
-_HOLDERS_PG = (
-    "SELECT did, class_did, serial FROM domains WHERE did = ANY($1::text[]) UNION ALL "
-    "SELECT d.did, d.class_did, d.serial "
-    "FROM unnest($2::text[], $3::text[]) AS k(class_did, serial) "
-    "JOIN domains d ON d.class_did = k.class_did AND d.serial = k.serial"
-)
-
-
 async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple[str | None, bool]]:
     """For each (did, protocol, serial) item, in one statement: which other domain of the
     protocol has the serial (if any), and whether the did exists. Asked of the driver
@@ -916,27 +919,7 @@ async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple
     connection, raw = info[_DRIVER]
     dialect = connection.dialect
     try:
-        if dialect.name == "postgresql":
-            # One text whatever the batch's size (prepared once per connection), each key
-            # an index search. An OR term per pair, as on SQLite, was a new statement for
-            # every batch size, and a plan that scanned the table tested every term on
-            # every row: 5.7 ms a batch at 3,000 domains. (The batch plans it for the
-            # table as it is: Ledger._open, docs/ledger.md.)
-            rows = await raw.driver_connection.fetch(
-                _HOLDERS_PG,
-                dids,
-                [protocol for protocol, _ in pairs],
-                [serial for _, serial in pairs],
-            )
-        else:
-            # did IN (...) OR (class_did = ? AND serial = ?) OR ...: each term an index
-            # search (SQLite's MULTI-INDEX OR).
-            terms = ["(class_did = ? AND serial = ?)"] * len(pairs)
-            sql = " OR ".join([f"did IN ({', '.join('?' * len(dids))})", *terms])
-            rows = await raw.driver_connection.execute_fetchall(
-                f"SELECT did, class_did, serial FROM domains WHERE {sql}",  # noqa: S608 (placeholders only)
-                (*dids, *(value for pair in pairs for value in pair)),
-            )
+        rows = await dialect_of(dialect).holders(raw, dids, pairs)
     except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
         raise driver_error(dialect, raw, error) from error
     found = {did for did, _, _ in rows}

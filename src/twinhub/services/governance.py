@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -154,11 +155,8 @@ class GovernanceService:
     """Groups, proposals, votes and execution.
 
     A batch proposal larger than one chunk executes in the background: the execute request
-    verifies the first chunk and hands the rest to a runner, an asyncio task of this
-    process (one per proposal, `_runners`), which verifies chunk after chunk until every
-    item is done. `resume_batches` (platform start, with the background workers) starts a
-    runner for every passed batch left unfinished, so a crash mid-batch carries on by
-    itself; `stop_batches` cancels them (a cancelled chunk rolls back whole).
+    verifies the first chunk and hands the rest to a runner (`batches`, see BatchRunners),
+    which verifies chunk after chunk until every item is done.
 
     Two runners of one proposal in two processes need no lease of their own: each chunk is
     one ledger write, and ledger writes are serialised across processes by the ledger's
@@ -187,9 +185,14 @@ class GovernanceService:
         self._now = clock
         if batch_chunk is not None:
             self.batch_chunk = batch_chunk
-        self.batch_retries = batch_retries  # a failing chunk's retries before giving up
-        self.batch_retry_seconds = batch_retry_seconds  # first back-off, then doubled
-        self._runners: dict[int, asyncio.Task[None]] = {}
+        self.batches = BatchRunners(
+            sessions,
+            # Looked up on each call, so that a test may wrap the service's chunk.
+            lambda pid, actor: self._execute_batch_chunk(pid, actor, first=False, authorized=True),
+            clock,
+            batch_retries,
+            batch_retry_seconds,
+        )
 
     # -- groups ----------------------------------------------------------------------------
     async def create_group(self, spec: GroupSpec, actor: Principal) -> dict[str, Any]:
@@ -592,12 +595,12 @@ class GovernanceService:
         async with self._sessions() as session:
             action = await session.scalar(select(Proposal.action).where(Proposal.id == proposal_id))
         if action == VERIFY_BATCH:
-            if self.batch_running(proposal_id):
+            if self.batches.running(proposal_id):
                 return await self._running_view(proposal_id, actor)
             view = await self._execute_batch_chunk(proposal_id, actor, first=True)
             if view is not None:
                 return view
-            self._start_runner(proposal_id, actor)
+            self.batches.start(proposal_id, actor)
             return await self.proposal(proposal_id)
         async with self._ledger.write() as write:
             session = write.session
@@ -632,151 +635,12 @@ class GovernanceService:
                 return view
             first = False
 
-    # -- background batch execution --------------------------------------------------------
-    def batch_running(self, proposal_id: int) -> bool:
-        """Whether a runner of this process is executing the batch proposal."""
-        runner = self._runners.get(proposal_id)
-        return runner is not None and not runner.done()
-
     async def _running_view(self, proposal_id: int, actor: Principal) -> dict[str, Any]:
         async with self._sessions() as session:
             proposal, group = await self._proposal(session, proposal_id, lock=False)
             if not actor.is_admin and await self._weight(session, group.did, actor.did) is None:
                 raise Forbidden(f"Only members of {group.did} or an admin may execute.")
             return await self._view(session, proposal, group)
-
-    def _start_runner(self, proposal_id: int, actor: Principal) -> None:
-        """A runner for the proposal unless one runs already (no await between the check
-        and the registration: two requests of this process never start two)."""
-        if self.batch_running(proposal_id):
-            return
-        runner = asyncio.create_task(
-            self._run_batch(proposal_id, actor), name=f"governance-batch-{proposal_id}"
-        )
-        self._runners[proposal_id] = runner
-        runner.add_done_callback(lambda done: self._forget(proposal_id, done))
-
-    def _forget(self, proposal_id: int, runner: asyncio.Task[None]) -> None:
-        if self._runners.get(proposal_id) is runner:
-            del self._runners[proposal_id]
-
-    async def _run_batch(self, proposal_id: int, actor: Principal) -> None:
-        """Verify the proposal's remaining chunks. A chunk that fails is retried
-        `batch_retries` times with doubling back-off, then the batch is left, passed and
-        part-done, for a manual execute (a logged warning says so)."""
-        failures = 0
-        while True:
-            try:
-                view = await self._execute_batch_chunk(
-                    proposal_id, actor, first=False, authorized=True
-                )
-            except ServiceError as problem:  # no longer executable: retrying cannot help
-                log.warning(
-                    "batch execution stopped",
-                    proposal=proposal_id,
-                    problem=type(problem).__name__,
-                    message=problem.message,
-                )
-                await self._record_stop(proposal_id, problem.message)
-                return
-            except Exception as error:
-                failures += 1
-                if failures > self.batch_retries:
-                    log.warning(
-                        "batch execution gave up; execute the proposal again to resume",
-                        proposal=proposal_id,
-                        attempts=failures,
-                        error=type(error).__name__,
-                    )
-                    await self._record_stop(
-                        proposal_id,
-                        f"gave up after {failures} failed attempts ({type(error).__name__}); "
-                        "execute the proposal again to resume",
-                    )
-                    return
-                delay = self.batch_retry_seconds * 2 ** (failures - 1)
-                log.warning(
-                    "batch chunk failed; retrying",
-                    proposal=proposal_id,
-                    attempt=failures,
-                    delay=delay,
-                    error=type(error).__name__,
-                )
-                await asyncio.sleep(delay)
-                continue
-            failures = 0
-            if view is not None:
-                log.info("batch executed", proposal=proposal_id, items=view["progress"]["total"])
-                return
-
-    async def _record_stop(self, proposal_id: int, reason: str) -> None:
-        """Keep why the runner stopped on the proposal, for every process's view (the
-        console tells "executing" from "stopped, execute again"). Best effort: the
-        database may be what failed, and the warning is logged already."""
-        try:
-            async with self._sessions() as session, session.begin():
-                await session.execute(
-                    update(Proposal)
-                    .where(Proposal.id == proposal_id, Proposal.status == PASSED)
-                    .values(batch_stopped_at=self._now(), batch_stopped_reason=reason[:300])
-                )
-        except Exception as error:
-            log.warning("batch stop not recorded", proposal=proposal_id, error=type(error).__name__)
-
-    async def resume_batches(self) -> int:
-        """Start a runner for every passed batch proposal left part-done (a process that
-        stopped mid-batch); how many. Each carries on as the member who executed it."""
-        async with self._sessions() as session:
-            ids = list(
-                await session.scalars(
-                    select(Proposal.id)
-                    .where(
-                        Proposal.action == VERIFY_BATCH,
-                        Proposal.status == PASSED,
-                        Proposal.items_done < Proposal.items_total,
-                        Proposal.items_done > 0,
-                    )
-                    .order_by(Proposal.id)
-                )
-            )
-            actors = {pid: await self._executor_of(session, pid) for pid in ids}
-        for proposal_id in ids:
-            self._start_runner(proposal_id, actors[proposal_id])
-        if ids:
-            log.info("resuming batch executions", proposals=len(ids))
-        return len(ids)
-
-    @staticmethod
-    async def _executor_of(session: AsyncSession, proposal_id: int) -> Principal:
-        """Who started executing the batch: the actor of a `domain.verify` transaction of
-        it (the first chunk ran in their request); the platform itself if none is found."""
-        done = (
-            select(ProposalItem.domain_did)
-            .where(ProposalItem.proposal_id == proposal_id, ProposalItem.done.is_(True))
-            .limit(50)
-        )
-        rows = await session.execute(
-            select(LedgerTransaction.actor, LedgerTransaction.payload)
-            .where(
-                LedgerTransaction.kind == "domain.verify",
-                LedgerTransaction.subject.in_(done.scalar_subquery()),
-            )
-            .order_by(LedgerTransaction.height.desc())
-            .limit(50)
-        )
-        for actor, payload in rows:
-            if orjson.loads(payload).get("proposal") == proposal_id:
-                return Principal(actor, frozenset())
-        return SYSTEM_PRINCIPAL
-
-    async def stop_batches(self) -> None:
-        """Cancel this process's runners (platform stop); each chunk rolls back whole, and
-        the next start (or execute) carries on from the last committed one."""
-        runners = list(self._runners.values())
-        for runner in runners:
-            runner.cancel()
-        await asyncio.gather(*runners, return_exceptions=True)
-        self._runners.clear()
 
     async def proposal(self, proposal_id: int) -> dict[str, Any]:
         async with self._ledger.write() as write:  # settling an expired one is a write
@@ -921,3 +785,166 @@ def _batch_query(selection: BatchSelection) -> Any:
 def votes_needed(total: int, fraction: float) -> int:
     """The smallest whole weight reaching `fraction` of `total` (for docs and clients)."""
     return math.ceil(fraction * total - 1e-9)
+
+
+Chunk = Callable[[int, Principal], Awaitable[dict[str, Any] | None]]
+
+
+class BatchRunners:
+    """Background execution of batch proposals: one runner per proposal, an asyncio task of
+    this process (`_runners`), verifying chunk after chunk until every item is done.
+    `resume` (platform start, with the background workers) starts a runner for every passed
+    batch left unfinished, so a crash mid-batch carries on by itself; `stop` cancels them
+    (a cancelled chunk rolls back whole). See GovernanceService for why two runners of one
+    proposal in two processes need no lease."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        chunk: Chunk,
+        clock: Any = utcnow,
+        retries: int = 3,
+        retry_seconds: float = 1.0,
+    ) -> None:
+        self._sessions = sessions
+        self._chunk = chunk  # the next chunk of a proposal; its view once all are done
+        self._now = clock
+        self.retries = retries  # a failing chunk's retries before giving up
+        self.retry_seconds = retry_seconds  # first back-off, then doubled
+        self._runners: dict[int, asyncio.Task[None]] = {}
+
+    def running(self, proposal_id: int) -> bool:
+        """Whether a runner of this process is executing the batch proposal."""
+        runner = self._runners.get(proposal_id)
+        return runner is not None and not runner.done()
+
+    def start(self, proposal_id: int, actor: Principal) -> None:
+        """A runner for the proposal unless one runs already (no await between the check
+        and the registration: two requests of this process never start two)."""
+        if self.running(proposal_id):
+            return
+        runner = asyncio.create_task(
+            self._run_batch(proposal_id, actor), name=f"governance-batch-{proposal_id}"
+        )
+        self._runners[proposal_id] = runner
+        runner.add_done_callback(lambda done: self._forget(proposal_id, done))
+
+    def _forget(self, proposal_id: int, runner: asyncio.Task[None]) -> None:
+        if self._runners.get(proposal_id) is runner:
+            del self._runners[proposal_id]
+
+    async def _run_batch(self, proposal_id: int, actor: Principal) -> None:
+        """Verify the proposal's remaining chunks. A chunk that fails is retried
+        `retries` times with doubling back-off, then the batch is left, passed and
+        part-done, for a manual execute (a logged warning says so)."""
+        failures = 0
+        while True:
+            try:
+                view = await self._chunk(proposal_id, actor)
+            except ServiceError as problem:  # no longer executable: retrying cannot help
+                log.warning(
+                    "batch execution stopped",
+                    proposal=proposal_id,
+                    problem=type(problem).__name__,
+                    message=problem.message,
+                )
+                await self._record_stop(proposal_id, problem.message)
+                return
+            except Exception as error:
+                failures += 1
+                if failures > self.retries:
+                    log.warning(
+                        "batch execution gave up; execute the proposal again to resume",
+                        proposal=proposal_id,
+                        attempts=failures,
+                        error=type(error).__name__,
+                    )
+                    await self._record_stop(
+                        proposal_id,
+                        f"gave up after {failures} failed attempts ({type(error).__name__}); "
+                        "execute the proposal again to resume",
+                    )
+                    return
+                delay = self.retry_seconds * 2 ** (failures - 1)
+                log.warning(
+                    "batch chunk failed; retrying",
+                    proposal=proposal_id,
+                    attempt=failures,
+                    delay=delay,
+                    error=type(error).__name__,
+                )
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
+            if view is not None:
+                log.info("batch executed", proposal=proposal_id, items=view["progress"]["total"])
+                return
+
+    async def _record_stop(self, proposal_id: int, reason: str) -> None:
+        """Keep why the runner stopped on the proposal, for every process's view (the
+        console tells "executing" from "stopped, execute again"). Best effort: the
+        database may be what failed, and the warning is logged already."""
+        try:
+            async with self._sessions() as session, session.begin():
+                await session.execute(
+                    update(Proposal)
+                    .where(Proposal.id == proposal_id, Proposal.status == PASSED)
+                    .values(batch_stopped_at=self._now(), batch_stopped_reason=reason[:300])
+                )
+        except Exception as error:
+            log.warning("batch stop not recorded", proposal=proposal_id, error=type(error).__name__)
+
+    async def resume(self) -> int:
+        """Start a runner for every passed batch proposal left part-done (a process that
+        stopped mid-batch); how many. Each carries on as the member who executed it."""
+        async with self._sessions() as session:
+            ids = list(
+                await session.scalars(
+                    select(Proposal.id)
+                    .where(
+                        Proposal.action == VERIFY_BATCH,
+                        Proposal.status == PASSED,
+                        Proposal.items_done < Proposal.items_total,
+                        Proposal.items_done > 0,
+                    )
+                    .order_by(Proposal.id)
+                )
+            )
+            actors = {pid: await self._executor_of(session, pid) for pid in ids}
+        for proposal_id in ids:
+            self.start(proposal_id, actors[proposal_id])
+        if ids:
+            log.info("resuming batch executions", proposals=len(ids))
+        return len(ids)
+
+    @staticmethod
+    async def _executor_of(session: AsyncSession, proposal_id: int) -> Principal:
+        """Who started executing the batch: the actor of a `domain.verify` transaction of
+        it (the first chunk ran in their request); the platform itself if none is found."""
+        done = (
+            select(ProposalItem.domain_did)
+            .where(ProposalItem.proposal_id == proposal_id, ProposalItem.done.is_(True))
+            .limit(50)
+        )
+        rows = await session.execute(
+            select(LedgerTransaction.actor, LedgerTransaction.payload)
+            .where(
+                LedgerTransaction.kind == "domain.verify",
+                LedgerTransaction.subject.in_(done.scalar_subquery()),
+            )
+            .order_by(LedgerTransaction.height.desc())
+            .limit(50)
+        )
+        for actor, payload in rows:
+            if orjson.loads(payload).get("proposal") == proposal_id:
+                return Principal(actor, frozenset())
+        return SYSTEM_PRINCIPAL
+
+    async def stop(self) -> None:
+        """Cancel this process's runners (platform stop); each chunk rolls back whole, and
+        the next start (or execute) carries on from the last committed one."""
+        runners = list(self._runners.values())
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        self._runners.clear()

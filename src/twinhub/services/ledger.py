@@ -31,10 +31,11 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Table, func, select, text, update
+from sqlalchemy import Table, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.bulk import insert_rows, insert_together
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, LedgerHead, LedgerTransaction
 from twinhub.events.sequencer import Sequencer
 from twinhub.events.store import EVENT_ROWS, events_numbered, record_ledger_events
@@ -239,7 +240,7 @@ class Ledger:
         self._queued = 0  # writes waiting for their turn: the batch stays open while > 0
         self._batch: _Batch | None = None
         self._closer: asyncio.Future[None] | None = None
-        self._is_sqlite = sessions.kw["bind"].dialect.name == "sqlite"
+        self._dialect = dialect_of(sessions)
         self.max_batch = max_batch
         # Batches committed with writes in them, and those writes: their ratio is the mean
         # batch size, how much concurrent writes share each commit (`collector`).
@@ -354,20 +355,8 @@ class Ledger:
         session = self._sessions()
         try:
             await session.begin()
-            if self._is_sqlite:
-                # Take SQLite's write lock now (as FOR UPDATE does on PostgreSQL), so the
-                # savepoints below nest in this transaction and another process's writer
-                # waits for the whole batch rather than interleaving.
-                await session.execute(text("BEGIN IMMEDIATE"))
-            elif deferred:
-                # A batch opened by a create: plan its statements for the tables as they
-                # are now. A plan kept per connection (PostgreSQL's generic plan after five
-                # executions) was made when the table was small and scans it whole ever
-                # after, until an ANALYZE, which a young registry growing fast has not had:
-                # the holder check of a batch of creates, a sequential scan, took 2.6 ms at
-                # 2,000 domains and grew with the table. Not for other batches: planning
-                # every statement anew cost claim approvals a sixth of their rate.
-                await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+            # SQLite's write lock, or PostgreSQL's planning for a batch of creates.
+            await self._dialect.begin_write_batch(session, deferred)
             row = (
                 await session.execute(
                     select(LedgerHead.height, LedgerHead.tx_hash)
@@ -392,10 +381,10 @@ class Ledger:
         self._batch = None
         try:
             if batch.writes:
-                if self._is_sqlite:
-                    deliveries = await self._write_sqlite(batch)
+                if self._dialect.joins_statements:
+                    deliveries = await self._write_joined(batch)
                 else:
-                    deliveries = await self._write_postgresql(batch)
+                    deliveries = await self._write_each(batch)
                 await batch.session.commit()
                 self.commits += 1
                 self.committed_writes += batch.writes
@@ -411,9 +400,9 @@ class Ledger:
         finally:
             await asyncio.shield(batch.session.close())
 
-    async def _write_sqlite(self, batch: _Batch) -> int:
-        """The batch's rows, a statement each (in process, a statement costs no wait); the
-        deliveries made for its events, -1 if they were left for the sequencer."""
+    async def _write_each(self, batch: _Batch) -> int:
+        """The batch's rows, a statement each (SQLite: in process, a statement costs no
+        wait); the deliveries made for its events, -1 if they were left for the sequencer."""
         await self._write_deferred(batch, closing=True)
         if batch.ledger_rows:
             await insert_rows(await batch.session.connection(), _TRANSACTIONS, batch.ledger_rows)
@@ -430,9 +419,9 @@ class Ledger:
         )
         return deliveries
 
-    async def _write_postgresql(self, batch: _Batch) -> int:
-        """`_write_sqlite` in as few round trips as PostgreSQL allows, since the writers all
-        wait for them: the sequencer's lock and top position, then the deferred rows, the
+    async def _write_joined(self, batch: _Batch) -> int:
+        """`_write_each` in as few round trips as PostgreSQL allows, since the writers
+        all wait for them: the sequencer's lock and top position, then the deferred rows, the
         transactions, the events (without webhook subscriptions) and the new head in one
         statement (`insert_together`)."""
         parts = [*batch.deferred_rows.items(), (_TRANSACTIONS, batch.ledger_rows)]

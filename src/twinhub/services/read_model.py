@@ -305,7 +305,9 @@ class ReadSources(Protocol):
 
 
 class ReadModel:
-    """Reads of the node's hot queries; see the module docstring."""
+    """Reads of the node's hot queries (see the module docstring): the connections, the
+    ledger height and page prints here; records in `domains`, claims and tokens in
+    `claims`."""
 
     def __init__(self, sources: ReadSources) -> None:
         self._sources = sources
@@ -328,9 +330,18 @@ class ReadModel:
         self._pg_started = 0  # state reads begun so far
         self._pg_done = 0  # the number of the last state read that finished
         self._pg_state: tuple[str, int] | None = None
-        self._collection_protocols: dict[int, str] = {}
-        # did: (row, edges, protocol view, response headers, body) of `record_now`'s answers
-        self._answers: dict[str, tuple[tuple[Any, ...], list[Any], Any, list[Any], bytes]] = {}
+        self.domains = DomainRecords(self, sources)
+        self.claims = ClaimRecords(self)
+
+    @property
+    def on_postgresql(self) -> bool:
+        """Whether the statements run on PostgreSQL (else on the SQLite file, if any)."""
+        return self._pg_url is not None
+
+    @property
+    def on_file(self) -> bool:
+        """Whether there is a SQLite file to read inline (not PostgreSQL, not in memory)."""
+        return self._path is not None
 
     @property
     def fast(self) -> bool:
@@ -338,7 +349,7 @@ class ReadModel:
         services."""
         return self._path is not None or self._pg_url is not None
 
-    def _db(self) -> sqlite3.Connection:
+    def connection(self) -> sqlite3.Connection:
         if self._connection is None:
             assert self._path is not None
             connection = sqlite3.connect(
@@ -381,7 +392,7 @@ class ReadModel:
         """The database's version (see the module docstring); None when there is no cheap
         one (an in-memory SQLite database): then nothing may be kept across queries."""
         if self._path is not None:
-            return self._db().execute("PRAGMA data_version").fetchone()[0]
+            return self.connection().execute("PRAGMA data_version").fetchone()[0]
         if self._pg_url is not None:
             return (await self._pg_read())[0]
         return None
@@ -396,7 +407,7 @@ class ReadModel:
             return (await self._pg_read())[1]
         if self._path is None:
             return await self._sources.ledger.height()
-        db = self._db()
+        db = self.connection()
         if version is None:
             version = db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
@@ -445,7 +456,7 @@ class ReadModel:
 
         return await asyncpg.connect(self._pg_url, **self._pg_options())
 
-    async def _pg_fetch(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
+    async def fetch(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
         """Rows of one statement on the records pool (asyncpg prepares and keeps each
         statement per connection); a failed database is ConnectionError, as in `version`."""
         import asyncpg
@@ -468,34 +479,87 @@ class ReadModel:
                 raise
             raise ConnectionError("the database is unavailable") from error
 
+    async def page_print(self, kind: str, window: Window) -> str:
+        """The page `window` of domains (`kind` "domains") or claims ("claims") named in one
+        text: each row's seq and version (a claim's stamp) as SQL joins them, the row after
+        the page included (it decides the next key). Two equal texts are the same page with
+        the same items: a node keeps a page's joined items under it and reads no row of a
+        page it has built (`Servicer.pages`); one statement, one value to hash."""
+        keyed = window.key is not None
+        params: list[Any] = [window.key] if keyed else []
+        params += [window.limit + 1, window.offset]
+        shape = (keyed, window.reverse)
+        if kind == "domains":
+            found = await self.rows(DOMAIN_PRINTS[shape], PG_DOMAIN_PRINTS[shape], *params)
+        else:
+            found = await self.rows(CLAIM_PRINTS[shape], PG_CLAIM_PRINTS[shape], *params)
+        return str(found[0][0] or "")
+
+    async def page_total(self, kind: str, window: Window) -> int | None:
+        """The count of domains or claims (see `page_print`) when the page asks for it."""
+        return await self.total(window, COUNT if kind == "domains" else COUNT_CLAIMS)
+
+    async def total(self, window: Window, statement: str) -> int | None:
+        """The row count a page asked for (`count_total`), else None."""
+        if not window.count_total:
+            return None
+        if self._pg_url is not None:
+            return int((await self.fetch(statement))[0][0])
+        return await asyncio.to_thread(self._count, statement)
+
+    def _count(self, statement: str = COUNT) -> int:
+        """Counting is a scan: it runs on a worker thread, off the event loop."""
+        assert self._path is not None
+        connection = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
+        try:
+            return int(connection.execute(statement).fetchone()[0])
+        finally:
+            connection.close()
+
+    async def rows(self, statement: str, pg_statement: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows of one fixed statement: inline on the SQLite connection, or on the pool."""
+        if self._pg_url is not None:
+            return await self.fetch(pg_statement, *args)
+        return self.connection().execute(statement, args).fetchall()
+
+
+class DomainRecords:
+    """Domain records and their pages, read as the domain service builds them."""
+
+    def __init__(self, reads: ReadModel, sources: ReadSources) -> None:
+        self._reads = reads
+        self._sources = sources
+        # did: (row, edges, protocol view, response headers, body) of `record_now`'s answers
+        self._answers: dict[str, tuple[tuple[Any, ...], list[Any], Any, list[Any], bytes]] = {}
+
     async def domain_row(self, did: str) -> DomainRow | None:
         """The stored row of `did` (None when unknown); None on the fallback path too, so
         check `fast` first."""
-        if self._pg_url is not None:
-            found = await self._pg_fetch(PG_BY_DID, did)
+        if self._reads.on_postgresql:
+            found = await self._reads.fetch(PG_BY_DID, did)
             return _row(found[0]) if found else None
-        if self._path is None:
+        if not self._reads.on_file:
             return None
-        raw = self._db().execute(BY_DID, (did,)).fetchone()
+        raw = self._reads.connection().execute(BY_DID, (did,)).fetchone()
         return _row(raw) if raw else None
 
     async def domain_key(self, did: str) -> tuple[str, int, int] | None:
         """(did, seq, version) of `did` (None when unknown, or on the fallback path): a
         query whose answer is built for that version reads no more (the whole row is a few
         times dearer, its JSON columns made into strings)."""
-        if self._pg_url is not None:
-            found = await self._pg_fetch(PG_KEY_BY_DID, did)
+        if self._reads.on_postgresql:
+            found = await self._reads.fetch(PG_KEY_BY_DID, did)
             return found[0] if found else None
-        if self._path is None:
+        if not self._reads.on_file:
             return None
-        return self._db().execute(KEY_BY_DID, (did,)).fetchone()  # type: ignore[no-any-return]
+        return self._reads.connection().execute(KEY_BY_DID, (did,)).fetchone()  # type: ignore[no-any-return]
 
     async def domain(self, row: DomainRow) -> dict[str, Any]:
         """The resolved record of a row: its edges, and what it inherits from its protocol."""
-        if self._pg_url is not None:
-            edges = await self._pg_fetch(PG_EDGES, row.did)
+        if self._reads.on_postgresql:
+            edges = await self._reads.fetch(PG_EDGES, row.did)
         else:
-            edges = self._db().execute(EDGES, (row.did,)).fetchall()
+            edges = self._reads.connection().execute(EDGES, (row.did,)).fetchall()
         protocol = await self._sources.protocols.get(row.raw[3])
         return resolve_inheritance(row.record(edges), protocol)
 
@@ -508,12 +572,12 @@ class ReadModel:
         edges and the protocol view are the ones it was built from (protocols never
         change): equal inputs, equal record, without decoding five JSON columns and
         encoding the record again."""
-        if self._path is None:
+        if not self._reads.on_file:
             return None
         kept = self._answers.get(did)
         if kept is None and not is_did(did):  # a kept DID passed this check already
             return None
-        db = self._db()
+        db = self._reads.connection()
         raw = db.execute(BY_DID, (did,)).fetchone()
         if raw is None:
             return None
@@ -536,13 +600,13 @@ class ReadModel:
         return headers, body
 
     async def types_of(self, dids: list[str]) -> dict[str, str]:
-        if not self.fast:
+        if not self._reads.fast:
             return await self._sources.domains.types_of(dids)
         if not dids:
             return {}
-        if self._pg_url is not None:
-            return dict(await self._pg_fetch(PG_TYPES, dids))
-        rows = self._db().execute(TYPES, (orjson.dumps(dids).decode(),))
+        if self._reads.on_postgresql:
+            return dict(await self._reads.fetch(PG_TYPES, dids))
+        rows = self._reads.connection().execute(TYPES, (orjson.dumps(dids).decode(),))
         return dict(rows.fetchall())
 
     async def domain_keys(self, window: Window) -> WindowPage[tuple[str, int, int]]:
@@ -553,13 +617,15 @@ class ReadModel:
         keyed = window.key is not None
         params = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
-        if self._pg_url is not None:
-            keys = await self._pg_fetch(PG_PAGES[(keyed, window.reverse)], *params)
+        if self._reads.on_postgresql:
+            keys = await self._reads.fetch(PG_PAGES[(keyed, window.reverse)], *params)
         else:
-            keys = self._db().execute(PAGES[(keyed, window.reverse)], params).fetchall()
+            keys = (
+                self._reads.connection().execute(PAGES[(keyed, window.reverse)], params).fetchall()
+            )
         more = len(keys) > window.limit
         keys = keys[: window.limit]
-        total = await self._total(window, COUNT)
+        total = await self._reads.total(window, COUNT)
         return WindowPage(keys, keys[-1][1] if more and keys else None, total)
 
     async def domain_rows(self, dids: list[str]) -> dict[str, DomainRow]:
@@ -567,10 +633,12 @@ class ReadModel:
         A row read after a newer commit than its page's carries its own (newer) version."""
         if not dids:
             return {}
-        if self._pg_url is not None:
-            found = await self._pg_fetch(PG_BY_DIDS, dids)
+        if self._reads.on_postgresql:
+            found = await self._reads.fetch(PG_BY_DIDS, dids)
         else:
-            found = self._db().execute(BY_DIDS, (orjson.dumps(dids).decode(),)).fetchall()
+            found = (
+                self._reads.connection().execute(BY_DIDS, (orjson.dumps(dids).decode(),)).fetchall()
+            )
         return {raw[0]: _row(raw) for raw in found}
 
     async def domain_page(
@@ -588,63 +656,27 @@ class ReadModel:
         ]
         return WindowPage(rows, page.next_key, page.total)
 
-    async def page_print(self, kind: str, window: Window) -> str:
-        """The page `window` of domains (`kind` "domains") or claims ("claims") named in one
-        text: each row's seq and version (a claim's stamp) as SQL joins them, the row after
-        the page included (it decides the next key). Two equal texts are the same page with
-        the same items: a node keeps a page's joined items under it and reads no row of a
-        page it has built (`Servicer.pages`); one statement, one value to hash."""
-        keyed = window.key is not None
-        params: list[Any] = [window.key] if keyed else []
-        params += [window.limit + 1, window.offset]
-        shape = (keyed, window.reverse)
-        if kind == "domains":
-            found = await self._rows(DOMAIN_PRINTS[shape], PG_DOMAIN_PRINTS[shape], *params)
-        else:
-            found = await self._rows(CLAIM_PRINTS[shape], PG_CLAIM_PRINTS[shape], *params)
-        return str(found[0][0] or "")
 
-    async def page_total(self, kind: str, window: Window) -> int | None:
-        """The count of domains or claims (see `page_print`) when the page asks for it."""
-        return await self._total(window, COUNT if kind == "domains" else COUNT_CLAIMS)
+class ClaimRecords:
+    """Claims with their evaluations, and credit tokens with their movements (the node's
+    ixo claims and token queries)."""
 
-    async def _total(self, window: Window, statement: str) -> int | None:
-        """The row count a page asked for (`count_total`), else None."""
-        if not window.count_total:
-            return None
-        if self._pg_url is not None:
-            return int((await self._pg_fetch(statement))[0][0])
-        return await asyncio.to_thread(self._count, statement)
-
-    def _count(self, statement: str = COUNT) -> int:
-        """Counting is a scan: it runs on a worker thread, off the event loop."""
-        assert self._path is not None
-        connection = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
-        try:
-            return int(connection.execute(statement).fetchone()[0])
-        finally:
-            connection.close()
-
-    # -- claims and credit tokens (the node's ixo claims and token queries) ----------------
-
-    async def _rows(self, statement: str, pg_statement: str, *args: Any) -> list[tuple[Any, ...]]:
-        """Rows of one fixed statement: inline on the SQLite connection, or on the pool."""
-        if self._pg_url is not None:
-            return await self._pg_fetch(pg_statement, *args)
-        return self._db().execute(statement, args).fetchall()
+    def __init__(self, reads: ReadModel) -> None:
+        self._reads = reads
+        self._collection_protocols: dict[int, str] = {}
 
     async def claim(
         self, claim_id: str, built: Callable[[str, Any], bool] = lambda claim, stamp: False
     ) -> ClaimRow | None:
         """A claim (None when unknown): a primary-key read, and an index read of its
         evaluations unless `built(id, stamp)` says its message is built already."""
-        found = await self._rows(CLAIM_BY_ID, PG_CLAIM_BY_ID, claim_id)
+        found = await self._reads.rows(CLAIM_BY_ID, PG_CLAIM_BY_ID, claim_id)
         if not found:
             return None
         row = claim_row(found[0], None)
         if built(row.id, row.stamp):
             return row
-        evaluations = await self._rows(EVALUATIONS_OF, PG_EVALUATIONS_OF, claim_id)
+        evaluations = await self._reads.rows(EVALUATIONS_OF, PG_EVALUATIONS_OF, claim_id)
         return claim_row(found[0], map(_evaluation, evaluations))
 
     async def claim_keys(self, window: Window) -> WindowPage[tuple[Any, ...]]:
@@ -656,10 +688,10 @@ class ReadModel:
         params: list[Any] = [window.key] if keyed else []
         params += [window.limit + 1, window.offset]
         shape = (keyed, window.reverse)
-        keys = await self._rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
+        keys = await self._reads.rows(CLAIM_PAGES[shape], PG_CLAIM_PAGES[shape], *params)
         more = len(keys) > window.limit
         keys = keys[: window.limit]
-        total = await self._total(window, COUNT_CLAIMS)
+        total = await self._reads.total(window, COUNT_CLAIMS)
         return WindowPage(keys, keys[-1][1] if more and keys else None, total)
 
     async def claim_rows(self, ids: list[str]) -> dict[str, ClaimRow]:
@@ -668,10 +700,14 @@ class ReadModel:
         (newer) stamp."""
         if not ids:
             return {}
-        if self._pg_url is not None:
-            found = await self._pg_fetch(PG_CLAIMS_BY_IDS, ids)
+        if self._reads.on_postgresql:
+            found = await self._reads.fetch(PG_CLAIMS_BY_IDS, ids)
         else:
-            found = self._db().execute(CLAIMS_BY_IDS, (orjson.dumps(ids).decode(),)).fetchall()
+            found = (
+                self._reads.connection()
+                .execute(CLAIMS_BY_IDS, (orjson.dumps(ids).decode(),))
+                .fetchall()
+            )
         history = await self.evaluations_of(ids)
         return {raw[0]: claim_row(raw, history.get(raw[0], ())) for raw in found}
 
@@ -680,10 +716,12 @@ class ReadModel:
         history: dict[str, list[EvaluationRow]] = {}
         if not ids:
             return history
-        if self._pg_url is not None:
-            found = await self._pg_fetch(PG_EVALUATIONS_OF_MANY, ids)
+        if self._reads.on_postgresql:
+            found = await self._reads.fetch(PG_EVALUATIONS_OF_MANY, ids)
         else:
-            statement = self._db().execute(EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),))
+            statement = self._reads.connection().execute(
+                EVALUATIONS_OF_MANY, (orjson.dumps(ids).decode(),)
+            )
             found = statement.fetchall()
         for raw in found:
             history.setdefault(raw[0], []).append(_evaluation(raw))
@@ -694,21 +732,23 @@ class ReadModel:
         is fixed at creation, so it is kept once read."""
         known = self._collection_protocols.get(collection_id)
         if known is None:
-            found = await self._rows(COLLECTION_PROTOCOL, PG_COLLECTION_PROTOCOL, collection_id)
+            found = await self._reads.rows(
+                COLLECTION_PROTOCOL, PG_COLLECTION_PROTOCOL, collection_id
+            )
             if not found:
                 return None
             known = self._collection_protocols[collection_id] = found[0][0]
         return known
 
     async def token(self, name: str) -> TokenRow | None:
-        found = await self._rows(TOKEN_BY_NAME, PG_TOKEN_BY_NAME, name)
+        found = await self._reads.rows(TOKEN_BY_NAME, PG_TOKEN_BY_NAME, name)
         return TokenRow(*found[0]) if found else None
 
     async def tokens(self) -> list[TokenRow]:
         """Every credit token class by name (one per protocol's token class: a handful)."""
-        return [TokenRow(*raw) for raw in await self._rows(TOKENS, TOKENS)]
+        return [TokenRow(*raw) for raw in await self._reads.rows(TOKENS, TOKENS)]
 
     async def movements(self, token: str, kind: str) -> list[MovementRow]:
         """Every movement of one kind (retire, transfer) of a token, oldest first."""
-        found = await self._rows(MOVEMENTS_OF, PG_MOVEMENTS_OF, token, kind)
+        found = await self._reads.rows(MOVEMENTS_OF, PG_MOVEMENTS_OF, token, kind)
         return [MovementRow(*raw) for raw in found]

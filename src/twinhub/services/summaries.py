@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Date, Select, case, cast, func, select
+from sqlalchemy import Select, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import (
     Claim,
     ClaimCollection,
@@ -343,9 +344,7 @@ def _stoves_of(projects: Select[tuple[str]] | None) -> Select[tuple[str]]:
 
 def _day(session: AsyncSession, column: Any) -> ColumnElement[Any]:
     """The UTC calendar day of a stored time, in the database's own dialect."""
-    if session.bind.dialect.name == "postgresql":
-        return cast(func.timezone("UTC", column), Date)
-    return func.date(column)
+    return dialect_of(session).utc_day(column)
 
 
 def _as_date(value: date | str) -> date:

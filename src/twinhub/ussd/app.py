@@ -145,8 +145,8 @@ class SessionEndpoint:
         self._direct = not platform.settings.security.trust_proxy_enabled  # the peer is the client
         self._engine = engine
         self._max_bytes = platform.settings.ussd.max_body_bytes
-        self._unavailable = Reply(True, content.unavailable).render()
-        self._invalid = Reply(True, content.invalid_request).render()
+        self._unavailable = Reply(True, content.closing.unavailable).render()
+        self._invalid = Reply(True, content.closing.invalid_request).render()
         self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -313,7 +313,7 @@ def create_ussd_app(
         settings.storage.redis_key_prefix,
         namespace="ussd",
     )
-    rate_limited = Reply(True, content.rate_limited).render()
+    rate_limited = Reply(True, content.closing.rate_limited).render()
     session_endpoint = SessionEndpoint(platform, engine, metrics, content)
     routes = [
         Route(USSD_PREFIX, session_endpoint, methods=["POST"]),

@@ -77,13 +77,13 @@ class UssdEngine:
                 previous = None
             elif session.phone_number != request.phoneNumber:
                 log.warning("ussd session reused by another phone", session_id=session_id)
-                return _end(self._menu.content_for(session).invalid_request), "invalid"
+                return _end(self._menu.content_for(session).closing.invalid_request), "invalid"
             elif session.is_expired(now, store.ttl):  # before replay: a stale menu misleads
-                return _end(self._menu.content_for(session).expired), "end"
+                return _end(self._menu.content_for(session).closing.expired), "end"
             elif len(text) == session.last_text_length and self._is_last_text(session, text):
                 return session.last_reply, "retry"
             elif session.status == ENDED:
-                return _end(self._menu.content_for(session).ended), "end"
+                return _end(self._menu.content_for(session).closing.ended), "end"
             else:
                 previous = self._previous(session, text)
             # Apply the new answers. The menu answers most steps without awaiting

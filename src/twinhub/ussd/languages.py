@@ -28,9 +28,9 @@ from collections import OrderedDict
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import dialect_of
 from twinhub.db.models import UssdLanguage
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
@@ -115,8 +115,7 @@ class LanguageMemory:
     async def remember(self, language: str, *keys: str) -> None:
         """Store `language` under every key, in one transaction (an upsert each)."""
         async with self._sessions.begin() as session:
-            dialect = session.bind.dialect.name if session.bind else "sqlite"
-            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            insert = dialect_of(session).insert
             for key in keys:
                 statement = insert(UssdLanguage).values(
                     key=key, language=language, updated_at=utcnow()

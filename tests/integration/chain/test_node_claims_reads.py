@@ -113,8 +113,8 @@ async def test_claims_and_tokens_replies_equal_the_services(
         assert compared >= 8
         # A page's keys carry each claim's stamp as its row does, so a page finds the
         # claims built at that stamp (else every page would build its claims again).
-        keys = (await fast_reads.claim_keys(Window(limit=50, reverse=True))).items
-        rows = await fast_reads.claim_rows([key[0] for key in keys])
+        keys = (await fast_reads.claims.claim_keys(Window(limit=50, reverse=True))).items
+        rows = await fast_reads.claims.claim_rows([key[0] for key in keys])
         assert len(rows) == len(keys) >= 4
         assert all(claim_stamp(key) == rows[key[0]].stamp for key in keys)
         assert {rows[key[0]].status for key in keys} >= {"pending", "approved", "rejected"}

@@ -54,11 +54,11 @@ async def test_read_model_records_are_the_services_records(
         for did in dids:
             expected = await registry.platform.domains.get(did)
             if reads.fast:
-                row = await reads.domain_row(did)
+                row = await reads.domains.domain_row(did)
                 assert row is not None and row.version == expected["version"]
-                assert await reads.domain(row) == expected, did
+                assert await reads.domains.domain(row) == expected, did
         if reads.fast:
-            page = await reads.domain_page(Window(limit=500, count_total=True))
+            page = await reads.domains.domain_page(Window(limit=500, count_total=True))
             service_page = await registry.platform.domains.window(
                 DomainFilter(), Window(limit=500, count_total=True)
             )
@@ -66,7 +66,7 @@ async def test_read_model_records_are_the_services_records(
             assert page.total == service_page.total
             for row, record in zip(page.items, service_page.items, strict=True):
                 assert entity_message(row.record()) == entity_message(record)
-        types = await reads.types_of([world.organisation, world.project])
+        types = await reads.domains.types_of([world.organisation, world.project])
         assert types == {world.organisation: "Organisation", world.project: "Project"}
         assert await reads.height() == await registry.platform.ledger.height()
     finally:
@@ -250,14 +250,14 @@ async def test_a_page_is_kept_under_its_print_until_a_row_of_it_changes(
     fast_reads, service_reads = ReadModel(platform), ServiceReads(platform)
     fast, old = entity_dispatcher(platform, fast_reads), entity_dispatcher(platform, service_reads)
     keys_read = 0
-    domain_keys = fast_reads.domain_keys
+    domain_keys = fast_reads.domains.domain_keys
 
     async def counted(window: Window) -> object:
         nonlocal keys_read
         keys_read += 1
         return await domain_keys(window)
 
-    fast_reads.domain_keys = counted  # type: ignore[method-assign]
+    fast_reads.domains.domain_keys = counted  # type: ignore[method-assign]
     path = "/ixo.entity.v1beta1.Query/EntityList"
     newest = entity_q.QueryEntityListRequest(pagination=PageRequest(limit=5, reverse=True))
     asked = newest.SerializeToString()
@@ -305,10 +305,12 @@ async def test_the_records_pool_sends_no_reset_after_each_read(
     reads = ReadModel(registry.platform)
     try:
         for _ in range(5):
-            row = await reads.domain_row(world.project)
+            row = await reads.domains.domain_row(world.project)
             assert row is not None
-            assert await reads.domain(row) == await registry.platform.domains.get(world.project)
-        assert await reads.domain_row("did:ixo:entity/not-there") is None
+            assert await reads.domains.domain(row) == await registry.platform.domains.get(
+                world.project
+            )
+        assert await reads.domains.domain_row("did:ixo:entity/not-there") is None
     finally:
         reads.close()
     assert resets == []

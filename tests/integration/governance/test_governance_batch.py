@@ -100,13 +100,13 @@ async def test_a_large_batch_executes_in_the_background(world: World) -> None:
     view = started.json()
     assert view["status"] == "passed"
     assert view["progress"] == {"done": CHUNK, "total": 10, "stopped": None}
-    assert governance.batch_running(proposal)
-    runner = governance._runners[proposal]
+    assert governance.batches.running(proposal)
+    runner = governance.batches._runners[proposal]
     # Executing again while it runs: 202, the progress, and no second runner or chunk.
     again = await member.post(f"/v1/proposals/{proposal}/execute")
     assert again.status_code == 202, again.text
     assert again.json()["progress"] == {"done": CHUNK, "total": 10, "stopped": None}
-    assert governance._runners[proposal] is runner and calls == []
+    assert governance.batches._runners[proposal] is runner and calls == []
     polled = (await registry.client.get(f"/v1/proposals/{proposal}")).json()
     assert polled["status"] == "passed" and polled["progress"]["done"] == CHUNK
     # A non-member may not, running or not.
@@ -117,7 +117,7 @@ async def test_a_large_batch_executes_in_the_background(world: World) -> None:
     assert done["progress"] == {"done": 10, "total": 10, "stopped": None} and done["executedAt"]
     assert calls == [proposal] * 3  # 3 + 3 + 1 after the request's 3: no chunk twice
     await verified_once(registry, stoves, proposal)
-    assert not governance.batch_running(proposal)
+    assert not governance.batches.running(proposal)
     finished = await member.post(f"/v1/proposals/{proposal}/execute")
     assert finished.status_code == 409, finished.text
 
@@ -128,14 +128,14 @@ async def test_a_batch_of_one_chunk_executes_in_the_request(world: World) -> Non
     assert done.status_code == 200, done.text
     assert done.json()["status"] == "executed"
     assert done.json()["progress"] == {"done": CHUNK, "total": CHUNK, "stopped": None}
-    assert not world.registry.platform.governance.batch_running(proposal)
+    assert not world.registry.platform.governance.batches.running(proposal)
     await verified_once(world.registry, stoves, proposal)
 
 
 async def test_a_failing_chunk_is_retried_then_left_for_a_manual_execute(world: World) -> None:
     registry, member = world.registry, world.group_clients[0]
     governance = registry.platform.governance
-    governance.batch_retries = 2
+    governance.batches.retries = 2
     original: Chunk = governance._execute_batch_chunk
     failures = {"left": 1}
 
@@ -156,7 +156,7 @@ async def test_a_failing_chunk_is_retried_then_left_for_a_manual_execute(world: 
     proposal, stoves = await passed_batch(world, 7)
     with capture_logs() as logs:
         assert (await member.post(f"/v1/proposals/{proposal}/execute")).status_code == 202
-        await asyncio.wait_for(governance._runners[proposal], 30)
+        await asyncio.wait_for(governance.batches._runners[proposal], 30)
     assert failures["left"] == 0
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [e["event"] for e in warnings] == [
@@ -198,7 +198,7 @@ async def test_a_stopped_platforms_batch_carries_on_when_the_next_starts(
         gate_background(first.platform.governance, asyncio.Event())  # never opens: "crash"
         started = await world.group_clients[0].post(f"/v1/proposals/{proposal}/execute")
         assert started.status_code == 202, started.text
-        assert first.platform.governance.batch_running(proposal)
+        assert first.platform.governance.batches.running(proposal)
         executor = started.json()["votes"][0]["voter"]  # group_clients[0] voted first
         # Passed but never executed: no restart executes it on anyone's behalf.
         untouched, _ = await passed_batch(world, 4)
@@ -213,7 +213,7 @@ async def test_a_stopped_platforms_batch_carries_on_when_the_next_starts(
         waiting = (await second.client.get(f"/v1/proposals/{untouched}")).json()
         assert waiting["status"] == "passed"
         assert waiting["progress"] == {"done": 0, "total": 4, "stopped": None}
-        assert not second.platform.governance.batch_running(untouched)
+        assert not second.platform.governance.batches.running(untouched)
         await verified_once(second, stoves, proposal)
         # The resumed chunks are recorded as the member who executed, as the first was.
         for did in stoves:
@@ -243,7 +243,7 @@ async def test_two_platforms_on_one_batch_verify_each_stove_once(
             second.text,
         )
         done = await executed(registry.client, proposal)
-        runner = other.platform.governance._runners.get(proposal)
+        runner = other.platform.governance.batches._runners.get(proposal)
         if runner is not None:  # it may still be reading the (now empty) rest
             await asyncio.wait_for(runner, 30)
         await other_member.aclose()

@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n3. Language\n*. Exit"
 KNOW_MORE = "CON Know More\n1. About\n2. Pricing\n3. Delivery\n0. Back\n*. Exit"
-PRICING = "CON " + Content().pricing
+PRICING = "CON " + Content().welcome.pricing
 ACCOUNT_MENU = "CON Account Menu\n1. Log In\n2. Create Account\n0. Back\n*. Exit"
 UNAVAILABLE = "END Service temporarily unavailable. Please try again later."
 EXPIRED = "END Your session has expired. Please dial again."

@@ -175,7 +175,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
 
     async def _token_of(self, collection_id: int) -> str | None:
         if self.reads.fast:
-            protocol_did = await self.reads.collection_protocol(collection_id)
+            protocol_did = await self.reads.claims.collection_protocol(collection_id)
             if protocol_did is None:
                 raise NotFound(f"No claim collection {collection_id}.")
         else:
@@ -195,7 +195,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
         if cached is not None:
             return cached
         if row.evaluations is None:
-            row = await self.reads.claim(row.id) or row
+            row = await self.reads.claims.claim(row.id) or row
             if row.evaluations is None:  # gone meanwhile (claims are never deleted)
                 raise NotFound(f"No claim {row.id!r}.")
         message = claim_row_message(row, await self._token_of(row.collection))
@@ -205,16 +205,16 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def _claim_items(self, shown: Window) -> tuple[bytes, int | None]:
         """A page's encoded claims (see `_claim`) joined and its next key; whole rows and
         evaluations are read only for the claims not built at their stamps."""
-        page = await self.reads.claim_keys(replace(shown, count_total=False))
+        page = await self.reads.claims.claim_keys(replace(shown, count_total=False))
         items = self.cache.items
         # A key is (id, seq, *stamp): read_model.claim_stamp, inline for fifty of them.
         parts = [items.get(("claim", key[0], key[2:])) for key in page.items]
         if None in parts:
             wanted = [key[0] for key, part in zip(page.items, parts, strict=True) if part is None]
-            rows = await self.reads.claim_rows(wanted)
+            rows = await self.reads.claims.claim_rows(wanted)
             for index, key in enumerate(page.items):
                 if parts[index] is None:
-                    row = rows.get(key[0]) or await self.reads.claim(key[0])
+                    row = rows.get(key[0]) or await self.reads.claims.claim(key[0])
                     if row is None:  # claims are never deleted
                         raise NotFound(f"No claim {key[0]!r}.")
                     parts[index] = await self._claim(row)
@@ -264,7 +264,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
         if self.reads.fast:
             found = None
             if CLAIM_ID.match(request.id):
-                found = await self.reads.claim(request.id, self._built)
+                found = await self.reads.claims.claim(request.id, self._built)
             if found is None:
                 raise NotFound(f"No claim {request.id!r}.")
             return await self._claim(found)  # the answer's one field, serialised

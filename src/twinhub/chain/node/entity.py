@@ -93,13 +93,13 @@ class DomainReads(Servicer):
 
     async def _iid(self, records: list[dict[str, Any]]) -> list[iid_pb2.IidDocument]:
         targets = sorted({edge["target"] for r in records for edge in r["relationships"]})
-        types = await self.reads.types_of(targets)
+        types = await self.reads.domains.types_of(targets)
         return [iid_document(record, types) for record in records]
 
     async def _row(self, did: str) -> DomainRow:
         if not did:
             raise Invalid("id is required")
-        row = await self.reads.domain_row(did)
+        row = await self.reads.domains.domain_row(did)
         if row is None:
             raise NotFound(f"No domain {did}.")
         return row
@@ -111,7 +111,7 @@ class DomainReads(Servicer):
         """A page row whose message was built when the page was read has no columns; if
         that message has left the cache since, read the row again."""
         if row.raw is None and self.cache.get(kind, row.did, row.version) is None:
-            return await self.reads.domain_row(row.did) or row
+            return await self.reads.domains.domain_row(row.did) or row
         return row
 
     def _entity(self, row: DomainRow) -> entity_pb2.Entity:
@@ -123,7 +123,7 @@ class DomainReads(Servicer):
     async def _document(self, row: DomainRow) -> iid_pb2.IidDocument:
         cached = self.cache.get("iid", row.did, row.version)
         if cached is None:
-            (document,) = await self._iid([await self.reads.domain(row)])
+            (document,) = await self._iid([await self.reads.domains.domain(row)])
             cached = self.cache.put("iid", row.did, row.version, document)
         return cached
 
@@ -146,16 +146,16 @@ class DomainReads(Servicer):
         """A page's entities joined and its next key: each entity encoded as an item of
         `entities` once per version ("entity_item"); only the rows whose items are not built
         are read whole."""
-        page = await self.reads.domain_keys(replace(shown, count_total=False))
+        page = await self.reads.domains.domain_keys(replace(shown, count_total=False))
         items = self.cache.items
         parts = [items.get(("entity_item", did, version)) for did, _seq, version in page.items]
         if None in parts:
             wanted = [key[0] for key, part in zip(page.items, parts, strict=True) if part is None]
-            rows = await self.reads.domain_rows(wanted)
+            rows = await self.reads.domains.domain_rows(wanted)
             for index, (did, _seq, _version) in enumerate(page.items):
                 if parts[index] is not None:
                     continue
-                row = rows.get(did) or await self.reads.domain_row(did)
+                row = rows.get(did) or await self.reads.domains.domain_row(did)
                 if row is None:  # deleted since the page's statement: not in the page
                     parts[index] = b""
                     continue
@@ -167,7 +167,7 @@ class DomainReads(Servicer):
 
     async def _document_page(self, request: Any) -> tuple[list[iid_pb2.IidDocument], Any]:
         if self.reads.fast:
-            rows = await self.reads.domain_page(window(request), self._has("iid"))
+            rows = await self.reads.domains.domain_page(window(request), self._has("iid"))
             items = [await self._complete("iid", row) for row in rows.items]
             documents = [await self._document(row) for row in items]
             return documents, page_response(rows)
@@ -194,7 +194,7 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
             return entity_query.QueryEntityResponse(
                 entity=entity_message(record), iidDocument=document
             )
-        key = await self.reads.domain_key(request.id) if request.id else None
+        key = await self.reads.domains.domain_key(request.id) if request.id else None
         if key is not None:
             cached = self.cache.get("entity_response", key[0], key[2])
             if cached is not None:
@@ -214,7 +214,7 @@ class EntityQuery(DomainReads, entity_grpc.QueryServicer):
         entity = self.cache.get("entity", row.did, row.version)
         document = self.cache.get("iid", row.did, row.version)
         if entity is None or document is None:
-            record = await self.reads.domain(row)
+            record = await self.reads.domains.domain(row)
             if entity is None:
                 entity = self.cache.put("entity", row.did, row.version, entity_message(record))
             if document is None:

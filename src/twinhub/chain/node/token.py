@@ -36,13 +36,13 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
         reads them in one statement (the services also sum each class's balances, which
         no message carries)."""
         if self.reads.fast:
-            return [_view(row) for row in await self.reads.tokens()]
+            return [_view(row) for row in await self.reads.claims.tokens()]
         return await self.platform.credits.tokens()
 
     async def _view(self, name: str) -> dict[str, Any]:
         if not self.reads.fast:
             return await self.platform.credits.token(name)
-        row = await self.reads.token(name) if TOKEN_CLASS_PATTERN.match(name) else None
+        row = await self.reads.claims.token(name) if TOKEN_CLASS_PATTERN.match(name) else None
         if row is None:
             raise NotFound(f"No credits of class {name!r} were ever minted.")
         return _view(row)
@@ -52,7 +52,7 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
             return await self.platform.credits.movements_of(name, kind)
         return [
             {"id": m.id, "reason": m.reason, "amount": m.amount, "from": m.sender}
-            for m in await self.reads.movements(name, kind)
+            for m in await self.reads.claims.movements(name, kind)
         ]
 
     async def _token(self, view: dict[str, Any]) -> token_pb2.Token:

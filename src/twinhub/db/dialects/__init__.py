@@ -1,0 +1,130 @@
+"""What differs between SQLite and PostgreSQL, behind one seam: a `Dialect` per database,
+chosen once from the engine (`dialect_of`), which services call instead of branching on
+the database's name. Each module holds one database's statements exactly as the services
+ran them before (the measured ones: bulk inserts, the ledger batch's lock and planning,
+the sequencer's lock, upserts, the migration lock, the domain holder check).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Table
+from sqlalchemy.engine import Dialect as SqlDialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import ColumnElement
+
+
+class Dialect(ABC):
+    """One database's ways; see the module docstring."""
+
+    name: str
+    # Whether several statements of a write are worth sending as one (a round trip to a
+    # server each), rather than one after the other (SQLite: in process, no wait).
+    joins_statements: bool
+
+    @abstractmethod
+    def insert(self, table: Any) -> Insert:
+        """An INSERT of the database's own flavour, with its ON CONFLICT clauses (upserts)."""
+
+    @abstractmethod
+    def utc_day(self, column: Any) -> ColumnElement[Any]:
+        """The UTC calendar day of a stored time."""
+
+    @abstractmethod
+    def lock_migrations(self, connection: Connection) -> None:
+        """Make concurrent `migrate` runs wait for each other, inside the transaction."""
+
+    @abstractmethod
+    async def begin_write_batch(self, session: AsyncSession, deferred: bool) -> None:
+        """Start a ledger batch's transaction, in which it then locks the ledger head."""
+
+    @abstractmethod
+    async def advisory_lock(self, session: AsyncSession, key: int) -> None:
+        """Hold `key` until the transaction ends (where a writer lock does not already)."""
+
+    @abstractmethod
+    async def exclusive(
+        self,
+        session: AsyncSession,
+        key: int,
+        wait: bool,
+        worth: Callable[[], Awaitable[bool]],
+    ) -> bool:
+        """Be the one writer of `key`'s work in this transaction; False when not now (another
+        holds it and `wait` is false, or `worth` says there is nothing to do)."""
+
+    @abstractmethod
+    def for_claiming(self, query: Any) -> Any:
+        """`query` of rows a worker claims, so that two workers skip each other's rows."""
+
+    @abstractmethod
+    async def insert_rows(
+        self, connection: AsyncConnection, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        """Many rows into one table (see db/bulk.py)."""
+
+    @abstractmethod
+    async def insert_together(
+        self,
+        connection: AsyncConnection,
+        parts: list[tuple[Table, list[dict[str, Any]]]],
+        then: tuple[str, tuple[Any, ...]],
+    ) -> None:
+        """Each part's rows into its table, in order, then `then` (see db/bulk.py)."""
+
+    @abstractmethod
+    async def holders(
+        self, raw: Any, dids: list[str], pairs: list[tuple[str, str]]
+    ) -> list[tuple[Any, ...]]:
+        """(did, class_did, serial) of the domains `dids` and of those holding a (protocol,
+        serial) of `pairs`, asked of the driver's connection `raw` (domains.holders_of)."""
+
+
+async def one_by_one(
+    dialect: Dialect,
+    connection: AsyncConnection,
+    parts: list[tuple[Table, list[dict[str, Any]]]],
+    then: tuple[str, tuple[Any, ...]],
+) -> None:
+    """`insert_together` as one statement per part, in order, then `then`."""
+    sql, arguments = then
+    for table, rows in parts:
+        await dialect.insert_rows(connection, table, rows)
+    paramstyle = connection.dialect.paramstyle
+    marks = ["?" if paramstyle == "qmark" else f"${n}" for n in range(1, 1 + len(arguments))]
+    await connection.exec_driver_sql(sql.format(*marks), arguments)
+
+
+@cache
+def _for_name(name: str) -> Dialect:
+    if name == "postgresql":
+        from twinhub.db.dialects.postgresql import PostgreSQL
+
+        return PostgreSQL()
+    from twinhub.db.dialects.sqlite import SQLite
+
+    return SQLite()
+
+
+def dialect_of(
+    bind: SqlDialect
+    | AsyncSession
+    | AsyncConnection
+    | Connection
+    | async_sessionmaker[AsyncSession]
+    | Any,
+) -> Dialect:
+    """The Dialect of an engine, a connection, a session or a session factory."""
+    if isinstance(bind, async_sessionmaker):
+        bind = bind.kw["bind"]
+    elif isinstance(bind, AsyncSession):
+        bind = bind.bind
+    if bind is None:  # a session bound to nothing: the default database, SQLite
+        return _for_name("sqlite")
+    found = bind if isinstance(bind, SqlDialect) else bind.dialect
+    return _for_name(found.name)

@@ -1,0 +1,167 @@
+"""PostgreSQL's ways (see twinhub.db.dialects): a server a round trip away, so a write's
+statements go together where they can, and row and advisory locks let several processes
+write at once.
+
+Bulk inserts: an `executemany` INSERT of n rows costs PostgreSQL n executions of the
+statement (a bind, an executor start and end each): for the ledger's group commit, where a
+batch writes a few hundred rows across five or six tables, that was more of the server's
+CPU than writing the rows. So the rows go as one array per column to
+`INSERT ... SELECT * FROM unnest(...)`: one statement text per table and column set
+(prepared once per connection), one execution per batch, whatever its size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Connection, Date, Table, cast, func, insert, text
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect as SqlDialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import ColumnElement
+
+from twinhub.db.dialects import Dialect, one_by_one
+
+_MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
+# One text whatever the batch's size (prepared once per connection), each key an index
+# search. An OR term per pair, as on SQLite, was a new statement for every batch size, and
+# a plan that scanned the table tested every term on every row: 5.7 ms a batch at 3,000
+# domains. (The batch plans it for the table as it is: Ledger._open, docs/ledger.md.)
+_HOLDERS = (
+    "SELECT did, class_did, serial FROM domains WHERE did = ANY($1::text[]) UNION ALL "
+    "SELECT d.did, d.class_did, d.serial "
+    "FROM unnest($2::text[], $3::text[]) AS k(class_did, serial) "
+    "JOIN domains d ON d.class_did = k.class_did AND d.serial = k.serial"
+)
+
+
+class PostgreSQL(Dialect):
+    name = "postgresql"
+    joins_statements = True
+
+    def insert(self, table: Any) -> Insert:
+        return postgresql.insert(table)
+
+    def utc_day(self, column: Any) -> ColumnElement[Any]:
+        return cast(func.timezone("UTC", column), Date)
+
+    def lock_migrations(self, connection: Connection) -> None:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+
+    async def begin_write_batch(self, session: AsyncSession, deferred: bool) -> None:
+        if deferred:
+            # A batch opened by a create: plan its statements for the tables as they
+            # are now. A plan kept per connection (PostgreSQL's generic plan after five
+            # executions) was made when the table was small and scans it whole ever
+            # after, until an ANALYZE, which a young registry growing fast has not had:
+            # the holder check of a batch of creates, a sequential scan, took 2.6 ms at
+            # 2,000 domains and grew with the table. Not for other batches: planning
+            # every statement anew cost claim approvals a sixth of their rate.
+            await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+
+    async def advisory_lock(self, session: AsyncSession, key: int) -> None:
+        await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    async def exclusive(
+        self,
+        session: AsyncSession,
+        key: int,
+        wait: bool,
+        worth: Callable[[], Awaitable[bool]],
+    ) -> bool:
+        if wait:
+            await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+            return True
+        locked = await session.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key})
+        return bool(locked)  # false: another process holds it right now
+
+    def for_claiming(self, query: Any) -> Any:
+        return query.with_for_update(skip_locked=True)
+
+    async def insert_rows(
+        self, connection: AsyncConnection, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        plan = _unnest_plan(table, tuple(rows[0]), connection.dialect) if len(rows) > 1 else None
+        if plan is None:
+            await connection.execute(insert(table), rows)
+            return
+        await connection.exec_driver_sql(_unnest_insert(plan, 1), tuple(_arrays(plan, rows)))
+
+    async def insert_together(
+        self,
+        connection: AsyncConnection,
+        parts: list[tuple[Table, list[dict[str, Any]]]],
+        then: tuple[str, tuple[Any, ...]],
+    ) -> None:
+        """All of it one statement, each INSERT a WITH clause of the last: one round trip,
+        where a statement each left the writer waiting for the database once per table.
+        (PostgreSQL checks foreign keys at the statement's end, so a part may refer to rows
+        of an earlier one.) One statement each where a part's rows cannot go as arrays."""
+        dialect = connection.dialect
+        plans = [_unnest_plan(table, tuple(rows[0]), dialect) for table, rows in parts]
+        if any(plan is None for plan in plans):
+            await one_by_one(self, connection, parts, then)
+            return
+        sql, arguments = then
+        clauses, values, position = [], [], 1
+        for n, ((_, rows), plan) in enumerate(zip(parts, plans, strict=True)):
+            assert plan is not None
+            clauses.append(f"p{n} AS ({_unnest_insert(plan, position)})")
+            values += _arrays(plan, rows)
+            position += len(plan[2])
+        marks = [f"${position + n}" for n in range(len(arguments))]
+        statement = sql.format(*marks)
+        if clauses:
+            statement = f"WITH {', '.join(clauses)} {statement}"
+        await connection.exec_driver_sql(statement, (*values, *arguments))
+
+    async def holders(
+        self, raw: Any, dids: list[str], pairs: list[tuple[str, str]]
+    ) -> list[tuple[Any, ...]]:
+        return await raw.driver_connection.fetch(  # type: ignore[no-any-return]
+            _HOLDERS,
+            dids,
+            [protocol for protocol, _ in pairs],
+            [serial for _, serial in pairs],
+        )
+
+
+def _arrays(plan: _Plan, rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """One array per column: the rows' values, through the column's bind processor."""
+    arrays = []
+    for name, process in plan[2]:
+        values = [row[name] for row in rows]
+        arrays.append([process(value) for value in values] if process else values)
+    return arrays
+
+
+def _unnest_insert(plan: _Plan, first: int) -> str:
+    """INSERT ... SELECT * FROM unnest($first::type[], ...)."""
+    target, casts, _ = plan
+    arrays = ", ".join(f"${first + n}::{cast}[]" for n, cast in enumerate(casts))
+    return f"INSERT INTO {target} SELECT * FROM unnest({arrays})"  # noqa: S608 (metadata only)
+
+
+# The table and its columns, each column's SQL type, and per column its bind processor.
+_Plan = tuple[str, list[str], list[tuple[str, Any]]]
+
+
+@lru_cache(maxsize=256)
+def _unnest_plan(table: Table, keys: tuple[str, ...], dialect: SqlDialect) -> _Plan | None:
+    """What `_unnest_insert` and `_arrays` need; None where `executemany` must stay: a
+    column left out that SQLAlchemy would fill in Python."""
+    for column in table.columns:
+        if column.key not in keys and (column.default is not None or column.onupdate is not None):
+            return None
+    names, casts, columns = [], [], []
+    for key in keys:
+        column = table.columns[key]
+        names.append(dialect.identifier_preparer.quote(column.name))
+        casts.append(column.type.compile(dialect=dialect))
+        columns.append((key, column.type.dialect_impl(dialect).bind_processor(dialect)))
+    # Names and types come from the table's metadata, never from a request.
+    target = f"{dialect.identifier_preparer.format_table(table)} ({', '.join(names)})"
+    return target, casts, columns

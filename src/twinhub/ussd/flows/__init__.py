@@ -1,0 +1,1 @@
+"""The USSD menu's flows, one per menu: each answers its states and builds its screens."""

@@ -1,0 +1,194 @@
+"""What every USSD screen is built from: the translation of its words, the pieces every menu
+shares (items, "0. Back", "*. Exit", "9. More"), the widths rows are cut to.
+
+Every user-facing sentence is an English msgid passed to `self._` (or `self._n` for a count),
+translated through the gettext catalogues under `locale/` (see i18n.py); the comments starting
+"Translators:" above a msgid travel into the catalogues and tell a translator where the words
+show and how short they must be. Numbers of menu items ("1. ") and the "CON"/"END" prefix are
+never in a msgid.
+
+Translations keep to the GSM 03.38 default alphabet (GSM-7): a single character outside it
+makes the aggregator send the whole screen as UCS-2, which halves what fits.
+"""
+
+from __future__ import annotations
+
+import gettext
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from twinhub.security.pins import PIN_LENGTH
+from twinhub.services.stove_care import PROBLEM_KINDS
+from twinhub.services.stoves import MAX_QUANTITY, MIN_QUANTITY, StoveView
+from twinhub.ussd.i18n import ENGLISH, LANGUAGES, translations
+
+MAX_SCREEN = 182  # characters of a whole reply, "CON " included
+MORE = "9"  # the key that turns a list's page
+# Lists have fixed page sizes so that a number typed after a notice picks the same row.
+# Their rows are cut to LIST_ROW characters; with a title, "9. More" and the footer, a
+# full page leaves room for the one notice a list screen carries ("Invalid choice.").
+STOVES_PER_PAGE, CLAIMS_PER_PAGE, MAX_TOKENS = 3, 4, 4
+LIST_ROW = 34
+NAME_WIDTH = 24
+MIN_NAME = (
+    8  # a list row shows at least this much of a stove's name  # a stove's name on its own screens
+)
+FIRST_NAME_WIDTH = 16  # the greeting of the main menu
+SERIAL_WIDTH = 16
+SHORT_ID = 6  # characters of a claim id shown to the customer
+TOKEN_WIDTH = 12
+# Values every msgid may use by name (str.format ignores the ones it does not use).
+FIXED = {"digits": PIN_LENGTH, "low": MIN_QUANTITY, "high": MAX_QUANTITY}
+
+
+def N_(message: str) -> str:
+    """Marks a msgid for the catalogues where it is defined; translated where shown."""
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class Plural:
+    """A notice that counts something: translated with ngettext at render time."""
+
+    singular: str
+    plural: str
+    n: int
+
+
+NoticeText = str | Plural
+
+
+def fit(text: str, width: int) -> str:
+    """`text` on one line of at most `width` characters (names come from the registry)."""
+    clean = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return clean if len(clean) <= width else clean[: width - 1].rstrip() + "."
+
+
+def short_id(claim_id: str) -> str:
+    return claim_id[:SHORT_ID]
+
+
+def pages_of(count: int, per_page: int) -> int:
+    """How many pages a list of `count` rows takes (an empty list still has its one page)."""
+    return max(1, -(-count // per_page))
+
+
+def list_title(title: str, page: int, pages: int) -> str:
+    """ "My Stoves 2/4"; past 99 pages the page number alone, so the title keeps its width."""
+    if pages == 1:
+        return title
+    return f"{title} {page + 1}/{pages}" if pages <= 99 else f"{title} {page + 1}"
+
+
+# What the registry says of a stove or a claim, as the screens say it.
+STATUS_WORDS = {
+    # Translators: a stove's state on stove screens, 12 characters at most.
+    "active": N_("active"),
+    # Translators: a stove's state on stove screens, 12 characters at most.
+    "deactivated": N_("deactivated"),
+    # Translators: a claim's state in the claims list, 12 characters at most.
+    "pending": N_("pending"),
+    # Translators: a claim's state in the claims list, 12 characters at most.
+    "approved": N_("approved"),
+    # Translators: a claim's state in the claims list, 12 characters at most.
+    "rejected": N_("rejected"),
+    # Translators: a claim's state in the claims list, 12 characters at most.
+    "flagged": N_("flagged"),
+    # Translators: a claim's state in the claims list, 12 characters at most.
+    "disputed": N_("disputed"),
+    # Translators: a claim's state in the claims list, 12 characters at most.
+    "invalidated": N_("invalidated"),
+}
+# The problems a customer can report about a stove, in the order of the menu.
+PROBLEM_WORDS = {
+    # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.
+    "noStart": N_("Will not start"),
+    # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.
+    "smoke": N_("Smoke or bad smell"),
+    # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.
+    "broken": N_("Broken part"),
+    # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.
+    "meter": N_("Meter or display"),
+    # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.
+    "other": N_("Other problem"),
+}
+assert tuple(PROBLEM_WORDS) == PROBLEM_KINDS
+
+
+def stove_rows(shown: Sequence[StoveView], state: Callable[[StoveView], str] | None) -> str:
+    """Numbered rows of stoves' names, each followed by its state when `state` is given."""
+    rows = []
+    for number, stove in enumerate(shown, start=1):
+        prefix = f"{number}. "
+        suffix = f" ({state(stove)})" if state is not None else ""
+        width = max(LIST_ROW - len(prefix) - len(suffix), MIN_NAME)
+        # A long status (some languages) may cut the row's end: the page must fit.
+        rows.append(fit(f"{prefix}{fit(stove.name, width)}{suffix}", LIST_ROW))
+    return "\n".join(rows)
+
+
+class Wording:
+    """One language's words and the pieces every screen shares; each menu's screens build
+    on it. Its catalogue is read once per process (i18n.translations)."""
+
+    def __init__(self, language: str = ENGLISH) -> None:
+        self.code = language if language in LANGUAGES else ENGLISH
+        self._catalogue: gettext.NullTranslations = translations(self.code)
+        # Messages without values of their own, translated and filled once: every screen
+        # is built from them on every request, and a catalogue never changes once loaded.
+        self._fixed: dict[str, str] = {}
+
+    # -- translation ----------------------------------------------------------------------
+    def _(self, message: str, **values: object) -> str:
+        """`message` in this language, with its {placeholders} filled."""
+        if values:
+            return self._catalogue.gettext(message).format(**FIXED, **values)
+        text = self._fixed.get(message)
+        if text is None:
+            text = self._fixed[message] = self._catalogue.gettext(message).format(**FIXED)
+        return text
+
+    def _n(self, singular: str, plural: str, n: int, **values: object) -> str:
+        return self._catalogue.ngettext(singular, plural, n).format(**FIXED, n=n, **values)
+
+    def notice(self, notice: NoticeText) -> str:
+        """A notice (a msgid from Notice, or a Plural) in this language."""
+        if isinstance(notice, Plural):
+            return self._n(notice.singular, notice.plural, notice.n)
+        return self._(notice)
+
+    def _word(self, word: str, words: dict[str, str]) -> str:
+        """A registry word (a status) translated when known, else as the registry says it."""
+        known = words.get(word)
+        return self._(known) if known else word
+
+    # -- pieces ---------------------------------------------------------------------------
+    @property
+    def footer(self) -> str:
+        # Translators: the key "0" on every screen that can go back; 12 characters at most.
+        back = self._("Back")
+        return f"0. {back}\n{self.exit_only}"
+
+    @property
+    def exit_only(self) -> str:
+        # Translators: the key "*" on every screen, ends the session; 12 characters at most.
+        return "*. " + self._("Exit")
+
+    def _more(self, page: int, pages: int) -> str:
+        # Translators: the key "9" on a list with another page; 12 characters at most.
+        return f"{MORE}. " + self._("More") + "\n" if page + 1 < pages else ""
+
+    def _confirm(self) -> str:
+        # Translators: the item that sends a report or a problem; 16 characters at most.
+        return self._("Confirm")
+
+    @staticmethod
+    def _items(*items: str) -> str:
+        return "\n".join(f"{number}. {item}" for number, item in enumerate(items, start=1))
+
+    def _menu(self, title: str, *items: str, back: bool = True) -> str:
+        closing = self.footer if back else self.exit_only
+        return f"{title}\n{self._items(*items)}\n{closing}"
+
+    def _page(self, title: str, body: str) -> str:
+        return f"{title}\n{body}\n{self.footer}"

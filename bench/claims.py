@@ -870,7 +870,9 @@ def _cpu_self() -> float:
 
 async def stored_claims(platform: Platform, prog: Programme) -> int:
     """Claims in the collection, from its counters (kept in the same write as each claim)."""
-    return int((await platform.claims.collection(prog.collection))["counts"]["submitted"])
+    return int(
+        (await platform.claims.collections.collection(prog.collection))["counts"]["submitted"]
+    )
 
 
 async def seed(
@@ -901,7 +903,7 @@ async def seed(
             store.next_seed += 1
             claim_id = f"seed-{n:07d}"
             slot, stove, month = store.claim_slot()
-            await platform.claims.submit(
+            await platform.claims.submissions.submit(
                 prog.collection,
                 {"reportType": "cooking", "mealsCooked": n % 9 + 1, **month_period(month)},
                 agent,
@@ -1403,7 +1405,7 @@ async def bench_sizes(bench: Bench, sizes: list[int]) -> None:
         for op in ("approve", "reject"):
             await bench.evaluations(op, at)
         await bench.bulk_approvals(at)
-        at.counts_after = (await platform.claims.collection(prog.collection))["counts"]
+        at.counts_after = (await platform.claims.collections.collection(prog.collection))["counts"]
         at.rss_mib = rss_mib(ctx.server.pid)
         at.db_mib = await database_mib(platform, ctx.workdir)
         print(

@@ -198,7 +198,7 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
             text("UPDATE domains SET parent_did = :p WHERE did LIKE 'did:ixo:entity/bench-s%'"),
             {"p": project["did"]},
         )
-    collection = await platform.claims.create_collection(
+    collection = await platform.claims.collections.create_collection(
         CollectionSpec(project["did"], "did:ixo:protocol/clean-cooking-claim", [oracle["did"]]),
         admin,
     )
@@ -210,7 +210,7 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
         ).isoformat(),
     }
     for did in stoves:
-        await platform.claims.submit(collection["id"], data, admin, asset=did)
+        await platform.claims.submissions.submit(collection["id"], data, admin, asset=did)
     t0, c0 = time.perf_counter(), time.process_time()
     decided = 0
     while True:
@@ -219,7 +219,7 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
             break
         decided += done
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    approved = await platform.claims.collection(collection["id"])
+    approved = await platform.claims.collections.collection(collection["id"])
     return {
         "oracle: claims decided": decided,
         "oracle: approved": approved["counts"]["approved"],

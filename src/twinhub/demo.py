@@ -185,11 +185,11 @@ async def _verify_stoves(platform: Platform, report: DemoReport) -> None:
 
 
 async def _collection(platform: Platform, report: DemoReport) -> int:
-    page = await platform.claims.collections(PROJECT, None, 100)
+    page = await platform.claims.collections.collections(PROJECT, None, 100)
     for view in page.items:
         if view["protocol"] == CLAIM_PROTOCOL and view["state"] == "open":
             return int(view["id"])
-    view = await platform.claims.create_collection(
+    view = await platform.claims.collections.create_collection(
         CollectionSpec(
             project=PROJECT,
             protocol=CLAIM_PROTOCOL,

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from twinhub.db.bootstrap import build_storage
 from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
+from twinhub.events.types import CATALOGUE
+from twinhub.kernel.bus import DELIVERIES_MADE, EVENTS_WRITTEN, Bus, Handler
 from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
 from twinhub.services.bootstrap import build_customers, build_registry
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
+from twinhub.services.collection_members import members_join
 from twinhub.services.governance import GroupSpec
 from twinhub.services.ownership import adopt_legacy_owners
 from twinhub.services.read_model import ReadModel
@@ -27,6 +31,21 @@ log = get_logger(__name__)
 # Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
 SYSTEM_PRINCIPAL = Principal(SYSTEM_ACTOR, frozenset({"admin"}))
 
+# What runs after a transaction that recorded an event (or a signal) commits: the one table
+# of in-process handlers (kernel.bus). Each hands the work to its worker and returns; the
+# worker's own table (pending claims, pending deliveries, unnumbered events) is the truth
+# it recovers from after a crash. "Claim approved -> credential and mint" is no row here:
+# the credential and the credits are written in the approval's own ledger write
+# (services.claims), so that none of them can exist without the others.
+HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
+    # Events committed unnumbered (customers, telemetry, stove problems) -> numbered.
+    (EVENTS_WRITTEN, "sequencer numbers them", lambda p: p.events.events_written),
+    # Event committed (numbered, fanned out to subscriptions) -> its webhook deliveries.
+    (DELIVERIES_MADE, "dispatcher delivers", lambda p: p.events.deliveries_made),
+    # Claim submitted -> the oracle evaluates it (approval: credential and mint with it).
+    ("claim.submitted", "oracle evaluates", lambda p: p.oracle.claim_submitted),
+)
+
 
 class Platform:
     """The composition root: each context is built by its own bootstrap from its own
@@ -37,7 +56,11 @@ class Platform:
         if problems:
             raise RuntimeError("; ".join(problems))
         self.settings = settings
-        storage = build_storage(settings.storage)
+        # The bus hears of this platform's commits through its own session class.
+        self.bus = Bus(CATALOGUE)
+        session_class = self.bus.session_class()
+        members_join(session_class)  # collection members with their collections' writes
+        storage = build_storage(settings.storage, session_class)
         self.engine = storage.engine
         self.sessionmaker = sessions = storage.sessionmaker
         self.database = storage.database
@@ -50,6 +73,7 @@ class Platform:
             settings.events,
             settings.webhooks,
             keys.platform_key,
+            bus=self.bus,
             background=settings.server.background_workers_enabled,
         )
         bootstrap = settings.security.bootstrap_api_key
@@ -75,7 +99,7 @@ class Platform:
         self.device_tokens = registry.device_tokens
         self.customers = build_customers(sessions, settings.ussd, keys.pin_cipher)
         telemetry = build_telemetry(
-            settings.telemetry, storage, settings.storage, self.protocols, self.domains
+            settings.telemetry, storage, settings.storage, self.protocols, self.domains, self.bus
         )
         self.telemetry = telemetry.service
         self.stove_care = telemetry.stove_care
@@ -85,6 +109,8 @@ class Platform:
         self.monitoring = oracle.monitoring
         # The node's and the registry's hot reads, without an ORM session per request.
         self.reads = ReadModel(self)
+        for topic, _, handler in HANDLERS:
+            self.bus.on(topic, handler(self))
         self.background: list[asyncio.Task[None]] = []
         self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set
         self.started_at = time.monotonic()
@@ -94,6 +120,7 @@ class Platform:
         """Migrate the schema and begin watching the database; safe to call twice."""
         if self._started:
             return
+        self.bus.bind_loop()
         await upgrade_database(self.engine)
         created = await ensure_builtin_protocols(self.protocols)
         if created:

@@ -46,6 +46,7 @@ from tests.conftest import (
     unique,
 )
 from tests.integration.cli.test_cli import TWINHUB, run_cli, wait_healthy
+from tests.support.served import START_SECONDS
 from tests.support.ussd_flows import Journey, create_account, log_in
 from twinhub.kernel.identifiers import customer_did
 
@@ -124,8 +125,9 @@ def serving(env: dict[str, str]) -> Iterator[Served]:
     try:
         for url in (served.ussd, served.registry):
             # A cold start imports the whole platform in three processes: on a loaded
-            # machine that alone took 25-40 s (as the fuzz suite allows, 60 s).
-            assert wait_healthy(f"{url}/health", process, deadline=60).status_code == 200
+            # machine that alone took 25-40 s, beside a second xdist worker over 60 s.
+            answer = wait_healthy(f"{url}/health", process, deadline=START_SECONDS)
+            assert answer.status_code == 200
         assert wait_healthy(f"{served.gateway}/health", process).json()["upstream"] == "serving"
         yield served
     finally:

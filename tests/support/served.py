@@ -16,6 +16,10 @@ from tests.conftest import free_port
 from tests.integration.cli.test_cli import wait_healthy
 
 TWINHUB = [sys.executable, "-m", "twinhub"]
+# How long a cold `twinhub serve` may take to answer /health: it imports the whole platform in
+# several processes, which on a loaded 2-core machine running a second xdist worker beside it
+# took over 60 s. A bound on waiting only: a server that comes up sooner is used sooner.
+START_SECONDS = 120
 # The port settings of every interface, and the name each answers under in `urls`.
 PORTS = {
     "PORT": "ussd",
@@ -56,7 +60,7 @@ def serving(
     try:
         for name in wait_for:
             try:
-                answer = wait_healthy(f"{urls[name]}/health", process, deadline=60)
+                answer = wait_healthy(f"{urls[name]}/health", process, deadline=START_SECONDS)
             except AssertionError as error:
                 process.kill()
                 process.wait()

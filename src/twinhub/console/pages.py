@@ -276,7 +276,7 @@ async def _add_claims(platform: Platform, data: dict[str, Any]) -> None:
     their approvals issued (assets -> claims -> credentials), a few per asset."""
     assets = [n["did"] for n in data["nodes"] if n["twinClass"] == "physical"][:GRAPH_ASSETS]
     for asset in assets:
-        page = await platform.claims.claims(ClaimFilter(asset=asset), None, GRAPH_CLAIMS)
+        page = await platform.claims.views.claims(ClaimFilter(asset=asset), None, GRAPH_CLAIMS)
         for claim in page.items:
             node = f"claim:{claim['id']}"
             data["nodes"].append(
@@ -306,7 +306,7 @@ async def twin(request: Request) -> Response:
         proposals = await platform.governance.proposals_of(did)
     except NotFound as problem:
         raise HTTPException(404, problem.message) from problem
-    claims = await platform.claims.claims(ClaimFilter(asset=did), None, 20)
+    claims = await platform.claims.views.claims(ClaimFilter(asset=did), None, 20)
     minted = await platform.credits.minted_for([claim["id"] for claim in claims.items])
     incoming = await platform.domains.graph(did, 1)
     return render(
@@ -341,8 +341,8 @@ async def _telemetry_units(platform: Platform, record: dict[str, Any]) -> dict[s
 
 # -- claims queue ----------------------------------------------------------------------------
 async def _queue(platform: Platform) -> list[dict[str, Any]]:
-    pending = await platform.claims.claims(ClaimFilter(status="pending"), None, 100)
-    flagged = await platform.claims.claims(ClaimFilter(status="flagged"), None, 100)
+    pending = await platform.claims.views.claims(ClaimFilter(status="pending"), None, 100)
+    flagged = await platform.claims.views.claims(ClaimFilter(status="flagged"), None, 100)
     return [*flagged.items, *pending.items]
 
 
@@ -417,7 +417,9 @@ async def evaluate(request: Request) -> Response:
     if error is None:
         try:
             # An approval mints what the methodology computes; nobody types an amount.
-            await _platform(request).claims.evaluate(claim_id, decision, user.principal, reason)
+            await _platform(request).claims.evaluations.evaluate(
+                claim_id, decision, user.principal, reason
+            )
         except ServiceError as problem:
             details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
             error = problem.message + (f" ({details})" if details else "")

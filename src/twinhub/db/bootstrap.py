@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session
 
 from twinhub.db.engine import create_engine, create_sessionmaker
 from twinhub.db.health import DatabaseMonitor
@@ -25,7 +26,8 @@ class Storage:
         return self.engine.dialect.name == "postgresql"
 
 
-def build_storage(settings: StorageSettings) -> Storage:
+def build_storage(settings: StorageSettings, session_class: type[Session] = Session) -> Storage:
+    """`session_class`: the sessions' own class (the platform's bus hears of its commits)."""
     engine = create_engine(settings)
     timeout = settings.connect_timeout_seconds
     redis = (
@@ -40,7 +42,7 @@ def build_storage(settings: StorageSettings) -> Storage:
     )
     return Storage(
         engine,
-        create_sessionmaker(engine),
+        create_sessionmaker(engine, session_class),
         DatabaseMonitor(engine, interval=settings.health_interval_seconds, timeout=timeout),
         redis,
     )

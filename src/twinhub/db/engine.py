@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.orm import Session
 from sqlalchemy.util import await_
 
 from twinhub.db.sqlite_cursor import one_hop_dbapi
@@ -129,5 +130,9 @@ def _sqlite_pragmas(dbapi_connection: Any, cache_kib: int, busy_ms: int = 5000) 
     cursor.close()
 
 
-def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, expire_on_commit=False)
+def create_sessionmaker(
+    engine: AsyncEngine, session_class: type[Session] = Session
+) -> async_sessionmaker[AsyncSession]:
+    """Sessions of `session_class` (the platform's bus gives its own, whose commits it
+    hears of: kernel.bus)."""
+    return async_sessionmaker(engine, expire_on_commit=False, sync_session_class=session_class)

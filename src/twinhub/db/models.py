@@ -391,6 +391,8 @@ class Claim(Base):
     evaluated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     # The reporting period ("2026-11") of a periodic claim about an asset (services.claims).
     period: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # The id of its claim.submitted event: the cause of its evaluation's events.
+    submitted_event: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
 class Evaluation(Base):
@@ -510,6 +512,10 @@ class Event(Base):
     data: Mapped[str] = mapped_column(Text)  # JSON, exactly what readers and webhooks get
     ledger_height: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     occurred_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # The event that caused this one, and the first event of its chain (kernel.bus.Cause):
+    # a webhook delivery traced back through the credit and the claim. Not in the JSON.
+    causation_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    correlation_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
 # What the sequencer looks for, kept small: only rows not yet numbered are in it.

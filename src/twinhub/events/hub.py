@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.events.dispatcher import Dispatcher, stop_between_steps
 from twinhub.events.sequencer import Sequencer
-from twinhub.events.store import EventStore, StoredEvent, on_events_committed
+from twinhub.events.store import EventStore, StoredEvent
 from twinhub.events.subscriptions import WebhookService
 from twinhub.events.webhooks import SecretBox
+from twinhub.kernel.bus import Bus, Message
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.settings import EventsSettings, WebhookSettings
@@ -35,6 +36,7 @@ class EventsHub:
         webhooks: WebhookSettings,
         platform_key: bytes,
         clock: Callable[[], datetime] = utcnow,
+        bus: Bus | None = None,
         *,
         background: bool = True,
     ) -> None:
@@ -42,10 +44,11 @@ class EventsHub:
         self._background = background  # BACKGROUND_WORKERS_ENABLED
         box = SecretBox(platform_key)
         self.store = EventStore(sessions)
-        self.sequencer = Sequencer(sessions, clock=clock)
+        # The bus tells the sequencer of events committed and the dispatcher of deliveries
+        # made (platform.HANDLERS); the sequencer tells it of what it numbered.
+        self.sequencer = Sequencer(sessions, clock=clock, bus=bus)
         self.webhooks = WebhookService(sessions, box, webhooks, clock=clock)
         self.dispatcher = Dispatcher(sessions, box, webhooks, clock=clock)
-        self.sequencer.listeners.append(self.dispatcher.wake)
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()  # wakes the pruner's long wait at stop
         self._stopping = False
@@ -53,7 +56,6 @@ class EventsHub:
         self._task: asyncio.Task[None] | None = None
         self._pruner: asyncio.Task[None] | None = None
         self.clock = clock
-        self._unsubscribe: Callable[[], None] | None = None
 
     def collector(self) -> Collector:
         """Prometheus metrics of this process's webhook attempts, for a /metrics registry."""
@@ -77,6 +79,14 @@ class EventsHub:
 
         return WebhookMetrics()
 
+    def events_written(self, _: Message) -> None:
+        """Events were committed unnumbered (bus signal EVENTS_WRITTEN): number them."""
+        self._wake.set()
+
+    def deliveries_made(self, _: Message) -> None:
+        """Webhook deliveries were committed (bus signal DELIVERIES_MADE): send them."""
+        self.dispatcher.wake()
+
     def set_clock(self, clock: Callable[[], datetime]) -> None:
         """Tests live through hours of retries on a clock they move by hand."""
         self.sequencer.clock = self.webhooks.clock = self.dispatcher.clock = clock
@@ -88,16 +98,12 @@ class EventsHub:
         if not self._background or self._task is not None:
             return
         self._stop.clear()
-        self._unsubscribe = on_events_committed(self._wake.set)
         self._task = asyncio.create_task(self._sequence_forever(), name="event-sequencer")
         self._pruner = asyncio.create_task(self._prune_forever(), name="event-prune")
         self.dispatcher.start()
 
     async def stop(self) -> None:
         self._closed = True
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
         if self._task is not None:
             # Never cancelled mid-transaction: a cancelled SQLite write can leave its
             # connection holding the database's write lock. The loop ends between steps.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from twinhub.db.bulk import insert_rows
 from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription
+from twinhub.kernel.bus import DELIVERIES_MADE, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 
@@ -42,6 +43,22 @@ _NUMBER = (
     update(_EVENTS).where(_EVENTS.c.id == bindparam("pk")).values(position=bindparam("position"))
 )
 
+# What a pass numbers, with what the bus hands its handlers.
+_UNNUMBERED = (
+    select(
+        Event.id,
+        Event.event_id,
+        Event.type,
+        Event.subject,
+        Event.actor,
+        Event.data,
+        Event.causation_id,
+        Event.correlation_id,
+    )
+    .where(Event.position.is_(None))
+    .order_by(Event.id)
+    .limit(bindparam("limit"))
+)
 _LIVE = WebhookSubscription.deleted_at.is_(None)
 _TOP = select(func.max(Event.position).label("top")).subquery()
 _ANY_UNNUMBERED = select(Event.id).where(Event.position.is_(None)).limit(1)
@@ -56,25 +73,27 @@ class Sequencer:
         sessions: async_sessionmaker[AsyncSession],
         batch: int = 1000,
         clock: Callable[[], datetime] = utcnow,
+        bus: Bus | None = None,
     ) -> None:
         self._sessions = sessions
         self.batch = batch
         self.clock = clock
         self._dialect = dialect_of(sessions)
         self._sequenced = asyncio.Condition()
-        self.listeners: list[Callable[[], None]] = []  # told after each numbering
+        # Told of each numbering once committed: the events, then DELIVERIES_MADE.
+        self.bus = bus if bus is not None else Bus()
 
     async def run_once(self, wait: bool = False) -> int:
         """Number the committed, unnumbered events (at most one batch); how many. On
         PostgreSQL another process may be numbering: without `wait` this run then numbers
         nothing, with it it waits for that one's transaction and goes on after it."""
         try:
-            count, fanned_out = await self._number(wait)
+            rows, fanned_out = await self._number(wait)
         except (IntegrityError, DBAPIError) as error:  # another sequencer won (SQLite)
             log.warning("event sequencing deferred", error=type(error).__name__)
             return 0
-        await self.numbered(count, fanned_out)
-        return count
+        await self.numbered(rows, fanned_out)
+        return len(rows)
 
     async def number_with(self, session: AsyncSession, rows: list[dict[str, Any]]) -> int:
         """Insert `rows`, unnumbered events of the caller's transaction, with the next
@@ -113,15 +132,16 @@ class Sequencer:
             session, subscriptions, zip(ids.all(), (row["type"] for row in rows), strict=True)
         )
 
-    async def numbered(self, count: int, deliveries: int) -> None:
-        """Wake what waits for numbered events (streams, webhook delivery) once `count`
-        events and their deliveries are committed (a pass, or a caller's `number_with`)."""
-        if count:
+    async def numbered(self, rows: Sequence[Mapping[str, Any]], deliveries: int) -> None:
+        """Wake what waits for numbered events (streams), and tell the bus (its handlers:
+        the oracle, webhook delivery), once `rows` (events rows: `events.store.event_row`'s
+        keys) and their deliveries are committed (a pass, or a caller's `number_with`)."""
+        if rows:
             async with self._sequenced:
                 self._sequenced.notify_all()
+            self.bus.publish_rows(rows)
         if deliveries:
-            for listener in self.listeners:
-                listener()
+            self.bus.signal(DELIVERIES_MADE)
 
     async def run_until_idle(self) -> int:
         """Number until nothing committed is left unnumbered (waiting for another process's
@@ -131,8 +151,8 @@ class Sequencer:
             total += count
         return total
 
-    async def _number(self, wait: bool = False) -> tuple[int, int]:
-        """(events numbered, deliveries made for them)."""
+    async def _number(self, wait: bool = False) -> tuple[list[dict[str, Any]], int]:
+        """(the events numbered, deliveries made for them)."""
         async with self._sessions.begin() as session:
 
             async def unnumbered() -> bool:
@@ -144,25 +164,20 @@ class Sequencer:
             # the top read before it could be another process's old top, and the UPDATE
             # then moved events a reader had passed), taken only if there is any to number.
             if not await self._dialect.exclusive(session, _PG_SEQUENCER_LOCK, wait, unnumbered):
-                return 0, 0
-            rows = (
-                await session.execute(
-                    select(Event.id, Event.type)
-                    .where(Event.position.is_(None))
-                    .order_by(Event.id)
-                    .limit(self.batch)
-                )
-            ).all()
+                return [], 0
+            rows = (await session.execute(_UNNUMBERED, {"limit": self.batch})).mappings().all()
             if not rows:
-                return 0, 0
+                return [], 0
             top = await session.scalar(select(func.max(Event.position))) or 0
+            numbered = [{**row, "position": top + n} for n, row in enumerate(rows, start=1)]
             await session.execute(
-                _NUMBER,
-                [{"pk": pk, "position": top + n} for n, (pk, _) in enumerate(rows, start=1)],
+                _NUMBER, [{"pk": row["id"], "position": row["position"]} for row in numbered]
             )
             subscriptions = await self._subscriptions(session)
-            deliveries = await self._deliver(session, subscriptions, rows)
-        return len(rows), deliveries
+            deliveries = await self._deliver(
+                session, subscriptions, ((row["id"], row["type"]) for row in numbered)
+            )
+        return numbered, deliveries
 
     @staticmethod
     async def _subscriptions(session: AsyncSession) -> list[Any]:

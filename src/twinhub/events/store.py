@@ -8,32 +8,27 @@ without a position; readers see only numbered rows (see `sequencer`).
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
 from sqlalchemy import and_, delete, exists, select
-from sqlalchemy import event as sa_event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Session
 
 from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for_transaction
+from twinhub.kernel.bus import EVENTS_WRITTEN, Cause, mark, unmark
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import FieldProblem, Invalid
 
-_WRITTEN = "twinhub.events.written"
 # In a session's info while a ledger write runs: the list its events go to (services.ledger).
 EVENT_ROWS = "twinhub.events.pending_rows"
 PRUNE_BATCH = 1000  # events removed per transaction: short locks, however large the backlog
 # Deliveries that still need their event: pending (being retried) or failed (replayable by
 # hand), of a subscription that still exists.
 _NEEDED = ("pending", "failed")
-_wakers: dict[Callable[[], None], asyncio.AbstractEventLoop] = {}
 
 
 def _live_and_needed() -> tuple[Any, Any]:
@@ -56,22 +51,24 @@ def record_event(
     *,
     ledger_height: int | None = None,
     occurred_at: datetime | None = None,
+    cause: Cause | None = None,
+    event_id: str | None = None,
 ) -> str:
     """Add an event to `session`'s transaction; it exists once that commits. Its id.
 
     Inside a ledger write the row joins the write's pending rows (EVENT_ROWS in the
     session's info), which the ledger inserts in one statement per group commit, only if
-    the write succeeded; elsewhere it is added to the session."""
-    row = event_row(type, subject, actor, data, ledger_height, occurred_at)
-    event_id: str = row["event_id"]
+    the write succeeded; elsewhere it is added to the session, and its commit tells the
+    platform's bus (kernel.bus.EVENTS_WRITTEN: the sequencer numbers it)."""
+    row = event_row(type, subject, actor, data, ledger_height, occurred_at, cause, event_id)
     info = getattr(session, "sync_session", session).info
     pending: list[dict[str, Any]] | None = info.get(EVENT_ROWS)
     if pending is not None:
         pending.append(row)
     else:
         session.add(Event(**row))
-    info[_WRITTEN] = True
-    return event_id
+    mark(session, EVENTS_WRITTEN)
+    return str(row["event_id"])
 
 
 def event_row(
@@ -81,14 +78,18 @@ def event_row(
     data: dict[str, Any],
     ledger_height: int | None = None,
     occurred_at: datetime | None = None,
+    cause: Cause | None = None,
+    event_id: str | None = None,
 ) -> dict[str, Any]:
     """An unnumbered events row (what record_event adds), for writers that insert it
-    themselves in their own transaction (telemetry's raw-driver writes); they call
-    events_committed() once it commits."""
+    themselves in their own transaction (telemetry's raw-driver writes); they signal the
+    bus's EVENTS_WRITTEN once it commits. Without a `cause` the event starts a chain of
+    its own (its correlation id is its own id)."""
     if type not in CATALOGUE:
         raise ValueError(f"unknown event type {type!r}; add it to events.types.CATALOGUE")
+    event_id = event_id or new_event_id()
     return {
-        "event_id": new_event_id(),
+        "event_id": event_id,
         "position": None,
         "type": type,
         "subject": subject,
@@ -96,14 +97,24 @@ def event_row(
         "data": orjson.dumps(data).decode(),
         "ledger_height": ledger_height,
         "occurred_at": occurred_at or utcnow(),
+        "causation_id": cause.event_id if cause else None,
+        "correlation_id": cause.correlation_id if cause else event_id,
     }
 
 
-def record_ledger_events(session: AsyncSession, transaction: LedgerEntry) -> None:
-    """The events a ledger transaction means, in the same transaction (LedgerWrite.append)."""
+def record_ledger_events(
+    session: AsyncSession,
+    transaction: LedgerEntry,
+    cause: Cause | None = None,
+    first_id: str | None = None,
+) -> dict[str, str]:
+    """The events a ledger transaction means, in the same transaction (LedgerWrite.append),
+    all caused by `cause`; `first_id`, when given, is the first one's id (a writer that
+    keeps it, as a claim keeps its submission's). Their ids by type."""
     occurred_at = getattr(transaction, "created_at", None)
+    ids: dict[str, str] = {}
     for record in events_for_transaction(transaction):
-        record_event(
+        ids[record.type] = record_event(
             session,
             record.type,
             record.subject,
@@ -111,44 +122,16 @@ def record_ledger_events(session: AsyncSession, transaction: LedgerEntry) -> Non
             record.data,
             ledger_height=transaction.height,
             occurred_at=occurred_at,
+            cause=cause,
+            event_id=None if ids else first_id,
         )
-
-
-def on_events_committed(wake: Callable[[], None]) -> Callable[[], None]:
-    """Call `wake` after any session of this process commits events; returns an unsubscribe."""
-    _wakers[wake] = asyncio.get_running_loop()
-    return lambda: _wakers.pop(wake, None) and None
-
-
-def events_committed() -> None:
-    """Wake this process's event readers (the sequencer): a transaction with events
-    committed."""
-    try:
-        current = asyncio.get_running_loop()
-    except RuntimeError:
-        current = None
-    for wake, loop in list(_wakers.items()):
-        if loop is current:
-            wake()
-        elif not loop.is_closed():
-            loop.call_soon_threadsafe(wake)  # a platform on another loop (tests)
+    return ids
 
 
 def events_numbered(session: AsyncSession) -> None:
     """The events `session` wrote are numbered in its own transaction (the ledger's batch):
     its commit need not wake the sequencer."""
-    session.sync_session.info.pop(_WRITTEN, None)
-
-
-@sa_event.listens_for(Session, "after_commit")
-def _after_commit(session: Session) -> None:
-    if session.info.pop(_WRITTEN, False):
-        events_committed()
-
-
-@sa_event.listens_for(Session, "after_rollback")
-def _after_rollback(session: Session) -> None:
-    session.info.pop(_WRITTEN, None)
+    unmark(session, EVENTS_WRITTEN)
 
 
 @dataclass(frozen=True)
@@ -160,6 +143,10 @@ class StoredEvent:
     actor: str
     occurred_at: datetime
     data: dict[str, Any]
+    # What caused it and the chain it belongs to (kernel.bus.Cause); not in its JSON,
+    # which readers and webhook receivers get unchanged.
+    causation_id: str | None = None
+    correlation_id: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -183,6 +170,8 @@ def stored(row: Event) -> StoredEvent:
         row.actor,
         row.occurred_at,
         orjson.loads(row.data),
+        row.causation_id,
+        row.correlation_id,
     )
 
 
@@ -216,6 +205,23 @@ class EventStore:
             query = query.where(Event.type.in_(types))
         async with self._sessions() as session:
             return [stored(row) for row in await session.scalars(query)]
+
+    async def trace(self, event_id: str, limit: int = 50) -> list[StoredEvent]:
+        """The numbered event `event_id` and what caused it, back to the first event of
+        its chain (each one's `causation_id`): a webhook delivery's event traced through
+        the credit and the claim. Empty if the event is unknown (or pruned)."""
+        chain: list[StoredEvent] = []
+        wanted: str | None = event_id
+        async with self._sessions() as session:
+            while wanted is not None and len(chain) < limit:
+                row = await session.scalar(
+                    select(Event).where(Event.event_id == wanted, Event.position.is_not(None))
+                )
+                if row is None:
+                    break
+                chain.append(stored(row))
+                wanted = row.causation_id
+        return chain
 
     async def all_records(self) -> list[EventRecord]:
         """Every event, numbered or not, oldest first (operators' checks and tests)."""

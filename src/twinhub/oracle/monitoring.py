@@ -39,7 +39,13 @@ from twinhub.mrv.periods import (
 )
 from twinhub.mrv.plausibility import assess
 from twinhub.services.claim_credits import active_evaluator, token_decimals
-from twinhub.services.claims import APPROVED, OPEN, ClaimService, DoubleCounting
+from twinhub.services.claims import (
+    APPROVED,
+    OPEN,
+    ClaimService,
+    DoubleCounting,
+    EvaluationRequest,
+)
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import LedgerWrite
 from twinhub.services.mrv_inputs import stove_periods
@@ -131,9 +137,9 @@ class MonitoringService:
         )
         claim_id = period_claim_id(project, start, end)
         try:
-            await self._claims.claim(claim_id)
+            await self._claims.views.claim(claim_id)
         except NotFound:
-            await self._claims.submit(
+            await self._claims.submissions.submit(
                 collection.id,
                 {
                     "reportType": "monitoring-period",
@@ -153,7 +159,7 @@ class MonitoringService:
 
         included = [row["stove"] for row in report["stoves"]]
 
-        async def record(write: LedgerWrite, claim: Claim) -> None:
+        async def record(write: LedgerWrite) -> None:
             await self._no_overlap(write.session, project, start, end)
             # The report left out stoves credited when it was computed; a claim approved
             # since (approvals check periods under the turn, so this is the other half).
@@ -169,7 +175,7 @@ class MonitoringService:
                     project_did=project,
                     start=start,
                     end=end,
-                    claim_id=claim.id,
+                    claim_id=claim_id,
                     amount=computation.amount,
                     report_digest=report["reportDigest"],
                     report=orjson.dumps(report).decode(),
@@ -178,18 +184,22 @@ class MonitoringService:
                 )
             )
 
-        await self._claims.evaluate(
+        request = EvaluationRequest(
             claim_id,
             APPROVED,
-            Principal(oracle, frozenset({"writer"})),
-            reason=(
+            (
                 f"monitoring period {start}..{end}: {report['totals']['included']} of "
                 f"{report['totals']['stoves']} stoves credited"
             ),
             oracle=oracle,
             computation=computation,  # type: ignore[arg-type]
-            on_write=record,
         )
+        # The approval and the period's row in one ledger write: both or neither.
+        async with self._claims.evaluations.write() as write:
+            await self._claims.evaluations.evaluate_within(
+                write, request, Principal(oracle, frozenset({"writer"}))
+            )
+            await record(write)
         async with self._sessions() as session:
             row = await self._existing(session, project, start, end)
         assert row is not None

@@ -15,13 +15,21 @@ and a restarted oracle picks up a lease that ran out), and decides:
 
 Every decision is signed with the platform's issuer key and stored with its reasons, the
 digest of the telemetry it used and the methodology's id, version and digest. The decision
-row and the claim's evaluation (and its credential and credits) commit in one ledger write:
-a crash between them leaves neither, and the lease runs out for another try.
+row and the claim's evaluation (and its credential and credits) commit in one ledger write
+the oracle opens itself (`ClaimEvaluations.evaluate_within`): a crash between them leaves
+neither, and the lease runs out for another try.
+
+How it learns of a claim: the platform's bus hands it each claim.submitted event once the
+submission commits (`claim_submitted`, registered in platform.HANDLERS), and it evaluates
+that claim at once. The claims table stays the source of truth: at start, and every
+ORACLE_POLL_SECONDS after, it looks for pending claims nobody decided (submitted while no
+oracle ran, in another process, or left by a crash).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import uuid
@@ -35,6 +43,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Claim, ClaimCollection, Domain, OracleDecision
+from twinhub.kernel.bus import Message
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import Principal
@@ -50,10 +59,10 @@ from twinhub.services.claims import (
     PENDING,
     REJECTED,
     ClaimService,
+    EvaluationRequest,
     double_counted,
 )
 from twinhub.services.credentials import rfc3339
-from twinhub.services.ledger import LedgerWrite
 from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.protocols import ProtocolService
 
@@ -111,21 +120,68 @@ class OracleService:
         self.batch = batch
         self.owner = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.decided = 0
+        # Claims the bus told of, waiting for the loop (only while it runs: `run`).
+        self._submitted: list[str] = []
+        self._wake: asyncio.Event | None = None
 
     # -- the loop ------------------------------------------------------------------------
+    def claim_submitted(self, message: Message) -> None:
+        """Bus handler (claim.submitted, after its commit): evaluate the claim now. In a
+        process whose oracle does not run, nothing: the running one's scan finds it. A
+        claim about no stove is left to the scan too: no telemetry can corroborate it (the
+        oracle only ever flags it), and a monitoring period's own claim, evaluated by its
+        service right after it is submitted, is one."""
+        if self._wake is None:
+            return
+        claim = message.data.get("claim") or {}
+        if isinstance(claim.get("id"), str) and claim.get("asset") is not None:
+            self._submitted.append(claim["id"])
+            self._wake.set()
+
     async def run(self) -> None:
-        """Evaluate pending claims until cancelled; a failed round is logged and retried."""
+        """Evaluate claims until cancelled: those the bus hands over as they are submitted,
+        and every pending one a scan finds (at start, then each `poll_seconds`: crash
+        recovery). A failed round is logged and retried."""
         log.info("oracle started", owner=self.owner)
-        while True:
-            try:
-                done = await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # the database went away, ...: try again later
-                log.warning("oracle round failed", error=repr(error))
-                done = 0
-            if done == 0:
-                await asyncio.sleep(self.poll_seconds)
+        loop = asyncio.get_running_loop()
+        wake = self._wake = asyncio.Event()
+        scan_at = loop.time()  # at start: whatever was left undecided
+        try:
+            while True:
+                wake.clear()
+                submitted, self._submitted = self._submitted, []
+                try:
+                    if loop.time() >= scan_at:
+                        done = await self.run_once()
+                        if done < self.batch:
+                            scan_at = loop.time() + self.poll_seconds
+                    await self.run_claims(submitted)  # (a scan may have decided them)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # the database went away, ...: try again later
+                    log.warning("oracle round failed", error=repr(error))
+                    scan_at = loop.time() + self.poll_seconds
+                if self._submitted or loop.time() >= scan_at:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), scan_at - loop.time())
+        finally:
+            self._wake = None
+            self._submitted = []
+
+    async def run_claims(self, claim_ids: list[str]) -> int:
+        """Lease and decide these claims (those another oracle holds, or decided already,
+        are left); how many were decided."""
+        done = 0
+        wanted = sorted(set(claim_ids))
+        for offset in range(0, len(wanted), self.batch):
+            for claim_id in await self._waiting(wanted[offset : offset + self.batch]):
+                attempts = await self._take(claim_id)
+                if attempts is None:
+                    continue
+                await self.decide(claim_id, attempts)
+                done += 1
+        return done
 
     async def run_once(self) -> int:
         """Lease and decide what is waiting now; how many claims were decided."""
@@ -138,7 +194,8 @@ class OracleService:
             done += 1
         return done
 
-    async def _waiting(self) -> list[str]:
+    async def _waiting(self, among: list[str] | None = None) -> list[str]:
+        """Pending claims no oracle decides now (of `among` only, when given)."""
         now = utcnow()
         query = (
             select(Claim.id)
@@ -153,6 +210,8 @@ class OracleService:
             .order_by(Claim.seq)
             .limit(self.batch)
         )
+        if among is not None:
+            query = query.where(Claim.id.in_(among))
         async with self._sessions() as session:
             return list(await session.scalars(query))
 
@@ -219,21 +278,19 @@ class OracleService:
             await self._finish(claim_id, decision, DECIDED)
             return None
         principal = Principal(decision.oracle, frozenset({"writer"}))
-
-        async def record(write: LedgerWrite, claim: Claim) -> None:
-            await self._record(write.session, claim_id, decision, DECIDED)
-
         reason = "; ".join(decision.reasons)[:1000] or None
+        request = EvaluationRequest(
+            claim_id,
+            decision.outcome,
+            reason,
+            oracle=decision.oracle,
+            computation=decision.computation,
+        )
         try:
-            reply = await self._claims.evaluate(
-                claim_id,
-                decision.outcome,
-                principal,
-                reason=reason,
-                oracle=decision.oracle,
-                computation=decision.computation,
-                on_write=record,
-            )
+            # The evaluation and the signed decision in one ledger write of the oracle's.
+            async with self._claims.evaluations.write() as write:
+                reply = await self._claims.evaluations.evaluate_within(write, request, principal)
+                await self._record(write.session, claim_id, decision, DECIDED)
         except ServiceError as error:  # e.g. the project lost its verification meanwhile
             decision.reasons.append(f"not applied to the claim: {error.message}")
             await self._finish(claim_id, decision, DECIDED)

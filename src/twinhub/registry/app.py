@@ -531,7 +531,7 @@ def create_registry_app(
     )
     metrics = RegistryMetrics()
     metrics.registry.register(platform.events.collector())
-    metrics.registry.register(platform.claims.collector())
+    metrics.registry.register(platform.claims.evaluations.collector())
     metrics.registry.register(platform.ledger.collector())
     app.state.metrics = metrics
     install_error_handlers(app)

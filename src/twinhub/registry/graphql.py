@@ -385,7 +385,7 @@ class Query:
     async def claim(self, info: GraphQLInfo, id: str) -> Claim | None:
         context = _authorised(info)
         try:
-            return Claim.from_view(await context.platform.claims.claim(id))
+            return Claim.from_view(await context.platform.claims.views.claim(id))
         except NotFound:
             return None
 
@@ -406,7 +406,7 @@ class Query:
         try:
             if decode_cursor(after) > MAX_SEQ:
                 raise _invalid("The cursor is not one this API gave out.", "after")
-            page = await context.platform.claims.claims(where, after, limit)
+            page = await context.platform.claims.views.claims(where, after, limit)
         except ServiceError as error:
             raise _graphql_error(error) from error
         return ClaimsConnection(

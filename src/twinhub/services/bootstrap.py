@@ -66,7 +66,6 @@ def build_registry(
         ledger,
         protocols,
         credentials,
-        credits,
         batch_max=settings.claims_evaluation_batch_max,
         linger=settings.claims_evaluation_linger_seconds,
     )

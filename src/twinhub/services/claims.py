@@ -15,14 +15,29 @@ Rules that live here:
   `ownerCustomerId` names, else its first controller; or to the project's first
   controller when the claim names no asset.
 Every write is one ledger write: the claim, its counters, the credential and the credits
-commit together or not at all.
+commit together or not at all. That is why "claim approved -> credential and mint" is a
+step of the approval's own transaction and not a handler of the bus (kernel.bus) run after
+its commit: a crash between them would leave an approved claim without its credits. What
+the bus carries after the commit is the news (claim.approved, credential.issued,
+credits.minted: webhooks, streams). A caller that must write with an evaluation (the
+oracle's signed decision, a monitoring period) opens the ledger write itself and makes the
+evaluation in it (`ClaimEvaluations.evaluate_within`), rather than passing a callback down
+here.
+
+The service is four classes of one job each, built together (`ClaimService`):
+`ClaimCollections`, `ClaimSubmissions`, `ClaimEvaluations` and `ClaimViews`.
+
+Events carry their causes (kernel.bus.Cause): a claim keeps the id of its claim.submitted
+event, which causes its evaluation's events (claim.evaluated, claim.approved,
+credential.issued); claim.approved causes the credits.minted of the approval.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
@@ -44,6 +59,8 @@ from twinhub.db.models import (
     MonitoringPeriod,
     Relationship,
 )
+from twinhub.events.store import new_event_id
+from twinhub.kernel.bus import Cause
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import (
     Conflict,
@@ -62,7 +79,7 @@ from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credits import CreditService, Minting
+from twinhub.services.credits import Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
@@ -139,7 +156,6 @@ CREDENTIAL_TYPE = "ClaimEvaluationCredential"
 PERIOD_FIELDS = ("periodStart", "periodEnd")
 PERIOD_SKEW = timedelta(minutes=5)  # a client clock a little ahead is not a future period
 UNCOUNTED = (REJECTED, INVALIDATED)  # a stove-period freed for a corrected report
-DecisionHook = Callable[[LedgerWrite, Claim], Awaitable[None]]
 
 
 @dataclass
@@ -269,16 +285,6 @@ class _NothingApplied(Exception):
     """Every evaluation of a write was refused: roll it back rather than commit nothing."""
 
 
-class _Undone(Exception):
-    """A decision hook refused after its evaluation was made (a monitoring period that
-    found the stove credited meanwhile): the whole write rolls back, and every evaluation
-    of it reports the hook's error."""
-
-    def __init__(self, error: ServiceError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
 class DoubleCounting(Conflict):
     """The approval would credit a stove-period that is credited already."""
 
@@ -289,6 +295,14 @@ class PeriodClaimed(Conflict):
     """The stove already has a counted claim for this reporting period."""
 
     code = "period_claimed"
+
+
+def _minted_cause(evaluated: Cause | None, approved: str | None) -> Cause | None:
+    """An approval's credits.minted follows from its claim.approved event, in the chain of
+    the claim's submission (or, for a claim older than causes, of the approval)."""
+    if approved is None:
+        return None
+    return evaluated.then(approved) if evaluated is not None else Cause.root(approved)
 
 
 def _month_start(moment: datetime) -> datetime:
@@ -454,9 +468,8 @@ async def double_counted(
 
 @dataclass
 class EvaluationRequest:
-    """One evaluation (`ClaimService.evaluate_many`). `computation`: the claim's credits as
-    the oracle computed them already; `on_write` runs inside the same ledger write (the
-    oracle records its signed decision there, so decision and mint commit together)."""
+    """One evaluation (`ClaimEvaluations.evaluate_many`). `computation`: the claim's credits as
+    the oracle computed them already."""
 
     claim: str
     status: str
@@ -464,7 +477,6 @@ class EvaluationRequest:
     amount: int | None = None
     oracle: str | None = None
     computation: ClaimComputation | None = None
-    on_write: DecisionHook | None = None
 
 
 @dataclass
@@ -512,54 +524,68 @@ class _Turn:
         await self.minting.finish()
 
 
-class ClaimService:
+async def _project(session: AsyncSession, did: str, doing: str) -> Domain:
+    """The collection's project, locked: a revocation executing now waits for us."""
+    return await verified_project(
+        session, did, doing, purpose="claims are collected for projects", lock=True
+    )
+
+
+def _verified_project(project: Domain | None, did: str, doing: str) -> Domain:
+    return require_verified_project(
+        project, did, doing, purpose="claims are collected for projects"
+    )
+
+
+def _verified_asset(asset: Domain | None, did: str) -> Domain:
+    """Verified domains only, for the stove as for the project: a claim about an asset
+    is approved (and credits issued) only while governance has it verified (`asset` is
+    read locked, so a revocation executing now waits for the approval, or it for it)."""
+    if asset is None or not takes_part(asset.verified, asset.status):
+        state = "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
+        raise NotVerified(
+            f"{did} is {state}: only an asset verified by governance takes part in credit "
+            "issuance (rule: verified domains only). Verify it, e.g. in a batch proposal."
+        )
+    return asset
+
+
+async def _collection_row(session: AsyncSession, collection_id: int) -> ClaimCollection:
+    row = await session.get(ClaimCollection, collection_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"No claim collection {collection_id}.")
+    return row
+
+
+async def _evaluations_of(
+    session: AsyncSession, claim_ids: list[str]
+) -> dict[str, list[Evaluation]]:
+    found: dict[str, list[Evaluation]] = {}
+    if claim_ids:
+        rows = await session.scalars(
+            select(Evaluation).where(Evaluation.claim_id.in_(claim_ids)).order_by(Evaluation.id)
+        )
+        for row in rows:
+            found.setdefault(row.claim_id, []).append(row)
+    return found
+
+
+class ClaimCollections:
+    """Claim collections: opened for a verified project under a claim protocol, paused,
+    reopened, closed; read one by one or in pages."""
+
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
         ledger: Ledger,
         protocols: ProtocolService,
-        credentials: CredentialService,
-        credits: CreditService,
-        clock: Any = utcnow,
-        batch_max: int = 1000,
-        linger: float = 0.0,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._protocols = protocols
-        self._credentials = credentials
-        self._credits = credits
         self._now = clock
-        self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
-            self._evaluate_batch, batch_max, linger
-        )
 
-    @property
-    def coalesced(self) -> tuple[int, int]:
-        """Single evaluations coalesced so far: (batches run, evaluations they carried)."""
-        return self._coalescer.batches, self._coalescer.items
-
-    def collector(self) -> Collector:
-        """Prometheus metrics of this process's coalesced single evaluations: their mean
-        batch size is how much concurrent approvals share."""
-        coalescer = self._coalescer
-
-        class EvaluationMetrics(Collector):
-            def collect(self) -> Iterator[Metric]:
-                yield CounterMetricFamily(
-                    "twinhub_claim_evaluation_batches",
-                    "Batches that made single claim evaluations (coalesced when concurrent).",
-                    value=coalescer.batches,
-                )
-                yield CounterMetricFamily(
-                    "twinhub_claim_evaluations_coalesced",
-                    "Single claim evaluations made in those batches.",
-                    value=coalescer.items,
-                )
-
-        return EvaluationMetrics()
-
-    # -- collections -----------------------------------------------------------------------
     async def create_collection(self, spec: CollectionSpec, actor: Principal) -> dict[str, Any]:
         require_role(actor, "writer")
         problems = Problems()
@@ -578,7 +604,7 @@ class ClaimService:
             problems.add("evaluators", "an oracle is named twice")
         async with self._ledger.write() as write:
             session = write.session
-            project = await self._project(session, spec.project, "create a claim collection")
+            project = await _project(session, spec.project, "create a claim collection")
             if not (actor.is_admin or actor.did in project.controller):
                 raise Forbidden(f"Only a controller of {project.did} or an admin may do this.")
             if protocol is not None:
@@ -634,34 +660,6 @@ class ClaimService:
             return None
         return protocol
 
-    @staticmethod
-    async def _project(session: AsyncSession, did: str, doing: str) -> Domain:
-        """The collection's project, locked: a revocation executing now waits for us."""
-        return await verified_project(
-            session, did, doing, purpose="claims are collected for projects", lock=True
-        )
-
-    @staticmethod
-    def _verified_project(project: Domain | None, did: str, doing: str) -> Domain:
-        return require_verified_project(
-            project, did, doing, purpose="claims are collected for projects"
-        )
-
-    @staticmethod
-    def _verified_asset(asset: Domain | None, did: str) -> Domain:
-        """Verified domains only, for the stove as for the project: a claim about an asset
-        is approved (and credits issued) only while governance has it verified (`asset` is
-        read locked, so a revocation executing now waits for the approval, or it for it)."""
-        if asset is None or not takes_part(asset.verified, asset.status):
-            state = (
-                "deactivated" if asset is not None and asset.status != ACTIVE else "not verified"
-            )
-            raise NotVerified(
-                f"{did} is {state}: only an asset verified by governance takes part in credit "
-                "issuance (rule: verified domains only). Verify it, e.g. in a batch proposal."
-            )
-        return asset
-
     async def collection(self, collection_id: int) -> dict[str, Any]:
         async with self._sessions() as session:
             row = await session.get(ClaimCollection, collection_id)
@@ -685,7 +683,7 @@ class ClaimService:
         if state not in STATES:
             raise Invalid("The state is open, paused or closed.", [FieldProblem("state", state)])
         async with self._ledger.write() as write:
-            row = await self._collection_row(write.session, collection_id)
+            row = await _collection_row(write.session, collection_id)
             if not (actor.is_admin or actor.did == row.admin):
                 raise Forbidden(f"Only {row.admin} (the collection's admin) or an admin may.")
             if row.state == CLOSED and state != CLOSED:
@@ -697,14 +695,30 @@ class ClaimService:
             )
         return view
 
-    @staticmethod
-    async def _collection_row(session: AsyncSession, collection_id: int) -> ClaimCollection:
-        row = await session.get(ClaimCollection, collection_id, with_for_update=True)
-        if row is None:
-            raise NotFound(f"No claim collection {collection_id}.")
-        return row
+    async def collections_window(self, window: Window) -> WindowPage[dict[str, Any]]:
+        async with self._sessions() as session:
+            page = await fetch_window(session, select(ClaimCollection), ClaimCollection.id, window)
+        return WindowPage([collection_view(r) for r in page.items], page.next_key, page.total)
 
-    # -- claims ----------------------------------------------------------------------------
+    async def collection_sequence(self) -> int:
+        async with self._sessions() as session:
+            return int(await session.scalar(select(func.max(ClaimCollection.id))) or 0)
+
+
+class ClaimSubmissions:
+    """Submitting claims to an open collection: who may, what the data must follow, one
+    counted claim per stove and reporting period."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        protocols: ProtocolService,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._ledger = ledger
+        self._protocols = protocols
+        self._now = clock
+
     async def submit(
         self,
         collection_id: int,
@@ -723,8 +737,8 @@ class ClaimService:
         problems.raise_if_any("The claim is invalid.")
         async with self._ledger.write() as write:
             session = write.session
-            collection = await self._collection_row(session, collection_id)
-            project = await self._project(session, collection.project_did, "take claims")
+            collection = await _collection_row(session, collection_id)
+            project = await _project(session, collection.project_did, "take claims")
             self._check_window(collection)
             asset_row = await self._asset(session, asset, project.did) if asset else None
             owners = {*project.controller, *(asset_row.controller if asset_row else [])}
@@ -742,6 +756,7 @@ class ClaimService:
             if asset is not None and period is not None:
                 await self._period_unclaimed(session, asset, period)
             seq = await write.next_seq(Claim.seq)
+            submitted = new_event_id()  # its claim.submitted event's: its evaluation's cause
             row = Claim(
                 id=claim_id or uuid.uuid4().hex,
                 seq=seq,
@@ -752,6 +767,7 @@ class ClaimService:
                 status=PENDING,
                 submitted_at=self._now(),
                 period=period,
+                submitted_event=submitted,
             )
             try:
                 async with session.begin_nested():
@@ -763,7 +779,13 @@ class ClaimService:
             collection.count += 1
             collection.updated_at = row.submitted_at
             view = claim_view(row)
-            await write.append("claims.submit", asset or project.did, actor.did, {"claim": view})
+            await write.append(
+                "claims.submit",
+                asset or project.did,
+                actor.did,
+                {"claim": view},
+                event_id=submitted,
+            )
         return view
 
     @staticmethod
@@ -819,71 +841,56 @@ class ClaimService:
             )
         return row
 
-    async def claim(self, claim_id: str) -> dict[str, Any]:
-        async with self._sessions() as session:
-            row = await session.get(Claim, claim_id) if CLAIM_ID.match(claim_id) else None
-            if row is None:
-                raise NotFound(f"No claim {claim_id!r}.")
-            evaluations = list(
-                await session.scalars(
-                    select(Evaluation)
-                    .where(Evaluation.claim_id == claim_id)
-                    .order_by(Evaluation.id)
+
+class ClaimEvaluations:
+    """Evaluating claims: each evaluation checked under the ledger's turn, an approval's
+    credential and credits written in its own ledger write; single evaluations arriving
+    together coalesced into one write."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        protocols: ProtocolService,
+        credentials: CredentialService,
+        clock: Callable[[], datetime] = utcnow,
+        batch_max: int = 1000,
+        linger: float = 0.0,
+    ) -> None:
+        self._sessions = sessions
+        self._ledger = ledger
+        self._protocols = protocols
+        self._credentials = credentials
+        self._now = clock
+        self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
+            self._evaluate_batch, batch_max, linger
+        )
+
+    @property
+    def coalesced(self) -> tuple[int, int]:
+        """Single evaluations coalesced so far: (batches run, evaluations they carried)."""
+        return self._coalescer.batches, self._coalescer.items
+
+    def collector(self) -> Collector:
+        """Prometheus metrics of this process's coalesced single evaluations: their mean
+        batch size is how much concurrent approvals share."""
+        coalescer = self._coalescer
+
+        class EvaluationMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                yield CounterMetricFamily(
+                    "twinhub_claim_evaluation_batches",
+                    "Batches that made single claim evaluations (coalesced when concurrent).",
+                    value=coalescer.batches,
                 )
-            )
-        return claim_view(row, evaluations)
+                yield CounterMetricFamily(
+                    "twinhub_claim_evaluations_coalesced",
+                    "Single claim evaluations made in those batches.",
+                    value=coalescer.items,
+                )
 
-    async def claims(
-        self, where: ClaimFilter, cursor: str | None, limit: int
-    ) -> Page[dict[str, Any]]:
-        after = decode_cursor(cursor)
-        if where.status is not None and where.status not in STATUSES:
-            raise Invalid("Unknown claim status.", [FieldProblem("status", ", ".join(STATUSES))])
-        query = select(Claim).where(Claim.seq > after)
-        if where.collection is not None:
-            query = query.where(Claim.collection_id == where.collection)
-        if where.status is not None:
-            query = query.where(Claim.status == where.status)
-        if where.agent is not None:
-            query = query.where(Claim.agent == where.agent)
-        if where.asset is not None:
-            query = query.where(Claim.asset_did == where.asset)
-        async with self._sessions() as session:
-            rows = list(await session.scalars(query.order_by(Claim.seq).limit(limit + 1)))
-        rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
-        return Page([claim_view(r) for r in rows], next_cursor)
+        return EvaluationMetrics()
 
-    async def claims_window(self, window: Window) -> WindowPage[dict[str, Any]]:
-        """A Cosmos-style page of claims, each with its evaluation history."""
-        async with self._sessions() as session:
-            page = await fetch_window(session, select(Claim), Claim.seq, window)
-            history = await self._evaluations_of(session, [row.id for row in page.items])
-        views = [claim_view(row, history.get(row.id, [])) for row in page.items]
-        return WindowPage(views, page.next_key, page.total)
-
-    async def collections_window(self, window: Window) -> WindowPage[dict[str, Any]]:
-        async with self._sessions() as session:
-            page = await fetch_window(session, select(ClaimCollection), ClaimCollection.id, window)
-        return WindowPage([collection_view(r) for r in page.items], page.next_key, page.total)
-
-    async def collection_sequence(self) -> int:
-        async with self._sessions() as session:
-            return int(await session.scalar(select(func.max(ClaimCollection.id))) or 0)
-
-    @staticmethod
-    async def _evaluations_of(
-        session: AsyncSession, claim_ids: list[str]
-    ) -> dict[str, list[Evaluation]]:
-        found: dict[str, list[Evaluation]] = {}
-        if claim_ids:
-            rows = await session.scalars(
-                select(Evaluation).where(Evaluation.claim_id.in_(claim_ids)).order_by(Evaluation.id)
-            )
-            for row in rows:
-                found.setdefault(row.claim_id, []).append(row)
-        return found
-
-    # -- evaluation ------------------------------------------------------------------------
     async def evaluate(
         self,
         claim_id: str,
@@ -893,20 +900,42 @@ class ClaimService:
         amount: int | None = None,
         oracle: str | None = None,
         computation: ClaimComputation | None = None,
-        on_write: DecisionHook | None = None,
     ) -> dict[str, Any]:
         """Record an evaluation. An approval mints what the protocol's methodology computes
         from the claim's stove telemetry (`computation`, when the oracle computed it
         already); nobody names an amount."""
-        request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation, on_write)
-        if on_write is None and computation is None:
+        request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation)
+        if computation is None:
             # Single evaluations arriving together are made together (services/coalesce).
             require_role(actor, "writer")
             outcome = await self._coalescer.submit(actor, request)
-        else:  # the oracle's own: its decision hook runs in the write, alone
+        else:  # computed by the oracle already: nothing to share with other evaluations
             (outcome,) = await self.evaluate_many([request], actor)
         if outcome.error is not None:
             raise outcome.error
+        assert outcome.reply is not None
+        return outcome.reply
+
+    def write(self) -> AbstractAsyncContextManager[LedgerWrite]:
+        """A ledger write of the caller's own, for `evaluate_within`."""
+        return self._ledger.write()
+
+    async def evaluate_within(
+        self, write: LedgerWrite, request: EvaluationRequest, actor: Principal
+    ) -> dict[str, Any]:
+        """Make one evaluation inside the caller's ledger write, so that what the caller
+        writes beside it (the oracle's signed decision, a monitoring period) commits with
+        the evaluation, its credential and its credits, or none of them does: the caller
+        raising after this rolls the whole write back. A refused evaluation raises its
+        error (and the caller's write then changes nothing of the claim)."""
+        require_role(actor, "writer")
+        self._check_request(request)
+        outcome = EvaluationOutcome(request.claim)
+        now = self._now()
+        applied = await self._apply(write, [request], [outcome], [0], actor, now, {})
+        if outcome.error is not None:
+            raise outcome.error
+        await self._replies(write.session, applied)
         assert outcome.reply is not None
         return outcome.reply
 
@@ -948,10 +977,6 @@ class ClaimService:
                 await self._replies(write.session, applied)
         except _NothingApplied:
             pass
-        except _Undone as undone:  # nothing of the write stays: its made items fail too
-            for index in live:
-                if outcomes[index].error is None:
-                    outcomes[index] = EvaluationOutcome(requests[index].claim, error=undone.error)
         return outcomes
 
     async def _evaluate_batch(
@@ -1065,12 +1090,12 @@ class ClaimService:
         session = write.session
         claim, collection = found
         status, reason, computation = request.status, request.reason, request.computation
-        project = self._verified_project(
+        project = _verified_project(
             domains.get(collection.project_did), collection.project_did, "evaluate claims"
         )
         asset = None
         if status == APPROVED and claim.asset_did is not None:
-            asset = self._verified_asset(domains.get(claim.asset_did), claim.asset_did)
+            asset = _verified_asset(domains.get(claim.asset_did), claim.asset_did)
         evaluator = self._evaluator(domains, collection, actor, request.oracle)
         if claim.status not in EVALUABLE:
             raise Conflict(
@@ -1133,12 +1158,17 @@ class ClaimService:
             credential = self._approve(turn, claim, collection, project, protocol, now, computation)
             outcome.credential = credential["id"]
         view = claim_view(claim)
+        # Caused by the claim's submission (claims submitted before events had causes
+        # name none: their evaluation starts a chain).
+        cause = Cause.root(claim.submitted_event) if claim.submitted_event else None
         await write.append(
             "claims.evaluate",
             subject,
             actor.did,
             {"claim": view, "credential": credential["id"] if credential else None},
+            cause=cause,
         )
+        approved = write.events.get("claim.approved")
         if computation is not None and computation.amount > 0:
             outcome.token = computation.token
             await turn.minting.add(
@@ -1149,12 +1179,8 @@ class ClaimService:
                 claim.id,
                 actor.did,
                 decimals=computation.decimals,
+                cause=_minted_cause(cause, approved),
             )
-        if request.on_write is not None:
-            try:
-                await request.on_write(write, claim)
-            except ServiceError as error:  # after the rows changed: not this item alone
-                raise _Undone(error) from error
         return _Applied(outcome, claim, evaluation, before)
 
     async def _replies(self, session: AsyncSession, applied: list[_Applied]) -> None:
@@ -1162,7 +1188,7 @@ class ClaimService:
         (stored by now, this one's included). A pending claim had no evaluation before this
         one, so there is nothing to read."""
         await session.flush()
-        earlier = await self._evaluations_of(
+        earlier = await _evaluations_of(
             session, [a.claim.id for a in applied if a.before != PENDING]
         )
         for item in applied:
@@ -1318,6 +1344,81 @@ class ClaimService:
                 return asset.controller[0]
         return project.controller[0]
 
+
+class ClaimViews:
+    """Reading claims: one with its evaluations, pages by filter, Cosmos-style windows,
+    an approved claim's credential."""
+
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], credentials: CredentialService
+    ) -> None:
+        self._sessions = sessions
+        self._credentials = credentials
+
+    async def claim(self, claim_id: str) -> dict[str, Any]:
+        async with self._sessions() as session:
+            row = await session.get(Claim, claim_id) if CLAIM_ID.match(claim_id) else None
+            if row is None:
+                raise NotFound(f"No claim {claim_id!r}.")
+            evaluations = list(
+                await session.scalars(
+                    select(Evaluation)
+                    .where(Evaluation.claim_id == claim_id)
+                    .order_by(Evaluation.id)
+                )
+            )
+        return claim_view(row, evaluations)
+
+    async def claims(
+        self, where: ClaimFilter, cursor: str | None, limit: int
+    ) -> Page[dict[str, Any]]:
+        after = decode_cursor(cursor)
+        if where.status is not None and where.status not in STATUSES:
+            raise Invalid("Unknown claim status.", [FieldProblem("status", ", ".join(STATUSES))])
+        query = select(Claim).where(Claim.seq > after)
+        if where.collection is not None:
+            query = query.where(Claim.collection_id == where.collection)
+        if where.status is not None:
+            query = query.where(Claim.status == where.status)
+        if where.agent is not None:
+            query = query.where(Claim.agent == where.agent)
+        if where.asset is not None:
+            query = query.where(Claim.asset_did == where.asset)
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query.order_by(Claim.seq).limit(limit + 1)))
+        rows, next_cursor = split_page(rows, limit, lambda row: row.seq)
+        return Page([claim_view(r) for r in rows], next_cursor)
+
+    async def claims_window(self, window: Window) -> WindowPage[dict[str, Any]]:
+        """A Cosmos-style page of claims, each with its evaluation history."""
+        async with self._sessions() as session:
+            page = await fetch_window(session, select(Claim), Claim.seq, window)
+            history = await _evaluations_of(session, [row.id for row in page.items])
+        views = [claim_view(row, history.get(row.id, [])) for row in page.items]
+        return WindowPage(views, page.next_key, page.total)
+
     async def credential_of(self, claim_id: str) -> dict[str, Any]:
         await self.claim(claim_id)  # NotFound for an unknown claim
         return await self._credentials.of_claim(claim_id)
+
+
+class ClaimService:
+    """The claims context, in four parts of one job each, built together over the same
+    ledger: `collections`, `submissions`, `evaluations` and `views`."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        protocols: ProtocolService,
+        credentials: CredentialService,
+        clock: Callable[[], datetime] = utcnow,
+        batch_max: int = 1000,
+        linger: float = 0.0,
+    ) -> None:
+        self.collections = ClaimCollections(sessions, ledger, protocols, clock)
+        self.submissions = ClaimSubmissions(ledger, protocols, clock)
+        self.evaluations = ClaimEvaluations(
+            sessions, ledger, protocols, credentials, clock, batch_max, linger
+        )
+        self.views = ClaimViews(sessions, credentials)

@@ -7,10 +7,11 @@ claim to it (role `agent`, from its first claim). A member is one row per collec
 DID; the first role it joined with is kept. Membership follows from writes the ledger
 already records (the collection's creation, the claim's submission), so it needs no
 ledger transaction of its own, and it is written in the same database transaction as
-that write: a session listener adds the rows when those records are flushed, so the
-claims service does not need to know about members, and a rolled-back write leaves no
-member behind. The insert ignores a row that exists, so concurrent first claims of one
-agent cannot fail each other.
+that write: a listener on the platform's own session class (`members_join`, attached by
+the composition root; never on SQLAlchemy's `Session` itself) adds the rows when those
+records are flushed, so the claims service does not need to know about members, and a
+rolled-back write leaves no member behind. The insert ignores a row that exists, so
+concurrent first claims of one agent cannot fail each other.
 
 ixo's members carry a periodic spending budget for intents; twinhub has no intents, so
 a member's budget is empty (period 0s, no limit, nothing spent). ixo's deposits back
@@ -86,7 +87,12 @@ def _joins(session: Session) -> list[dict[str, Any]]:
     return rows
 
 
-@event.listens_for(Session, "after_flush")
+def members_join(session_class: type[Session]) -> None:
+    """Sessions of `session_class` (the platform's) add the members their flushes imply."""
+    if not event.contains(session_class, "after_flush", _add_members):
+        event.listen(session_class, "after_flush", _add_members)
+
+
 def _add_members(session: Session, flush: UOWTransaction) -> None:
     """Insert the members new collections and claims bring, in the same transaction."""
     rows = _joins(session)

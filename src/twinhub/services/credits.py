@@ -1,7 +1,7 @@
 """Credits (CARBON, ...): minted for approved claims, transferred, retired.
 
 Rules that live here:
-- credits come into being only by minting for an approved claim (ClaimService mints
+- credits come into being only by minting for an approved claim (ClaimEvaluations mints
   through `Minting` inside its own ledger write); nobody mints by hand;
 - the owner of a balance, or an admin acting as custodian for people who reach twinhub
   by phone only, may transfer or retire it; retiring needs a reason;
@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import Dialect, dialect_of
 from twinhub.db.models import CreditBalance, CreditMovement, CreditToken
+from twinhub.kernel.bus import Cause
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import (
     FieldProblem,
@@ -76,8 +77,11 @@ def _movement_view(row: CreditMovement) -> dict[str, Any]:
     }
 
 
-async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> dict[str, Any]:
-    """The movement's ledger transaction, appended; its `credit_movements` row (columns)."""
+async def _appended(
+    write: LedgerWrite, movement: Movement, actor: str, cause: Cause | None = None
+) -> dict[str, Any]:
+    """The movement's ledger transaction, appended (its events caused by `cause`); its
+    `credit_movements` row (columns)."""
     subject = movement.sender or movement.recipient
     assert subject is not None
     payload = {
@@ -88,7 +92,9 @@ async def _appended(write: LedgerWrite, movement: Movement, actor: str) -> dict[
         "reason": movement.reason,
         "claim": movement.claim_id,
     }
-    transaction = await write.append(f"credits.{movement.kind}", subject, actor, payload)
+    transaction = await write.append(
+        f"credits.{movement.kind}", subject, actor, payload, cause=cause
+    )
     return {
         "kind": movement.kind,
         "token": movement.token,
@@ -143,11 +149,13 @@ class Minting:
         claim_id: str,
         actor: str,
         decimals: int = 0,
+        cause: Cause | None = None,
     ) -> None:
         """Mint `amount` (in the token's smallest unit) for `owner`; `decimals` fixes the
-        token's smallest unit when this is its first mint."""
+        token's smallest unit when this is its first mint; `cause`: what the credits.minted
+        event follows from (the approval's claim.approved)."""
         movement = Movement(MINT, token, None, owner, amount, None, claim_id)
-        self._rows.append(await _appended(self._write, movement, actor))
+        self._rows.append(await _appended(self._write, movement, actor, cause))
         self._tokens.setdefault(token, [protocol_did, decimals, 0])[2] += amount
         self._balances[owner, token] = self._balances.get((owner, token), 0) + amount
 

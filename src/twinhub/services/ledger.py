@@ -39,6 +39,7 @@ from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, LedgerHead, LedgerTransaction
 from twinhub.events.sequencer import Sequencer
 from twinhub.events.store import EVENT_ROWS, events_numbered, record_ledger_events
+from twinhub.kernel.bus import Cause
 from twinhub.kernel.clock import utcnow
 
 GENESIS_HASH = "0" * 64
@@ -111,6 +112,7 @@ class LedgerWrite:
         self._head = head
         self._sequences = {} if sequences is None else sequences
         self.appended: list[Transaction] = []
+        self.events: dict[str, str] = {}  # the last append's events: id by type
         # Rows inserted by the batch's commit, in one statement per table, if this write
         # succeeds: a transaction's row and its events need no ORM object or round trip.
         self.ledger_rows: list[dict[str, Any]] = []
@@ -172,8 +174,18 @@ class LedgerWrite:
         return self._sequences[column]
 
     async def append(
-        self, kind: str, subject: str, actor: str, payload: dict[str, Any]
+        self,
+        kind: str,
+        subject: str,
+        actor: str,
+        payload: dict[str, Any],
+        *,
+        cause: Cause | None = None,
+        event_id: str | None = None,
     ) -> Transaction:
+        """Append a transaction and record the events it means, caused by `cause` (none:
+        they start a chain); `event_id` names its first event. The events' ids by type are
+        in `events` until the next append (a later one names them as its cause)."""
         height = self._head.height + 1
         prev_hash = self._head.tx_hash or GENESIS_HASH
         at = utcnow()
@@ -193,7 +205,8 @@ class LedgerWrite:
         )
         self._head.height, self._head.tx_hash = height, tx_hash
         transaction = Transaction(height, tx_hash, prev_hash, kind, subject, actor, payload, at)
-        record_ledger_events(self.session, transaction)  # the outbox: same transaction
+        # The outbox: the same transaction.
+        self.events = record_ledger_events(self.session, transaction, cause, event_id)
         self.appended.append(transaction)
         return transaction
 
@@ -389,7 +402,7 @@ class Ledger:
                 self.commits += 1
                 self.committed_writes += batch.writes
                 if deliveries >= 0 and self.sequencer is not None:
-                    await self.sequencer.numbered(len(batch.event_rows), deliveries)
+                    await self.sequencer.numbered(batch.event_rows, deliveries)
             else:
                 await batch.session.rollback()
         except BaseException as error:

@@ -9,7 +9,7 @@ screen words). Rules that live here:
   newest collection of the stove's project that is open now and takes clean-cooking
   claims; a project that governance has not verified takes no report; a report covers the
   calendar month it is sent in, and a stove's month is counted once whatever the channel
-  (ClaimService refuses a second with PeriodClaimed, naming the first);
+  (ClaimSubmissions refuses a second with PeriodClaimed, naming the first);
 - their claims are listed newest first (the latest report is the one they look for).
 """
 
@@ -113,7 +113,7 @@ def _project_of(record: dict[str, Any]) -> str | None:
 
 
 def _collection_takes_claims(view: dict[str, Any], now: datetime) -> bool:
-    """Open, within its window and under its quota: what `ClaimService.submit` will accept."""
+    """Open, within its window and under its quota: what `ClaimSubmissions.submit` will accept."""
     if view["protocol"] != CLAIM_PROTOCOL or view["state"] != OPEN:
         return False
     start = datetime.fromisoformat(view["startDate"]) if view["startDate"] else None
@@ -193,7 +193,7 @@ class StoveService:
         data = {"reportType": kind, REPORT_FIELDS[kind]: quantity, "channel": "ussd"}
         data |= report_period(datetime.now(UTC))
         writer = Principal(customer_did(customer_id), frozenset({"writer"}))
-        return await self._claims.submit(collection, data, writer, asset=stove.did)
+        return await self._claims.submissions.submit(collection, data, writer, asset=stove.did)
 
     async def _open_collection(self, project: str) -> int:
         """The newest collection of the project that takes clean-cooking claims now."""
@@ -201,7 +201,7 @@ class StoveService:
         newest: int | None = None
         cursor: str | None = None
         while True:
-            page = await self._claims.collections(project, cursor, _SCAN)
+            page = await self._claims.collections.collections(project, cursor, _SCAN)
             for view in page.items:
                 if _collection_takes_claims(view, now):
                     newest = view["id"]  # pages run oldest first: the last one wins
@@ -216,7 +216,7 @@ class StoveService:
     async def claims_of(self, customer_id: str, cursor: str | None, limit: int) -> ClaimPage:
         """The claims the customer submitted, NEWEST first, `limit` at a time.
 
-        ClaimService pages oldest first, so the customer's claims are read whole (one per
+        ClaimViews pages oldest first, so the customer's claims are read whole (one per
         report: a few hundred at most) and cut from the newest end. A cursor counts the
         claims up to a page's newest one; claims are only ever appended, so the pages cut
         from a first page's cursor stay the same while new reports arrive (those appear
@@ -227,7 +227,7 @@ class StoveService:
         views: list[dict[str, Any]] = []
         after: str | None = None
         while True:
-            page = await self._claims.claims(ClaimFilter(agent=agent), after, _SCAN)
+            page = await self._claims.views.claims(ClaimFilter(agent=agent), after, _SCAN)
             views += page.items
             after = page.next_cursor
             if after is None:

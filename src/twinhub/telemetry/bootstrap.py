@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twinhub.db.bootstrap import Storage
+from twinhub.kernel.bus import Bus
 from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.services.domains import DomainService
@@ -33,12 +34,14 @@ def build_telemetry(
     storage_settings: StorageSettings,
     protocols: ProtocolService,
     domains: DomainService,
+    bus: Bus | None = None,
 ) -> Telemetry:
     sessions = storage.sessionmaker
     offline_after = settings.offline_after_seconds
     prefix = storage_settings.redis_key_prefix
     service = TelemetryService(
-        TelemetryStore(sessions, storage.postgres, offline_after),
+        # The bus hears of events its raw-driver writes commit (the sequencer numbers them).
+        TelemetryStore(sessions, storage.postgres, offline_after, bus=bus),
         settings,
         protocols,
         domains,

@@ -36,7 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
 from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
-from twinhub.events.store import event_row, events_committed, record_event
+from twinhub.events.store import event_row, record_event
+from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of, counted_field
@@ -150,8 +151,8 @@ _SAVE_DEVICE = (
     " readings = $6, updated_at = $7 WHERE id = $1"
 )
 _INSERT_EVENT = (
-    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
+    " causation_id, correlation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 )
 _ADD_DEVICE_SQLITE = (
     "INSERT OR IGNORE INTO telemetry_devices (did, latest, readings, updated_at)"
@@ -166,8 +167,8 @@ _SAVE_DEVICE_SQLITE = (
     " readings = ?, updated_at = ? WHERE id = ?"
 )
 _INSERT_EVENT_SQLITE = (
-    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
+    " causation_id, correlation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _STAGE_READINGS_SQLITE = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
@@ -468,8 +469,12 @@ class TelemetryStore:
         sessions: async_sessionmaker[AsyncSession],
         postgres: bool,
         offline_after_seconds: float = 3600.0,
+        bus: Bus | None = None,
     ) -> None:
         self._sessions = sessions
+        # Told when a raw-driver write commits events (the sequencer numbers them); without
+        # one, they wait for the sequencer's next pass.
+        self._bus = bus
         self.offline_after = timedelta(seconds=offline_after_seconds)
         self._device_ids: dict[str, int] = {}
         self._partitions: set[str] = set()
@@ -619,8 +624,8 @@ class TelemetryStore:
         if len(self._device_ids) > 1_000_000:
             self._device_ids.clear()
         self._device_ids.update(ids)  # committed: these rows exist
-        if events:
-            events_committed()
+        if events and self._bus is not None:
+            self._bus.signal(EVENTS_WRITTEN)
         return [results[i] for i in range(len(batches))]
 
     async def _write(
@@ -756,6 +761,8 @@ class TelemetryStore:
                 r["data"],
                 r["ledger_height"],
                 r["occurred_at"] if self.postgres else sqlite_time(r["occurred_at"]),
+                r["causation_id"],
+                r["correlation_id"],
             )
             for r in rows
         ]

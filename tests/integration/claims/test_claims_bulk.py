@@ -27,7 +27,6 @@ from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
 from twinhub.kernel.errors import Conflict
 from twinhub.kernel.principals import Principal
 from twinhub.services.claims import EvaluationRequest
-from twinhub.services.ledger import LedgerWrite
 from twinhub.services.ledger_state import reconcile
 
 PATH = "/v1/claims/evaluations"
@@ -270,34 +269,29 @@ async def test_concurrent_batches_and_single_evaluations_approve_each_claim_once
     assert (await registry.platform.ledger.verify()).ok
 
 
-async def test_a_decision_hook_refusing_after_the_evaluation_undoes_it_whole(
+async def test_a_write_refusing_after_its_evaluations_undoes_them_whole(
     registry: Registry, world: World
 ) -> None:
-    """The oracle's and the monitoring period's hooks run inside the evaluation's write,
-    after its rows changed: a hook that refuses (a period that found the stove credited
-    meanwhile) rolls the whole write back, the evaluations beside it in the batch too,
-    and nothing of them stays."""
+    """The oracle and the monitoring period make their evaluations inside a ledger write
+    of their own, then write beside them (the signed decision, the period's row): a write
+    that refuses after its evaluations were made (a period that found the stove credited
+    meanwhile) rolls everything of it back, credentials and credits included."""
     owners = [customer(), customer()]
     collection = (await world.collection())["id"]
     claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
     minted = (await token_state(registry))["minted"]
     height = await registry.platform.ledger.height()
-
-    async def refuse(write: LedgerWrite, made: Claim) -> None:
-        assert made.status == "approved"  # the evaluation was made in the write
-        raise Conflict("the period credited this stove meanwhile")
-
+    service = registry.platform.claims.evaluations
     actor = Principal(world.oracle_operator, frozenset({"reader", "writer"}))
-    outcomes = await registry.platform.claims.evaluate_many(
-        [
-            EvaluationRequest(claims[0], "approved"),
-            EvaluationRequest(claims[1], "approved", on_write=refuse),
-        ],
-        actor,
-    )
-    for outcome in outcomes:
-        assert outcome.reply is None and isinstance(outcome.error, Conflict)
-        assert "meanwhile" in outcome.error.message
+
+    with pytest.raises(Conflict, match="meanwhile"):
+        async with service.write() as write:
+            for claim in claims:
+                made = await service.evaluate_within(
+                    write, EvaluationRequest(claim, "approved"), actor
+                )
+                assert made["status"] == "approved"  # the evaluation was made in the write
+            raise Conflict("the period credited this stove meanwhile")
     for claim, owner in zip(claims, owners, strict=True):
         view = await claim_of(registry, claim)
         assert view["status"] == "pending" and view["evaluations"] == []
@@ -307,7 +301,13 @@ async def test_a_decision_hook_refusing_after_the_evaluation_undoes_it_whole(
     assert (await token_state(registry))["minted"] == minted
     assert await registry.platform.ledger.height() == height
     assert (await counts(registry, collection))["pending"] == 2
-    # A single evaluation whose hook refuses raises the hook's error.
-    with pytest.raises(Conflict, match="meanwhile"):
-        await registry.platform.claims.evaluate(claims[1], "approved", actor, on_write=refuse)
+    # A refused evaluation raises its error, and the write changes nothing of the claim.
+    with pytest.raises(Conflict, match="only pending or flagged"):
+        async with service.write() as write:
+            await service.evaluate_within(
+                write, EvaluationRequest(claims[1], "rejected", "no"), actor
+            )
+            await service.evaluate_within(
+                write, EvaluationRequest(claims[1], "approved", "again"), actor
+            )
     assert (await claim_of(registry, claims[1]))["status"] == "pending"

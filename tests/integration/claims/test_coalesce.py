@@ -160,7 +160,7 @@ async def test_concurrent_single_approvals_are_made_together_each_once(
     claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
     minted = (await token_state(registry))["minted"]
     height = await registry.platform.ledger.height()
-    batches, items = registry.platform.claims.coalesced
+    batches, items = registry.platform.claims.evaluations.coalesced
     responses = await asyncio.gather(
         *(
             world.oracle_client.post(f"/v1/claims/{claim}/evaluations", json={"status": "approved"})
@@ -169,7 +169,7 @@ async def test_concurrent_single_approvals_are_made_together_each_once(
     )
     assert [r.status_code for r in responses] == [200] * len(claims), [r.text for r in responses]
     assert all(r.json()["amount"] == METERED_AMOUNT for r in responses)
-    after_batches, after_items = registry.platform.claims.coalesced
+    after_batches, after_items = registry.platform.claims.evaluations.coalesced
     assert after_items - items == len(claims)
     assert after_batches - batches < len(claims)  # some of them went together
     metrics = (await registry.client.get("/metrics")).text
@@ -191,13 +191,13 @@ async def test_approvals_of_clients_in_a_closed_loop_linger_into_batches_each_on
     registry = await make_registry(claims_evaluation_linger_seconds=0.1)
     world = await build_world(registry)
     try:
-        assert registry.platform.claims._coalescer.linger == 0.1
+        assert registry.platform.claims.evaluations._coalescer.linger == 0.1
         collection = (await world.collection())["id"]
         owners = [customer() for _ in range(8)]
         claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
         minted = (await token_state(registry))["minted"]
         height = await registry.platform.ledger.height()
-        batches, items = registry.platform.claims.coalesced
+        batches, items = registry.platform.claims.evaluations.coalesced
 
         async def client(mine: list[str]) -> list[int]:
             codes = []
@@ -211,7 +211,7 @@ async def test_approvals_of_clients_in_a_closed_loop_linger_into_batches_each_on
 
         codes = await asyncio.gather(*(client(claims[n::4]) for n in range(4)))
         assert codes == [[200, 200]] * 4
-        after_batches, after_items = registry.platform.claims.coalesced
+        after_batches, after_items = registry.platform.claims.evaluations.coalesced
         assert after_items - items == len(claims)
         assert after_batches - batches < len(claims)
         for owner in owners:

@@ -122,7 +122,7 @@ async def test_assign_and_move_a_stove_between_households(registry: Registry) ->
         # The household reports on its metered days, and the credits are theirs.
         household = Principal(customer_did(second.customer_id), frozenset({"writer"}))
         collection = (await world.collection())["id"]
-        claim = await registry.platform.claims.submit(
+        claim = await registry.platform.claims.submissions.submit(
             collection, metered_claim(3), household, asset=stove
         )
         approved = await world.oracle_client.post(

@@ -289,7 +289,7 @@ def test_migrate_on_sqlite(tmp_path: Path) -> None:
 
 
 async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
-    async with fresh_postgres_database("migrate") as url:
+    async with fresh_postgres_database("migrate", empty=True) as url:
         env = {**base_env(tmp_path), "DATABASE_URL": url}
         # Two migrators at once: the advisory lock makes them take turns.
         results = await asyncio.gather(

@@ -44,7 +44,7 @@ async def test_demo_loads_a_programme_and_is_safe_to_run_twice(tmp_path: Path) -
         assert stove["properties"]["ownerCustomerId"] == customer.customer_id
         assert stove["controller"] == [demo.OPERATOR]
         assert stove["verified"] is True
-        collections = await platform.claims.collections(demo.PROJECT, None, 10)
+        collections = await platform.claims.collections.collections(demo.PROJECT, None, 10)
         assert len(collections.items) == 1
         assert collections.items[0]["evaluators"] == [demo.ORACLE]
         assert (await platform.ledger.verify()).ok

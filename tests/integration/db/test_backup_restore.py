@@ -60,7 +60,9 @@ async def test_a_backup_restores_and_the_ledger_verifies(
         else:
             dump = tmp_path / "twinhub.dump"
             await asyncio.to_thread(run, "pg_dump", "--format=custom", f"--file={dump}", source_url)
-            restored_url = await stack.enter_async_context(fresh_postgres_database("restored"))
+            restored_url = await stack.enter_async_context(
+                fresh_postgres_database("restored", empty=True)
+            )
             await asyncio.to_thread(
                 run,
                 "pg_restore",

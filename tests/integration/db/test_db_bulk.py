@@ -67,7 +67,7 @@ def rows(count: int) -> list[dict[str, Any]]:
 @pytest.fixture
 async def engine(backend: Backend, tmp_path: Any) -> AsyncIterator[AsyncEngine]:
     if backend.database == "postgresql":
-        async with fresh_postgres_database("bulk") as url:
+        async with fresh_postgres_database("bulk", empty=True) as url:
             made = create_async_engine(normalise_database_url(url))
             yield made
             await made.dispose()

@@ -489,7 +489,7 @@ def test_twinhub_serve_oracle_evaluates_alone(tmp_path: Path) -> None:
         platform = Platform(settings)
         try:
             await platform.start()
-            return await platform.claims.claim(claim_id)
+            return await platform.claims.views.claim(claim_id)
         finally:
             await platform.stop()
 

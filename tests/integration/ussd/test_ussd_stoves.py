@@ -96,7 +96,7 @@ class Programme:
         return customer_id, journey
 
     async def claims_of(self, customer_id: str) -> list[dict[str, Any]]:
-        page = await self.platform.claims.claims(
+        page = await self.platform.claims.views.claims(
             ClaimFilter(agent=customer_did(customer_id)), None, 100
         )
         return page.items
@@ -170,7 +170,7 @@ async def test_report_cooking_then_approval_shows_in_claims_and_credits(
     assert match, sent
     [claim] = await programme.claims_of(customer_id)
     assert claim["id"].startswith(match.group(1))
-    stored = await programme.platform.claims.claim(claim["id"])
+    stored = await programme.platform.claims.views.claim(claim["id"])
     assert stored["status"] == "pending"
     assert stored["asset"] == stove
     assert stored["agent"] == customer_did(customer_id)
@@ -192,8 +192,8 @@ async def test_report_cooking_then_approval_shows_in_claims_and_credits(
     # computes nothing, so it cannot be approved; it is rejected instead.
     oracle = Principal(programme.world.oracle_operator, frozenset({"writer"}))
     with pytest.raises(Invalid, match="Credits follow from the methodology"):
-        await programme.platform.claims.evaluate(claim["id"], "approved", oracle)
-    await programme.platform.claims.evaluate(
+        await programme.platform.claims.evaluations.evaluate(claim["id"], "approved", oracle)
+    await programme.platform.claims.evaluations.evaluate(
         claim["id"], "rejected", oracle, reason="no meter readings for the period"
     )
     assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
@@ -288,7 +288,7 @@ async def test_a_project_without_an_open_collection_refuses_the_report(
     customer_id, journey = await programme.customer()
     project = await programme.world.project_domain(verified=True)
     collection = await programme.world.collection(project=project)
-    await programme.platform.claims.set_state(
+    await programme.platform.claims.collections.set_state(
         collection["id"], "paused", Principal(programme.world.operator, frozenset({"writer"}))
     )
     await programme.stove(customer_did(customer_id), "Jiko D4", project=project)
@@ -392,5 +392,5 @@ async def test_a_stove_month_is_counted_once_whatever_the_channel(programme: Pro
         f"CON This stove's report for last month was sent already.\n{FOOTER}"
     )
     assert len(await programme.claims_of(customer_id)) == 2  # one per stove, one by API
-    stored = await programme.platform.claims.claims(ClaimFilter(asset=other), None, 10)
+    stored = await programme.platform.claims.views.claims(ClaimFilter(asset=other), None, 10)
     assert [c["id"] for c in stored.items] == [by_api.json()["id"]]

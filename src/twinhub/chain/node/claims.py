@@ -179,7 +179,9 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
             if protocol_did is None:
                 raise NotFound(f"No claim collection {collection_id}.")
         else:
-            protocol_did = (await self.platform.claims.collection(collection_id))["protocol"]
+            protocol_did = (await self.platform.claims.collections.collection(collection_id))[
+                "protocol"
+            ]
         protocol = await self.platform.protocols.get(protocol_did)
         return protocol.effective_token_class
 
@@ -232,7 +234,8 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     ) -> q.QueryParamsResponse:
         return q.QueryParamsResponse(
             params=claims_pb2.Params(
-                collection_sequence=await self.platform.claims.collection_sequence() + 1,
+                collection_sequence=await self.platform.claims.collections.collection_sequence()
+                + 1,
                 network_fee_percentage="0",
                 node_fee_percentage="0",
             )
@@ -242,14 +245,14 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
     async def Collection(
         self, request: q.QueryCollectionRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionResponse:
-        view = await self.platform.claims.collection(self._collection_id(request.id))
+        view = await self.platform.claims.collections.collection(self._collection_id(request.id))
         return q.QueryCollectionResponse(collection=collection_message(view))
 
     @query
     async def CollectionList(
         self, request: q.QueryCollectionListRequest, context: grpc.aio.ServicerContext
     ) -> q.QueryCollectionListResponse:
-        page = await self.platform.claims.collections_window(window(request))
+        page = await self.platform.claims.collections.collections_window(window(request))
         return q.QueryCollectionListResponse(
             collections=[collection_message(v) for v in page.items],
             pagination=page_response(page),
@@ -268,7 +271,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
             if found is None:
                 raise NotFound(f"No claim {request.id!r}.")
             return await self._claim(found)  # the answer's one field, serialised
-        claim = await self.platform.claims.claim(request.id)
+        claim = await self.platform.claims.views.claim(request.id)
         token = await self._token_of(claim["collection"])
         return q.QueryClaimResponse(claim=claim_message(claim, token))
 
@@ -281,7 +284,7 @@ class ClaimsQuery(Servicer, query_pb2_grpc.QueryServicer):
             return await self.page_answer(
                 "claims", request, self._claim_items, q.QueryClaimListResponse
             )
-        page = await self.platform.claims.claims_window(window(request))
+        page = await self.platform.claims.views.claims_window(window(request))
         claims = []
         for claim in page.items:
             if claim["collection"] not in tokens:

@@ -74,7 +74,9 @@ async def _migrate(url: str, data_dir: Path) -> None:
     from twinhub.db.engine import create_engine
     from twinhub.db.migrate import upgrade_database
 
-    engine = create_engine(Settings(environment="test", database_url=url, data_dir=data_dir))
+    engine = create_engine(
+        Settings(environment="test", database_url=url, data_dir=data_dir).storage
+    )
     try:
         await upgrade_database(engine)
     finally:

@@ -1112,6 +1112,21 @@ class Settings(BaseSettings):
         """`Settings.model_validate({'database_url': ...})` works as the keywords do."""
         return nest_flat_names(data) if isinstance(data, Mapping) else data
 
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Settings:
+        """A copy with `update` applied; flat names (`oracle_enabled=...`) go into their
+        sections, as the keyword arguments do."""
+        if update:
+            routed: dict[str, Any] = {}
+            for key, value in nest_flat_names(update).items():
+                current = getattr(self, key, None)
+                if isinstance(current, _Section) and isinstance(value, Mapping):
+                    value = current.model_copy(update=dict(value))
+                routed[key] = value
+            update = routed
+        return super().model_copy(update=update, deep=deep)
+
     @classmethod
     def environment_names(cls) -> list[str]:
         """Every environment variable the settings read, upper-case, in section order."""

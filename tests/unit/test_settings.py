@@ -380,3 +380,10 @@ def test_every_field_is_described() -> None:
 def test_conftest_cleared_every_variable() -> None:
     """conftest cleared every variable by `environment_names`: none is left set."""
     assert not [name for name in Settings.environment_names() if name in os.environ]
+
+
+def test_a_copy_takes_flat_names_too() -> None:
+    settings = Settings(oracle_enabled=False, chain_id="one")
+    copied = settings.model_copy(update={"oracle_enabled": True, "oracle_poll_seconds": 9.0})
+    assert (copied.oracle.enabled, copied.oracle.poll_seconds) == (True, 9.0)
+    assert copied.chain.chain_id == "one" and settings.oracle.enabled is False

@@ -55,10 +55,15 @@ def test_allowed_modules_still_branch() -> None:
         assert BRANCH.search(text), where
 
 
-def test_the_telemetry_store_and_the_platform_are_checked() -> None:
+def test_the_telemetry_store_and_its_builders_are_checked() -> None:
     """The store's COPY, partitions, staged rollups and device locks live in
-    telemetry/dialects; the store and the platform that builds it are held to the rule."""
-    for where in ("twinhub/telemetry/store.py", "twinhub/platform.py"):
+    telemetry/dialects; the store and what builds it are held to the rule."""
+    for where in (
+        "twinhub/telemetry/store.py",
+        "twinhub/telemetry/bootstrap.py",
+        "twinhub/db/bootstrap.py",
+        "twinhub/platform.py",
+    ):
         assert (SOURCE.parent / where).is_file(), where
         assert where not in ALLOWED and not where.startswith(SEAMS), where
 

@@ -191,7 +191,8 @@ async def bench(
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
     from twinhub.settings import Settings
-    from twinhub.telemetry.store import READINGS, rollup_rows
+    from twinhub.telemetry.rows import rollup_rows
+    from twinhub.telemetry.store import READINGS
 
     workdir = Path(tempfile.mkdtemp(prefix="twinhub-bench-telemetry-"))
     database_url = None
@@ -1019,7 +1020,7 @@ async def _bulk(platform: Any, table: Any, rows: list[dict[str, Any]]) -> None:
 
 
 async def _upsert(platform: Any, rows: list[dict[str, Any]]) -> None:
-    from twinhub.telemetry.store import as_records, merge_rollups
+    from twinhub.telemetry.rows import as_records, merge_rollups
 
     async with platform.sessionmaker.begin() as session:
         await platform.telemetry.store.add_rollups(session, as_records(merge_rollups(rows)))

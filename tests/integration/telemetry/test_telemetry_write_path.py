@@ -21,7 +21,8 @@ from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
 from twinhub.services.device_tokens import CACHE_SECONDS, DeviceTokenService
 from twinhub.telemetry.dialects.sqlite import sqlite_time
-from twinhub.telemetry.store import READINGS, Batch, TelemetryStore
+from twinhub.telemetry.rows import Batch
+from twinhub.telemetry.store import READINGS, TelemetryStore
 
 
 def _store_like(registry: Registry) -> TelemetryStore:

@@ -26,7 +26,7 @@ from twinhub.db.dialects import dialect_of
 
 if TYPE_CHECKING:
     from twinhub.mrv.telemetry_schema import Reading
-    from twinhub.telemetry.store import Batch, DeviceState, RollupPlan, RollupRecord
+    from twinhub.telemetry.rows import Batch, DeviceState, RollupPlan, RollupRecord
 
 
 class TelemetryDialect(ABC):

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
 from twinhub.telemetry.dialects import TelemetryDialect
-from twinhub.telemetry.store import Batch, DeviceState, RollupPlan, RollupRecord, next_month
+from twinhub.telemetry.rows import Batch, DeviceState, RollupPlan, RollupRecord, next_month
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
 _STAGE_READINGS = (

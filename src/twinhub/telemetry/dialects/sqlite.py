@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
 from twinhub.telemetry.dialects import TelemetryDialect
-from twinhub.telemetry.store import (
+from twinhub.telemetry.rows import (
     Batch,
     Cells,
     DeviceState,

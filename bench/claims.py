@@ -977,7 +977,7 @@ async def meter(platform: Platform, prog: Programme, store: Store, claim_ids: li
         stove, month = store.slots.seed(slot)
         todo.setdefault(stove, []).append(month)
         slots.append(slot)
-    limit = platform.settings.telemetry_batch_size
+    limit = platform.settings.telemetry.batch_size
     rounds: list[list[tuple[str, list[dict[str, Any]]]]] = []
     for stove, months in todo.items():
         did = prog.assets[stove]

@@ -345,7 +345,11 @@ async def bench(
 
             async def flood(first_seq: int) -> dict[str, Any]:
                 messages = mqtt_messages(
-                    settings.mqtt_topic_prefix, senders, mqtt_tokens, args.mqtt_messages, first_seq
+                    settings.telemetry.mqtt_topic_prefix,
+                    senders,
+                    mqtt_tokens,
+                    args.mqtt_messages,
+                    first_seq,
                 )
                 groups = getattr(ingest, "groups", 0)
                 figures = await mqtt_flood(loads, handled, messages, args.mqtt_url, database_url)

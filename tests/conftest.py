@@ -41,8 +41,8 @@ from twinhub.settings import Settings
 from twinhub.ussd.app import create_ussd_app
 
 # Tests set every setting explicitly: nothing from the developer's shell may leak in.
-for _name in Settings.model_fields:
-    os.environ.pop(_name.upper(), None)
+for _name in Settings.environment_names():
+    os.environ.pop(_name, None)
 
 if TYPE_CHECKING:
     from tests.support.claims_world import World
@@ -74,7 +74,9 @@ async def _migrate(url: str, data_dir: Path) -> None:
     from twinhub.db.engine import create_engine
     from twinhub.db.migrate import upgrade_database
 
-    engine = create_engine(Settings(environment="test", database_url=url, data_dir=data_dir))
+    engine = create_engine(
+        Settings(environment="test", database_url=url, data_dir=data_dir).storage
+    )
     try:
         await upgrade_database(engine)
     finally:
@@ -406,7 +408,7 @@ async def running_registry(
     from twinhub.registry.app import create_registry_app
 
     app = create_registry_app(platform=platform, settings=settings)
-    key = settings.twinhub_bootstrap_api_key
+    key = settings.security.bootstrap_api_key
     headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
     async with (
         LifespanManager(app, startup_timeout=30) as manager,

@@ -50,7 +50,7 @@ def load_settings(**overrides: Any) -> Settings:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
         for problem in error.errors():
-            name = "_".join(str(part) for part in problem["loc"]).upper()
+            name = Settings.environment_name_of(tuple(problem["loc"]))
             console.print(f"[red]configuration error[/red] {name}: {problem['msg']}")
         raise typer.Exit(2) from None
     problems = settings.problems_for_production()
@@ -58,7 +58,7 @@ def load_settings(**overrides: Any) -> Settings:
         console.print(f"[red]refusing to start[/red]: {problem}")
     if problems:
         raise typer.Exit(2)
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.observability.log_level, settings.observability.log_format)
     return settings
 
 
@@ -81,30 +81,40 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
     from twinhub.startup import StartupError
     from twinhub.ussd.app import create_ussd_app
 
-    upstream = settings.gateway_grpc_upstream
+    upstream = settings.chain.gateway_grpc_upstream
     runs_node = "node" in interfaces or ("gateway" in interfaces and not upstream)
-    node = NodeListener(settings.host, settings.node_port) if runs_node else None
+    node = NodeListener(settings.server.host, settings.chain.node_port) if runs_node else None
     routes_from = resolve_routes_from(settings, upstream_given=bool(upstream))
 
     def gateway(_: Platform | None) -> Any:
         target = upstream or (node.address if node is not None else None)
         return create_gateway_app(settings, target, routes_from)
 
-    keep_alive = settings.http_keep_alive_seconds
+    keep_alive = settings.server.http_keep_alive_seconds
     builders = {
         "ussd": Listener(
-            "ussd", lambda p: create_ussd_app(p), settings.host, settings.port, "PORT", keep_alive
+            "ussd",
+            lambda p: create_ussd_app(p),
+            settings.server.host,
+            settings.ussd.port,
+            "PORT",
+            keep_alive,
         ),
         "registry": Listener(
             "registry",
             lambda p: create_registry_app(p),
-            settings.host,
-            settings.registry_port,
+            settings.server.host,
+            settings.registry.port,
             "REGISTRY_PORT",
             keep_alive,
         ),
         "gateway": Listener(
-            "gateway", gateway, settings.host, settings.gateway_port, "GATEWAY_PORT", keep_alive
+            "gateway",
+            gateway,
+            settings.server.host,
+            settings.chain.gateway_port,
+            "GATEWAY_PORT",
+            keep_alive,
         ),
     }
     listeners = [builders[name] for name in interfaces if name in builders]
@@ -200,7 +210,7 @@ def serve_all(
             workers=workers,
         )
         try:
-            count = worker_count(settings.workers)
+            count = worker_count(settings.server.workers)
             check_workers(settings, count)
             check_ports(settings)
             _prepare(settings)
@@ -302,7 +312,7 @@ def migrate() -> None:
     settings = load_settings()
 
     async def main() -> None:
-        engine = create_engine(settings)
+        engine = create_engine(settings.storage)
         try:
             before, head = await schema_revisions(engine)
             console.print(f"database at revision {before or '(empty)'}; newest is {head}")
@@ -617,7 +627,7 @@ def simulate(
     from twinhub.simulator import simulate as run_simulation
 
     settings = load_settings()
-    if mqtt and settings.mqtt_url is None:
+    if mqtt and settings.telemetry.mqtt_url is None:
         console.print("[red]--mqtt needs MQTT_URL[/red] (for example mqtt://127.0.0.1:1883)")
         raise typer.Exit(2)
     with _telemetry_bar() as bar:
@@ -640,9 +650,9 @@ def simulate(
 def config() -> None:
     """Print the effective settings, secrets masked."""
     settings = load_settings()
-    for name, value in settings.model_dump().items():
+    for name, value in settings.environment_values().items():
         shown = "********" if "Secret" in type(value).__name__ else value
-        typer.echo(f"{name.upper()}={shown if shown is not None else ''}")
+        typer.echo(f"{name}={shown if shown is not None else ''}")
 
 
 @app.command()

@@ -43,7 +43,7 @@ def worker_count(value: str) -> int:
 
 
 def check_workers(settings: Settings, workers: int) -> None:
-    if workers > 1 and settings.redis_url is None:
+    if workers > 1 and settings.storage.redis_url is None:
         raise StartupError(
             ExitCode.configuration,
             f"{workers} workers need REDIS_URL: without it each process would keep its own "
@@ -55,24 +55,24 @@ def check_ports(settings: Settings) -> None:
     """Each port free, tried before any worker starts: one clear line instead of workers
     starting and stopping again (a worker binds it again, with SO_REUSEPORT when shared)."""
     for port, setting in (
-        (settings.port, "PORT"),
-        (settings.registry_port, "REGISTRY_PORT"),
-        (settings.node_port, "NODE_PORT"),
-        (settings.gateway_port, "GATEWAY_PORT"),
+        (settings.ussd.port, "PORT"),
+        (settings.registry.port, "REGISTRY_PORT"),
+        (settings.chain.node_port, "NODE_PORT"),
+        (settings.chain.gateway_port, "GATEWAY_PORT"),
     ):
         if port:
-            bind_socket(settings.host, port, setting).close()
+            bind_socket(settings.server.host, port, setting).close()
 
 
 def child_environment(settings: Settings) -> dict[str, str]:
     """The environment of a child: the parent's, with the command line's choices applied."""
     return {
         **os.environ,
-        "HOST": settings.host,
-        "PORT": str(settings.port),
-        "REGISTRY_PORT": str(settings.registry_port),
-        "NODE_PORT": str(settings.node_port),
-        "GATEWAY_PORT": str(settings.gateway_port),
+        "HOST": settings.server.host,
+        "PORT": str(settings.ussd.port),
+        "REGISTRY_PORT": str(settings.registry.port),
+        "NODE_PORT": str(settings.chain.node_port),
+        "GATEWAY_PORT": str(settings.chain.gateway_port),
     }
 
 

@@ -64,9 +64,9 @@ class NodeListener:
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
     async def start(self, platform: Platform) -> None:
-        from twinhub.chain.node import NodeServer
+        from twinhub.chain.bootstrap import build_node
 
-        self.server = NodeServer(platform)
+        self.server = build_node(platform)
         try:
             self.port = await self.server.start(self.host, self.port, self.reuse_port)
         except (OSError, RuntimeError):  # grpc reports a busy port as RuntimeError

@@ -1,5 +1,11 @@
 """Every environment variable twinhub reads, in one place, with defaults that run anywhere.
 
+The settings are grouped by context (storage, security, registry, USSD, telemetry, oracle,
+events, chain, console, ...): each context's services receive only their own group. The
+variable names stay flat (`DATABASE_URL`, `USSD_RATE_LIMIT`, ...): each nested field names
+its variable in `validation_alias`, and `Settings` routes the flat names (from the
+environment, a dotenv file or keyword arguments) into the groups.
+
 The defaults let `twinhub serve` start on a fresh machine: an SQLite file and a generated
 development PIN key under `DATA_DIR`, sessions in process memory. Production
 (`ENVIRONMENT=production`) refuses to start without the secrets it needs; see
@@ -9,14 +15,22 @@ development PIN key under `DATA_DIR`, sessions in process memory. Production
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from limits import RateLimitItem, parse
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 _HEX_KEY = re.compile(r"^[0-9a-fA-F]{64}$")
 _METHOD_NAME = re.compile(
@@ -49,447 +63,931 @@ class Environment(StrEnum):
     test = "test"
 
 
-class Settings(BaseSettings):
-    """Read once at start; passed down explicitly, never imported as a global."""
+def checked_rate_limit(value: str) -> str:
+    """'N/period' checked; a bare N means per minute."""
+    value = value.strip()
+    if value.isdigit():
+        value = f"{value}/minute"
+    parse(value)  # raises ValueError with a clear message when malformed
+    return value
 
-    model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
 
-    environment: Environment = Field(
-        Environment.development, description="Reported by the health records."
+class _Section(BaseModel):
+    """One context's settings: read-only, each field named by its environment variable."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
     )
+
+
+class StorageSettings(_Section):
+    """Where data lives: the database, the data folder, Redis."""
+
     data_dir: Path = Field(
-        Path("data"), description="Folder for the SQLite file and the development PIN key."
+        Path("data"),
+        validation_alias="DATA_DIR",
+        description="Folder for the SQLite file and the development PIN key.",
     )
     database_url: str | None = Field(
         None,
-        description="postgresql://... or sqlite:///...; default: an SQLite file in DATA_DIR.",
+        validation_alias="DATABASE_URL",
+        description="`postgresql://user:pass@host/db` (asyncpg) or `sqlite:///path`; "
+        "unset: an SQLite file in DATA_DIR.",
     )
-    database_connect_timeout_seconds: float = Field(3.0, gt=0)
+    connect_timeout_seconds: float = Field(
+        3.0,
+        validation_alias="DATABASE_CONNECT_TIMEOUT_SECONDS",
+        gt=0,
+        description="Connect/probe timeout.",
+    )
+    statement_timeout_seconds: float = Field(
+        5.0,
+        validation_alias="DATABASE_STATEMENT_TIMEOUT_SECONDS",
+        gt=0,
+        le=600,
+        description=(
+            "Longest one SQL statement may run (PostgreSQL: the server's `statement_timeout` "
+            "and the client's own deadline, so a hung connection is given up; SQLite: the "
+            "longest wait for another writer's lock, and a running statement is interrupted "
+            "past it)."
+        ),
+    )
+    pool_timeout_seconds: float = Field(
+        3.0,
+        validation_alias="DATABASE_POOL_TIMEOUT_SECONDS",
+        gt=0,
+        le=600,
+        description="Longest a request waits for a free pooled connection.",
+    )
+    retry_after_seconds: int = Field(
+        5,
+        validation_alias="DATABASE_RETRY_AFTER_SECONDS",
+        ge=1,
+        le=3600,
+        description="`Retry-After` of the registry's 503 while the database is down.",
+    )
+    health_interval_seconds: float = Field(
+        2.0,
+        validation_alias="DATABASE_HEALTH_INTERVAL_SECONDS",
+        gt=0,
+        description="How often the database is probed between requests.",
+    )
     sqlite_cache_mib: int = Field(
-        64, ge=2, le=4096, description="SQLite page cache per connection (memory map: 4x)."
-    )
-    database_health_interval_seconds: float = Field(
-        2.0, gt=0, description="How often the database is probed between requests."
-    )
-    # -- ledger (group commit; docs/ledger.md) --
-    ledger_max_batch: int = Field(
-        256,
-        ge=1,
-        le=10_000,
-        description="Most writes one ledger commit carries (queued writes share a commit).",
-    )
-    # -- governance: batch verification (README "Verified stoves only") --
-    governance_batch_chunk: int = Field(
-        1000,
-        ge=1,
-        le=10_000,
-        description="Domains a batch verification proposal verifies per ledger write.",
-    )
-    governance_batch_retries: int = Field(
-        3,
-        ge=0,
-        le=100,
-        description="Retries of a failing chunk of a background batch execution before it "
-        "is left for a manual execute.",
-    )
-    governance_batch_retry_seconds: float = Field(
-        1.0, gt=0, le=3600, description="First back-off of a failing chunk; doubled after each."
+        64,
+        validation_alias="SQLITE_CACHE_MIB",
+        ge=2,
+        le=4096,
+        description=(
+            "SQLite page cache per connection (and a memory map of 4x that); SQLite's own "
+            "default is 2 MiB."
+        ),
     )
     redis_url: SecretStr | None = Field(
         None,
-        description="When set, USSD and console sessions and rate-limit counters live in "
-        "Redis, and the live telemetry streams carry every process's events.",
+        validation_alias="REDIS_URL",
+        description=(
+            "When set, USSD sessions, console sessions and rate-limit counters live in Redis "
+            "(shared by processes), and the live telemetry streams carry every process's "
+            "events (Redis pub/sub)."
+        ),
     )
     redis_key_prefix: str = Field(
-        "twinhub:", description="Prefix of every Redis key twinhub writes."
+        "twinhub:",
+        validation_alias="REDIS_KEY_PREFIX",
+        description="Prefix of every Redis key twinhub writes.",
     )
-
-    host: str = Field("127.0.0.1", description="Interface the servers bind to.")
-    port: int = Field(3000, ge=1, le=65535, description="USSD gateway port (the seed's PORT).")
-
-    log_level: str = Field("info")
-    log_format: str = Field("auto", pattern="^(auto|json|console)$")
-
-    pin_encryption_key: SecretStr | None = Field(
-        None, description="64 hex characters (AES-256); generated under DATA_DIR in development."
-    )
-
-    ussd_service_name: str = Field("twinhub", max_length=20)
-    ussd_session_ttl_seconds: float = Field(
-        120.0, gt=0, description="Inactivity after which a USSD session expires."
-    )
-    ussd_session_retention_seconds: float = Field(
-        600.0,
-        ge=0,
-        description="How long an expired or ended session is remembered, to answer 'dial again'.",
-    )
-    ussd_max_sessions: int = Field(
-        100_000, ge=10, description="Memory store cap; least recently used sessions go first."
-    )
-    ussd_lock_timeout_seconds: float = Field(
-        5.0, gt=0, description="How long a request waits for another request of its session."
-    )
-    ussd_max_pin_attempts: int = Field(3, ge=1, le=10)
-    ussd_max_body_bytes: int = Field(4096, ge=512)
-    ussd_rate_limit: str = Field(
-        "100/minute", description="Per client IP, in 'N/period' form; a bare N means per minute."
-    )
-    ussd_operator_token: SecretStr | None = Field(
-        None, description="Bearer token for the debug and session-list endpoints."
-    )
-    trust_proxy_enabled: bool = Field(
-        False, description="Take the client IP from X-Forwarded-For (behind a reverse proxy)."
-    )
-    trust_proxy_hops: int = Field(
-        1, ge=1, description="Number of trusted proxies that appended to X-Forwarded-For."
-    )
-    metrics_enabled: bool = True
-
-    registry_port: int = Field(8000, ge=1, le=65535, description="Registry API port.")
-    twinhub_bootstrap_api_key: SecretStr | None = Field(
-        None, description="An admin API key that exists from start (first use, tests)."
-    )
-    registry_max_body_bytes: int = Field(
-        1_048_576, ge=1024, description="Larger registry request bodies are refused (413)."
-    )
-    registry_rate_limit: str = Field(
-        "1200/minute", description="Per API key principal, in 'N/period' form (bare N: per minute)."
-    )
-    registry_page_size: int = Field(50, ge=1, le=1000, description="Default page size of lists.")
-    registry_max_page_size: int = Field(
-        500, ge=1, le=10_000, description="Largest page a client may ask for."
-    )
-
-    node_port: int = Field(9090, ge=0, le=65535, description="Chain node (gRPC) port.")
-    gateway_port: int = Field(1317, ge=0, le=65535, description="Chain REST gateway port.")
-    chain_id: str = Field(
-        "twinhub-1",
-        pattern=r"^[A-Za-z0-9._-]{1,50}$",
-        description="The chain id the node reports (node info, block headers).",
-    )
-    node_answer_cache_mib: int = Field(
-        32,
-        ge=0,
-        le=4096,
-        description="Chain node: serialised answers kept per database version (0: none).",
-    )
-    node_one_batch: bool = Field(
-        True,
-        description="Chain node: send the height header, answer and status in one batch "
-        "through grpc's internals (chain/node/one_batch.py; checked at start, grpc's public "
-        "path when they differ); false: always the public path (a header send of its own).",
-    )
-    node_moniker: str = Field(
-        "twinhub",
-        pattern=r"^[A-Za-z0-9._ -]{1,70}$",
-        description="The node's name in its node info.",
-    )
-    gateway_grpc_upstream: str | None = Field(
-        None,
-        pattern=r"^[^\s/]+:[0-9]{1,5}$",
-        description="host:port of the node the gateway forwards to; default: a node started "
-        "in the same process on NODE_PORT.",
-    )
-    gateway_routes_from: str = Field(
-        "auto",
-        pattern="^(auto|descriptors|reflection)$",
-        description="Where the route table comes from: the compiled descriptors, the "
-        "upstream's gRPC reflection, or auto (reflection when an upstream is given).",
-    )
-    gateway_route_prefix: str = Field(
-        "ixo",
-        pattern=r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$",
-        description="First path segment(s) of the ixo routes (the protos say 'ixo').",
-    )
-    gateway_legacy_routes: bool = Field(
-        False, description="Also serve the retired claims, config and amino-era routes."
-    )
-    gateway_disabled_methods: str = Field(
-        "",
-        description="Comma list of gRPC methods (pkg.Service/Method) answered 501.",
-    )
-    gateway_api_keys: SecretStr | None = Field(
-        None,
-        description="Comma list of bearer tokens; when set, every route needs one.",
-    )
-    gateway_cors_origins: str = Field(
-        "", description="Comma list of origins browsers may call from; empty: none."
-    )
-    gateway_upstream_timeout_seconds: float = Field(
-        5.0, gt=0, le=300, description="Deadline of each call to the node (504 beyond it)."
-    )
-    gateway_rate_limit: str = Field(
-        "6000/minute", description="Per client IP, in 'N/period' form (bare N: per minute)."
-    )
-
-    credential_issuer_key: SecretStr | None = Field(
-        None,
-        description="64 hex characters: the Ed25519 seed that signs verifiable credentials; "
-        "generated under DATA_DIR in development.",
-    )
-    compliance_group_members: str = Field(
-        "",
-        description="'did[=weight],...': the default compliance group made on start "
-        "when none exists.",
-    )
-    compliance_group_threshold: str = Field(
-        "absolute_percentage:0.51",
-        description="'kind:value[:quorum]' of that group (absolute_count, "
-        "absolute_percentage, threshold_quorum).",
-    )
-    compliance_group_voting_period_seconds: int = Field(7 * 86400, ge=60, le=366 * 86400)
-
-    # -- operator console (/console on the registry port) -----------------------------------
-    console_enabled: bool = Field(True, description="Serve the operator console at /console.")
-    console_session_ttl_seconds: int = Field(
-        8 * 3600, ge=60, le=7 * 86400, description="A console sign-in lasts this long."
-    )
-    console_max_sessions: int = Field(
-        10_000,
-        ge=10,
-        description="Cap of console sessions in one process (memory store; Redis ones expire).",
-    )
-    console_ussd_url: str | None = Field(
-        None,
-        description="The USSD gateway's /api/ussd the console's phone simulator forwards to; "
-        "default http://127.0.0.1:PORT/api/ussd.",
-    )
-    # -- hardening: request limits, database timeouts, lock-outs, processes ------------------
-    graphql_max_body_bytes: int = Field(
-        65_536, ge=1024, description="Larger /graphql request bodies are refused (413)."
-    )
-    graphql_max_depth: int = Field(10, ge=1, le=100, description="Deepest selection allowed.")
-    graphql_max_tokens: int = Field(
-        2_000,
-        ge=100,
-        le=1_000_000,
-        description="Most lexical tokens one GraphQL document may hold.",
-    )
-    graphql_max_aliases: int = Field(20, ge=1, le=1000, description="Most aliases per document.")
-    database_statement_timeout_seconds: float = Field(
-        5.0, gt=0, le=600, description="Longest a single SQL statement may run."
-    )
-    database_pool_timeout_seconds: float = Field(
-        3.0, gt=0, le=600, description="Longest a request waits for a free database connection."
-    )
-    database_retry_after_seconds: int = Field(
-        5, ge=1, le=3600, description="Retry-After of the 503 answered while the database is down."
-    )
-    http_keep_alive_seconds: float = Field(
-        75.0,
-        gt=0,
-        le=3600,
-        description="How long an idle HTTP keep-alive connection stays open; longer than "
-        "any client's or proxy's own idle timeout, so the client always closes first.",
-    )
-    registry_request_timeout_seconds: float = Field(
-        8.0,
-        gt=0,
-        le=3600,
-        description="Longest an API request may take before its answer starts: beyond it "
-        "the work is cancelled and 503 answered (streams, once started, are not cut).",
-    )
-    ussd_lockout_seconds: float = Field(
-        60.0, gt=0, description="First lock-out after USSD_MAX_PIN_ATTEMPTS wrong PINs."
-    )
-    ussd_lockout_max_seconds: float = Field(
-        3600.0, gt=0, description="Longest lock-out; each further lock-out doubles, up to it."
-    )
-    ussd_phone_max_pin_attempts: int = Field(
-        10,
-        ge=1,
-        le=1000,
-        description="Wrong PINs from one phone (any account) before it is locked.",
-    )
-    api_key_failure_limit: str = Field(
-        "20/minute", description="Failed API-key attempts per client IP before 429."
-    )
-    workers: str = Field(
-        "1", pattern=r"^(auto|[1-9][0-9]{0,2})$", description="Processes of `twinhub serve`."
-    )
-    # -- telemetry (issue 12) ---------------------------------------------------------------
-    telemetry_batch_size: int = Field(
-        1000, ge=1, le=100_000, description="Most readings in one HTTP batch or MQTT message."
-    )
-    telemetry_future_skew_seconds: float = Field(
-        300.0, ge=0, description="Readings timed further ahead than this are rejected."
-    )
-    telemetry_offline_after_seconds: float = Field(
-        3600.0, gt=0, description="A twin with no reading for this long is shown offline."
-    )
-    telemetry_retention_days: int = Field(
-        730, ge=0, description="Raw readings older than this are pruned (0: kept); rollups stay."
-    )
-    telemetry_rate_limit: str = Field(
-        "600/minute", description="Telemetry requests/messages per device ('N/period')."
-    )
-    telemetry_prune_interval_seconds: float = Field(3600.0, gt=0)
-    mqtt_url: SecretStr | None = Field(
-        None, description="mqtt://[user:password@]host:port of the broker; unset: MQTT is off."
-    )
-    mqtt_topic_prefix: str = Field(
-        "twinhub", pattern=r"^[^#+$\s][^#+\s]*$", description="Devices publish to <prefix>/<did>."
-    )
-    mqtt_shared_group: str = Field(
-        "twinhub", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="MQTT 5 shared subscription group."
-    )
-    mqtt_client_id: str = Field(
-        "", max_length=64, description="Client id (empty: twinhub-<host>-<pid>)."
-    )
-    mqtt_qos: int = Field(1, ge=1, le=2, description="Subscription QoS (at least once).")
-    mqtt_reconnect_max_seconds: float = Field(30.0, gt=0, description="Backoff ceiling.")
-    mqtt_keepalive_seconds: int = Field(
-        30,
-        ge=1,
-        le=65535,
-        description="MQTT keep-alive asked for (a broker's Server Keep Alive overrides it); "
-        "a broker silent for twice this long is taken as gone and reconnected to.",
-    )
-
-    support_contact: str = Field(
-        "", max_length=40, description="Shown on the locked-account screen, e.g. a phone number."
-    )
-    # -- USSD languages (issue 17; see src/twinhub/ussd/i18n.py) ----------------------------
-    ussd_default_language: str = Field(
-        "en",
-        max_length=16,
-        description="Menu language of a phone with no remembered choice: en, fr, sw, ny, bem "
-        "(an unknown code falls back to en).",
-    )
-    ussd_default_languages: str = Field(
-        "",
-        max_length=2000,
-        description="Default language per service code, e.g. '*384*1#=en,*384*2#=sw'; "
-        "codes not listed use USSD_DEFAULT_LANGUAGE.",
-    )
-    ussd_timezone: str = Field(
-        "UTC",
-        max_length=64,
-        description="IANA zone of the households' clocks, for times on USSD screens "
-        "(e.g. Africa/Nairobi).",
-    )
-
-    # -- Events and webhooks (see WebhookSettings) ----------------------------------------
-    background_workers_enabled: bool = Field(
-        True,
-        description="Run background work in this process: the event sequencer, the webhook "
-        "dispatcher, the telemetry pruner and offline watch, the MQTT subscriber (any number "
-        "of processes may; they share the work safely).",
-    )
-    events_sequencer_interval_seconds: float = Field(
-        0.5, gt=0, le=60, description="How often to look for events other processes committed."
-    )
-    events_stream_heartbeat_seconds: float = Field(
-        15.0, gt=0, le=300, description="Comment line sent on an idle event stream."
-    )
-    events_retention_days: int = Field(
-        90,
-        ge=0,
-        description="Events older than this are pruned (0: kept for ever), never while a "
-        "webhook delivery of a live subscription is pending or failed (replayable).",
-    )
-    events_prune_interval_seconds: float = Field(
-        3600.0, gt=0, description="How often the event pruner runs."
-    )
-    webhook_timeout_seconds: float = Field(
-        10.0, gt=0, le=120, description="Whole-request deadline of one delivery attempt."
-    )
-    webhook_retry_horizon_seconds: float = Field(
-        86_400.0, gt=0, description="How long a delivery is retried before it is marked failed."
-    )
-    webhook_retry_base_seconds: float = Field(
-        5.0, gt=0, description="First back-off; doubled after each failure (with jitter)."
-    )
-    webhook_retry_max_delay_seconds: float = Field(
-        3600.0, gt=0, description="Longest wait between two attempts."
-    )
-    webhook_concurrency: int = Field(
-        16, ge=1, le=1000, description="Deliveries in flight at once in one process."
-    )
-    webhook_concurrency_per_endpoint: int = Field(
-        2,
-        ge=1,
-        le=100,
-        description="In flight at once for one subscription (one slow "
-        "receiver never takes every slot).",
-    )
-    webhook_max_response_bytes: int = Field(
-        65_536, ge=0, description="Response bodies are read up to this size, then cut off."
-    )
-    webhook_poll_interval_seconds: float = Field(
-        1.0, gt=0, le=60, description="How often the dispatcher looks for due deliveries."
-    )
-    webhook_allow_private_networks: bool = Field(
-        False,
-        description="Allow webhook URLs on loopback, private, link-local or reserved "
-        "addresses (tests, closed networks); never for the platform's own ports.",
-    )
-    webhook_denied_hosts: str = Field(
-        "",
-        description="Comma list of host names webhooks may never target (e.g. the "
-        "platform's public name).",
-    )
-
-    # -- Oracle (issue 18) ------------------------------------------------------------------
-    claims_evaluation_batch_max: int = Field(
-        1000,
-        ge=1,
-        le=10_000,
-        description="Most evaluations one POST /v1/claims/evaluations carries (one ledger "
-        "write: larger batches hold the write turn longer).",
-    )
-    claims_evaluation_linger_seconds: float = Field(
-        0.004,
-        ge=0,
-        le=0.1,
-        description="How long concurrent single evaluations (POST /v1/claims/{id}/evaluations) "
-        "wait, at most, for the callers of the batch before them to come back and join the "
-        "next batch (services/coalesce.py); a lone evaluation never waits. 0 turns it off.",
-    )
-    oracle_enabled: bool = Field(
-        True,
-        description="Run the claim oracle with the background work (`twinhub serve oracle` "
-        "runs it alone); any number of processes may, leases keep them from doubling work.",
-    )
-    oracle_poll_seconds: float = Field(
-        1.0, gt=0, le=60, description="How often the oracle looks for pending claims."
-    )
-    oracle_lease_seconds: float = Field(
-        60.0,
-        gt=0,
-        le=3600,
-        description="How long one oracle holds a claim it evaluates; a "
-        "crashed oracle's claims are taken over when this runs out.",
-    )
-    oracle_max_attempts: int = Field(
-        3,
-        ge=1,
-        le=100,
-        description="Evaluations of one claim cut short (a crash) before the "
-        "oracle flags it for a person instead of trying again.",
-    )
-    oracle_batch: int = Field(50, ge=1, le=1000, description="Claims leased per look.")
-
-    @field_validator(
-        "ussd_rate_limit",
-        "registry_rate_limit",
-        "gateway_rate_limit",
-        "api_key_failure_limit",
-        "telemetry_rate_limit",
-    )
-    @classmethod
-    def _rate_limit_parses(cls, value: str) -> str:
-        value = value.strip()
-        if value.isdigit():
-            value = f"{value}/minute"
-        parse(value)  # raises ValueError with a clear message when malformed
-        return value
 
     @field_validator("redis_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """`REDIS_URL=` (empty) means no Redis, as leaving it out does."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The async SQLAlchemy URL, whatever spelling the operator used."""
+        url = self.database_url or f"sqlite:///{(self.data_dir / 'twinhub.db').as_posix()}"
+        return normalise_database_url(url)
+
+    @property
+    def redis_address(self) -> str | None:
+        """REDIS_URL in clear, or None: what the rate limiters and session stores connect to."""
+        return self.redis_url.get_secret_value() if self.redis_url else None
+
+
+class ServerSettings(_Section):
+    """How the processes run: the interface they bind, how many, which do background work."""
+
+    host: str = Field(
+        "127.0.0.1",
+        validation_alias="HOST",
+        description="Interface the servers bind to (`0.0.0.0` in a container).",
+    )
+    workers: str = Field(
+        "1",
+        validation_alias="WORKERS",
+        pattern=r"^(auto|[1-9][0-9]{0,2})$",
+        description=(
+            "Processes of each kind `twinhub serve` runs (`auto`: one per core); more than 1 "
+            "needs `REDIS_URL`."
+        ),
+    )
+    http_keep_alive_seconds: float = Field(
+        75.0,
+        validation_alias="HTTP_KEEP_ALIVE_SECONDS",
+        gt=0,
+        le=3600,
+        description=(
+            "How long every HTTP port keeps an idle keep-alive connection open; keep it "
+            "longer than the idle timeout of the USSD aggregator's or proxy's connection "
+            "pool, so the client always closes first and no request meets a socket the server"
+            " just closed."
+        ),
+    )
+    background_workers_enabled: bool = Field(
+        True,
+        validation_alias="BACKGROUND_WORKERS_ENABLED",
+        description=(
+            "Run the background work in this process: event sequencer, webhook dispatcher, "
+            "telemetry retention pruner, offline watch and MQTT subscriber (any number of "
+            "processes may; they share the work safely). `twinhub serve ussd` never runs "
+            "them, so the phones' process does no background work."
+        ),
+    )
+
+
+class ObservabilitySettings(_Section):
+    """Logs and metrics."""
+
+    log_level: str = Field(
+        "info", validation_alias="LOG_LEVEL", description="`debug`, `info`, `warning`, `error`."
+    )
+    log_format: str = Field(
+        "auto",
+        validation_alias="LOG_FORMAT",
+        pattern="^(auto|json|console)$",
+        description="`json`, `console`, or `auto` (console on a terminal, JSON otherwise).",
+    )
+    metrics_enabled: bool = Field(
+        True,
+        validation_alias="METRICS_ENABLED",
+        description="Serve Prometheus metrics at `/metrics`.",
+    )
+
+
+class SecuritySettings(_Section):
+    """Keys, secrets and who is trusted to say where a request came from."""
+
+    pin_encryption_key: SecretStr | None = Field(
+        None,
+        validation_alias="PIN_ENCRYPTION_KEY",
+        description=(
+            '**prod** 64 hex characters (AES-256); `python -c "import secrets; '
+            'print(secrets.token_hex(32))"`. Unset outside production: generated once '
+            "under DATA_DIR."
+        ),
+    )
+    credential_issuer_key: SecretStr | None = Field(
+        None,
+        validation_alias="CREDENTIAL_ISSUER_KEY",
+        description=(
+            "**prod** 64 hex characters: the Ed25519 seed that signs verifiable credentials "
+            "(the issuer is the `did:key` of its public key). Unset outside production: "
+            "generated once under DATA_DIR."
+        ),
+    )
+    bootstrap_api_key: SecretStr | None = Field(
+        None,
+        validation_alias="TWINHUB_BOOTSTRAP_API_KEY",
+        description=(
+            "An admin API key that exists from start (first use, tests); at least 32 characters."
+        ),
+    )
+    api_key_failure_limit: str = Field(
+        "20/minute",
+        validation_alias="API_KEY_FAILURE_LIMIT",
+        description=(
+            "Failed API-key attempts per client IP (registry); 429 with `Retry-After` beyond it."
+        ),
+    )
+    trust_proxy_enabled: bool = Field(
+        False,
+        validation_alias="TRUST_PROXY_ENABLED",
+        description="Take the client IP from `X-Forwarded-For` (set it behind a reverse proxy).",
+    )
+    trust_proxy_hops: int = Field(
+        1,
+        validation_alias="TRUST_PROXY_HOPS",
+        ge=1,
+        description="How many trusted proxies appended to `X-Forwarded-For`.",
+    )
+
+    @field_validator("api_key_failure_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        return checked_rate_limit(value)
+
+    @field_validator("pin_encryption_key", "credential_issuer_key")
+    @classmethod
+    def _key_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not _HEX_KEY.match(value.get_secret_value()):
+            raise ValueError("the key must be 64 hexadecimal characters (256 bits)")
+        return value
+
+    @cached_property
+    def api_key_failure_limit_item(self) -> RateLimitItem:
+        return parse(self.api_key_failure_limit)
+
+
+class RegistrySettings(_Section):
+    """The registry API (REST and GraphQL), its ledger writes, claim evaluations and governance."""
+
+    port: int = Field(
+        8000, validation_alias="REGISTRY_PORT", ge=1, le=65535, description="Registry API port."
+    )
+    max_body_bytes: int = Field(
+        1_048_576,
+        validation_alias="REGISTRY_MAX_BODY_BYTES",
+        ge=1024,
+        description="Larger registry request bodies get 413.",
+    )
+    rate_limit: str = Field(
+        "1200/minute",
+        validation_alias="REGISTRY_RATE_LIMIT",
+        description=(
+            "Per API key principal (all its keys together); 429 with `Retry-After` beyond it;"
+            " shared through Redis when `REDIS_URL` is set."
+        ),
+    )
+    page_size: int = Field(
+        50,
+        validation_alias="REGISTRY_PAGE_SIZE",
+        ge=1,
+        le=1000,
+        description="Default page size of registry lists.",
+    )
+    max_page_size: int = Field(
+        500,
+        validation_alias="REGISTRY_MAX_PAGE_SIZE",
+        ge=1,
+        le=10_000,
+        description="Largest page a client may ask for (`limit`).",
+    )
+    request_timeout_seconds: float = Field(
+        8.0,
+        validation_alias="REGISTRY_REQUEST_TIMEOUT_SECONDS",
+        gt=0,
+        le=3600,
+        description=(
+            "Longest a registry request (`/v1/`, `/graphql`) may take before its answer "
+            "starts; past it the work is cancelled and a JSON 503 with `Retry-After` "
+            "answered, whatever the cause (a hung database included). Event streams, once "
+            "started, are not cut."
+        ),
+    )
+    graphql_max_body_bytes: int = Field(
+        65_536,
+        validation_alias="GRAPHQL_MAX_BODY_BYTES",
+        ge=1024,
+        description="Larger `/graphql` bodies get 413.",
+    )
+    graphql_max_tokens: int = Field(
+        2_000,
+        validation_alias="GRAPHQL_MAX_TOKENS",
+        ge=100,
+        le=1_000_000,
+        description="A GraphQL document with more lexical tokens is refused while parsed.",
+    )
+    graphql_max_depth: int = Field(
+        10,
+        validation_alias="GRAPHQL_MAX_DEPTH",
+        ge=1,
+        le=100,
+        description="Deepest selection allowed (introspection is bounded by tokens).",
+    )
+    graphql_max_aliases: int = Field(
+        20,
+        validation_alias="GRAPHQL_MAX_ALIASES",
+        ge=1,
+        le=1000,
+        description="Most aliases in one document.",
+    )
+    governance_batch_chunk: int = Field(
+        1000,
+        validation_alias="GOVERNANCE_BATCH_CHUNK",
+        ge=1,
+        le=10_000,
+        description=(
+            "Domains a batch verification proposal verifies per ledger write (each chunk "
+            "committed with its progress)."
+        ),
+    )
+    governance_batch_retries: int = Field(
+        3,
+        validation_alias="GOVERNANCE_BATCH_RETRIES",
+        ge=0,
+        le=100,
+        description=(
+            "Retries of a failing chunk of a background batch execution (with doubling "
+            "back-off) before it is left, part-done, for a manual execute (a warning is "
+            "logged)."
+        ),
+    )
+    governance_batch_retry_seconds: float = Field(
+        1.0,
+        validation_alias="GOVERNANCE_BATCH_RETRY_SECONDS",
+        gt=0,
+        le=3600,
+        description="First back-off of a failing batch chunk; doubled after each failure.",
+    )
+    compliance_group_members: str = Field(
+        "",
+        validation_alias="COMPLIANCE_GROUP_MEMBERS",
+        description=(
+            "`did[=weight],...`: on start, the default compliance group "
+            "`did:ixo:group/compliance` is made with these members unless a default group "
+            "exists."
+        ),
+    )
+    compliance_group_threshold: str = Field(
+        "absolute_percentage:0.51",
+        validation_alias="COMPLIANCE_GROUP_THRESHOLD",
+        description=(
+            "That group's rule: `absolute_count:N`, `absolute_percentage:F` or "
+            "`threshold_quorum:F:Q`."
+        ),
+    )
+    compliance_group_voting_period_seconds: int = Field(
+        7 * 86400,
+        validation_alias="COMPLIANCE_GROUP_VOTING_PERIOD_SECONDS",
+        ge=60,
+        le=366 * 86400,
+        description="That group's voting period.",
+    )
+
+    ledger_max_batch: int = Field(
+        256,
+        validation_alias="LEDGER_MAX_BATCH",
+        ge=1,
+        le=10_000,
+        description=(
+            "Most writes one ledger commit carries: writes queued behind each other share one"
+            " database transaction and commit (group commit, `docs/ledger.md`)."
+        ),
+    )
+    claims_evaluation_batch_max: int = Field(
+        1000,
+        validation_alias="CLAIMS_EVALUATION_BATCH_MAX",
+        ge=1,
+        le=10_000,
+        description=(
+            "Most evaluations one `POST /v1/claims/evaluations` carries (413 beyond it); the "
+            "list is one ledger write, so larger lists hold the write turn longer."
+        ),
+    )
+    claims_evaluation_linger_seconds: float = Field(
+        0.004,
+        validation_alias="CLAIMS_EVALUATION_LINGER_SECONDS",
+        ge=0,
+        le=0.1,
+        description=(
+            "How long, at most, concurrent single evaluations wait for the callers of the "
+            "batch before them to come back and join the next batch (a lone evaluation never "
+            "waits; 0 turns it off; at most 0.1)."
+        ),
+    )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        return checked_rate_limit(value)
+
+    @field_validator("compliance_group_members")
+    @classmethod
+    def _members_parse(cls, value: str) -> str:
+        parse_members(value)
+        return value
+
+    @field_validator("compliance_group_threshold")
+    @classmethod
+    def _threshold_parses(cls, value: str) -> str:
+        parse_threshold(value)
+        return value
+
+    @cached_property
+    def rate_limit_item(self) -> RateLimitItem:
+        return parse(self.rate_limit)
+
+    @cached_property
+    def compliance_members(self) -> dict[str, int]:
+        return parse_members(self.compliance_group_members)
+
+    @cached_property
+    def compliance_threshold(self) -> tuple[str, float, float | None]:
+        return parse_threshold(self.compliance_group_threshold)
+
+
+class UssdSettings(_Section):
+    """The USSD gateway: sessions, PIN lock-outs, languages."""
+
+    port: int = Field(
+        3000, validation_alias="PORT", ge=1, le=65535, description="USSD gateway port."
+    )
+    service_name: str = Field(
+        "twinhub",
+        validation_alias="USSD_SERVICE_NAME",
+        max_length=20,
+        description="Name on the welcome and goodbye screens (at most 20 characters).",
+    )
+    session_ttl_seconds: float = Field(
+        120.0,
+        validation_alias="USSD_SESSION_TTL_SECONDS",
+        gt=0,
+        description="Inactivity after which a session expires.",
+    )
+    session_retention_seconds: float = Field(
+        600.0,
+        validation_alias="USSD_SESSION_RETENTION_SECONDS",
+        ge=0,
+        description=(
+            'How long an expired or ended session is remembered, to answer "dial again" and '
+            "replay retries."
+        ),
+    )
+    max_sessions: int = Field(
+        100_000,
+        validation_alias="USSD_MAX_SESSIONS",
+        ge=10,
+        description="Cap of the in-memory store (oldest-touched records go first).",
+    )
+    lock_timeout_seconds: float = Field(
+        5.0,
+        validation_alias="USSD_LOCK_TIMEOUT_SECONDS",
+        gt=0,
+        description="How long a request waits for another request of the same session.",
+    )
+    max_pin_attempts: int = Field(
+        3,
+        validation_alias="USSD_MAX_PIN_ATTEMPTS",
+        ge=1,
+        le=10,
+        description=(
+            "Wrong PINs in a row before an account is locked (counted apart for its own phone"
+            " and for other phones)."
+        ),
+    )
+    phone_max_pin_attempts: int = Field(
+        10,
+        validation_alias="USSD_PHONE_MAX_PIN_ATTEMPTS",
+        ge=1,
+        le=1000,
+        description=(
+            "Wrong PINs from one phone, at any account or unknown IDs, before the phone is locked."
+        ),
+    )
+    lockout_seconds: float = Field(
+        60.0,
+        validation_alias="USSD_LOCKOUT_SECONDS",
+        gt=0,
+        description="Length of a first lock-out; each further one of the same key doubles.",
+    )
+    lockout_max_seconds: float = Field(
+        3600.0, validation_alias="USSD_LOCKOUT_MAX_SECONDS", gt=0, description="Longest lock-out."
+    )
+    max_body_bytes: int = Field(
+        4096,
+        validation_alias="USSD_MAX_BODY_BYTES",
+        ge=512,
+        description="Larger request bodies are invalid input.",
+    )
+    rate_limit: str = Field(
+        "100/minute",
+        validation_alias="USSD_RATE_LIMIT",
+        description="Per client IP on `/api/ussd*`; `N/second|minute|hour` or a bare N per minute.",
+    )
+    operator_token: SecretStr | None = Field(
+        None,
+        validation_alias="USSD_OPERATOR_TOKEN",
+        description="Bearer token for the debug and session-list endpoints (see below).",
+    )
+    support_contact: str = Field(
+        "",
+        validation_alias="SUPPORT_CONTACT",
+        max_length=40,
+        description="Shown on the locked-account screen, e.g. a helpline number.",
+    )
+    default_language: str = Field(
+        "en",
+        validation_alias="USSD_DEFAULT_LANGUAGE",
+        max_length=16,
+        description=(
+            "Menu language of a phone with no remembered choice: `en`, `fr`, `sw`, `ny`, "
+            "`bem` (anything else: `en`)."
+        ),
+    )
+    default_languages: str = Field(
+        "",
+        validation_alias="USSD_DEFAULT_LANGUAGES",
+        max_length=2000,
+        description=(
+            "Default language per service code, e.g. `*384*1#=en,*384*2#=sw`; unknown entries"
+            " are logged and ignored."
+        ),
+    )
+    timezone: str = Field(
+        "UTC",
+        validation_alias="USSD_TIMEZONE",
+        max_length=64,
+        description=(
+            "IANA zone of the households' clocks, for times on USSD screens (e.g. "
+            "`Africa/Nairobi`)."
+        ),
+    )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        return checked_rate_limit(value)
+
+    @cached_property
+    def rate_limit_item(self) -> RateLimitItem:
+        return parse(self.rate_limit)
+
+
+class TelemetrySettings(_Section):
+    """Telemetry ingestion over HTTP and MQTT, retention and the offline watch."""
+
+    batch_size: int = Field(
+        1000,
+        validation_alias="TELEMETRY_BATCH_SIZE",
+        ge=1,
+        le=100_000,
+        description="Most readings in one HTTP batch or MQTT message (413 beyond it).",
+    )
+    future_skew_seconds: float = Field(
+        300.0,
+        validation_alias="TELEMETRY_FUTURE_SKEW_SECONDS",
+        ge=0,
+        description=(
+            "Readings timed further ahead than this are rejected; late readings are always "
+            "accepted."
+        ),
+    )
+    offline_after_seconds: float = Field(
+        3600.0,
+        validation_alias="TELEMETRY_OFFLINE_AFTER_SECONDS",
+        gt=0,
+        description="A twin with no reading for this long shows `online: false`.",
+    )
+    retention_days: int = Field(
+        730,
+        validation_alias="TELEMETRY_RETENTION_DAYS",
+        ge=0,
+        description="Raw readings older than this are pruned (`0`: kept forever); rollups stay.",
+    )
+    prune_interval_seconds: float = Field(
+        3600.0,
+        validation_alias="TELEMETRY_PRUNE_INTERVAL_SECONDS",
+        gt=0,
+        description="How often the retention pruner runs.",
+    )
+    rate_limit: str = Field(
+        "600/minute",
+        validation_alias="TELEMETRY_RATE_LIMIT",
+        description=(
+            "Telemetry requests or MQTT messages per device; 429 (HTTP) or a counted drop "
+            "(MQTT) beyond it."
+        ),
+    )
+    mqtt_url: SecretStr | None = Field(
+        None,
+        validation_alias="MQTT_URL",
+        description="`mqtt://[user:pass@]host:1883` (or `mqtts://`); unset: MQTT ingestion is off.",
+    )
+    mqtt_topic_prefix: str = Field(
+        "twinhub",
+        validation_alias="MQTT_TOPIC_PREFIX",
+        pattern=r"^[^#+$\s][^#+\s]*$",
+        description="Devices publish to `<prefix>/<twin DID>`.",
+    )
+    mqtt_shared_group: str = Field(
+        "twinhub",
+        validation_alias="MQTT_SHARED_GROUP",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="MQTT 5 shared subscription group: processes of one group split the stream.",
+    )
+    mqtt_client_id: str = Field(
+        "",
+        validation_alias="MQTT_CLIENT_ID",
+        max_length=64,
+        description=(
+            "Empty: `twinhub-<host>-<pid>`. Set a stable id per process in production, so "
+            "its broker session (and unacknowledged messages) survives a restart."
+        ),
+    )
+    mqtt_qos: int = Field(
+        1,
+        validation_alias="MQTT_QOS",
+        ge=1,
+        le=2,
+        description="Subscription QoS (1: at least once; duplicates are harmless).",
+    )
+    mqtt_reconnect_max_seconds: float = Field(
+        30.0,
+        validation_alias="MQTT_RECONNECT_MAX_SECONDS",
+        gt=0,
+        description="Ceiling of the reconnect backoff while the broker is away.",
+    )
+    mqtt_keepalive_seconds: int = Field(
+        30,
+        validation_alias="MQTT_KEEPALIVE_SECONDS",
+        ge=1,
+        le=65535,
+        description=(
+            "Keep-alive asked of the broker (a broker's Server Keep Alive overrides it); a "
+            "broker silent for twice as long is taken as gone and reconnected to."
+        ),
+    )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        return checked_rate_limit(value)
+
+    @cached_property
+    def rate_limit_item(self) -> RateLimitItem:
+        return parse(self.rate_limit)
+
+
+class OracleSettings(_Section):
+    """The claim oracle: the worker that evaluates pending claims (MRV)."""
+
+    enabled: bool = Field(
+        True,
+        validation_alias="ORACLE_ENABLED",
+        description=(
+            "Run the claim oracle with the background work (`BACKGROUND_WORKERS_ENABLED`); "
+            "`twinhub serve oracle` runs it alone."
+        ),
+    )
+    poll_seconds: float = Field(
+        1.0,
+        validation_alias="ORACLE_POLL_SECONDS",
+        gt=0,
+        le=60,
+        description="How often the oracle looks for pending claims.",
+    )
+    lease_seconds: float = Field(
+        60.0,
+        validation_alias="ORACLE_LEASE_SECONDS",
+        gt=0,
+        le=3600,
+        description=(
+            "How long one oracle process holds a claim; a crashed oracle's claims are taken "
+            "over after it."
+        ),
+    )
+    max_attempts: int = Field(
+        3,
+        validation_alias="ORACLE_MAX_ATTEMPTS",
+        ge=1,
+        le=100,
+        description=(
+            "Leases of one claim that ran out (crashes) before the oracle flags it for a person."
+        ),
+    )
+    batch: int = Field(
+        50, validation_alias="ORACLE_BATCH", ge=1, le=1000, description="Claims leased per look."
+    )
+
+
+class EventsSettings(_Section):
+    """The event log, its streams and webhook delivery."""
+
+    sequencer_interval_seconds: float = Field(
+        0.5,
+        validation_alias="EVENTS_SEQUENCER_INTERVAL_SECONDS",
+        gt=0,
+        le=60,
+        description=(
+            "How often events committed by other processes are looked for (this process's own"
+            " are numbered at once)."
+        ),
+    )
+    stream_heartbeat_seconds: float = Field(
+        15.0,
+        validation_alias="EVENTS_STREAM_HEARTBEAT_SECONDS",
+        gt=0,
+        le=300,
+        description="Comment line sent on an idle event stream, so proxies keep it open.",
+    )
+    retention_days: int = Field(
+        90,
+        validation_alias="EVENTS_RETENTION_DAYS",
+        ge=0,
+        description=(
+            "Events older than this are pruned (`0`: kept forever), never while unnumbered or"
+            " while a webhook delivery of a live subscription is pending or failed "
+            "(replayable); their finished deliveries go with them."
+        ),
+    )
+    prune_interval_seconds: float = Field(
+        3600.0,
+        validation_alias="EVENTS_PRUNE_INTERVAL_SECONDS",
+        gt=0,
+        description=(
+            "How often the event pruner runs (beside the sequencer, where background work runs)."
+        ),
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0,
+        validation_alias="WEBHOOK_TIMEOUT_SECONDS",
+        gt=0,
+        le=120,
+        description="Whole-request deadline of one delivery attempt (connect, send, answer).",
+    )
+    webhook_retry_horizon_seconds: float = Field(
+        86_400.0,
+        validation_alias="WEBHOOK_RETRY_HORIZON_SECONDS",
+        gt=0,
+        description="How long a delivery is retried before it is marked failed.",
+    )
+    webhook_retry_base_seconds: float = Field(
+        5.0,
+        validation_alias="WEBHOOK_RETRY_BASE_SECONDS",
+        gt=0,
+        description="First back-off, doubled after each failure, with jitter (half to all of it).",
+    )
+    webhook_retry_max_delay_seconds: float = Field(
+        3600.0,
+        validation_alias="WEBHOOK_RETRY_MAX_DELAY_SECONDS",
+        gt=0,
+        description="Longest wait between two attempts (a `Retry-After` is honoured up to it).",
+    )
+    webhook_concurrency: int = Field(
+        16,
+        validation_alias="WEBHOOK_CONCURRENCY",
+        ge=1,
+        le=1000,
+        description="Delivery attempts in flight at once in one process.",
+    )
+    webhook_concurrency_per_endpoint: int = Field(
+        2,
+        validation_alias="WEBHOOK_CONCURRENCY_PER_ENDPOINT",
+        ge=1,
+        le=100,
+        description=(
+            "Attempts in flight at once for one subscription, so a slow receiver never takes "
+            "every slot."
+        ),
+    )
+    webhook_max_response_bytes: int = Field(
+        65_536,
+        validation_alias="WEBHOOK_MAX_RESPONSE_BYTES",
+        ge=0,
+        description="A receiver's answer is read up to this size, then cut off.",
+    )
+    webhook_poll_interval_seconds: float = Field(
+        1.0,
+        validation_alias="WEBHOOK_POLL_INTERVAL_SECONDS",
+        gt=0,
+        le=60,
+        description="How often the dispatcher looks for due deliveries "
+        "(new events wake it at once).",
+    )
+    webhook_allow_private_networks: bool = Field(
+        False,
+        validation_alias="WEBHOOK_ALLOW_PRIVATE_NETWORKS",
+        description=(
+            "Allow webhook URLs on loopback, private, link-local, shared or reserved "
+            "addresses (tests, closed networks)."
+        ),
+    )
+    webhook_denied_hosts: str = Field(
+        "",
+        validation_alias="WEBHOOK_DENIED_HOSTS",
+        description=(
+            "Comma list of host names webhooks may never target, e.g. the platform's own "
+            "public name."
+        ),
+    )
+
+
+class ChainSettings(_Section):
+    """The chain node (gRPC) and its REST gateway."""
+
+    node_port: int = Field(
+        9090, validation_alias="NODE_PORT", ge=0, le=65535, description="Chain node (gRPC) port."
+    )
+    gateway_port: int = Field(
+        1317,
+        validation_alias="GATEWAY_PORT",
+        ge=0,
+        le=65535,
+        description="Chain REST gateway port.",
+    )
+    chain_id: str = Field(
+        "twinhub-1",
+        validation_alias="CHAIN_ID",
+        pattern=r"^[A-Za-z0-9._-]{1,50}$",
+        description="The chain id the node reports (node info, block headers).",
+    )
+    node_moniker: str = Field(
+        "twinhub",
+        validation_alias="NODE_MONIKER",
+        pattern=r"^[A-Za-z0-9._ -]{1,70}$",
+        description="The node's name in its node info.",
+    )
+    node_one_batch: bool = Field(
+        True,
+        validation_alias="NODE_ONE_BATCH",
+        description=(
+            "The node hands its height header, answer and status to gRPC's core in one batch "
+            "(`chain/node/one_batch.py`, which uses grpc's internal names; checked at start, "
+            "with grpc's public path when they differ); `false` keeps the public path, where "
+            "the header is a send of its own (about a sixth of a bare answer's cost)."
+        ),
+    )
+    node_answer_cache_mib: int = Field(
+        32,
+        validation_alias="NODE_ANSWER_CACHE_MIB",
+        ge=0,
+        le=4096,
+        description=(
+            "The node keeps serialised query answers up to this size, per database version "
+            "(any commit drops them all); `0` keeps none."
+        ),
+    )
+    gateway_grpc_upstream: str | None = Field(
+        None,
+        validation_alias="GATEWAY_GRPC_UPSTREAM",
+        pattern=r"^[^\s/]+:[0-9]{1,5}$",
+        description=(
+            "`host:port` of the node the gateway fronts; unset: a node started in the same "
+            "process on `NODE_PORT`."
+        ),
+    )
+    gateway_routes_from: str = Field(
+        "auto",
+        validation_alias="GATEWAY_ROUTES_FROM",
+        pattern="^(auto|descriptors|reflection)$",
+        description=(
+            "Where the route table comes from: `descriptors` (compiled into twinhub), "
+            "`reflection` (the upstream's gRPC reflection), `auto` (reflection when "
+            "`GATEWAY_GRPC_UPSTREAM` is set)."
+        ),
+    )
+    gateway_route_prefix: str = Field(
+        "ixo",
+        validation_alias="GATEWAY_ROUTE_PREFIX",
+        pattern=r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$",
+        description="First path segment(s) of the ixo routes: `chain` serves `/chain/entity/{id}`.",
+    )
+    gateway_legacy_routes: bool = Field(
+        False,
+        validation_alias="GATEWAY_LEGACY_ROUTES",
+        description="Also serve the retired routes (see the chain REST gateway).",
+    )
+    gateway_disabled_methods: str = Field(
+        "",
+        validation_alias="GATEWAY_DISABLED_METHODS",
+        description=(
+            "Comma list of gRPC methods answered 501, e.g. `ixo.claims.v1beta1.Query/DisputeList`."
+        ),
+    )
+    gateway_api_keys: SecretStr | None = Field(
+        None,
+        validation_alias="GATEWAY_API_KEYS",
+        description=(
+            "Comma list of accepted tokens; when set every route needs `Authorization: Bearer"
+            " <token>` (401 without, 403 wrong)."
+        ),
+    )
+    gateway_cors_origins: str = Field(
+        "",
+        validation_alias="GATEWAY_CORS_ORIGINS",
+        description=(
+            "Comma list of origins (`https://explorer.example`) granted CORS for GET; empty: "
+            "no grant ever."
+        ),
+    )
+    gateway_upstream_timeout_seconds: float = Field(
+        5.0,
+        validation_alias="GATEWAY_UPSTREAM_TIMEOUT_SECONDS",
+        gt=0,
+        le=300,
+        description="Deadline of each call to the node; beyond it 504.",
+    )
+    gateway_rate_limit: str = Field(
+        "6000/minute",
+        validation_alias="GATEWAY_RATE_LIMIT",
+        description="Per client IP (see `TRUST_PROXY_ENABLED`); 429 with `Retry-After` beyond it.",
+    )
+
+    @field_validator("gateway_rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        return checked_rate_limit(value)
 
     @field_validator("gateway_disabled_methods")
     @classmethod
@@ -506,49 +1004,6 @@ class Settings(BaseSettings):
             if origin != "*" and not _ORIGIN.match(origin):
                 raise ValueError(f"expected 'scheme://host[:port]', got {origin!r}")
         return value
-
-    @field_validator("pin_encryption_key", "credential_issuer_key")
-    @classmethod
-    def _key_is_hex(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not _HEX_KEY.match(value.get_secret_value()):
-            raise ValueError("the key must be 64 hexadecimal characters (256 bits)")
-        return value
-
-    @field_validator("compliance_group_members")
-    @classmethod
-    def _members_parse(cls, value: str) -> str:
-        parse_members(value)
-        return value
-
-    @field_validator("compliance_group_threshold")
-    @classmethod
-    def _threshold_parses(cls, value: str) -> str:
-        parse_threshold(value)
-        return value
-
-    @cached_property
-    def compliance_members(self) -> dict[str, int]:
-        return parse_members(self.compliance_group_members)
-
-    @cached_property
-    def compliance_threshold(self) -> tuple[str, float, float | None]:
-        return parse_threshold(self.compliance_group_threshold)
-
-    @cached_property
-    def rate_limit(self) -> RateLimitItem:
-        return parse(self.ussd_rate_limit)
-
-    @cached_property
-    def registry_rate_limit_item(self) -> RateLimitItem:
-        return parse(self.registry_rate_limit)
-
-    @cached_property
-    def api_key_failure_limit_item(self) -> RateLimitItem:
-        return parse(self.api_key_failure_limit)
-
-    @cached_property
-    def telemetry_rate_limit_item(self) -> RateLimitItem:
-        return parse(self.telemetry_rate_limit)
 
     @cached_property
     def gateway_rate_limit_item(self) -> RateLimitItem:
@@ -567,45 +1022,263 @@ class Settings(BaseSettings):
         keys = self.gateway_api_keys.get_secret_value() if self.gateway_api_keys else ""
         return tuple(key.encode() for key in split_list(keys))
 
+
+class ConsoleSettings(_Section):
+    """The operator console at /console on the registry port."""
+
+    enabled: bool = Field(
+        True,
+        validation_alias="CONSOLE_ENABLED",
+        description="Serve the operator console at `/console` on the registry port.",
+    )
+    session_ttl_seconds: int = Field(
+        8 * 3600,
+        validation_alias="CONSOLE_SESSION_TTL_SECONDS",
+        ge=60,
+        le=7 * 86400,
+        description="How long a console sign-in lasts (the key is still checked on every click).",
+    )
+    max_sessions: int = Field(
+        10_000,
+        validation_alias="CONSOLE_MAX_SESSIONS",
+        ge=10,
+        description=(
+            "Without Redis: signed-in console sessions one process holds (oldest-used dropped"
+            " first); with `REDIS_URL` sessions live in Redis, shared by every worker, and "
+            "expire there."
+        ),
+    )
+    ussd_url: str | None = Field(
+        None,
+        validation_alias="CONSOLE_USSD_URL",
+        description="The USSD gateway the console's phone simulator forwards to; "
+        "unset: `http://127.0.0.1:PORT/api/ussd`.",
+    )
+
+
+def _section(model: type[_Section]) -> Any:
+    """A section field of Settings, built from its defaults unless given."""
+    return Field(default_factory=model, description=(model.__doc__ or "").strip())
+
+
+class Settings(BaseSettings):
+    """Read once at start; passed down explicitly, never imported as a global.
+
+    Each context's services receive their own section (`settings.telemetry`, ...)."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
+
+    environment: Environment = Field(
+        Environment.development,
+        description="`development`, `production` or `test`; reported by the health records.",
+    )
+    storage: StorageSettings = _section(StorageSettings)
+    server: ServerSettings = _section(ServerSettings)
+    observability: ObservabilitySettings = _section(ObservabilitySettings)
+    security: SecuritySettings = _section(SecuritySettings)
+    registry: RegistrySettings = _section(RegistrySettings)
+    ussd: UssdSettings = _section(UssdSettings)
+    telemetry: TelemetrySettings = _section(TelemetrySettings)
+    oracle: OracleSettings = _section(OracleSettings)
+    events: EventsSettings = _section(EventsSettings)
+    chain: ChainSettings = _section(ChainSettings)
+    console: ConsoleSettings = _section(ConsoleSettings)
+
+    def __init__(self, **values: Any) -> None:
+        # Flat keyword names (`database_url=...`, as the variables are named) go into their
+        # sections before the sources merge, so they override the environment field by field.
+        super().__init__(**nest_flat_names(values))
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment and dotenv files are read by the flat variable names only."""
+        return (
+            init_settings,
+            _FlatVariables(settings_cls, env_settings),
+            _FlatVariables(settings_cls, dotenv_settings),
+            file_secret_settings,
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_flat_names(cls, data: Any) -> Any:
+        """`Settings.model_validate({'database_url': ...})` works as the keywords do."""
+        return nest_flat_names(data) if isinstance(data, Mapping) else data
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Settings:
+        """A copy with `update` applied; flat names (`oracle_enabled=...`) go into their
+        sections, as the keyword arguments do."""
+        if update:
+            routed: dict[str, Any] = {}
+            for key, value in nest_flat_names(update).items():
+                current = getattr(self, key, None)
+                if isinstance(current, _Section) and isinstance(value, Mapping):
+                    value = current.model_copy(update=dict(value))
+                routed[key] = value
+            update = routed
+        return super().model_copy(update=update, deep=deep)
+
+    @classmethod
+    def environment_names(cls) -> list[str]:
+        """Every environment variable the settings read, upper-case, in section order."""
+        return list(_routes_by_name())
+
+    @classmethod
+    def environment_fields(cls) -> Iterator[tuple[str, str | None, str, FieldInfo]]:
+        """(variable, section or None, field name, field) for every variable: what the
+        settings documentation is generated from."""
+        for name, field in cls.model_fields.items():
+            model = _section_model(field)
+            if model is None:
+                yield _variable_of(name, field), None, name, field
+                continue
+            for inner, inner_field in model.model_fields.items():
+                yield _variable_of(inner, inner_field), name, inner, inner_field
+
+    @classmethod
+    def environment_name_of(cls, loc: tuple[int | str, ...]) -> str:
+        """The variable a validation error's location points at (for messages)."""
+        routes = {(section, field): env for env, (section, field) in _routes_by_name().items()}
+        aliases = set(_routes_by_name())
+        if loc and isinstance(loc[-1], str) and loc[-1].upper() in aliases:
+            return loc[-1].upper()
+        if len(loc) >= 2 and (loc[0], loc[1]) in routes:
+            return routes[(str(loc[0]), str(loc[1]))]
+        return "_".join(str(part) for part in loc).upper()
+
+    def environment_values(self) -> dict[str, Any]:
+        """Every variable's effective value, by variable name, in section order."""
+        values: dict[str, Any] = {}
+        for env, (section, field) in _routes_by_name().items():
+            holder = self if section is None else getattr(self, section)
+            values[env] = getattr(holder, field)
+        return values
+
     @cached_property
     def webhooks(self) -> WebhookSettings:
         """The webhook settings as one value object, for the dispatcher and URL policy."""
+        events = self.events
         return WebhookSettings(
-            timeout=self.webhook_timeout_seconds,
-            retry_horizon=self.webhook_retry_horizon_seconds,
-            retry_base=self.webhook_retry_base_seconds,
-            retry_max_delay=self.webhook_retry_max_delay_seconds,
-            concurrency=self.webhook_concurrency,
-            concurrency_per_endpoint=self.webhook_concurrency_per_endpoint,
-            max_response_bytes=self.webhook_max_response_bytes,
-            poll_interval=self.webhook_poll_interval_seconds,
-            allow_private_networks=self.webhook_allow_private_networks,
-            denied_hosts=frozenset(h.lower() for h in split_list(self.webhook_denied_hosts)),
-            own_ports=frozenset({self.port, self.registry_port, self.gateway_port, self.node_port}),
-            own_host=self.host,
+            timeout=events.webhook_timeout_seconds,
+            retry_horizon=events.webhook_retry_horizon_seconds,
+            retry_base=events.webhook_retry_base_seconds,
+            retry_max_delay=events.webhook_retry_max_delay_seconds,
+            concurrency=events.webhook_concurrency,
+            concurrency_per_endpoint=events.webhook_concurrency_per_endpoint,
+            max_response_bytes=events.webhook_max_response_bytes,
+            poll_interval=events.webhook_poll_interval_seconds,
+            allow_private_networks=events.webhook_allow_private_networks,
+            denied_hosts=frozenset(h.lower() for h in split_list(events.webhook_denied_hosts)),
+            own_ports=frozenset(
+                {
+                    self.ussd.port,
+                    self.registry.port,
+                    self.chain.gateway_port,
+                    self.chain.node_port,
+                }
+            ),
+            own_host=self.server.host,
         )
 
     @property
     def console_ussd_endpoint(self) -> str:
-        return self.console_ussd_url or f"http://127.0.0.1:{self.port}/api/ussd"
-
-    @property
-    def resolved_database_url(self) -> str:
-        """The async SQLAlchemy URL, whatever spelling the operator used."""
-        url = self.database_url or f"sqlite:///{(self.data_dir / 'twinhub.db').as_posix()}"
-        return normalise_database_url(url)
+        return self.console.ussd_url or f"http://127.0.0.1:{self.ussd.port}/api/ussd"
 
     def problems_for_production(self) -> list[str]:
         """What stops this configuration from running in production (empty when fine)."""
         problems = []
-        if self.environment is Environment.production and self.pin_encryption_key is None:
+        security = self.security
+        if self.environment is Environment.production and security.pin_encryption_key is None:
             problems.append("PIN_ENCRYPTION_KEY is required in production (64 hex characters)")
-        if self.environment is Environment.production and self.credential_issuer_key is None:
+        if self.environment is Environment.production and security.credential_issuer_key is None:
             problems.append("CREDENTIAL_ISSUER_KEY is required in production (64 hex characters)")
-        bootstrap = self.twinhub_bootstrap_api_key
+        bootstrap = security.bootstrap_api_key
         if bootstrap is not None and len(bootstrap.get_secret_value()) < 32:
             problems.append("TWINHUB_BOOTSTRAP_API_KEY must be at least 32 characters")
         return problems
+
+
+def _section_model(field: FieldInfo) -> type[_Section] | None:
+    annotation = field.annotation
+    if isinstance(annotation, type) and issubclass(annotation, _Section):
+        return annotation
+    return None
+
+
+def _variable_of(name: str, field: FieldInfo) -> str:
+    alias = field.validation_alias if isinstance(field.validation_alias, str) else None
+    return (alias or field.alias or name).upper()
+
+
+_routes: dict[str, tuple[str | None, str]] = {}
+
+
+def _routes_by_name() -> dict[str, tuple[str | None, str]]:
+    """VARIABLE -> (section or None, field name), built once from the models."""
+    if not _routes:
+        for env, section, field, _info in Settings.environment_fields():
+            _routes[env] = (section, field)
+    return _routes
+
+
+def nest_flat_names(values: Mapping[str, Any]) -> dict[str, Any]:
+    """{'database_url': x, 'ussd': {...}} -> {'storage': {'database_url': x}, 'ussd': {...}}.
+
+    Flat names are the variables' names in lower case (as the keyword arguments were
+    spelled before the sections) or upper case; they win over a section given as a whole.
+    Anything else is passed through unchanged."""
+    routes = _routes_by_name()
+    nested: dict[str, Any] = {}
+    flat: list[tuple[str | None, str, Any]] = []
+    for key, value in values.items():
+        route = routes.get(key.upper()) if isinstance(key, str) else None
+        if route is not None and (key == key.lower() or key == key.upper()):
+            flat.append((route[0], route[1], value))
+        else:
+            nested[key] = value
+    for section, field, value in flat:
+        if section is None:
+            nested[field] = value
+            continue
+        current = nested.get(section)
+        if isinstance(current, BaseModel):
+            current = current.model_dump()
+        elif not isinstance(current, Mapping):
+            current = {}
+        nested[section] = {**current, field: value}
+    return nested
+
+
+class _FlatVariables(PydanticBaseSettingsSource):
+    """The environment (or a dotenv file) read by the flat variable names, routed into the
+    sections; no other variable is looked at (no `STORAGE`, no `STORAGE__...`)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._inner = inner
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if not isinstance(self._inner, EnvSettingsSource):
+            return {}
+        found: dict[str, Any] = {}
+        variables = self._inner.env_vars  # lower-case names: the settings are case-insensitive
+        for env in _routes_by_name():
+            value = variables.get(env.lower())
+            if value is not None:
+                found[env] = value
+        return nest_flat_names(found)
 
 
 def split_list(text: str) -> list[str]:

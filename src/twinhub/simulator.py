@@ -240,12 +240,12 @@ async def send_mqtt(
 
     settings = platform.settings
     ingest = platform.mqtt
-    assert ingest is not None and settings.mqtt_url is not None, "MQTT_URL is not set"
+    assert ingest is not None and settings.telemetry.mqtt_url is not None, "MQTT_URL is not set"
     for _ in range(200):
         if ingest.subscribed:
             break
         await asyncio.sleep(0.05)
-    url = urlsplit(settings.mqtt_url.get_secret_value())
+    url = urlsplit(settings.telemetry.mqtt_url.get_secret_value())
     tls = url.scheme in ("mqtts", "ssl")
     client = gmqtt.Client(None)
     client.stop_reconnect()
@@ -260,7 +260,7 @@ async def send_mqtt(
         for day in schedule:
             for stove, batch in day:
                 payload = json.dumps({"readings": batch}).encode()
-                topic = topic_for(settings.mqtt_topic_prefix, stove.did)
+                topic = topic_for(settings.telemetry.mqtt_topic_prefix, stove.did)
                 properties = device_properties(stove.token, payload)
                 while True:
                     try:

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from twinhub.chain.bootstrap import build_node
 from twinhub.chain.gateway import GatewayApp, create_gateway_app
-from twinhub.chain.node import NodeServer
 from twinhub.platform import Platform
 from twinhub.settings import Settings
 
@@ -73,7 +73,7 @@ async def running_gateway(
 @contextlib.asynccontextmanager
 async def running_node(platform: Platform, port: int = 0) -> AsyncIterator[str]:
     """A NodeServer for `platform` on loopback; yields its `host:port`."""
-    node = NodeServer(platform)
+    node = build_node(platform)
     bound = await node.start("127.0.0.1", port)
     try:
         yield f"127.0.0.1:{bound}"

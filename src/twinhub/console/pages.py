@@ -146,7 +146,7 @@ def _over_https(request: Request) -> bool:
     if request.url.scheme == "https":
         return True
     forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
-    return _platform(request).settings.trust_proxy_enabled and forwarded == "https"
+    return _platform(request).settings.security.trust_proxy_enabled and forwarded == "https"
 
 
 async def sign_in(request: Request) -> Response:
@@ -166,7 +166,7 @@ async def sign_in(request: Request) -> Response:
     session = await sessions.create(api_key)
     target = _safe_next(_text(form, "next"))
     response = RedirectResponse(target, status_code=303)
-    ttl = _platform(request).settings.console_session_ttl_seconds
+    ttl = _platform(request).settings.console.session_ttl_seconds
     _cookie(request, response, COOKIE, session.id, max_age=ttl)
     response.delete_cookie(SIGN_IN_COOKIE, path="/")
     log.info("console sign-in", principal=principal.did)

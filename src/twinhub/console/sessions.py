@@ -150,8 +150,8 @@ def console_session_store(platform: Platform) -> SessionStore:
     if platform.redis is not None:
         return RedisSessionStore(
             platform.redis,
-            settings.redis_key_prefix,
-            settings.console_session_ttl_seconds,
+            settings.storage.redis_key_prefix,
+            settings.console.session_ttl_seconds,
             platform.platform_key,
         )
-    return MemorySessionStore(settings.console_session_ttl_seconds, settings.console_max_sessions)
+    return MemorySessionStore(settings.console.session_ttl_seconds, settings.console.max_sessions)

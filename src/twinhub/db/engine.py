@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.util import await_
 
 from twinhub.db.sqlite_cursor import one_hop_dbapi
-from twinhub.settings import Settings
+from twinhub.settings import StorageSettings
 
 
 def is_sqlite(url: str) -> bool:
@@ -33,7 +33,7 @@ def sqlite_file(url: str) -> str | None:
     return parsed.database
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
+def create_engine(settings: StorageSettings) -> AsyncEngine:
     """An engine that survives database restarts (pre-ping) and never holds a request
     longer than its timeouts: connect (DATABASE_CONNECT_TIMEOUT_SECONDS), waiting for a pooled
     connection (DATABASE_POOL_TIMEOUT_SECONDS) and one statement
@@ -42,8 +42,8 @@ def create_engine(settings: Settings) -> AsyncEngine:
     longest wait for another writer's lock, and a progress handler interrupts a statement
     running past it)."""
     url = settings.resolved_database_url
-    timeout = settings.database_connect_timeout_seconds
-    statement = settings.database_statement_timeout_seconds
+    timeout = settings.connect_timeout_seconds
+    statement = settings.statement_timeout_seconds
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":
@@ -53,7 +53,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
             module=one_hop_dbapi(),  # a statement is one hand-off to sqlite3's thread
             connect_args={"timeout": statement},
             hide_parameters=True,
-            pool_timeout=settings.database_pool_timeout_seconds,
+            pool_timeout=settings.pool_timeout_seconds,
         )
         cache_kib = settings.sqlite_cache_mib * 1024
         busy_ms = int(statement * 1000)
@@ -88,7 +88,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
-        pool_timeout=settings.database_pool_timeout_seconds,
+        pool_timeout=settings.pool_timeout_seconds,
     )
 
 

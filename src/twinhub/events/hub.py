@@ -20,7 +20,7 @@ from twinhub.events.webhooks import SecretBox
 from twinhub.kernel.bus import Bus, Message
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
-from twinhub.settings import Settings
+from twinhub.settings import EventsSettings, WebhookSettings
 
 log = get_logger(__name__)
 # After a commit wakes it, the sequencer waits this long so that a burst of writes is
@@ -32,19 +32,23 @@ class EventsHub:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        settings: Settings,
+        settings: EventsSettings,
+        webhooks: WebhookSettings,
         platform_key: bytes,
         clock: Callable[[], datetime] = utcnow,
         bus: Bus | None = None,
+        *,
+        background: bool = True,
     ) -> None:
         self._settings = settings
+        self._background = background  # BACKGROUND_WORKERS_ENABLED
         box = SecretBox(platform_key)
         self.store = EventStore(sessions)
         # The bus tells the sequencer of events committed and the dispatcher of deliveries
         # made (platform.HANDLERS); the sequencer tells it of what it numbered.
         self.sequencer = Sequencer(sessions, clock=clock, bus=bus)
-        self.webhooks = WebhookService(sessions, box, settings.webhooks, clock=clock)
-        self.dispatcher = Dispatcher(sessions, box, settings.webhooks, clock=clock)
+        self.webhooks = WebhookService(sessions, box, webhooks, clock=clock)
+        self.dispatcher = Dispatcher(sessions, box, webhooks, clock=clock)
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()  # wakes the pruner's long wait at stop
         self._stopping = False
@@ -91,7 +95,7 @@ class EventsHub:
     async def start(self) -> None:
         """Number events and deliver webhooks in the background (unless turned off)."""
         self._closed = False
-        if not self._settings.background_workers_enabled or self._task is not None:
+        if not self._background or self._task is not None:
             return
         self._stop.clear()
         self._task = asyncio.create_task(self._sequence_forever(), name="event-sequencer")
@@ -115,7 +119,7 @@ class EventsHub:
         await self.dispatcher.stop()
 
     async def _sequence_forever(self) -> None:
-        interval = self._settings.events_sequencer_interval_seconds
+        interval = self._settings.sequencer_interval_seconds
         while not self._stopping:
             self._wake.clear()
             try:
@@ -130,14 +134,14 @@ class EventsHub:
 
     async def prune(self) -> int:
         """Remove the events past EVENTS_RETENTION_DAYS that no delivery needs; how many."""
-        days = self._settings.events_retention_days
+        days = self._settings.retention_days
         if days <= 0:
             return 0
         return await self.store.prune(self.clock() - timedelta(days=days))
 
     async def _prune_forever(self) -> None:
         """Beside the sequencer, for as long as it runs; stops between transactions."""
-        interval = self._settings.events_prune_interval_seconds
+        interval = self._settings.prune_interval_seconds
         while not self._stopping:
             try:
                 removed = await self.prune()
@@ -167,5 +171,5 @@ class EventsHub:
             if loop.time() - quiet_since >= heartbeat:
                 quiet_since = loop.time()
                 yield None
-            wait = min(heartbeat, self._settings.events_sequencer_interval_seconds * 2)
+            wait = min(heartbeat, self._settings.sequencer_interval_seconds * 2)
             await self.sequencer.wait_for_more(wait)

@@ -51,7 +51,6 @@ from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
-from twinhub.services.read_model import ReadModel
 from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
@@ -141,7 +140,7 @@ class DatabaseGuard:
             and not self._platform.database.healthy
             and scope["path"].startswith(GUARDED)
         ):
-            retry_after = self._platform.settings.database_retry_after_seconds
+            retry_after = self._platform.settings.storage.retry_after_seconds
             await database_unavailable(retry_after)(scope, receive, send)
             return
         await self._app(scope, receive, send)
@@ -175,8 +174,8 @@ class RequestDeadline:
 
     def __init__(self, app: ASGIApp, platform: Platform) -> None:
         self._app = app
-        self._seconds = platform.settings.registry_request_timeout_seconds
-        self._retry_after = platform.settings.database_retry_after_seconds
+        self._seconds = platform.settings.registry.request_timeout_seconds
+        self._retry_after = platform.settings.storage.retry_after_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(GUARDED):
@@ -542,11 +541,10 @@ def create_registry_app(
         try:
             yield
         finally:
-            reads.close()
             if owns_platform:
-                await platform.stop()
+                await platform.stop()  # closes the platform's reads too
 
-    reads = ReadModel(platform)  # hot GETs without an ORM session (routes.get_domain)
+    reads = platform.reads  # hot GETs without an ORM session (routes.get_domain)
     app = RegistryApp(
         title="twinhub registry",
         version=__version__,
@@ -559,12 +557,17 @@ def create_registry_app(
     app.state.reads = reads
     _recheck_telemetry(app)
     settings = platform.settings
-    redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
+    redis_url = (
+        settings.storage.redis_url.get_secret_value() if settings.storage.redis_url else None
+    )
     app.state.rate_limiter = RateLimiter.create(
-        settings.registry_rate_limit_item, redis_url, settings.redis_key_prefix, "registry"
+        settings.registry.rate_limit_item, redis_url, settings.storage.redis_key_prefix, "registry"
     )
     app.state.key_failures = RateLimiter.create(
-        settings.api_key_failure_limit_item, redis_url, settings.redis_key_prefix, "key-failures"
+        settings.security.api_key_failure_limit_item,
+        redis_url,
+        settings.storage.redis_key_prefix,
+        "key-failures",
     )
     metrics = RegistryMetrics()
     metrics.registry.register(platform.events.collector())
@@ -607,18 +610,18 @@ def create_registry_app(
     # The operator console shares this port; its sessions also let the console's browser
     # code read GET routes of /v1 (see registry/auth.py).
     app.state.console_sessions = console_session_store(platform)
-    if settings.console_enabled:
+    if settings.console.enabled:
         app.mount("/console", create_console_app(platform, app.state.console_sessions))
 
-    if platform.settings.metrics_enabled:
+    if platform.settings.observability.metrics_enabled:
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
 
     app.add_middleware(RequestDeadline, platform=platform)
     app.add_middleware(DatabaseGuard, platform=platform)
     app.add_middleware(
         BodyLimit,
-        limit=settings.registry_max_body_bytes,
-        graphql_limit=settings.graphql_max_body_bytes,
+        limit=settings.registry.max_body_bytes,
+        graphql_limit=settings.registry.graphql_max_body_bytes,
     )
     app.add_middleware(WriteLog)  # one info line per write: actor, route, object, status
     app.add_middleware(ObserveRequests, metrics=metrics)

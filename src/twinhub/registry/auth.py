@@ -64,7 +64,9 @@ async def principal(
     if found is None:
         # Guessing keys costs a client its address's allowance (API_KEY_FAILURE_LIMIT).
         settings = request.app.state.platform.settings
-        address = client_ip(request.scope, settings.trust_proxy_enabled, settings.trust_proxy_hops)
+        address = client_ip(
+            request.scope, settings.security.trust_proxy_enabled, settings.security.trust_proxy_hops
+        )
         retry_after = await request.app.state.key_failures.hit(address)
         if retry_after is not None:
             raise RateLimited(retry_after)

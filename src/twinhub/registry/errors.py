@@ -153,7 +153,7 @@ async def _database_error(request: Request, exc: Exception) -> Response:
     platform = request.app.state.platform
     log.error("database error", path=request.url.path, error=type(exc).__name__)
     platform.database.mark_down(exc)
-    return database_unavailable(platform.settings.database_retry_after_seconds)
+    return database_unavailable(platform.settings.storage.retry_after_seconds)
 
 
 def _internal_error(_: Request, exc: Exception) -> Response:

@@ -507,7 +507,7 @@ def _page_limit(platform: Platform, first: int | None) -> int:
     if first is not None and first < 1:
         raise _invalid("first must be at least 1.", "first")
     settings = platform.settings
-    return min(first or settings.registry_page_size, settings.registry_max_page_size)
+    return min(first or settings.registry.page_size, settings.registry.max_page_size)
 
 
 def _authorised(info: GraphQLInfo) -> RegistryContext:
@@ -609,7 +609,9 @@ def create_graphql_router(settings: Settings) -> GraphQLRouter[RegistryContext, 
     router per set of limits in a process, shared by its apps (it holds no app's state;
     FastAPI's process-wide caches would otherwise keep every app's schema alive)."""
     return _graphql_router(
-        settings.graphql_max_tokens, settings.graphql_max_depth, settings.graphql_max_aliases
+        settings.registry.graphql_max_tokens,
+        settings.registry.graphql_max_depth,
+        settings.registry.graphql_max_aliases,
     )
 
 

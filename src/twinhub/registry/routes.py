@@ -108,7 +108,7 @@ def _protocols(request: Request) -> ProtocolService:
 
 def page_size(request: Request, limit: int | None) -> int:
     settings = request.app.state.platform.settings
-    return min(limit or settings.registry_page_size, settings.registry_max_page_size)
+    return min(limit or settings.registry.page_size, settings.registry.max_page_size)
 
 
 def _location(kind: str, did: str) -> str:

@@ -233,7 +233,7 @@ async def evaluate_claims(request: Request, body: EvaluationsIn, caller: Writer)
     a refused item (its JSON error in `results`) changes nothing and does not stop the
     others. 200 whenever the list was read; `refused` counts the items that were not made."""
     platform = _platform(request)
-    limit = platform.settings.claims_evaluation_batch_max
+    limit = platform.settings.registry.claims_evaluation_batch_max
     if len(body.evaluations) > limit:
         raise TooLarge(
             f"One request evaluates at most {limit} claims; this one has "

@@ -106,7 +106,7 @@ async def stream_events(
         start = int(last_event_id)
     types = _types(type)
     hub = _events(request)
-    heartbeat = request.app.state.platform.settings.events_stream_heartbeat_seconds
+    heartbeat = request.app.state.platform.settings.events.stream_heartbeat_seconds
 
     async def lines() -> AsyncIterator[bytes]:
         yield b"retry: 2000\n\n"

@@ -14,20 +14,25 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from twinhub.logging import get_logger
-from twinhub.settings import Environment, Settings
+from twinhub.settings import Environment
 
 log = get_logger(__name__)
 
 
 def load_key(
-    settings: Settings, configured: SecretStr | None, variable: str, file_name: str
+    configured: SecretStr | None,
+    variable: str,
+    file_name: str,
+    *,
+    data_dir: Path,
+    environment: Environment,
 ) -> bytes:
     """The configured 64-hex-character key, or the development one under DATA_DIR."""
     if configured is not None:
         return bytes.fromhex(configured.get_secret_value())
-    if settings.environment is Environment.production:
+    if environment is Environment.production:
         raise RuntimeError(f"{variable} is required in production")
-    path = settings.data_dir / file_name
+    path = data_dir / file_name
     if not path.exists():
         _write_new_key(path)
         log.warning(

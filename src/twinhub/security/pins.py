@@ -11,12 +11,13 @@ import hashlib
 import hmac
 import itertools
 import os
+from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from twinhub.security.keys import load_key
-from twinhub.settings import Settings
+from twinhub.settings import Environment, SecuritySettings
 
 PIN_LENGTH = 5
 _FORMAT_V1 = b"\x01"
@@ -68,9 +69,15 @@ class PinCipher:
         return hmac.compare_digest(stored, candidate.encode())
 
 
-def load_pin_key(settings: Settings) -> bytes:
+def load_pin_key(security: SecuritySettings, data_dir: Path, environment: Environment) -> bytes:
     """The configured key; in development and test, one generated once under DATA_DIR."""
-    return load_key(settings, settings.pin_encryption_key, "PIN_ENCRYPTION_KEY", DEV_KEY_FILE)
+    return load_key(
+        security.pin_encryption_key,
+        "PIN_ENCRYPTION_KEY",
+        DEV_KEY_FILE,
+        data_dir=data_dir,
+        environment=environment,
+    )
 
 
 def pin_problem(pin: str, phone_number: str | None = None) -> str | None:

@@ -242,7 +242,12 @@ class _Batch:
 
 
 class Ledger:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], max_batch: int = 256) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        max_batch: int = 256,
+        sequencer: Sequencer | None = None,
+    ) -> None:
         self._sessions = sessions
         self._turn = asyncio.Lock()  # one write body at a time in this process
         self._queued = 0  # writes waiting for their turn: the batch stays open while > 0
@@ -257,7 +262,7 @@ class Ledger:
         self._ahead: dict[str, Counter[Hashable]] = {}  # `ahead`: what queued writers ask
         # Numbers each batch's events in the batch's transaction (the platform's sequencer);
         # without it they are left for a sequencer's pass.
-        self.sequencer: Sequencer | None = None
+        self.sequencer = sequencer
 
     @contextmanager
     def ahead(self, name: str, item: Hashable) -> Iterator[None]:

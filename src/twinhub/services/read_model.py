@@ -311,10 +311,10 @@ class ReadModel:
 
     def __init__(self, sources: ReadSources) -> None:
         self._sources = sources
-        url = make_url(sources.settings.resolved_database_url)
+        url = make_url(sources.settings.storage.resolved_database_url)
         database = url.database if url.get_backend_name() == "sqlite" else None
         self._path = database if database and database != ":memory:" else None
-        self._cache_kib = sources.settings.sqlite_cache_mib * 1024
+        self._cache_kib = sources.settings.storage.sqlite_cache_mib * 1024
         self._connection: sqlite3.Connection | None = None
         self._data_version: object = None  # the version `_height` was read at
         self._height = 0
@@ -441,9 +441,9 @@ class ReadModel:
 
     def _pg_options(self) -> dict[str, Any]:
         settings = self._sources.settings
-        statement = settings.database_statement_timeout_seconds
+        statement = settings.storage.statement_timeout_seconds
         return {
-            "timeout": settings.database_connect_timeout_seconds,
+            "timeout": settings.storage.connect_timeout_seconds,
             "command_timeout": statement + 0.5,
             "server_settings": {
                 "statement_timeout": str(int(statement * 1000)),

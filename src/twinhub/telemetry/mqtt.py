@@ -51,7 +51,7 @@ from twinhub.kernel.errors import ServiceError
 from twinhub.logging import get_logger
 from twinhub.mrv.telemetry_schema import loads
 from twinhub.services.device_tokens import DeviceCredential, DeviceTokenService, sign
-from twinhub.settings import Settings
+from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.service import Prepared, TelemetryService, merge_by_device
 
 log = get_logger(__name__)
@@ -114,7 +114,7 @@ class _Group:
 class MqttIngest:
     def __init__(
         self,
-        settings: Settings,
+        settings: TelemetrySettings,
         telemetry: TelemetryService,
         tokens: DeviceTokenService,
         client_id: str | None = None,
@@ -217,7 +217,8 @@ class MqttIngest:
             self._url.hostname or "127.0.0.1",
             port,
             ssl=tls,
-            keepalive=self._settings.mqtt_keepalive_seconds,  # gmqtt applies Server Keep Alive
+            # gmqtt applies Server Keep Alive
+            keepalive=self._settings.mqtt_keepalive_seconds,
         )
 
     def _on_subscribe(self, _client: gmqtt.Client, _mid: int, granted: Any, _p: Any) -> None:

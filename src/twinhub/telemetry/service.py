@@ -40,7 +40,7 @@ from twinhub.mrv.telemetry_schema import (
 from twinhub.services.device_tokens import DeviceCredential
 from twinhub.services.domains import DomainService
 from twinhub.services.protocols import ProtocolService
-from twinhub.settings import Settings
+from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.live import LiveHub
 from twinhub.telemetry.store import Batch, TelemetryStore
 
@@ -161,7 +161,7 @@ class TelemetryService:
     def __init__(
         self,
         store: TelemetryStore,
-        settings: Settings,
+        settings: TelemetrySettings,
         protocols: ProtocolService,
         domains: DomainService,
         limiter: RateLimiter,
@@ -209,7 +209,7 @@ class TelemetryService:
             await self._record_rejection(did, _refused(source, error.message, error.details))
             raise
         info = await self._twin(did)
-        latest = datetime.now(UTC) + timedelta(seconds=self.settings.telemetry_future_skew_seconds)
+        latest = datetime.now(UTC) + timedelta(seconds=self.settings.future_skew_seconds)
         valid, rejected = check_readings(raw, info.schema, latest)
         for rejection in rejected[:20]:
             self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
@@ -243,7 +243,7 @@ class TelemetryService:
                     out.append(error)
             return out
         info = await self._twin(did)
-        latest = datetime.now(UTC) + timedelta(seconds=self.settings.telemetry_future_skew_seconds)
+        latest = datetime.now(UTC) + timedelta(seconds=self.settings.future_skew_seconds)
         results: list[Prepared | ServiceError] = []
         for body in bodies:
             try:
@@ -326,7 +326,7 @@ class TelemetryService:
         readings: list[Any] = body["readings"]
         if not readings:
             raise Invalid("The batch is empty.", [FieldProblem("readings", "at least one")])
-        limit = self.settings.telemetry_batch_size
+        limit = self.settings.batch_size
         if len(readings) > limit:
             raise TooLarge(
                 f"A batch holds at most {limit} readings; this one has {len(readings)}.",
@@ -403,7 +403,7 @@ class TelemetryService:
         if last is None:
             return False
         age = (datetime.now(UTC) - last).total_seconds()
-        return age < self.settings.telemetry_offline_after_seconds
+        return age < self.settings.offline_after_seconds
 
     # -- reads ---------------------------------------------------------------------------
     async def state(self, did: str) -> dict[str, Any]:
@@ -422,7 +422,7 @@ class TelemetryService:
             "did": did,
             "lastSeen": last.isoformat() if last else None,
             "online": self._online(last),
-            "offlineAfterSeconds": self.settings.telemetry_offline_after_seconds,
+            "offlineAfterSeconds": self.settings.offline_after_seconds,
             "lastSeq": row.last_seq if row else None,
             "latest": dict(row.latest) if row else {},
             "meterField": meter,
@@ -474,7 +474,7 @@ class TelemetryService:
         return {"did": did, "interval": interval, "buckets": buckets}
 
     async def prune(self) -> int:
-        days = self.settings.telemetry_retention_days
+        days = self.settings.retention_days
         if days <= 0:
             return 0
         return await self.store.prune(datetime.now(UTC) - timedelta(days=days))
@@ -482,7 +482,7 @@ class TelemetryService:
     async def run_offline_watch(self) -> None:
         """Forever: publish `state` events (online false) for twins that just went quiet, so
         the event streams show a device dropping off, not only coming back."""
-        offline_after = timedelta(seconds=self.settings.telemetry_offline_after_seconds)
+        offline_after = timedelta(seconds=self.settings.offline_after_seconds)
         interval = min(max(offline_after.total_seconds() / 4, 0.2), 30.0)
         checked = datetime.now(UTC) - offline_after
         while True:
@@ -524,7 +524,7 @@ class TelemetryService:
                     log.info("telemetry pruned", removed=removed)
             except Exception as error:
                 log.warning("telemetry prune failed", error=type(error).__name__)
-            await asyncio.sleep(self.settings.telemetry_prune_interval_seconds)
+            await asyncio.sleep(self.settings.prune_interval_seconds)
 
 
 def sse_frame(event: dict[str, Any]) -> bytes:

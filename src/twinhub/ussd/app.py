@@ -58,16 +58,16 @@ def create_session_store(platform: Platform) -> SessionStore:
     if platform.redis is not None:
         return RedisSessionStore(
             platform.redis,
-            settings.redis_key_prefix,
-            ttl=settings.ussd_session_ttl_seconds,
-            retention=settings.ussd_session_retention_seconds,
-            lock_timeout=settings.ussd_lock_timeout_seconds,
+            settings.storage.redis_key_prefix,
+            ttl=settings.ussd.session_ttl_seconds,
+            retention=settings.ussd.session_retention_seconds,
+            lock_timeout=settings.ussd.lock_timeout_seconds,
         )
     return MemorySessionStore(
-        ttl=settings.ussd_session_ttl_seconds,
-        retention=settings.ussd_session_retention_seconds,
-        max_sessions=settings.ussd_max_sessions,
-        lock_timeout=settings.ussd_lock_timeout_seconds,
+        ttl=settings.ussd.session_ttl_seconds,
+        retention=settings.ussd.session_retention_seconds,
+        max_sessions=settings.ussd.max_sessions,
+        lock_timeout=settings.ussd.lock_timeout_seconds,
     )
 
 
@@ -78,8 +78,8 @@ class RateLimitMiddleware:
         self._app = app
         self._text = text  # the whole END reply, in the default language
         self._limiter = limiter
-        self._trust_proxy = settings.trust_proxy_enabled
-        self._hops = settings.trust_proxy_hops
+        self._trust_proxy = settings.security.trust_proxy_enabled
+        self._hops = settings.security.trust_proxy_hops
 
     @property
     def counter(self) -> MemoryCounter | None:
@@ -142,9 +142,9 @@ class SessionEndpoint:
         # middleware (one call and coroutine fewer per request; the same counter and 429).
         self._limits = limits
         self._counter = limits.counter if limits is not None else None
-        self._direct = not platform.settings.trust_proxy_enabled  # the peer is the client
+        self._direct = not platform.settings.security.trust_proxy_enabled  # the peer is the client
         self._engine = engine
-        self._max_bytes = platform.settings.ussd_max_body_bytes
+        self._max_bytes = platform.settings.ussd.max_body_bytes
         self._unavailable = Reply(True, content.closing.unavailable).render()
         self._invalid = Reply(True, content.closing.invalid_request).render()
         self._metrics = metrics
@@ -224,9 +224,9 @@ def create_ussd_app(
     owns_platform = platform is None
     platform = platform or Platform(settings or Settings())
     settings = platform.settings
-    defaults = ServiceDefaults(settings.ussd_default_languages, settings.ussd_default_language)
+    defaults = ServiceDefaults(settings.ussd.default_languages, settings.ussd.default_language)
     contents = all_contents(
-        settings.ussd_service_name, settings.support_contact, _zone(settings.ussd_timezone)
+        settings.ussd.service_name, settings.ussd.support_contact, _zone(settings.ussd.timezone)
     )
     # Replies given before a session is known (bad request, outage) speak the default.
     content = contents[defaults.default]
@@ -234,8 +234,8 @@ def create_ussd_app(
     languages = LanguageMemory(
         platform.sessionmaker,
         platform.redis,
-        settings.redis_key_prefix,
-        sqlite_path=sqlite_file(settings.resolved_database_url),
+        settings.storage.redis_key_prefix,
+        sqlite_path=sqlite_file(settings.storage.resolved_database_url),
     )
     menu = Menu(
         platform.customers,
@@ -256,7 +256,7 @@ def create_ussd_app(
 
     async def debug_endpoint(request: Request) -> Response:
         denial = operator_denial(
-            request, settings.ussd_operator_token, settings.trust_proxy_enabled, production
+            request, settings.ussd.operator_token, settings.security.trust_proxy_enabled, production
         )
         if denial is not None:
             return denial
@@ -276,7 +276,7 @@ def create_ussd_app(
 
     async def sessions_endpoint(request: Request) -> Response:
         denial = operator_denial(
-            request, settings.ussd_operator_token, settings.trust_proxy_enabled, production
+            request, settings.ussd.operator_token, settings.security.trust_proxy_enabled, production
         )
         if denial is not None:
             return denial
@@ -293,7 +293,7 @@ def create_ussd_app(
         return await health(platform, extra)
 
     async def root_endpoint(_: Request) -> Response:
-        return root(platform, f"{settings.ussd_service_name} USSD gateway is running")
+        return root(platform, f"{settings.ussd.service_name} USSD gateway is running")
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -308,9 +308,9 @@ def create_ussd_app(
                 await platform.stop()
 
     limiter = RateLimiter.create(
-        settings.rate_limit,
-        settings.redis_url.get_secret_value() if settings.redis_url else None,
-        settings.redis_key_prefix,
+        settings.ussd.rate_limit_item,
+        settings.storage.redis_url.get_secret_value() if settings.storage.redis_url else None,
+        settings.storage.redis_key_prefix,
         namespace="ussd",
     )
     rate_limited = Reply(True, content.closing.rate_limited).render()
@@ -322,7 +322,7 @@ def create_ussd_app(
         Route("/health", health_endpoint, methods=["GET"]),
         Route("/", root_endpoint, methods=["GET"]),
     ]
-    if settings.metrics_enabled:
+    if settings.observability.metrics_enabled:
         routes.append(Route("/metrics", metrics_endpoint, methods=["GET"]))
     app = UssdApp(
         routes=routes,

@@ -11,8 +11,8 @@ from google.protobuf import descriptor_pool
 from tests.conftest import Registry, free_port, unique
 from tests.integration.registry.test_registry_basics import make_domain
 from tests.support.chain_gateway import gateway_settings, running_gateway, running_node
+from twinhub.chain.bootstrap import build_node
 from twinhub.chain.gateway import app as gateway_app
-from twinhub.chain.node import NodeServer
 
 
 def no_compiled_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +56,7 @@ async def test_routes_learnt_by_reflection_alone(
 
 async def test_node_going_away_and_coming_back(registry: Registry) -> None:
     port = free_port()
-    node = NodeServer(registry.platform)
+    node = build_node(registry.platform)
     assert await node.start("127.0.0.1", port) == port
     settings = gateway_settings(registry.settings)
     async with running_gateway(settings, f"127.0.0.1:{port}") as gateway:
@@ -71,7 +71,7 @@ async def test_node_going_away_and_coming_back(registry: Registry) -> None:
                 "details": [],
             }
         assert (await gateway.get("/health")).status_code == 503
-        node = NodeServer(registry.platform)
+        node = build_node(registry.platform)
         assert await node.start("127.0.0.1", port) == port
         try:
             back = await gateway.get("/ixo/token/params")  # the very first request succeeds

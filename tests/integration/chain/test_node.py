@@ -13,7 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.conftest import Registry, unique
 from tests.support.claims_world import METERED_AMOUNT, World
-from twinhub.chain.node import NodeServer
+from twinhub.chain.bootstrap import build_node
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as claims_q
@@ -28,7 +28,7 @@ from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2_grpc as token_grpc
 
 @pytest.fixture
 async def channel(registry: Registry) -> AsyncIterator[grpc.aio.Channel]:
-    node = NodeServer(registry.platform)
+    node = build_node(registry.platform)
     port = await node.start("127.0.0.1", 0)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as opened:
         yield opened

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import Registry, unique
 from tests.support.chain_gateway import gateway_settings, running_gateway
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from twinhub.chain.bootstrap import build_node
 from twinhub.chain.node import NodeServer, one_batch
 from twinhub.chain.node.answers import Answer, AnswerCache, local_node
 from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as claims_q
@@ -38,7 +39,7 @@ class Served:
 async def served(registry: Registry) -> AsyncIterator[Served]:
     """A verified programme and a node on loopback answering from the same registry."""
     world = await build_world(registry)
-    server = NodeServer(registry.platform)
+    server = build_node(registry.platform)
     try:
         port = await server.start("127.0.0.1", 0)
         yield Served(world, server, f"127.0.0.1:{port}")
@@ -177,7 +178,7 @@ async def test_the_database_version_moves_with_every_commit(
         before = reads._pg_started
         seen = await asyncio.gather(*(reads.version() for _ in range(20)))
         assert all(version is not None for version in seen)
-        if registry.settings.resolved_database_url.startswith("postgresql"):
+        if registry.settings.storage.resolved_database_url.startswith("postgresql"):
             assert reads._pg_started - before <= 3  # 20 without sharing
     finally:
         await reads.aclose()

@@ -223,7 +223,7 @@ def test_a_keyed_claims_page_and_a_tokens_movements_are_index_ranges(
     """Page 1,000 by key costs what page 1 does: SQLite's plan walks the seq index from
     the key (a SEARCH), with no OFFSET to skip; only an offset a client asks for scans. A
     token's retirements are read on their index, not found among every mint."""
-    url = make_url(registry.platform.settings.resolved_database_url)
+    url = make_url(registry.platform.settings.storage.resolved_database_url)
     assert url.get_backend_name() == "sqlite"  # PostgreSQL runs the same statements
     connection = sqlite3.connect(f"file:{url.database}?mode=ro", uri=True)
     try:

@@ -1366,5 +1366,5 @@ def test_well_formed_compliance_settings_parse(
     monkeypatch.setenv("COMPLIANCE_GROUP_MEMBERS", " did:ixo:org/a=2, did:ixo:org/b ,")
     monkeypatch.setenv("COMPLIANCE_GROUP_THRESHOLD", "threshold_quorum:0.5:0.3")
     settings = Settings(environment="test", data_dir=tmp_path)
-    assert settings.compliance_members == {"did:ixo:org/a": 2, "did:ixo:org/b": 1}
-    assert settings.compliance_threshold == ("threshold_quorum", 0.5, 0.3)
+    assert settings.registry.compliance_members == {"did:ixo:org/a": 2, "did:ixo:org/b": 1}
+    assert settings.registry.compliance_threshold == ("threshold_quorum", 0.5, 0.3)

@@ -297,7 +297,7 @@ async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
             asyncio.to_thread(run_cli, "migrate", env=env),
         )
         assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
-        engine = create_engine(Settings(database_url=url, data_dir=tmp_path))
+        engine = create_engine(Settings(database_url=url, data_dir=tmp_path).storage)
         try:
             assert await schema_revisions(engine) == (HEAD, HEAD)
         finally:

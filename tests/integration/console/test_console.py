@@ -252,7 +252,7 @@ async def test_console_pages_escape_user_strings_and_forbid_inline_scripts(
     assert made.status_code == 201
     did = made.json()["did"]
     async with console(registry) as browser:
-        await sign_in(browser, registry.settings.twinhub_bootstrap_api_key.get_secret_value())
+        await sign_in(browser, registry.settings.security.bootstrap_api_key.get_secret_value())
         for path in (
             "/console/",
             f"/console/twins/{did}",
@@ -311,8 +311,8 @@ async def test_console_sessions_in_redis_are_shared_by_workers_and_hold_no_key(
     Redis holds neither the API key nor the session id, and sign-out ends it everywhere."""
     shared = settings_for()
     common = {
-        "pin_encryption_key": shared.pin_encryption_key.get_secret_value(),
-        "redis_key_prefix": shared.redis_key_prefix,
+        "pin_encryption_key": shared.security.pin_encryption_key.get_secret_value(),
+        "redis_key_prefix": shared.storage.redis_key_prefix,
     }
     first, second = await make_registry(**common), await make_registry(**common)
     token = await first.key(f"did:ixo:org/{unique('writer')}", "writer")
@@ -324,7 +324,7 @@ async def test_console_sessions_in_redis_are_shared_by_workers_and_hold_no_key(
         assert page.status_code == 200, page.headers.get("location")
 
         redis = first.platform.redis
-        pattern = f"{shared.redis_key_prefix}console:*"
+        pattern = f"{shared.storage.redis_key_prefix}console:*"
         keys = [k async for k in redis.scan_iter(match=pattern)]
         assert len(keys) == 1
         stored = (await redis.get(keys[0])).decode()
@@ -332,7 +332,7 @@ async def test_console_sessions_in_redis_are_shared_by_workers_and_hold_no_key(
         assert session_id not in keys[0].decode()
 
         # A worker with another platform key finds no session under that cookie.
-        stranger = await make_registry(redis_key_prefix=shared.redis_key_prefix)
+        stranger = await make_registry(redis_key_prefix=shared.storage.redis_key_prefix)
         async with console(stranger) as on_stranger:
             on_stranger.cookies.set("twinhub_console", session_id, domain="registry.test")
             assert (await on_stranger.get("/console/")).status_code == 303

@@ -92,7 +92,7 @@ async def test_online_now_counts_stoves_seen_within_the_window(registry: Registr
     TELEMETRY_OFFLINE_AFTER_SECONDS is not."""
     farm = await build_farm(registry)
     fresh, quiet = await farm.stove(), await farm.stove()
-    window = registry.platform.settings.telemetry_offline_after_seconds
+    window = registry.platform.settings.telemetry.offline_after_seconds
     sent = [
         await farm.send(fresh, [{"seq": 1, "time": _seconds_ago(5), "values": {"fuelKg": 0.1}}]),
         await farm.send(

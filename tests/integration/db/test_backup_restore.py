@@ -52,7 +52,7 @@ async def test_a_backup_restores_and_the_ledger_verifies(
 
         # Backed up while the platform runs (and holds its connections open).
         if backend.database == "sqlite":
-            live = registry.settings.database_url.removeprefix("sqlite:///")
+            live = registry.settings.storage.database_url.removeprefix("sqlite:///")
             copy = tmp_path / "restored.db"
             with closing(sqlite3.connect(live)) as src, closing(sqlite3.connect(copy)) as dst:
                 src.backup(dst)

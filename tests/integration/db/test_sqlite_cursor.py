@@ -75,7 +75,7 @@ async def test_the_one_hop_cursor_answers_as_the_adapter_did(tmp_path: Path) -> 
 
 
 async def test_twinhub_sqlite_engine_uses_it(tmp_path: Path) -> None:
-    engine = create_engine(Settings(environment="development", data_dir=tmp_path))
+    engine = create_engine(Settings(environment="development", data_dir=tmp_path).storage)
     try:
         async with engine.connect() as connection:
             raw = await connection.get_raw_connection()

@@ -410,7 +410,7 @@ async def test_the_platform_itself_is_refused_even_on_private_networks(
     events_registry: EventsRegistry,
 ) -> None:
     registry = await events_registry(webhook_allow_private_networks=True)
-    port = registry.settings.registry_port
+    port = registry.settings.registry.port
     for url in (f"http://127.0.0.1:{port}/v1/domains", f"http://localhost:{port}/"):
         response = await registry.client.post("/v1/webhooks", json={"url": url})
         assert response.status_code == 422, url

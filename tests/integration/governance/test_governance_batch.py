@@ -230,7 +230,7 @@ async def test_two_platforms_on_one_batch_verify_each_stove_once(
     registry, member = world.registry, world.group_clients[0]
     proposal, stoves = await passed_batch(world, 20)
     settings = settings_for(twinhub_bootstrap_api_key=BOOTSTRAP_KEY, governance_batch_chunk=CHUNK)
-    assert settings.database_url == registry.settings.database_url
+    assert settings.storage.database_url == registry.settings.storage.database_url
     voter = (await registry.client.get(f"/v1/proposals/{proposal}")).json()["votes"][0]["voter"]
     async with running_registry(settings) as other:
         other_member = other.as_key(await other.key(voter, "reader"))

@@ -238,7 +238,9 @@ async def test_a_crashed_oracle_is_taken_over_and_finally_flags(registry: Regist
         claim_id = await submit(world, collection, await world.metered_asset(), metered_claim())
         # An oracle leased it and died: its lease runs out, another takes over.
         assert await oracle._take(claim_id) == 1
-        assert await oracle._waiting() == []  # leased and not expired: nobody else takes it
+        # Leased and not expired: nobody else takes it. (Asked of this claim alone: other tests
+        # of the worker share the PostgreSQL database and may leave claims pending.)
+        assert await oracle._waiting([claim_id]) == []
         past = utcnow() - timedelta(seconds=1)
         async with registry.platform.sessionmaker.begin() as session:
             await session.execute(
@@ -246,7 +248,7 @@ async def test_a_crashed_oracle_is_taken_over_and_finally_flags(registry: Regist
                 .where(OracleDecision.claim_id == claim_id)
                 .values(lease_until=past, attempts=oracle.max_attempts)
             )
-        assert await oracle.run_once() == 1
+        assert await oracle.run_once() >= 1  # this claim, and any other test's left pending
         view = await claim(registry, claim_id)
         assert view["status"] == "flagged" and "stopped" in view["reason"]
         assert view["amount"] is None

@@ -102,7 +102,7 @@ async def test_get_domain_answers_the_services_record_and_sees_every_write(
     assert response.json() == await registry.platform.domains.get(source["did"])
     assert response.headers["etag"] == f'"{response.json()["version"]}"'
     assert {"type": role, "target": target["did"]} in response.json()["relationships"]
-    if registry.settings.resolved_database_url.startswith("sqlite"):
+    if registry.settings.storage.resolved_database_url.startswith("sqlite"):
         assert registry.app.state.reads.fast  # the read model answered, not the service
 
     patched = await registry.client.patch(
@@ -227,14 +227,14 @@ async def test_menu_steps_without_awaiting_do_what_the_awaited_steps_do(
         assert (state, answer) in answered
 
     fresh = _session(State.pre_menu.value, "")
-    if gateway.settings.redis_url is None:
+    if gateway.settings.storage.redis_url is None:
         assert menu.start_now(fresh) is None  # the phone's language is not cached yet
         assert fresh == _session(State.pre_menu.value, "")
     started = _session(State.pre_menu.value, "")
     reply = await menu.start(started)  # caches the phone's language
     again = _session(State.pre_menu.value, "")
     now = menu.start_now(again)
-    if gateway.settings.redis_url is None:
+    if gateway.settings.storage.redis_url is None:
         assert now == reply
         assert again == started
     else:
@@ -323,8 +323,8 @@ async def test_the_registry_hot_lane_answers_what_the_whole_stack_answers(
     did = created.json()["did"]
     app = registry.app
     assert app.hot_route is not None
-    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
-        registry.settings.redis_url is None
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
     )
 
     paths = [
@@ -377,8 +377,8 @@ async def test_the_registry_read_answered_outright_follows_every_change(
     revocation."""
     client = registry.client
     app = registry.app
-    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
-        registry.settings.redis_url is None
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
     )
     org = (
         await client.post(
@@ -444,8 +444,8 @@ async def test_the_registry_read_answered_outright_is_rate_limited(make_registry
     before = app.answered_now
     for _ in range(2):  # the create took one of the three
         assert (await registry.client.get(path)).status_code == 200
-    outright = registry.settings.resolved_database_url.startswith("sqlite") and (
-        registry.settings.redis_url is None
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
     )
     assert app.answered_now == before + 2 * outright
     refused = await _answers(app, registry.client, path)
@@ -952,7 +952,7 @@ async def test_a_step_without_awaiting_does_what_the_awaited_step_does(
     # The usual steps were answered without awaiting (new sessions too, where the phone's
     # language is cached in this process rather than in Redis).
     assert continued >= 10
-    assert answered_now >= (5 if gateway.settings.redis_url is None else 0)
+    assert answered_now >= (5 if gateway.settings.storage.redis_url is None else 0)
     other = {**_fields(_request("a", "1*2*0*3*1", phone)), "serviceCode": "*384*2#"}
     assert fast.continue_now(other) is None  # not the session's own service code
     assert fast.continue_now({"sessionId": "a", "text": "1*2*0*3*1"}) is None

@@ -277,7 +277,7 @@ async def test_two_app_instances_keep_one_chain(
 ) -> None:
     first = await make_registry()
     second = await make_registry()
-    assert first.settings.database_url == second.settings.database_url
+    assert first.settings.storage.database_url == second.settings.storage.database_url
     controller = controller_did()
     shared = await make_domain(first)
     url = f"/v1/domains/{shared['did']}"

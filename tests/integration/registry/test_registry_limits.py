@@ -72,7 +72,7 @@ async def test_a_client_gone_mid_body_leaves_no_traceback(
     make_registry: RegistryFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     registry = await make_registry()
-    key = registry.settings.twinhub_bootstrap_api_key
+    key = registry.settings.security.bootstrap_api_key
     assert key is not None
     messages = iter(
         [

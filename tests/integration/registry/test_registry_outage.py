@@ -144,7 +144,7 @@ async def test_sqlite_locked_by_another_writer_is_a_quick_json_503(
     make_registry: RegistryFactory,
 ) -> None:
     registry = await make_registry(**TIMEOUTS)
-    path = registry.settings.resolved_database_url.split("///", 1)[1]
+    path = registry.settings.storage.resolved_database_url.split("///", 1)[1]
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         holder.execute("BEGIN EXCLUSIVE")
@@ -169,7 +169,9 @@ async def test_a_runaway_sqlite_statement_is_interrupted_at_the_statement_timeou
     from twinhub.db.engine import create_engine
     from twinhub.settings import Settings
 
-    engine = create_engine(Settings(data_dir=tmp_path, database_statement_timeout_seconds=0.5))
+    engine = create_engine(
+        Settings(data_dir=tmp_path, database_statement_timeout_seconds=0.5).storage
+    )
     endless = (
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
     )

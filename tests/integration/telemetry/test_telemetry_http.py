@@ -195,7 +195,7 @@ async def test_bad_requests_get_json_errors(make_registry: RegistryFactory) -> N
     assert (await farm.send(other, [reading])).status_code == 200
     rejections = (await registry.client.get("/v1/telemetry/rejections")).json()
     assert any(r["reason"] == "rate limited" for r in rejections["items"])
-    relayed = registry.settings.redis_url is not None
+    relayed = registry.settings.storage.redis_url is not None
     assert rejections["live"] == {"relayed": relayed, "dropped": 0, "relayDropped": 0}
     reader = registry.as_key(await registry.key("did:ixo:org/reader", "reader"))
     async with reader:

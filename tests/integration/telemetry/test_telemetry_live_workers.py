@@ -215,7 +215,7 @@ async def test_a_stream_answers_a_gap_with_the_twins_state_as_it_is_now(
         await a.platform.telemetry.store.store_batch(stove, [reading], [], "meterKwh", [])
         redis = Redis.from_url(REDIS_URL)
         try:
-            channel = live_channel(a.settings.redis_key_prefix)
+            channel = live_channel(a.settings.storage.redis_key_prefix)
             await redis.publish(channel, encode("a-publisher-that-dropped", [], RESYNC))
         finally:
             await redis.aclose()

@@ -98,7 +98,7 @@ async def test_two_subscribers_share_the_stream_and_bad_messages_are_dropped(
     registry = await make_registry(**mqtt_settings)
     platform = registry.platform
     second = MqttIngest(
-        registry.settings,
+        registry.settings.telemetry,
         platform.telemetry,
         platform.device_tokens,
         client_id=mqtt_settings["mqtt_client_id"] + "-b",
@@ -253,7 +253,7 @@ async def test_messages_not_stored_stay_unacknowledged_and_come_again(
         )
         platform = registry.platform
         # A second group: it gets its own copy of every message.
-        settings = registry.settings.model_copy(update={"mqtt_shared_group": "second"})
+        settings = registry.settings.telemetry.model_copy(update={"mqtt_shared_group": "second"})
         client_id = mqtt_settings["mqtt_client_id"] + "-second"
 
         def second() -> MqttIngest:
@@ -352,7 +352,7 @@ async def test_a_small_group_waits_a_moment_for_the_messages_on_their_way(
     from twinhub.telemetry import mqtt as ingest_module
 
     settings = Settings(environment="test", data_dir=tmp_path, mqtt_url="mqtt://127.0.0.1:1883")
-    ingest = MqttIngest(settings, None, None)  # type: ignore[arg-type]  # _handle is replaced
+    ingest = MqttIngest(settings.telemetry, None, None)  # type: ignore[arg-type]  # _handle is replaced
     handled: list[int] = []
     lingering = asyncio.Event()
     go_on = asyncio.Event()

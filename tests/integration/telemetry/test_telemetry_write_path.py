@@ -29,7 +29,7 @@ def _store_like(registry: Registry) -> TelemetryStore:
     return TelemetryStore(
         platform.sessionmaker,
         platform.telemetry.store.postgres,
-        platform.settings.telemetry_offline_after_seconds,
+        platform.settings.telemetry.offline_after_seconds,
     )
 
 

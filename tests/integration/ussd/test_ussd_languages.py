@@ -259,7 +259,7 @@ async def test_choices_are_cached_and_a_change_reaches_every_worker(
     """A new session of a phone seen before costs the database nothing, "no choice"
     included; a choice made on one worker is what every worker reads next (with Redis)."""
     platform = programme.gateway.app.state.platform
-    prefix = platform.settings.redis_key_prefix
+    prefix = platform.settings.storage.redis_key_prefix
     one = CountingSessions(platform.sessionmaker)
     memory = LanguageMemory(one, platform.redis, prefix)  # type: ignore[arg-type]
     key = phone_key(new_phone())
@@ -286,7 +286,7 @@ async def test_a_sqlite_file_is_read_on_a_connection_of_its_own(
     session, and sees what the ORM wrote; a file it cannot open falls back to the ORM read.
     PostgreSQL (no file) reads through the ORM."""
     platform = programme.gateway.app.state.platform
-    path = sqlite_file(platform.settings.resolved_database_url)
+    path = sqlite_file(platform.settings.storage.resolved_database_url)
     chosen, unknown = phone_key(new_phone()), phone_key(new_phone())
     await LanguageMemory(platform.sessionmaker).remember("sw", chosen)
     counting = CountingSessions(platform.sessionmaker)

@@ -115,7 +115,7 @@ async def test_health_record(gateway: Gateway) -> None:
     assert isinstance(body["uptime"], int | float) and body["uptime"] >= 0
     stamp = datetime.fromisoformat(body["timestamp"].replace("Z", "+00:00"))
     assert stamp.utcoffset() is not None and stamp.utcoffset().total_seconds() == 0
-    if gateway.settings.redis_url is not None:
+    if gateway.settings.storage.redis_url is not None:
         assert body["redis"] == "connected"
 
 

@@ -63,7 +63,7 @@ def client(
         lifespan="on",
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=app_settings.http_keep_alive_seconds,
+        timeout_keep_alive=app_settings.server.http_keep_alive_seconds,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)

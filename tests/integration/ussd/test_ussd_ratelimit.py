@@ -25,7 +25,7 @@ async def _burst(gateway: Gateway, count: int, forwarded_for: str | None = None)
 
 async def test_default_limit_is_100_per_minute(make_gateway: GatewayFactory) -> None:
     gateway = await make_gateway()
-    assert gateway.settings.ussd_rate_limit == "100/minute"
+    assert gateway.settings.ussd.rate_limit == "100/minute"
     statuses = await _burst(gateway, 101)
     assert statuses[:100] == [200] * 100
     assert statuses[100] == 429
@@ -72,5 +72,5 @@ async def test_behind_a_trusted_proxy_each_real_client_has_its_own_budget(
 
 async def test_bare_number_means_per_minute(make_gateway: GatewayFactory) -> None:
     gateway = await make_gateway(ussd_rate_limit="2")
-    assert gateway.settings.ussd_rate_limit == "2/minute"
+    assert gateway.settings.ussd.rate_limit == "2/minute"
     assert await _burst(gateway, 3) == [200, 200, 429]

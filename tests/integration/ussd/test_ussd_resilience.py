@@ -307,14 +307,14 @@ async def test_database_outage_during_login_and_account_creation(
 async def two_instances(make_gateway: GatewayFactory, **overrides: Any) -> tuple[Gateway, Gateway]:
     """Two apps of one deployment: same Redis prefix, same PIN key, same database."""
     first = await make_gateway(**overrides)
-    assert first.settings.pin_encryption_key is not None
+    assert first.settings.security.pin_encryption_key is not None
     shared = {
-        "redis_key_prefix": first.settings.redis_key_prefix,
-        "pin_encryption_key": first.settings.pin_encryption_key.get_secret_value(),
+        "redis_key_prefix": first.settings.storage.redis_key_prefix,
+        "pin_encryption_key": first.settings.security.pin_encryption_key.get_secret_value(),
         **overrides,
     }
     second = await make_gateway(**shared)
-    assert second.settings.database_url == first.settings.database_url
+    assert second.settings.storage.database_url == first.settings.storage.database_url
     return first, second
 
 
@@ -368,7 +368,7 @@ async def test_rate_limit_counters_are_shared_between_instances(
     other = await make_gateway(
         client_ip="192.0.2.7",
         ussd_rate_limit="5/minute",
-        redis_key_prefix=a.settings.redis_key_prefix,
+        redis_key_prefix=a.settings.storage.redis_key_prefix,
     )
     assert (await other.dial(new_session_id(), new_phone())).status_code == 200
 

@@ -65,12 +65,12 @@ async def test_no_pin_in_clear_after_login_and_pin_change(
     places["metrics"] = (await gateway.client.get("/metrics")).text
 
     store = gateway.app.state.engine.store
-    if gateway.settings.redis_url is None:
+    if gateway.settings.storage.redis_url is None:
         places["sessions"] = "\n".join(repr(record) for record in store._records.values())
     else:
         redis = Redis.from_url(REDIS_URL)
         try:
-            prefix = gateway.settings.redis_key_prefix
+            prefix = gateway.settings.storage.redis_key_prefix
             values = []
             async for key in redis.scan_iter(match=f"{prefix}*", count=1000):
                 kind = (await redis.type(key)).decode()

@@ -486,7 +486,7 @@ def padded_json(size: int) -> bytes:
 
 
 async def test_body_of_exactly_the_limit_is_accepted(gateway: Gateway) -> None:
-    assert gateway.settings.ussd_max_body_bytes == 4096
+    assert gateway.settings.ussd.max_body_bytes == 4096
     assert_welcome(await post_raw(gateway, padded_json(4096), "application/json"))
 
 

@@ -81,9 +81,14 @@ class GatewayApp:
         self.upstream: Upstream | None = None
         self.table: RouteTable | None = None
         self.metrics = GatewayMetrics()
-        redis_url = settings.redis_url.get_secret_value() if settings.redis_url else None
+        redis_url = (
+            settings.storage.redis_url.get_secret_value() if settings.storage.redis_url else None
+        )
         self.rate_limiter = RateLimiter.create(
-            settings.gateway_rate_limit_item, redis_url, settings.redis_key_prefix, "gateway"
+            settings.chain.gateway_rate_limit_item,
+            redis_url,
+            settings.storage.redis_key_prefix,
+            "gateway",
         )
         self._learning: asyncio.Task[None] | None = None
         self._openapi: bytes | None = None
@@ -94,7 +99,7 @@ class GatewayApp:
         """Open the channel and learn the routes; a reflection that fails now is retried in
         the background, and requests are answered 503 until it succeeds."""
         self.upstream = Upstream(
-            self.upstream_target, self.settings.gateway_upstream_timeout_seconds
+            self.upstream_target, self.settings.chain.gateway_upstream_timeout_seconds
         )
         if self.routes_from == "descriptors":
             pool, bindings = compiled_source()
@@ -119,13 +124,13 @@ class GatewayApp:
 
     def _table_options(self) -> dict[str, Any]:
         return {
-            "prefix": self.settings.gateway_route_prefix,
-            "legacy": self.settings.gateway_legacy_routes,
-            "disabled": self.settings.gateway_disabled,
+            "prefix": self.settings.chain.gateway_route_prefix,
+            "legacy": self.settings.chain.gateway_legacy_routes,
+            "disabled": self.settings.chain.gateway_disabled,
         }
 
     def _install(self, table: RouteTable) -> None:
-        unknown = sorted(self.settings.gateway_disabled - table.methods())
+        unknown = sorted(self.settings.chain.gateway_disabled - table.methods())
         if unknown:
             log.warning("GATEWAY_DISABLED_METHODS names methods with no route", methods=unknown)
         self.table = table
@@ -134,7 +139,7 @@ class GatewayApp:
 
     async def _reflect(self) -> None:
         assert self.upstream is not None
-        timeout = min(self.settings.gateway_upstream_timeout_seconds, 5.0)
+        timeout = min(self.settings.chain.gateway_upstream_timeout_seconds, 5.0)
         services, files = await learn(self.upstream.channel, timeout)
         bindings = [b for b in http_bindings(files, services) if b.verb == "get"]
         self._install(RouteTable.build(build_pool(files), bindings, **self._table_options()))
@@ -289,7 +294,7 @@ class GatewayApp:
 
     def _check_credentials(self, authorization: str | None) -> None:
         """401 without a bearer token, 403 with one that is not accepted."""
-        tokens = self.settings.gateway_tokens
+        tokens = self.settings.chain.gateway_tokens
         if not tokens:
             return
         scheme, _, given = (authorization or "").partition(" ")
@@ -309,7 +314,9 @@ class GatewayApp:
 
     async def _check_rate(self, scope: Scope) -> None:
         settings = self.settings
-        client = client_ip(scope, settings.trust_proxy_enabled, settings.trust_proxy_hops)
+        client = client_ip(
+            scope, settings.security.trust_proxy_enabled, settings.security.trust_proxy_hops
+        )
         retry_after = await self.rate_limiter.hit(client)
         if retry_after is not None:
             raise GatewayError(
@@ -321,7 +328,7 @@ class GatewayApp:
     def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
         if origin is None or not self._origin_allowed(origin):
             # The answer depends on Origin whenever origins are configured: say so to caches.
-            return [(b"vary", b"Origin")] if self.settings.gateway_origins else []
+            return [(b"vary", b"Origin")] if self.settings.chain.gateway_origins else []
         return [
             (b"access-control-allow-origin", origin.encode("latin-1")),
             (b"access-control-expose-headers", HEIGHT_HEADER.encode()),
@@ -329,7 +336,7 @@ class GatewayApp:
         ]
 
     def _origin_allowed(self, origin: str) -> bool:
-        allowed = self.settings.gateway_origins
+        allowed = self.settings.chain.gateway_origins
         return bool(allowed) and (origin.rstrip("/") in allowed or "*" in allowed)
 
     def _preflight(self, scope: Scope, origin: str | None) -> list[tuple[bytes, bytes]]:
@@ -350,7 +357,7 @@ class GatewayApp:
 
     async def _ungated(self, path: str) -> tuple[int, bytes, tuple[bytes, bytes]]:
         if path == "/metrics":
-            if not self.settings.metrics_enabled:
+            if not self.settings.observability.metrics_enabled:
                 raise GatewayError(grpc.StatusCode.NOT_FOUND, "no route serves this path")
             return (
                 200,
@@ -389,7 +396,7 @@ class GatewayApp:
                 grpc.StatusCode.UNAVAILABLE, "the gateway has not yet learnt the node's routes"
             )
         if self._openapi is None:
-            document = openapi_document(self.table, gated=bool(self.settings.gateway_tokens))
+            document = openapi_document(self.table, gated=bool(self.settings.chain.gateway_tokens))
             self._openapi = orjson.dumps(document)
         return self._openapi
 
@@ -397,8 +404,8 @@ class GatewayApp:
 def resolve_routes_from(settings: Settings, upstream_given: bool) -> str:
     """GATEWAY_ROUTES_FROM=auto: reflection when fronting a named upstream, else the
     compiled descriptors (the in-process node is twinhub's own)."""
-    if settings.gateway_routes_from != "auto":
-        return settings.gateway_routes_from
+    if settings.chain.gateway_routes_from != "auto":
+        return settings.chain.gateway_routes_from
     return "reflection" if upstream_given else "descriptors"
 
 
@@ -406,7 +413,7 @@ def create_gateway_app(
     settings: Settings, upstream: str | None = None, routes_from: str | None = None
 ) -> GatewayApp:
     """A gateway for `upstream` (default GATEWAY_GRPC_UPSTREAM)."""
-    target = upstream or settings.gateway_grpc_upstream
+    target = upstream or settings.chain.gateway_grpc_upstream
     if not target:
         raise ValueError("the gateway needs an upstream node (GATEWAY_GRPC_UPSTREAM)")
     chosen = routes_from or resolve_routes_from(settings, upstream_given=upstream is None)

@@ -91,7 +91,7 @@ class Servicer:
         cache: VersionCache | None = None,
     ) -> None:
         self.platform = platform
-        self.reads = reads or ReadModel(platform)
+        self.reads = reads or platform.reads
         self.cache = cache or VersionCache()
         self.pages = VersionCache(min(PAGES_KEPT, self.cache.size))
 

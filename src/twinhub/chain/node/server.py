@@ -25,7 +25,7 @@ from twinhub.chain.protos.ixo.iid.v1beta1 import query_pb2 as iid_q
 from twinhub.chain.protos.ixo.token.v1beta1 import query_pb2 as token_q
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
-from twinhub.services.read_model import ReadModel
+from twinhub.settings import ChainSettings
 
 log = get_logger(__name__)
 SERVICES = (
@@ -39,12 +39,13 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
 class NodeServer:
-    def __init__(self, platform: Platform) -> None:
+    def __init__(self, platform: Platform, settings: ChainSettings) -> None:
         self.platform = platform
+        self._settings = settings
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
-        self._reads = ReadModel(platform)
-        cache_mib = platform.settings.node_answer_cache_mib
+        self._reads = platform.reads  # the platform's, closed when it stops
+        cache_mib = settings.node_answer_cache_mib
         self.dispatcher = Dispatcher(self._reads, cache_mib * 1024 * 1024)
         self._local: list[str] = []
 
@@ -68,7 +69,7 @@ class NodeServer:
         ):
             self.dispatcher.add(servicer, module.DESCRIPTOR.services_by_name[name])
         server.add_generic_rpc_handlers(
-            self.dispatcher.generic_handlers(self.platform.settings.node_one_batch)
+            self.dispatcher.generic_handlers(self._settings.node_one_batch)
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(
@@ -92,4 +93,3 @@ class NodeServer:
             await self._health.enter_graceful_shutdown()
             await self._server.stop(grace)
             self._server = None
-        await self._reads.aclose()

@@ -86,7 +86,7 @@ class TendermintQuery(Servicer, query_pb2_grpc.ServiceServicer):
     def _node_id(self) -> str:
         """A stable 20-byte node id (hex), as CometBFT derives from its node key."""
         settings = self.platform.settings
-        seed = f"{settings.chain_id}/{settings.node_moniker}".encode()
+        seed = f"{settings.chain.chain_id}/{settings.chain.node_moniker}".encode()
         return hashlib.sha256(seed).digest()[:20].hex()
 
     @query
@@ -98,9 +98,9 @@ class TendermintQuery(Servicer, query_pb2_grpc.ServiceServicer):
             default_node_info=p2p.DefaultNodeInfo(
                 protocol_version=p2p.ProtocolVersion(p2p=P2P_PROTOCOL, block=BLOCK_PROTOCOL),
                 default_node_id=self._node_id(),
-                network=settings.chain_id,
+                network=settings.chain.chain_id,
                 version=__version__,
-                moniker=settings.node_moniker,
+                moniker=settings.chain.node_moniker,
                 other=p2p.DefaultNodeInfoOther(tx_index="off"),
             ),
             application_version=q.VersionInfo(
@@ -118,7 +118,7 @@ class TendermintQuery(Servicer, query_pb2_grpc.ServiceServicer):
         tx = await self.platform.ledger.transaction(height)
         if tx is None:
             raise NotFound(f"no block at height {height}")
-        return blocks(self.platform.settings.chain_id, tx)
+        return blocks(self.platform.settings.chain.chain_id, tx)
 
     @query
     async def GetLatestBlock(

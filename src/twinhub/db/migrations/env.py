@@ -27,7 +27,7 @@ async def run_standalone() -> None:
     from twinhub.db.engine import create_engine
     from twinhub.settings import Settings
 
-    engine = create_engine(Settings())
+    engine = create_engine(Settings().storage)
     async with engine.begin() as connection:
         await connection.run_sync(run_on)
     await engine.dispose()

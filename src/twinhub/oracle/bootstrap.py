@@ -1,0 +1,43 @@
+"""The MRV and oracle context's start: the oracle worker and the monitoring reports, built
+from OracleSettings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from twinhub.oracle.monitoring import MonitoringService
+from twinhub.oracle.service import OracleService
+from twinhub.security.signing import Issuer
+from twinhub.services.claims import ClaimService
+from twinhub.services.protocols import ProtocolService
+from twinhub.settings import OracleSettings
+
+
+@dataclass(frozen=True)
+class Oracle:
+    service: OracleService
+    monitoring: MonitoringService
+
+
+def build_oracle(
+    sessions: async_sessionmaker[AsyncSession],
+    settings: OracleSettings,
+    claims: ClaimService,
+    protocols: ProtocolService,
+    issuer: Issuer,
+) -> Oracle:
+    return Oracle(
+        OracleService(
+            sessions,
+            claims,
+            protocols,
+            issuer,
+            poll_seconds=settings.poll_seconds,
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.max_attempts,
+            batch=settings.batch,
+        ),
+        MonitoringService(sessions, claims, protocols),
+    )

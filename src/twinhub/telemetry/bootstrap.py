@@ -1,0 +1,74 @@
+"""The telemetry context's start: the ingestion service (HTTP and MQTT), the stoves' care
+watch and the rollup figures, built from TelemetrySettings; and its background work."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from twinhub.db.bootstrap import Storage
+from twinhub.kernel.bus import Bus
+from twinhub.kernel.ratelimit import RateLimiter
+from twinhub.services.device_tokens import DeviceTokenService
+from twinhub.services.domains import DomainService
+from twinhub.services.protocols import ProtocolService
+from twinhub.services.stove_care import StoveCare
+from twinhub.settings import StorageSettings, TelemetrySettings
+from twinhub.telemetry.figures import RollupTelemetry
+from twinhub.telemetry.live import LiveHub, live_channel
+from twinhub.telemetry.service import TelemetryService
+from twinhub.telemetry.store import TelemetryStore
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    service: TelemetryService
+    stove_care: StoveCare
+    figures: RollupTelemetry  # the dashboards' telemetry figures, from the day rollups
+
+
+def build_telemetry(
+    settings: TelemetrySettings,
+    storage: Storage,
+    storage_settings: StorageSettings,
+    protocols: ProtocolService,
+    domains: DomainService,
+    bus: Bus | None = None,
+) -> Telemetry:
+    sessions = storage.sessionmaker
+    offline_after = settings.offline_after_seconds
+    prefix = storage_settings.redis_key_prefix
+    service = TelemetryService(
+        # The bus hears of events its raw-driver writes commit (the sequencer numbers them).
+        TelemetryStore(sessions, storage.postgres, offline_after, bus=bus),
+        settings,
+        protocols,
+        domains,
+        RateLimiter.create(
+            settings.rate_limit_item, storage_settings.redis_address, prefix, "telemetry"
+        ),
+        # With Redis, live streams carry every process's events (telemetry/live.py).
+        LiveHub(storage.redis, live_channel(prefix)) if storage.redis is not None else LiveHub(),
+    )
+    return Telemetry(
+        service, StoveCare(sessions, offline_after), RollupTelemetry(sessions, offline_after)
+    )
+
+
+def start_telemetry_work(
+    settings: TelemetrySettings, service: TelemetryService, tokens: DeviceTokenService
+) -> tuple[list[asyncio.Task[None]], Any]:
+    """The telemetry background work: the retention pruner, the offline watch, and the MQTT
+    subscriber when MQTT_URL is set (returned second, else None)."""
+    tasks = [
+        asyncio.create_task(service.run_pruner(), name="telemetry-prune"),
+        asyncio.create_task(service.run_offline_watch(), name="telemetry-offline"),
+    ]
+    if settings.mqtt_url is None:
+        return tasks, None
+    from twinhub.telemetry.mqtt import MqttIngest
+
+    mqtt = MqttIngest(settings, service, tokens)
+    tasks.append(asyncio.create_task(mqtt.run(), name="telemetry-mqtt"))
+    return tasks, mqtt

@@ -191,7 +191,8 @@ async def bench(
     from twinhub.platform import Platform
     from twinhub.registry.app import create_registry_app
     from twinhub.settings import Settings
-    from twinhub.telemetry.store import READINGS, rollup_rows
+    from twinhub.telemetry.rows import rollup_rows
+    from twinhub.telemetry.store import READINGS
 
     workdir = Path(tempfile.mkdtemp(prefix="twinhub-bench-telemetry-"))
     database_url = None
@@ -1012,14 +1013,14 @@ async def _bulk(platform: Any, table: Any, rows: list[dict[str, Any]]) -> None:
     async with platform.sessionmaker.begin() as session:
         await session.execute(
             insert(table).prefix_with("OR IGNORE")
-            if not platform.telemetry.store.postgres
+            if platform.engine.dialect.name != "postgresql"
             else insert(table),
             rows,
         )
 
 
 async def _upsert(platform: Any, rows: list[dict[str, Any]]) -> None:
-    from twinhub.telemetry.store import as_records, merge_rollups
+    from twinhub.telemetry.rows import as_records, merge_rollups
 
     async with platform.sessionmaker.begin() as session:
         await platform.telemetry.store.add_rollups(session, as_records(merge_rollups(rows)))

@@ -21,10 +21,6 @@ class Storage:
     database: DatabaseMonitor
     redis: Redis | None
 
-    @property
-    def postgres(self) -> bool:
-        return self.engine.dialect.name == "postgresql"
-
 
 def build_storage(settings: StorageSettings, session_class: type[Session] = Session) -> Storage:
     """`session_class`: the sessions' own class (the platform's bus hears of its commits)."""

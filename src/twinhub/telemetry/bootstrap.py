@@ -41,7 +41,7 @@ def build_telemetry(
     prefix = storage_settings.redis_key_prefix
     service = TelemetryService(
         # The bus hears of events its raw-driver writes commit (the sequencer numbers them).
-        TelemetryStore(sessions, storage.postgres, offline_after, bus=bus),
+        TelemetryStore(sessions, offline_after, bus=bus),
         settings,
         protocols,
         domains,

@@ -42,7 +42,8 @@ from twinhub.services.domains import DomainService
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.live import LiveHub
-from twinhub.telemetry.store import Batch, TelemetryStore
+from twinhub.telemetry.rows import Batch
+from twinhub.telemetry.store import TelemetryStore
 
 log = get_logger(__name__)
 _INFO_SECONDS = 30.0  # how long a twin's protocol and project/organisation are cached

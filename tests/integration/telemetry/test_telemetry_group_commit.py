@@ -15,7 +15,8 @@ from tests.conftest import Registry
 from tests.support.telemetry_world import build_farm
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
-from twinhub.telemetry.store import Batch, StoredBatch, TelemetryStore
+from twinhub.telemetry.rows import Batch, StoredBatch
+from twinhub.telemetry.store import TelemetryStore
 
 
 def _batch(did: str, project: str, seqs: range, start: datetime) -> Batch:

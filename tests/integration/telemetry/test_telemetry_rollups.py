@@ -17,7 +17,7 @@ from tests.conftest import Registry
 from tests.support.telemetry_world import build_farm
 from twinhub.mrv.rollups import INTERVALS, bucket_of
 from twinhub.mrv.telemetry_schema import STOVE_TELEMETRY, Reading, check_readings, parse_schema
-from twinhub.telemetry.store import Batch, Cells, add_cells, rollup_rows
+from twinhub.telemetry.rows import Batch, Cells, add_cells, rollup_rows
 
 SCHEMA = parse_schema(STOVE_TELEMETRY)
 INDIA = timezone(timedelta(hours=5, minutes=30))

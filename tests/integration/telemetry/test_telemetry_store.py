@@ -14,7 +14,7 @@ from tests.conftest import Registry, restore_token_decimals, saved_token_decimal
 from tests.support.telemetry_world import build_farm
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
-from twinhub.telemetry.store import Batch, as_records, merge_rollups
+from twinhub.telemetry.rows import Batch, as_records, merge_rollups
 
 
 async def test_a_group_with_one_device_twice_stores_each_seq_once(registry: Registry) -> None:

@@ -20,7 +20,9 @@ from twinhub.db.models import TelemetryDevice, TelemetryReading
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
 from twinhub.services.device_tokens import CACHE_SECONDS, DeviceTokenService
-from twinhub.telemetry.store import READINGS, Batch, TelemetryStore, sqlite_time
+from twinhub.telemetry.dialects.sqlite import sqlite_time
+from twinhub.telemetry.rows import Batch
+from twinhub.telemetry.store import READINGS, TelemetryStore
 
 
 def _store_like(registry: Registry) -> TelemetryStore:
@@ -28,7 +30,6 @@ def _store_like(registry: Registry) -> TelemetryStore:
     platform = registry.platform
     return TelemetryStore(
         platform.sessionmaker,
-        platform.telemetry.store.postgres,
         platform.settings.telemetry.offline_after_seconds,
     )
 

@@ -1,0 +1,268 @@
+"""PostgreSQL's telemetry writes (see twinhub.telemetry.dialects): readings COPYed into a
+staging table private to the connection, the rollups computed by ONE statement from it,
+monthly partitions of the readings, the devices' rows locked FOR UPDATE in id order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
+
+from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.telemetry.dialects import TelemetryDialect
+from twinhub.telemetry.rows import Batch, DeviceState, RollupPlan, RollupRecord, next_month
+
+# PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
+_STAGE_READINGS = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
+    ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
+)
+# OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
+# semi-join (the staging table has no statistics) it hashed every stored reading instead.
+_DROP_STORED = """
+DELETE FROM telemetry_stage s
+WHERE EXISTS (
+    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
+    OFFSET 0
+)
+RETURNING s.device_id, s.seq
+"""
+_INSERT_STAGED = """
+INSERT INTO telemetry_readings (device_id, seq, time, "values")
+SELECT device_id, seq, time, "values" FROM telemetry_stage
+ON CONFLICT DO NOTHING
+"""
+# The rollups of the staged readings (by then exactly the ones inserted), computed by the
+# database: $3/$4/$5 name each device's rolled-up fields (numeric, or an enum field counted
+# per value); $1/$2/$6 pair each device with its scopes and each scope's rank in Python's
+# sort order. Hours are summed from the readings, days from the hours, months from the
+# days (few rows past the first step), then per scope; the rows are upserted in key order
+# (scope rank, interval, bucket, field: integers and a timestamp decide almost every
+# comparison) so concurrent transactions lock rollup rows in one order (no deadlocks).
+_ROLL_UP_STAGED = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
+WITH v AS (
+    SELECT s.device_id, date_trunc('hour', s.time, 'UTC') AS bucket,
+           CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
+                ELSE f.name END AS field,
+           CASE WHEN f.counted THEN 1.0::float8
+                ELSE (s."values" ->> f.name)::float8 END AS value
+    FROM telemetry_stage s
+    JOIN unnest($3::integer[], $4::text[], $5::boolean[]) AS f(device_id, name, counted)
+      ON f.device_id = s.device_id
+    WHERE jsonb_typeof(s."values" -> f.name)
+          = CASE WHEN f.counted THEN 'string' ELSE 'number' END
+), h AS (
+    SELECT device_id, field, bucket, count(*)::integer AS n, sum(value) AS total,
+           min(value) AS low, max(value) AS high
+    FROM v WHERE length(field) <= 64 GROUP BY device_id, field, bucket
+), d AS (
+    SELECT device_id, field, date_trunc('day', bucket, 'UTC') AS bucket, sum(n)::integer AS n,
+           sum(total) AS total, min(low) AS low, max(high) AS high
+    FROM h GROUP BY device_id, field, 3
+), mo AS (
+    SELECT device_id, field, date_trunc('month', bucket, 'UTC') AS bucket,
+           sum(n)::integer AS n, sum(total) AS total, min(low) AS low, max(high) AS high
+    FROM d GROUP BY device_id, field, 3
+), cells AS (
+    SELECT 1 AS interval, * FROM h
+    UNION ALL SELECT 0, * FROM d
+    UNION ALL SELECT 2, * FROM mo
+)
+SELECT m.scope, (ARRAY['day', 'hour', 'month'])[c.interval + 1], c.bucket, c.field,
+       sum(c.n), sum(c.total), min(c.low), max(c.high)
+FROM cells c
+JOIN unnest($1::integer[], $2::text[], $6::integer[]) AS m(device_id, scope, rank)
+  ON m.device_id = c.device_id
+GROUP BY m.rank, c.interval, c.bucket, c.field, m.scope
+ORDER BY m.rank, c.interval, c.bucket, c.field COLLATE "C"
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = t.count + excluded.count,
+    sum = t.sum + excluded.sum,
+    min = LEAST(t.min, excluded.min),
+    max = GREATEST(t.max, excluded.max)
+"""
+_STAGE_ROLLUPS = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_rollup_stage (scope varchar(200),"
+    ' "interval" varchar(8), bucket timestamptz, field varchar(64), count bigint,'
+    " sum double precision, min double precision, max double precision) ON COMMIT DELETE ROWS"
+)
+_UPSERT_STAGED_ROLLUPS = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
+SELECT scope, "interval", bucket, field, count, sum, min, max FROM telemetry_rollup_stage
+ORDER BY scope, "interval", bucket, field
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = t.count + excluded.count,
+    sum = t.sum + excluded.sum,
+    min = LEAST(t.min, excluded.min),
+    max = GREATEST(t.max, excluded.max)
+"""
+# The devices' rows of a group, locked in id order; their advanced state; its events.
+_ADD_DEVICES = (
+    "INSERT INTO telemetry_devices (did, latest, readings, updated_at)"
+    " SELECT did, '{}'::jsonb, 0, $2 FROM unnest($1::varchar[]) AS did ORDER BY did"
+    " ON CONFLICT (did) DO NOTHING"
+)
+_LOCK_DEVICES = (
+    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE did = ANY($1::varchar[]) ORDER BY id FOR UPDATE"
+)
+_SAVE_DEVICE = (
+    "UPDATE telemetry_devices SET last_time = $2, last_seq = $3, latest = $4, meter = $5,"
+    " readings = $6, updated_at = $7 WHERE id = $1"
+)
+_INSERT_EVENT = (
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
+    " causation_id, correlation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+)
+
+
+class PostgreSQLTelemetry(TelemetryDialect):
+    """See the module docstring."""
+
+    def transaction(self, driver: Any) -> AbstractAsyncContextManager[Any]:
+        return driver.transaction()  # asyncpg's: commits on leaving, rolls back on error
+
+    async def join(self, connection: AsyncConnection, driver: Any) -> None:
+        # SQLAlchemy's asyncpg adapter sends BEGIN lazily, with the transaction's first
+        # statement: were that the driver work, asyncpg would run it in autocommit (each
+        # statement committed alone, a staged temporary table emptied at once).
+        if not driver.is_in_transaction():
+            await connection.exec_driver_sql("SELECT 1")
+
+    async def ensure_partitions(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        times: Iterable[datetime],
+        made: set[str],
+    ) -> None:
+        """Monthly partitions for every month `times` touch, made once per process."""
+        months = {
+            datetime(t.year, t.month, 1, tzinfo=UTC)
+            for t in (t if t.tzinfo is UTC else t.astimezone(UTC) for t in times)
+        }
+        for month in sorted(months):
+            name = f"telemetry_readings_p{month:%Y%m}"
+            if name in made:
+                continue
+            ddl = (
+                f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF telemetry_readings "
+                f"FOR VALUES FROM ('{month.isoformat()}') TO ('{next_month(month).isoformat()}')"
+            )
+            try:
+                async with sessions.begin() as session:
+                    await session.execute(text(ddl))
+            except (IntegrityError, ProgrammingError, DBAPIError) as error:
+                # Another process made it a moment ago (a race IF NOT EXISTS does not cover).
+                if "already exists" not in str(error):
+                    raise
+            made.add(name)
+
+    async def drop_partitions(
+        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+    ) -> int:
+        dropped = 0
+        async with sessions.begin() as session:
+            names = await session.scalars(
+                text(
+                    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                    " JOIN pg_class p ON p.oid = i.inhparent"
+                    " WHERE p.relname = 'telemetry_readings'"
+                )
+            )
+            for name in list(names):
+                try:
+                    month = datetime.strptime(name[-6:], "%Y%m").replace(tzinfo=UTC)
+                except ValueError:
+                    continue
+                if next_month(month) <= before:
+                    await session.execute(text(f"DROP TABLE {name}"))
+                    made.discard(name)
+                    dropped += 1
+        return dropped
+
+    async def lock_devices(
+        self, driver: Any, new: list[str], dids: list[str], now: datetime
+    ) -> dict[str, DeviceState]:
+        if new:
+            await driver.execute(_ADD_DEVICES, new, now)
+        found = await driver.fetch(_LOCK_DEVICES, dids)
+        return {r[1]: DeviceState(r[0], r[2], r[3], r[4] or {}, r[5], r[6] or 0) for r in found}
+
+    async def save_devices(self, driver: Any, states: list[DeviceState], now: datetime) -> None:
+        await driver.executemany(
+            _SAVE_DEVICE,
+            [
+                (s.id, s.last_time, s.last_seq, dumps(s.latest), s.meter, s.readings, now)
+                for s in states
+            ],
+        )
+
+    async def insert_events(self, driver: Any, rows: list[dict[str, Any]]) -> None:
+        records = [
+            (
+                r["event_id"],
+                r["type"],
+                r["subject"],
+                r["actor"],
+                r["data"],
+                r["ledger_height"],
+                r["occurred_at"],
+                r["causation_id"],
+                r["correlation_id"],
+            )
+            for r in rows
+        ]
+        await driver.executemany(_INSERT_EVENT, records)
+
+    async def insert_readings(
+        self, driver: Any, items: list[tuple[int, Reading]], staged: bool
+    ) -> set[tuple[int, int]]:
+        """COPY into the staging table, the device's used seqs deleted from it (whatever
+        their time: the key holds the time too, for the partitions), the rest inserted."""
+        if not staged:
+            await driver.execute(_STAGE_READINGS)
+        if not items:
+            return set()
+        await driver.copy_records_to_table(
+            "telemetry_stage",
+            records=[(d, r.seq, r.time, dumps(r.values)) for d, r in items],
+            columns=["device_id", "seq", "time", "values"],
+        )
+        skipped = await driver.fetch(_DROP_STORED)
+        await driver.execute(_INSERT_STAGED)
+        return {(d, q) for d, q in skipped}
+
+    def plan(
+        self,
+        plan: RollupPlan,
+        planned: set[int],
+        device: int,
+        batch: Batch,
+        inserted: list[Reading],
+    ) -> None:
+        """The device's scopes and fields, once: the database sums the staged readings."""
+        if device not in planned:
+            planned.add(device)
+            plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
+
+    async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
+        """One INSERT ... SELECT ... GROUP BY ... ON CONFLICT over the staged readings, so
+        nothing is done per reading or per rollup row in Python."""
+        if not plan.fields:
+            return
+        scope_ids, scopes = zip(*plan.scopes, strict=True)
+        field_ids, names, counted = zip(*plan.fields, strict=True)
+        rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
+        ranks = [rank[scope] for scope in scopes]
+        await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks)
+
+    async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
+        await driver.execute(_STAGE_ROLLUPS)
+        await driver.copy_records_to_table("telemetry_rollup_stage", records=records)
+        await driver.execute(_UPSERT_STAGED_ROLLUPS)

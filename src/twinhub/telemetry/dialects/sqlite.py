@@ -1,0 +1,225 @@
+"""SQLite's telemetry writes (see twinhub.telemetry.dialects): the transaction holds the
+database's write lock from its start (BEGIN IMMEDIATE), new readings go in with one INSERT
+OR IGNORE (a staging table kept for batches that repeat stored seqs), and the rollup cells
+are summed in Python, which on this in-process database costs less than the statement
+PostgreSQL runs. Times are stored as the text SQLAlchemy writes."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
+
+from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.telemetry.dialects import TelemetryDialect
+from twinhub.telemetry.rows import (
+    Batch,
+    Cells,
+    DeviceState,
+    RollupPlan,
+    RollupRecord,
+    add_cells,
+    cell_records,
+)
+
+_ADD_DEVICE = (
+    "INSERT OR IGNORE INTO telemetry_devices (did, latest, readings, updated_at)"
+    " VALUES (?, '{}', 0, ?)"
+)
+_LOCK_DEVICES = (
+    "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
+    " WHERE did IN ({marks})"
+)
+_SAVE_DEVICE = (
+    "UPDATE telemetry_devices SET last_time = ?, last_seq = ?, latest = ?, meter = ?,"
+    " readings = ?, updated_at = ? WHERE id = ?"
+)
+_INSERT_EVENT = (
+    "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
+    " causation_id, correlation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_STAGE_READINGS = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
+    ' time TEXT, "values" TEXT)'
+)
+_DROP_STORED = """
+DELETE FROM temp.telemetry_stage
+WHERE EXISTS (
+    SELECT 1 FROM main.telemetry_readings r
+    WHERE r.device_id = telemetry_stage.device_id AND r.seq = telemetry_stage.seq
+)
+RETURNING device_id, seq
+"""
+_INSERT_READING = (
+    'INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values") VALUES (?, ?, ?, ?)'
+)
+_INSERT_STAGED = """
+INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
+SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
+"""
+_UPSERT_ROLLUP = """
+INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
+    count = telemetry_rollups.count + excluded.count,
+    sum = telemetry_rollups.sum + excluded.sum,
+    min = min(telemetry_rollups.min, excluded.min),
+    max = max(telemetry_rollups.max, excluded.max)
+"""
+
+
+class SQLiteTelemetry(TelemetryDialect):
+    """See the module docstring."""
+
+    @asynccontextmanager
+    async def transaction(self, driver: Any) -> AsyncIterator[None]:
+        # BEGIN IMMEDIATE: this transaction holds the database's write lock from its start
+        # (a deferred one that read first could not write later).
+        await driver.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            await driver.rollback()
+            raise
+        await driver.commit()
+
+    async def join(self, connection: AsyncConnection, driver: Any) -> None:
+        """aiosqlite runs the driver work in the session's transaction as it is."""
+
+    async def ensure_partitions(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        times: Iterable[datetime],
+        made: set[str],
+    ) -> None:
+        """No partitions: one table holds every month."""
+
+    async def drop_partitions(
+        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+    ) -> int:
+        return 0
+
+    async def lock_devices(
+        self, driver: Any, new: list[str], dids: list[str], now: datetime
+    ) -> dict[str, DeviceState]:
+        """The transaction holds the database's write lock already: the rows are read."""
+        if new:
+            stamp = sqlite_time(now)
+            await driver.executemany(_ADD_DEVICE, [(did, stamp) for did in new])
+        marks = ", ".join("?" * len(dids))
+        cursor = await driver.execute(_LOCK_DEVICES.format(marks=marks), dids)
+        states = {}
+        for device, did, last, seq, latest, meter, readings in await cursor.fetchall():
+            moment = datetime.fromisoformat(last).replace(tzinfo=UTC) if last else None
+            states[did] = DeviceState(
+                device, moment, seq, orjson.loads(latest) if latest else {}, meter, readings or 0
+            )
+        return states
+
+    async def save_devices(self, driver: Any, states: list[DeviceState], now: datetime) -> None:
+        await driver.executemany(
+            _SAVE_DEVICE,
+            [
+                (
+                    sqlite_time(s.last_time) if s.last_time else None,
+                    s.last_seq,
+                    dumps(s.latest),
+                    s.meter,
+                    s.readings,
+                    sqlite_time(now),
+                    s.id,
+                )
+                for s in states
+            ],
+        )
+
+    async def insert_events(self, driver: Any, rows: list[dict[str, Any]]) -> None:
+        records = [
+            (
+                r["event_id"],
+                r["type"],
+                r["subject"],
+                r["actor"],
+                r["data"],
+                r["ledger_height"],
+                sqlite_time(r["occurred_at"]),
+                r["causation_id"],
+                r["correlation_id"],
+            )
+            for r in rows
+        ]
+        await driver.executemany(_INSERT_EVENT, records)
+
+    async def insert_readings(
+        self, driver: Any, items: list[tuple[int, Reading]], staged: bool
+    ) -> set[tuple[int, int]]:
+        if not staged:
+            await driver.execute(_STAGE_READINGS)
+        if not items:
+            return set()
+        rows = [(d, r.seq, sqlite_time(r.time), dumps(r.values)) for d, r in items]
+        # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
+        # then stores them all, and its count says so. When it stored fewer, which ones it
+        # skipped is found the staged way below, after undoing it.
+        await driver.execute("SAVEPOINT telemetry_insert")
+        cursor = await driver.executemany(_INSERT_READING, rows)
+        if cursor.rowcount != len(rows):
+            await driver.execute("ROLLBACK TO telemetry_insert")
+        await driver.execute("RELEASE telemetry_insert")
+        if cursor.rowcount == len(rows):
+            return set()
+        await driver.execute("DELETE FROM temp.telemetry_stage")
+        await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
+        cursor = await driver.execute(_DROP_STORED)
+        skipped = await cursor.fetchall()
+        await driver.execute(_INSERT_STAGED)
+        return {(d, q) for d, q in skipped}
+
+    def plan(
+        self,
+        plan: RollupPlan,
+        planned: set[int],
+        device: int,
+        batch: Batch,
+        inserted: list[Reading],
+    ) -> None:
+        """The batch's cells, summed here, shared by the device and its scopes."""
+        cells: Cells = {}
+        add_cells(cells, inserted, batch.numeric, batch.counted)
+        for scope in (batch.did, *batch.scopes):
+            plan.cells.setdefault(scope, []).append(cells)
+
+    async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
+        """The cells summed per batch, upserted."""
+        await driver.executemany(_UPSERT_ROLLUP, sqlite_cell_rows(plan.cells))
+
+    async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
+        rows = [(*r[:2], sqlite_time(r[2]), *r[3:]) for r in records]
+        await driver.executemany(_UPSERT_ROLLUP, rows)
+
+
+def sqlite_time(moment: datetime) -> str:
+    """A UtcDateTime as SQLAlchemy writes it on SQLite (`2026-01-02 03:04:05.000006`, UTC):
+    the same text, so keys and comparisons match what the ORM wrote. Checked readings are
+    in UTC already: their text is the aware one without its `+00:00` (one call)."""
+    if moment.tzinfo is UTC:
+        return moment.isoformat(" ", "microseconds")[:-6]
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+@functools.lru_cache(maxsize=65_536)
+def _sqlite_bucket(stamp: int) -> str:
+    """A bucket's epoch second as SQLite's text; cached, since the batches of a project's
+    devices keep naming the same recent hours."""
+    return sqlite_time(datetime.fromtimestamp(stamp, UTC))
+
+
+def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
+    """cell_records with each bucket as SQLite's text, in no particular order: SQLite's
+    one writer at a time holds the whole database, so no lock order is needed."""
+    return cell_records(scoped, _sqlite_bucket, ordered=False)

@@ -45,7 +45,7 @@ from tests.conftest import (
     new_session_id,
     unique,
 )
-from tests.integration.cli.test_cli import TWINHUB, run_cli, wait_healthy
+from tests.integration.cli.test_cli import TWINHUB, run_cli, wait_healthy, wait_upstream_serving
 from tests.support.served import START_SECONDS
 from tests.support.ussd_flows import Journey, create_account, log_in
 from twinhub.kernel.identifiers import customer_did
@@ -128,7 +128,7 @@ def serving(env: dict[str, str]) -> Iterator[Served]:
             # machine that alone took 25-40 s, beside a second xdist worker over 60 s.
             answer = wait_healthy(f"{url}/health", process, deadline=START_SECONDS)
             assert answer.status_code == 200
-        assert wait_healthy(f"{served.gateway}/health", process).json()["upstream"] == "serving"
+        wait_upstream_serving(served.gateway, process)
         yield served
     finally:
         process.send_signal(signal.SIGTERM)

@@ -57,6 +57,19 @@ def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 90)
     raise AssertionError("server did not come up")
 
 
+def wait_upstream_serving(url: str, process: subprocess.Popen[str], deadline: float = 60) -> None:
+    """Wait until the gateway at `url` reports its gRPC upstream as serving: its channel
+    connects after the gateway itself answers, later still on a loaded machine."""
+    end = time.monotonic() + deadline
+    upstream = None
+    while time.monotonic() < end:
+        upstream = wait_healthy(f"{url}/health", process).json()["upstream"]
+        if upstream == "serving":
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the gateway's upstream stayed {upstream!r}")
+
+
 def test_serve_runs_every_interface(tmp_path: Path) -> None:
     ussd_port, registry_port = free_port(), free_port()
     node_port, gateway_port = free_port(), free_port()
@@ -87,7 +100,7 @@ def test_serve_runs_every_interface(tmp_path: Path) -> None:
         assert listed.status_code == 200
         assert listed.json()["total"] >= 1  # the built-in protocols
         gateway = f"http://127.0.0.1:{gateway_port}"
-        assert wait_healthy(f"{gateway}/health", process).json()["upstream"] == "serving"
+        wait_upstream_serving(gateway, process)
         params = httpx.get(f"{gateway}/ixo/token/params")
         assert params.json() == {"params": {"ixo1155_contract_code": "0"}}
         assert int(params.headers["x-cosmos-block-height"]) >= 1

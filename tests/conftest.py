@@ -515,12 +515,32 @@ ONE_WORKER_MODULES = {
 }
 
 
+# First among the hooks, so that pytest-xdist's own (registered in each worker after this
+# file) sees the marks added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        module = item.module.__name__ if isinstance(item, pytest.Function) else ""
-        if module.startswith("tests.e2e."):
-            item.add_marker(pytest.mark.xdist_group("e2e"))
-        elif module.rsplit(".", 1)[-1] in ONE_WORKER_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
+        if not item.get_closest_marker("xdist_group"):
+            module = item.module.__name__ if isinstance(item, pytest.Function) else ""
+            if module.startswith("tests.e2e."):
+                item.add_marker(pytest.mark.xdist_group("e2e"))
+            elif module.rsplit(".", 1)[-1] in ONE_WORKER_MODULES:
+                item.add_marker(pytest.mark.xdist_group(module))
+        if config.getvalue("loadgroup"):
+            _name_group(item)
+
+
+def _name_group(item: pytest.Item) -> None:
+    """Suffix the item's id with its xdist group, as `--dist loadgroup` deals by that suffix.
+
+    pytest-xdist 3.8 writes the suffix to `item._nodeid`, which pytest 9 no longer reads (the
+    id is `item._id`): without this, no group reaches the scheduler and every grouped module
+    is dealt test by test to both workers (the console's browser programme was built twice).
+    """
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None or "@" in item.nodeid.rsplit("]", 1)[-1]:
+        return
+    group = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+    identifier = getattr(item, "_id", None)
+    if identifier is not None and hasattr(identifier, "parse"):
+        item._id = type(identifier).parse(f"{item.nodeid}@{group}")

@@ -526,7 +526,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.xdist_group("e2e"))
             elif module.rsplit(".", 1)[-1] in ONE_WORKER_MODULES:
                 item.add_marker(pytest.mark.xdist_group(module))
-        if config.getvalue("loadgroup"):
+        if getattr(config.option, "loadgroup", False):  # set by xdist for --dist loadgroup
             _name_group(item)
 
 

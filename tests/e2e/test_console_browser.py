@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import unavailable
 from tests.e2e.test_programme_e2e import Served, serving
-from tests.integration.cli.test_cli import run_cli
+from tests.support.cli import run_process
 
 CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
@@ -78,7 +78,7 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
         # The claims queue is what a person decides: no oracle decides first here.
         "ORACLE_ENABLED": "false",
     }
-    loaded = run_cli("demo", "--stoves", "3", env=env, timeout=120)
+    loaded = run_process("demo", "--stoves", "3", env=env, timeout=120)
     assert loaded.returncode == 0, loaded.stderr
     with serving(env) as served:
         # The console's phone forwards to this process's USSD gateway.

@@ -45,7 +45,8 @@ from tests.conftest import (
     new_session_id,
     unique,
 )
-from tests.integration.cli.test_cli import TWINHUB, run_cli, wait_healthy, wait_upstream_serving
+from tests.integration.cli.test_cli import wait_healthy, wait_upstream_serving
+from tests.support.cli import TWINHUB, run_process
 from tests.support.served import START_SECONDS
 from tests.support.ussd_flows import Journey, create_account, log_in
 from twinhub.kernel.identifiers import customer_did
@@ -87,7 +88,7 @@ class Served:
 
     def key(self, did: str) -> str:
         """An API key for `did` (reader, writer), made the README's way: by the CLI."""
-        made = run_cli("keys", "create", did, "-r", "reader", "-r", "writer", env=self.env)
+        made = run_process("keys", "create", did, "-r", "reader", "-r", "writer", env=self.env)
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip().splitlines()[-1]
         self.secrets.append(token)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Registry, new_phone, restore_token_decimals, saved_token_decimals
-from tests.integration.cli.test_cli import base_env, run_cli
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.cli import base_env, run_cli
 from twinhub.kernel.identifiers import customer_did
 from twinhub.kernel.principals import Principal
 from twinhub.platform import SYSTEM_PRINCIPAL, Platform

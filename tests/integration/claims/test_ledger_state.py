@@ -21,8 +21,8 @@ from tests.conftest import (
     fresh_postgres_database,
     running_registry,
 )
-from tests.integration.cli.test_cli import base_env, run_cli
 from tests.support.claims_world import METERED_AMOUNT, World, build_world
+from tests.support.cli import base_env, run_cli
 from twinhub.platform import Platform
 from twinhub.services.ledger_state import reconcile
 from twinhub.settings import Settings

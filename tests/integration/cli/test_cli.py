@@ -1,4 +1,5 @@
-"""The `twinhub` command as operators run it: real processes, real ports, real databases."""
+"""The `twinhub` command as operators run it, on real databases: `serve` as real processes on
+real ports, the one-shot commands in this process (tests/support/cli.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,30 +17,14 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from tests.conftest import free_port, fresh_postgres_database
+from tests.support.cli import TWINHUB, base_env, run_cli, run_process
 from twinhub.db.engine import create_engine
 from twinhub.db.migrate import alembic_config, schema_revisions
 from twinhub.platform import Platform
 from twinhub.security.pins import DEV_KEY_FILE
 from twinhub.settings import Settings
 
-TWINHUB = [sys.executable, "-m", "twinhub"]
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
-
-
-def run_cli(
-    *args: str, env: dict[str, str], timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*TWINHUB, *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def base_env(tmp_path: Path) -> dict[str, str]:
-    return {"DATA_DIR": str(tmp_path / "data"), "ENVIRONMENT": "development", "LOG_FORMAT": "json"}
 
 
 def wait_healthy(url: str, process: subprocess.Popen[str], deadline: float = 90) -> httpx.Response:
@@ -191,7 +175,7 @@ def test_a_busy_node_port_stops_the_start_with_exit_code_3(tmp_path: Path) -> No
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = run_cli("serve", "node", "--port", str(port), env=base_env(tmp_path))
+        result = run_process("serve", "node", "--port", str(port), env=base_env(tmp_path))
     assert result.returncode == 3, result.stderr
     assert "NODE_PORT" in result.stderr and "Traceback" not in result.stderr
 
@@ -306,8 +290,8 @@ async def test_migrate_on_a_fresh_postgresql_database(tmp_path: Path) -> None:
         env = {**base_env(tmp_path), "DATABASE_URL": url}
         # Two migrators at once: the advisory lock makes them take turns.
         results = await asyncio.gather(
-            asyncio.to_thread(run_cli, "migrate", env=env),
-            asyncio.to_thread(run_cli, "migrate", env=env),
+            asyncio.to_thread(run_process, "migrate", env=env),
+            asyncio.to_thread(run_process, "migrate", env=env),
         )
         assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
         engine = create_engine(Settings(database_url=url, data_dir=tmp_path).storage)

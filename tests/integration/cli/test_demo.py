@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.cli.test_cli import base_env, run_cli
+from tests.support.cli import base_env, run_cli
 from twinhub import demo
 from twinhub.platform import Platform
 from twinhub.services.domains import DomainFilter

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 
 from tests.conftest import unavailable
-from tests.integration.cli.test_cli import base_env, run_cli
+from tests.support.cli import base_env, run_cli
 from twinhub import simulator
 from twinhub.platform import Platform
 from twinhub.settings import Settings

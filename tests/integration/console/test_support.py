@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import Registry, unique
 from tests.integration.claims.test_customers import error_of
-from tests.integration.cli.test_cli import base_env, run_cli
 from tests.integration.console.test_console import console, csrf_of, sign_in
 from tests.integration.registry.test_write_log import writes
 from tests.integration.ussd.test_logging import log_stream  # noqa: F401 (the fixture)
+from tests.support.cli import base_env, run_cli
 from twinhub.kernel.errors import Conflict, Invalid, NotFound
 from twinhub.kernel.identifiers import customer_did
 from twinhub.platform import Platform

@@ -15,8 +15,8 @@ from pathlib import Path
 import asyncpg
 
 from tests.conftest import Backend, RegistryFactory, fresh_postgres_database, unavailable
-from tests.integration.cli.test_cli import base_env, run_cli
 from tests.support.claims_world import build_world
+from tests.support.cli import base_env, run_cli
 
 TAMPER = "UPDATE credit_balances SET amount = amount + 1000"
 

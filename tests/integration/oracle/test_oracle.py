@@ -32,8 +32,8 @@ from tests.conftest import (
     saved_token_decimals,
     unique,
 )
-from tests.integration.cli.test_cli import TWINHUB, base_env, run_cli
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.cli import TWINHUB, base_env, run_cli
 from twinhub import simulator
 from twinhub.db.models import OracleDecision
 from twinhub.kernel.clock import utcnow

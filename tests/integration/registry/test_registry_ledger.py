@@ -24,8 +24,8 @@ from tests.conftest import (
     fresh_postgres_database,
     running_registry,
 )
-from tests.integration.cli.test_cli import base_env, run_cli
 from tests.integration.registry.test_registry_basics import make_domain
+from tests.support.cli import base_env, run_cli
 from twinhub.db.models import UtcDateTime
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform

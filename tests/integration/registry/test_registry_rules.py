@@ -32,8 +32,8 @@ from tests.conftest import (
     running_registry,
     unique,
 )
-from tests.integration.cli.test_cli import base_env, run_cli
 from tests.integration.registry.test_registry_basics import make_domain, make_protocol
+from tests.support.cli import base_env, run_cli
 from twinhub.registry.app import create_registry_app
 from twinhub.registry.routes import create_router, hot_router
 from twinhub.registry.routes import router as v1_router

@@ -77,11 +77,26 @@ def run_cli(
     return outcome[0]
 
 
+def _cli_app() -> Any:
+    """The command's Typer app. Its module is imported with COLUMNS and LINES unset: the
+    module's console then reads them at each print from the environment the command runs
+    with, as a process of its own reads them at its start (pytest-xdist's workers have
+    COLUMNS=80 set, where a test may give a command COLUMNS=250)."""
+    if "twinhub.cli" not in sys.modules:
+        saved = {name: os.environ.pop(name) for name in ("COLUMNS", "LINES") if name in os.environ}
+        try:
+            import twinhub.cli  # noqa: F401 (imported here, with the environment above)
+        finally:
+            os.environ.update(saved)
+    from twinhub.cli import app
+
+    return app
+
+
 def _invoke(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     from typer.testing import CliRunner
 
-    from twinhub.cli import app
-
+    app = _cli_app()
     loggers = [logging.getLogger(name) for name in _LOGGERS]
     saved_levels = [logger.level for logger in loggers]
     saved_handlers = loggers[0].handlers[:]

@@ -14,8 +14,47 @@ from urllib.parse import urlencode
 import httpx
 import orjson
 import pytest
+from asgi_lifespan import LifespanManager
 
-from tests.conftest import Gateway, GatewayFactory, new_phone, new_session_id
+from tests.conftest import (
+    BACKENDS,
+    Gateway,
+    GatewayFactory,
+    backend_values,
+    new_phone,
+    new_session_id,
+)
+from twinhub.settings import Settings
+from twinhub.ussd.app import create_ussd_app
+
+
+# -- one running gateway per backend for this module ----------------------------------------
+@pytest.fixture(scope="module", params=BACKENDS, ids=str)
+def module_settings(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    """Synchronous, so that it may ask for the session's async database fixtures. The whole
+    module's requests come from one client address: no rate limit is what these tests see."""
+    values = backend_values(request.param, tmp_path_factory.mktemp("ussd"), request)
+    return Settings(**{**values, "ussd_rate_limit": "1000000/minute"})
+
+
+@pytest.fixture(scope="module")
+async def gateway(module_settings: Settings) -> AsyncIterator[Gateway]:
+    """Overrides conftest's per-test gateway: one app per backend serves this whole module
+    (four hundred app starts cost more than all the requests). Every test makes sessions
+    of its own (new session ids and phones) and asks only about those; a test that needs
+    other settings uses `make_gateway`."""
+    app = create_ussd_app(settings=module_settings)
+    async with (
+        LifespanManager(app, startup_timeout=30) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app, client=("127.0.0.1", 40000)),
+            base_url="http://ussd.test",
+        ) as client,
+    ):
+        yield Gateway(app=app, client=client, settings=module_settings)
+
 
 INVALID = "END Invalid input. Please try again."
 WELCOME = "CON Welcome to twinhub\n1. Know More\n2. Account Menu\n3. Language\n*. Exit"
@@ -71,6 +110,14 @@ async def debug_info(gateway: Gateway, session_id: str) -> dict[str, Any]:
     view = response.json()
     assert view["sessionId"] == session_id
     return view["debugInfo"]
+
+
+async def active_sessions(gateway: Gateway) -> set[str]:
+    listing = await gateway.client.get("/api/ussd/sessions")
+    assert listing.status_code == 200, listing.text
+    view = listing.json()
+    assert view["count"] == len(view["activeSessions"])
+    return set(view["activeSessions"])
 
 
 async def assert_no_session(gateway: Gateway, session_id: str) -> None:
@@ -316,9 +363,9 @@ async def test_valid_session_ids(gateway: Gateway, session_id: str) -> None:
     ],
 )
 async def test_invalid_session_ids(gateway: Gateway, session_id: str) -> None:
+    before = await active_sessions(gateway)
     assert_invalid(await post_json(gateway, body(sessionId=session_id)))
-    listing = await gateway.client.get("/api/ussd/sessions")
-    assert listing.json()["count"] == 0
+    assert await active_sessions(gateway) - before == set()  # no session was made
 
 
 # -- missing fields and wrong types --------------------------------------------------------
@@ -354,9 +401,9 @@ WRONG_TYPES = [
 @pytest.mark.parametrize("field", FIELDS)
 async def test_wrong_json_type_is_invalid(gateway: Gateway, field: str, value: Any) -> None:
     fields = body(**{field: value})
+    before = await active_sessions(gateway)
     assert_invalid(await post_json(gateway, fields))
-    listing = await gateway.client.get("/api/ussd/sessions")
-    assert listing.json()["count"] == 0
+    assert await active_sessions(gateway) - before == set()  # no session was made
 
 
 @pytest.mark.parametrize(

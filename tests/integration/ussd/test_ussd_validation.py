@@ -8,6 +8,8 @@ last answer (a retry still gets the stored reply) and its phone number.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,7 +19,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from tests.conftest import (
-    BACKENDS,
+    Backend,
     Gateway,
     GatewayFactory,
     backend_values,
@@ -29,23 +31,58 @@ from twinhub.ussd.app import create_ussd_app
 
 
 # -- one running gateway per backend for this module ----------------------------------------
-@pytest.fixture(scope="module", params=BACKENDS, ids=str)
-def module_settings(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    """Synchronous, so that it may ask for the session's async database fixtures. The whole
-    module's requests come from one client address: no rate limit is what these tests see."""
-    values = backend_values(request.param, tmp_path_factory.mktemp("ussd"), request)
-    return Settings(**{**values, "ussd_rate_limit": "1000000/minute"})
+@dataclass
+class ModuleGateways:
+    """This module's gateways by backend, each started at its first test, all stopped at the
+    module's end (not a parametrised module fixture: in a shuffled order its instances would
+    be stopped and started again at every change of backend)."""
+
+    stack: AsyncExitStack
+    settings: dict[str, Settings] = field(default_factory=dict)
+    running: dict[str, Gateway] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
-async def gateway(module_settings: Settings) -> AsyncIterator[Gateway]:
+async def module_gateways() -> AsyncIterator[ModuleGateways]:
+    async with AsyncExitStack() as stack:
+        yield ModuleGateways(stack)
+
+
+@pytest.fixture
+def module_settings(
+    backend: Backend,
+    module_gateways: ModuleGateways,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Settings:
+    """Synchronous, so that it may ask for the session's async database fixtures. The whole
+    module's requests come from one client address: no rate limit is what these tests see."""
+    made = module_gateways.settings
+    if str(backend) not in made:
+        values = backend_values(backend, tmp_path_factory.mktemp("ussd"), request)
+        made[str(backend)] = Settings(**{**values, "ussd_rate_limit": "1000000/minute"})
+    return made[str(backend)]
+
+
+@pytest.fixture
+async def gateway(
+    backend: Backend, module_settings: Settings, module_gateways: ModuleGateways
+) -> Gateway:
     """Overrides conftest's per-test gateway: one app per backend serves this whole module
     (four hundred app starts cost more than all the requests). Every test makes sessions
     of its own (new session ids and phones) and asks only about those; a test that needs
     other settings uses `make_gateway`."""
-    app = create_ussd_app(settings=module_settings)
+    running = module_gateways.running
+    if str(backend) not in running:
+        running[str(backend)] = await module_gateways.stack.enter_async_context(
+            serving(module_settings)
+        )
+    return running[str(backend)]
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[Gateway]:
+    app = create_ussd_app(settings=settings)
     async with (
         LifespanManager(app, startup_timeout=30) as manager,
         httpx.AsyncClient(
@@ -53,7 +90,7 @@ async def gateway(module_settings: Settings) -> AsyncIterator[Gateway]:
             base_url="http://ussd.test",
         ) as client,
     ):
-        yield Gateway(app=app, client=client, settings=module_settings)
+        yield Gateway(app=app, client=client, settings=settings)
 
 
 INVALID = "END Invalid input. Please try again."

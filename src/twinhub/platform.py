@@ -104,9 +104,13 @@ class Platform:
         self.telemetry = telemetry.service
         self.stove_care = telemetry.stove_care
         self.summaries = SummaryService(sessions, telemetry.figures)  # dashboard figures
-        oracle = build_oracle(sessions, settings.oracle, self.claims, self.protocols, keys.issuer)
+        oracle = build_oracle(
+            sessions, settings.oracle, self.claims, self.protocols, keys.issuer, self.ledger
+        )
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring
+        self.project_documents = oracle.documents  # PDDs, attachments, accreditation
+        self.periods = oracle.workflow  # a monitoring period's verification workflow
         # The node's and the registry's hot reads, without an ORM session per request.
         self.reads = ReadModel(self)
         for topic, _, handler in HANDLERS:

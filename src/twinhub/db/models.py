@@ -416,11 +416,20 @@ class Credential(Base):
     __tablename__ = "credentials"
 
     id: Mapped[str] = mapped_column(String(100), primary_key=True)
-    claim_id: Mapped[str] = mapped_column(String(100), ForeignKey("claims.id"), unique=True)
+    # The approved claim it speaks for; None for a step of the verification workflow
+    # (accreditation, validation, a monitoring period's submission, verification, issuance),
+    # which `kind`, `project_did` and `period_id` place instead (revision 0021).
+    claim_id: Mapped[str | None] = mapped_column(
+        String(100), ForeignKey("claims.id"), unique=True, nullable=True
+    )
     subject: Mapped[str] = mapped_column(String(200), index=True)
     issuer: Mapped[str] = mapped_column(String(200))
     document: Mapped[str] = mapped_column(Text)
     issued_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    kind: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    project_did: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    digest: Mapped[str | None] = mapped_column(String(80), nullable=True)  # JCS, of `document`
 
 
 class CreditToken(Base):
@@ -767,4 +776,56 @@ class MonitoringPeriod(Base):
     report_digest: Mapped[str] = mapped_column(String(64))
     report: Mapped[str] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The verification workflow (revision 0021): draft -> submitted -> verified | rejected
+    # (or back to draft on corrections) -> issued. Periods made before it were issued.
+    state: Mapped[str] = mapped_column(String(16), default="draft", server_default="issued")
+    proponent: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    inputs: Mapped[str | None] = mapped_column(Text, nullable=True)  # the snapshot (JSON)
+    findings: Mapped[str | None] = mapped_column(Text, nullable=True)  # the verifier's (JSON)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class ProjectDocument(Base):
+    """A project design document as the proponent stored it; `digest` is its JCS SHA-256,
+    which a verifier's validation credential names."""
+
+    __tablename__ = "project_documents"
+    __table_args__ = (UniqueConstraint("project_did", "digest"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_did: Mapped[str] = mapped_column(String(200), index=True)
+    digest: Mapped[str] = mapped_column(String(80))
+    document: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Attachment(Base):
+    """Evidence a document cites (a test certificate, a calibration record, a source's
+    table), stored by the SHA-256 of its bytes."""
+
+    __tablename__ = "attachments"
+
+    digest: Mapped[str] = mapped_column(String(80), primary_key=True)  # sha256:<hex>
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    media_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(Integer)
+    actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class CreditedDay(Base):
+    """One device's day, credited (or reserved by a submitted period): one stove-day, one
+    credit across the registry. `device` is the device's identity (its serial and meter
+    serial, normalised), so the same stove listed by two projects is one device."""
+
+    __tablename__ = "credited_days"
+
+    device: Mapped[str] = mapped_column(String(200), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    stove_did: Mapped[str] = mapped_column(String(200))
+    project_did: Mapped[str] = mapped_column(String(200))
+    period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    claim_id: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

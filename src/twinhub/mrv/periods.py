@@ -80,7 +80,7 @@ def _exclusion(
     rules = methodology.parameter_values()
     if stove.stove in credited:
         return (
-            f"credited already by claim {credited[stove.stove]} for an overlapping period "
+            f"credited already by {credited[stove.stove]} for an overlapping period "
             "(double counting)"
         )
     if not takes_part(stove.verified, stove.status):
@@ -126,7 +126,8 @@ def compute_period(
 ) -> dict[str, Any]:
     """The monitoring report: per-stove usage and reductions, exclusions with reasons,
     totals, credits and digests of the inputs. `credited` names stoves an approved claim
-    credited for an overlapping period already (stove -> claim): they are excluded."""
+    credited for an overlapping period already (stove -> what holds it: "claim <id>",
+    "monitoring period <id> of <project>"): they are excluded."""
     included: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     total = 0.0

@@ -79,6 +79,12 @@ def stove_period(
     )
 
 
+def day_figures(did: str, cells: Cells, unit: str) -> list[StoveDay]:
+    """The stove's days from its day cells, for a stove of `unit` (kWh or kg): how an
+    evidence bundle's raw readings are turned into the figures a period froze."""
+    return _days(did, cells, FUEL if unit == "kg" else ENERGY)
+
+
 def _unit(properties: dict[str, Any], cells: Cells) -> str:
     """kWh for an electric stove, kg for a fuel stove: the stove's fuelType says, else the
     telemetry it sends (fuel and no energy)."""

@@ -51,6 +51,7 @@ from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
+from twinhub.registry.routes_workflow import router as workflow_router
 from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
@@ -495,6 +496,7 @@ _SHARED_ROUTERS = (
     create_router,
     telemetry_router,
     oracle_router,
+    workflow_router,
     governance_router,
     claims_router,
     summaries_router,

@@ -66,7 +66,12 @@ DOMAIN_SUBRESOURCES = (
     "events",
     "verification-proposals",
     "batch-verification-proposals",
-    r"monitoring-periods(?:/[^/]+(?:/report)?)?",
+    r"monitoring-periods(?:/[^/]+(?:/(?:report|credential-request|submit|verification"
+    r"|issuance|chain|readings|late-data|evidence))?)?",
+    "project-document",
+    "credential-request",
+    "accreditations",
+    "validation",
     "summary",
     "history",
     "graph",

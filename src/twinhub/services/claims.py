@@ -120,6 +120,8 @@ _PERIODS_OVER = select(
     MonitoringPeriod.project_did.in_(bindparam("projects", expanding=True)),
     MonitoringPeriod.start <= bindparam("last"),
     MonitoringPeriod.end >= bindparam("first"),
+    # A draft credits nothing; a rejected period no longer holds its days.
+    MonitoringPeriod.state.in_(("submitted", "verified", "issued")),
 )
 _TO_PREPARE = (
     select(

@@ -18,7 +18,14 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.models import DeviceToken, Domain, TelemetryRollup
+from twinhub.db.models import (
+    DeviceToken,
+    Domain,
+    TelemetryDevice,
+    TelemetryReading,
+    TelemetryRollup,
+)
+from twinhub.mrv.period_inputs import device_identity, reading_row
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import FIELDS, Cells, day_start, stove_period
 
@@ -70,3 +77,45 @@ async def stove_periods(
     return [
         stove_period(did, facts.get(did), did in enrolled, cells.get(did, {})) for did in stoves
     ]
+
+
+async def stove_readings(
+    session: AsyncSession, stoves: Sequence[str], start: date, end: date
+) -> dict[str, list[dict[str, Any]]]:
+    """Each stove's raw readings from `start` to `end` (inclusive), in (time, seq) order,
+    as an evidence bundle carries them (mrv.period_inputs.reading_row)."""
+    low, high = day_start(start), day_start(end + timedelta(days=1))
+    found: dict[str, list[dict[str, Any]]] = {did: [] for did in stoves}
+    unique = list(dict.fromkeys(stoves))
+    for offset in range(0, len(unique), _CHUNK):
+        rows = await session.execute(
+            select(
+                TelemetryDevice.did,
+                TelemetryReading.seq,
+                TelemetryReading.time,
+                TelemetryReading.values,
+            )
+            .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
+            .where(
+                TelemetryDevice.did.in_(unique[offset : offset + _CHUNK]),
+                TelemetryReading.time >= low,
+                TelemetryReading.time < high,
+            )
+            .order_by(TelemetryDevice.did, TelemetryReading.time, TelemetryReading.seq)
+        )
+        for did, seq, time, values in rows:
+            moment = time if time.tzinfo else time.replace(tzinfo=UTC)
+            # (Where readings keep a receipt time and a signature, they join the row here.)
+            found[did].append(reading_row(seq, moment, values or {}))
+    return found
+
+
+async def device_identities(session: AsyncSession, stoves: Sequence[str]) -> dict[str, str]:
+    """Each stove's device identity (serial and meter serial; its DID when it has none)."""
+    found = {did: did for did in stoves}
+    unique = list(dict.fromkeys(stoves))
+    for offset in range(0, len(unique), _CHUNK):
+        rows = await session.execute(_FACTS, {"dids": unique[offset : offset + _CHUNK]})
+        for did, properties, _verified, _status in rows:
+            found[did] = device_identity(did, properties)
+    return found

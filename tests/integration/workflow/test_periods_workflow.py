@@ -243,4 +243,3 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     assert f"monitoring period {winner}" in loser.text
     body = orjson.loads(loser.content)
     assert stove in body["error"]["message"]
-

@@ -40,7 +40,7 @@ def canonical(value: Any) -> bytes:
 
 
 def digest(value: Any) -> str:
-    """ "sha256:<hex>" of `value`'s JCS form: how one document cites another."""
+    """`sha256:<hex>` of the JCS bytes of `value`: how one document cites another."""
     return "sha256:" + hashlib.sha256(canonical(value)).hexdigest()
 
 

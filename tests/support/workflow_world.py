@@ -36,11 +36,31 @@ def project_document(**parameters: Any) -> dict[str, Any]:
                 "evidence": None,
                 "status": "checked",
             },
+            "EF_grid": {
+                "value": 0.5,
+                "unit": "tCO2/MWh",
+                "source": "the methodology's default (test)",
+                "year": 2024,
+                "evidence": None,
+                "status": "checked",
+            },
             **parameters,
         },
         "monitoringPlan": {"measure": "meter", "reportingIntervalHours": 24},
         "stoveModels": {
-            "EPC-6L": {"case": 1, "fuel": "electricity", "testCertificate": CERTIFICATE_DIGEST}
+            "EPC-6L": {
+                "case": 1,
+                "fuel": "electricity",
+                "testCertificate": CERTIFICATE_DIGEST,
+                "efficiency": {
+                    "value": 0.85,
+                    "unit": "fraction",
+                    "source": "water boiling test (test)",
+                    "year": 2026,
+                    "evidence": CERTIFICATE_DIGEST,
+                    "status": "checked",
+                },
+            }
         },
     }
 

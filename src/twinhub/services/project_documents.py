@@ -31,12 +31,14 @@ from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, No
 from twinhub.kernel.identifiers import is_did
 from twinhub.kernel.principals import Principal, require_workflow_role
 from twinhub.mrv import trust_chain as chain
-from twinhub.security.jcs import CanonicalizationError, digest
+from twinhub.mrv.project_document import ProjectDocument as PddModel
+from twinhub.mrv.project_document import check_project_document
+from twinhub.security.jcs import CanonicalizationError
 from twinhub.services.credentials import steps, store_step
 from twinhub.services.domains import verified_project
 from twinhub.services.ledger import Ledger
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")  # as the documents cite attachments
 MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 1024 * 1024
 
@@ -59,58 +61,28 @@ class Validation:
     digest: str
 
 
-def cited_digests(value: Any) -> set[str]:
-    """Every `sha256:<hex>` a document cites, wherever it sits."""
-    if isinstance(value, str):
-        return {value} if DIGEST.match(value) else set()
-    if isinstance(value, dict):
-        return set().union(*(cited_digests(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(cited_digests(v) for v in value)) if value else set()
-    return set()
+def checked(document: Any, where: str = "document") -> PddModel:
+    """The document checked by the methodology's rules (mrv.project_document); Invalid
+    naming every fault's path otherwise."""
+    problems = Problems()
+    model = None
+    try:
+        if len(orjson.dumps(document)) > MAX_DOCUMENT_BYTES:
+            problems.add(where, f"at most {MAX_DOCUMENT_BYTES} bytes")
+        else:
+            model = check_project_document(document, problems, where)
+    except (TypeError, CanonicalizationError) as error:
+        problems.add(where, f"not canonical JSON: {error}")
+    if model is None:
+        problems.raise_if_any("The project document is invalid.")
+        raise Invalid("The project document is invalid.", [FieldProblem(where, "invalid")])
+    return model
 
 
 def placeholders(document: dict[str, Any]) -> list[str]:
-    """Paths of the parameters the document still marks `placeholder`."""
-    found = []
-    parameters = document.get("parameters")
-    if isinstance(parameters, dict):
-        for name, parameter in sorted(parameters.items()):
-            if isinstance(parameter, dict) and parameter.get("status") == "placeholder":
-                found.append(f"parameters.{name}")
-    models = document.get("stoveModels")
-    if isinstance(models, dict):
-        for model, fields in sorted(models.items()):
-            for name, parameter in sorted(
-                (fields or {}).items() if isinstance(fields, dict) else []
-            ):
-                if isinstance(parameter, dict) and parameter.get("status") == "placeholder":
-                    found.append(f"stoveModels.{model}.{name}")
-    return found
-
-
-def document_problems(document: Any) -> list[FieldProblem]:
-    """The document's own shape. The methodology's checks of a PDD (mrv.project_document)
-    are applied by `check_document` where they are available."""
-    if not isinstance(document, dict):
-        return [FieldProblem("document", "expected a JSON object")]
-    problems = []
-    methodology = document.get("methodology")
-    if not (
-        isinstance(methodology, dict)
-        and isinstance(methodology.get("id"), str)
-        and isinstance(methodology.get("version"), str)
-    ):
-        problems.append(FieldProblem("document.methodology", "an object with id and version"))
-    if not isinstance(document.get("parameters"), dict):
-        problems.append(FieldProblem("document.parameters", "an object of parameters"))
-    try:
-        size = len(orjson.dumps(document))
-    except TypeError:
-        size = MAX_DOCUMENT_BYTES + 1
-    if size > MAX_DOCUMENT_BYTES:
-        problems.append(FieldProblem("document", f"at most {MAX_DOCUMENT_BYTES} bytes"))
-    return problems
+    """Paths of the figures the document (with the country defaults it takes) still marks
+    placeholder: each blocks issuance."""
+    return checked(document).placeholders()
 
 
 class ProjectDocuments:
@@ -172,22 +144,15 @@ class ProjectDocuments:
     ) -> tuple[dict[str, Any], bool]:
         """The proponent's document, stored (once per content); (view, created)."""
         require_workflow_role(actor, "proponent")
-        problems = document_problems(document)
-        if problems:
-            raise Invalid("The project document is invalid.", problems)
-        try:
-            found = digest(document)
-        except CanonicalizationError as error:
-            raise Invalid(
-                "The project document is invalid.", [FieldProblem("document", str(error))]
-            ) from None
+        model = checked(document)
+        found = model.digest
         async with self._ledger.write() as write:
             session = write.session
             domain = await self._project(session, project)
             if actor.did not in domain.controller:
                 raise Forbidden(f"Only a controller of {project} stores its project document.")
             missing = []
-            for cited in sorted(cited_digests(document)):
+            for cited in sorted(model.attachments()):
                 if await session.get(Attachment, cited) is None:
                     missing.append(cited)
             if missing:

@@ -892,8 +892,9 @@ def oracle_run_period(
     start: Annotated[str, typer.Option("--from", help="First day (UTC), e.g. 2026-10-01")],
     end: Annotated[str, typer.Option("--to", help="Last day (UTC), inclusive")],
 ) -> None:
-    """Compute a project's monitoring period, issue its claim and credits (once: a second
-    run prints the period made before); prints the period as JSON."""
+    """Compute a project's monitoring period as a draft (a second run recomputes the draft;
+    a submitted period stays as frozen); prints the period as JSON. Credits come with the
+    workflow: `twinhub period submit`, `verify`, `issue`."""
     import orjson
 
     from twinhub.kernel.errors import ServiceError
@@ -910,7 +911,10 @@ def oracle_run_period(
         console.print(f"[red]{error.message}[/red]" + (f" ({details})" if details else ""))
         raise typer.Exit(1) from None
     print(orjson.dumps(view, option=orjson.OPT_INDENT_2).decode())
-    console.print("period computed" if created else "period computed before; nothing minted")
+    console.print(
+        ("draft computed" if created else "draft recomputed (or frozen since)")
+        + "; nothing is minted until the registry issues it"
+    )
 
 
 @oracle_app.command("verify-report")

@@ -45,7 +45,7 @@ from twinhub.oracle.monitoring import (
 )
 from twinhub.security.jcs import digest
 from twinhub.services.credentials import steps, store_step
-from twinhub.services.credited_days import release, reserve
+from twinhub.services.credited_days import DayCredited, release, reserve
 from twinhub.services.credits import Minting
 from twinhub.services.domains import verified_project
 from twinhub.services.ledger import Ledger
@@ -234,6 +234,18 @@ class PeriodWorkflow:
             report = orjson.loads(row.report)
             included = {r["stove"] for r in report["stoves"]}
             devices = {s["stove"]: s["device"] for s in frozen["stoves"] if s["stove"] in included}
+            # A stove's claim approved since the draft was computed (approvals check
+            # submitted periods under the turn; this is the other half).
+            raced = await self._monitoring.credited(
+                session, row.project_did, sorted(included), row.start, row.end
+            )
+            if raced:
+                stove, claim = min(raced.items())
+                raise DayCredited(
+                    f"Claim {claim} credited {stove} for days of this period since the draft "
+                    "was computed; recompute the draft (it will leave the stove out).",
+                    [FieldProblem(stove, f"claim {claim}")],
+                )
             await reserve(session, devices, row.start, row.end, row.project_did, period_id=row.id)
             row.state, row.proponent = SUBMITTED, actor.did
         elif kind == chain.VERIFICATION:

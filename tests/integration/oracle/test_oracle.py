@@ -34,6 +34,7 @@ from tests.conftest import (
 )
 from tests.integration.cli.test_cli import TWINHUB, base_env, run_cli
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.workflow_world import build_workflow
 from twinhub import simulator
 from twinhub.db.models import OracleDecision
 from twinhub.kernel.clock import utcnow
@@ -133,26 +134,28 @@ async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
 async def test_a_person_cannot_approve_what_a_monitoring_period_credited(
     registry: Registry,
 ) -> None:
-    world = await build_world(registry)
+    """A submitted period holds its stoves' days: a claim over them is not approved. (A
+    draft holds nothing: its figures are a draft's.)"""
+    flow = await build_workflow(registry)
+    world = flow.world
     try:
-        stove = await world.metered_asset()
-        collection = await world.collection()
-        path = f"/v1/domains/{world.project}/monitoring-periods"
-        made = await world.operator_client.post(
-            path, json={"from": "2026-10-01", "to": "2026-10-10"}
-        )
-        assert made.status_code == 201, made.text
-        supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        stove = await world.metered_asset(project=flow.project)
+        collection = await world.collection(project=flow.project)
+        made = await flow.draft()
+        submitted = await flow.step(flow.proponent, made["id"], "submission", "submit")
+        assert submitted.status_code == 200, submitted.text
+        token = await registry.client.get("/v1/credits/CARBON")
+        supply = token.json()["minted"] if token.status_code == 200 else 0
         claim_id = await submit(world, collection["id"], stove, metered_claim())
         refused = await world.oracle_client.post(
             f"/v1/claims/{claim_id}/evaluations", json={"status": "approved"}
         )
         assert refused.status_code == 409, refused.text
         assert refused.json()["error"]["code"] == "double_counting"
-        assert f"monitoring period {made.json()['id']}" in refused.text
+        assert f"monitoring period {made['id']}" in refused.text
         assert (await claim(registry, claim_id))["status"] == "pending"
-        after = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
-        assert after == supply  # nothing minted twice
+        token = await registry.client.get("/v1/credits/CARBON")
+        assert (token.json()["minted"] if token.status_code == 200 else 0) == supply
         rejected = await world.oracle_client.post(
             f"/v1/claims/{claim_id}/evaluations",
             json={"status": "rejected", "reason": "credited by the monitoring period"},
@@ -277,23 +280,31 @@ async def test_the_background_oracle_evaluates_within_seconds(make_registry: Any
 async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
     registry: Registry,
 ) -> None:
-    world = await build_world(registry)
+    """A draft mints nothing; the period is credited once, by the registry's issuance after
+    the proponent's submission and the verifier's approval; its report recomputes."""
+    flow = await build_workflow(registry)
+    world = flow.world
     try:
-        await world.collection()
-        stoves = [await world.metered_asset(kwh_per_day=k) for k in (1.0, 3.0)]
-        silent = await world.asset()  # verified, never enrolled
-        path = f"/v1/domains/{world.project}/monitoring-periods"
+        stoves = [
+            await world.metered_asset(project=flow.project, kwh_per_day=k) for k in (1.0, 3.0)
+        ]
+        silent = await world.asset(project=flow.project)  # verified, never enrolled
+        path = f"/v1/domains/{flow.project}/monitoring-periods"
         body = {"from": "2026-10-01", "to": "2026-10-10"}
         token = await registry.client.get("/v1/credits/CARBON")
         before = token.json()["minted"] if token.status_code == 200 else 0
         made = await world.operator_client.post(path, json=body)
         assert made.status_code == 201, made.text
         period = made.json()
+        assert period["state"] == "draft"
         # 10 kWh and 30 kWh: ER is linear below the cap, so 4 x 0.02266150026 tCO2e
         # = 0.09064600104, in millionths rounded down once for the period.
         assert period["totals"]["included"] == 2 and period["totals"]["excluded"] == 1
         report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
         assert period["credits"]["amount"] == 90646, [r["usage"] for r in report["stoves"]]
+        token = await registry.client.get("/v1/credits/CARBON")
+        drafted = token.json()["minted"] if token.status_code == 200 else 0
+        assert drafted == before  # a draft mints nothing
         again = await world.operator_client.post(path, json=body)
         assert again.status_code == 200 and again.json()["id"] == period["id"]
         overlapping = await world.operator_client.post(
@@ -305,6 +316,10 @@ async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
             path, json={"from": "2026-10-10", "to": "2026-10-01"}
         )
         assert backwards.status_code == 422
+        issued = await flow.through(period["id"], stoves[:1])
+        assert issued["state"] == "issued"
+        rerun = await world.operator_client.post(path, json=body)  # issued: as it was
+        assert rerun.status_code == 200 and rerun.json()["state"] == "issued"
         supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
         assert supply - before == period["credits"]["amount"]  # minted once, not twice
         report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
@@ -407,8 +422,9 @@ async def test_from_simulated_telemetry_to_credits_and_a_verified_report(
 
 
 def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> None:
-    """`twinhub oracle run-period` credits a period once; `verify-report` exits 0 on the
-    report as issued and 1, naming each difference, on an edited copy."""
+    """`twinhub oracle run-period` computes a period's draft (nothing minted; a second run
+    recomputes the same draft); `verify-report` exits 0 on its report and 1, naming each
+    difference, on an edited copy."""
     env = {**base_env(tmp_path), "PIN_ENCRYPTION_KEY": "cd" * 32, "COLUMNS": "250"}
     env["TWINHUB_BOOTSTRAP_API_KEY"] = BOOTSTRAP_KEY
     settings = Settings(
@@ -435,7 +451,7 @@ def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> N
     period = orjson.loads(made.stdout)
     assert period["credits"]["amount"] == METERED_AMOUNT
     again = run_cli(*args, env=env, timeout=120)
-    assert again.returncode == 0 and "nothing minted" in again.stderr
+    assert again.returncode == 0 and "nothing is minted" in again.stderr
     assert orjson.loads(again.stdout)["id"] == period["id"]
 
     async def report() -> str:

@@ -945,5 +945,208 @@ def oracle_verify_report(
     console.print("[green]the report matches the stored telemetry[/green]")
 
 
+@oracle_app.command("verify-evidence")
+def oracle_verify_evidence(
+    file: Annotated[str, typer.Argument(help="An evidence bundle (JSON) as the API gave it")],
+) -> None:
+    """Check a monitoring period's evidence bundle from the bundle alone (no database, no
+    network): every signature and digest of its chain, the readings behind its frozen
+    inputs, and every credit recomputed. Prints each difference; exits 1 when there is any."""
+    from pathlib import Path
+
+    import orjson
+
+    from twinhub.mrv.evidence_bundle import verify_bundle
+
+    try:
+        bundle = orjson.loads(Path(file).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        console.print(f"[red]cannot read {file}: {error}[/red]")
+        raise typer.Exit(2) from None
+    differences = verify_bundle(bundle)
+    for difference in differences:
+        print(difference)
+    if differences:
+        console.print(f"[red]{len(differences)} difference(s)[/red]")
+        raise typer.Exit(1)
+    console.print("[green]the evidence checks: signatures, digests and every credit[/green]")
+
+
+# -- the verification workflow's signed steps (issue 29) ------------------------------------
+period_app = typer.Typer(
+    help="A monitoring period's signed steps: submit, verify, issue.", no_args_is_help=True
+)
+project_app = typer.Typer(
+    help="A project's accreditation of verifiers and its validation.", no_args_is_help=True
+)
+app.add_typer(period_app, name="period")
+app.add_typer(project_app, name="project")
+KeyFile = Annotated[str, typer.Option("--key", help="The role's key file (twinhub keys new)")]
+UrlOption = Annotated[
+    str,
+    typer.Option("--url", envvar="TWINHUB_URL", help="The registry API's address"),
+]
+ApiKeyOption = Annotated[
+    str,
+    typer.Option("--api-key", envvar="TWINHUB_API_KEY", help="The role's API key"),
+]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+@keys_app.command("new")
+def keys_new(
+    file: Annotated[str, typer.Argument(help="Where to write the new key (must not exist)")],
+) -> None:
+    """Make a role's signing key (Ed25519) in FILE, readable by you alone; prints its DID
+    (did:key), which an admin gives the role: `twinhub keys create DID --role verifier`."""
+    import os
+    import secrets
+    from pathlib import Path
+
+    import orjson
+
+    from twinhub.security.signing import Issuer
+
+    seed = secrets.token_bytes(32)
+    did = Issuer(seed).did
+    path = Path(file)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as error:
+        console.print(f"[red]cannot write {file}: {error.strerror}[/red]")
+        raise typer.Exit(2) from None
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(orjson.dumps({"type": "Ed25519", "did": did, "seed": seed.hex()}))
+    typer.echo(did)
+
+
+def _signer(file: str) -> Any:
+    from pathlib import Path
+
+    import orjson
+
+    from twinhub.security.signing import Issuer
+
+    try:
+        stored = orjson.loads(Path(file).read_bytes())
+        return Issuer(bytes.fromhex(stored["seed"]))
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        console.print(f"[red]cannot read the key file {file}: {error}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _signed_step(
+    url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str
+) -> None:
+    """Ask the registry for the step's unsigned credential, sign it with the key file,
+    post it; print the answer, or the refusal (exit 1)."""
+    import httpx
+    import orjson
+
+    signer = _signer(key)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    try:
+        with httpx.Client(base_url=url or DEFAULT_URL, headers=headers, timeout=60) as client:
+            offered = client.post(request, json=body)
+            if offered.status_code == 200:
+                credential = offered.json()
+                signed = signer.sign(credential, credential["validFrom"])
+                answer = client.post(post, json={"credential": signed})
+            else:
+                answer = offered
+    except httpx.HTTPError as error:
+        console.print(f"[red]cannot reach the registry at {url}: {error}[/red]")
+        raise typer.Exit(2) from None
+    if answer.status_code >= 400:
+        try:
+            problem = answer.json()["error"]
+            details = "; ".join(f"{d['field']}: {d['error']}" for d in problem["details"])
+            console.print(f"[red]{problem['message']}[/red]" + (f" ({details})" if details else ""))
+        except (ValueError, KeyError, TypeError):
+            console.print(f"[red]{answer.status_code}: {answer.text}[/red]")
+        raise typer.Exit(1)
+    print(orjson.dumps(answer.json(), option=orjson.OPT_INDENT_2).decode())
+
+
+def _period_path(project: str, period: int) -> str:
+    return f"/v1/domains/{project}/monitoring-periods/{period}"
+
+
+@project_app.command("accredit")
+def project_accredit(
+    project: str, verifier: str, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """The registry accredits VERIFIER (a did:key) for PROJECT, signed with its key."""
+    _signed_step(
+        url,
+        api_key,
+        key,
+        f"/v1/domains/{project}/credential-request",
+        {"step": "accreditation", "verifier": verifier},
+        f"/v1/domains/{project}/accreditations",
+    )
+
+
+@project_app.command("validate")
+def project_validate(
+    project: str, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """An accredited verifier validates PROJECT's newest project document, signed."""
+    _signed_step(
+        url,
+        api_key,
+        key,
+        f"/v1/domains/{project}/credential-request",
+        {"step": "validation"},
+        f"/v1/domains/{project}/validation",
+    )
+
+
+@period_app.command("submit")
+def period_submit(
+    project: str, period: int, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """The proponent submits a draft period: its inputs freeze, its stove-days are held."""
+    base = _period_path(project, period)
+    _signed_step(
+        url, api_key, key, f"{base}/credential-request", {"step": "submission"}, f"{base}/submit"
+    )
+
+
+@period_app.command("verify")
+def period_verify(
+    project: str,
+    period: int,
+    key: KeyFile,
+    outcome: Annotated[str, typer.Option(help="approved, rejected or corrections")],
+    finding: Annotated[list[str] | None, typer.Option(help="A finding (repeatable)")] = None,
+    sample: Annotated[
+        list[str] | None, typer.Option(help="A stove sampled (repeatable), its DID")
+    ] = None,
+    url: UrlOption = "",
+    api_key: ApiKeyOption = "",
+) -> None:
+    """An accredited verifier's verdict on a submitted period, signed."""
+    base = _period_path(project, period)
+    body = {
+        "step": "verification",
+        "outcome": outcome,
+        "findings": finding or [],
+        "sampledStoves": sample or [],
+    }
+    _signed_step(url, api_key, key, f"{base}/credential-request", body, f"{base}/verification")
+
+
+@period_app.command("issue")
+def period_issue(
+    project: str, period: int, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """The registry issues a verified period: its credits are minted to the proponent."""
+    base = _period_path(project, period)
+    _signed_step(
+        url, api_key, key, f"{base}/credential-request", {"step": "issuance"}, f"{base}/issuance"
+    )
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

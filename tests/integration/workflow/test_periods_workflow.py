@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tests.conftest import Registry
+from tests.integration.cli.test_cli import run_cli
 from tests.support.claims_world import METERED_AMOUNT
 from tests.support.workflow_world import (
     accredit,
@@ -37,7 +39,9 @@ def error(response: Any, status: int) -> str:
     return response.json()["error"]["code"]
 
 
-async def test_a_period_goes_from_draft_to_issued_through_the_roles(registry: Registry) -> None:
+async def test_a_period_goes_from_draft_to_issued_through_the_roles(
+    registry: Registry, tmp_path: Path
+) -> None:
     flow = await build_workflow(registry)
     stove = await flow.world.metered_asset(project=flow.project)
     before = await minted(registry)
@@ -132,6 +136,21 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(registry: Re
     edited["frozenInputs"]["stoves"][0]["days"][0]["energy"] += 1
     differences = verify_bundle(edited)
     assert any(stove in d and "energy" in d for d in differences), differences
+    # As an auditor runs it: `twinhub oracle verify-evidence`, no database, no network.
+    saved, changed = tmp_path / "bundle.json", tmp_path / "changed.json"
+    saved.write_bytes(orjson.dumps(bundle))
+    edited["chain"][-1]["credentialSubject"]["credits"]["amount"] += 1
+    changed.write_bytes(orjson.dumps(edited))
+    env = {"DATA_DIR": str(tmp_path / "nowhere"), "DATABASE_URL": "postgresql://nobody@0.0.0.0:1/x"}
+    intact, damaged = await asyncio.gather(
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(saved), env=env),
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(changed), env=env),
+    )
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert damaged.returncode == 1, damaged.stdout + damaged.stderr
+    assert f"{stove} " in damaged.stdout and "energy" in damaged.stdout
+    assert "issuance.proof" in damaged.stdout  # the changed credential no longer verifies
+    assert not (tmp_path / "nowhere").exists()  # no database was made
     assert (await registry.platform.ledger.verify()).ok
 
 
@@ -243,3 +262,20 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     assert f"monitoring period {winner}" in loser.text
     body = orjson.loads(loser.content)
     assert stove in body["error"]["message"]
+
+
+def test_keys_new_writes_a_key_only_its_owner_reads(tmp_path: Path) -> None:
+    """`twinhub keys new FILE` prints the key's did:key and keeps the seed in FILE (mode
+    600); it never overwrites a key."""
+    file = tmp_path / "verifier.key"
+    made = run_cli("keys", "new", str(file), env={"DATA_DIR": str(tmp_path / "data")})
+    assert made.returncode == 0, made.stderr
+    did = made.stdout.strip()
+    assert did.startswith("did:key:z6Mk")
+    assert file.stat().st_mode & 0o777 == 0o600
+    from twinhub.security.signing import Issuer
+
+    assert Issuer(bytes.fromhex(orjson.loads(file.read_bytes())["seed"])).did == did
+    again = run_cli("keys", "new", str(file), env={"DATA_DIR": str(tmp_path / "data")})
+    assert again.returncode == 2 and "cannot write" in again.stderr
+    assert Issuer(bytes.fromhex(orjson.loads(file.read_bytes())["seed"])).did == did

@@ -235,6 +235,27 @@ async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     assert redone["id"] == period and redone["findings"] == view["findings"]
     issued = await flow.through(period, [stove])
     assert issued["state"] == "issued"
+    # Late data: a reading for a day of the issued period is stored and reported as late;
+    # the frozen inputs and the issued report do not move.
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
+    report = (await flow.verifier.client.get(f"{base}/report")).json()
+    assert (await flow.verifier.client.get(f"{base}/late-data")).json()["late"] == []
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    assert token.status_code == 201, token.text
+    reading = {
+        "seq": 99_001,
+        "time": "2026-10-01T12:00:00+00:00",
+        "values": {"session": "end", "energyKwh": 2.0},
+    }
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [reading]})
+    assert sent.status_code in (200, 202), sent.text
+    late = (await flow.verifier.client.get(f"{base}/late-data")).json()
+    assert late["creditLateData"] is False
+    fields = {(row["stove"], row["day"], row["field"]) for row in late["late"]}
+    assert (stove, "2026-10-01", "energy") in fields, late
+    assert (await flow.verifier.client.get(f"{base}/report")).json() == report
+    assert await registry.platform.monitoring.verify(report) == []
 
 
 async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> None:
@@ -262,6 +283,17 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     assert f"monitoring period {winner}" in loser.text
     body = orjson.loads(loser.content)
     assert stove in body["error"]["message"]
+    # The losing project's draft, recomputed, leaves the stove out and says who holds it;
+    # the stove's history stays with the device, whichever project lists it now.
+    losing = other if winner == first else flow
+    again = await losing.draft()
+    report = (
+        await losing.world.operator_client.get(
+            f"/v1/domains/{losing.project}/monitoring-periods/{again['id']}/report"
+        )
+    ).json()
+    reasons = {row["stove"]: row["reason"] for row in report["exclusions"]}
+    assert f"monitoring period {winner}" in reasons[stove], reasons
 
 
 def test_keys_new_writes_a_key_only_its_owner_reads(tmp_path: Path) -> None:

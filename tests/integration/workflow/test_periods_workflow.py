@@ -11,16 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.conftest import Registry
 from tests.integration.cli.test_cli import run_cli
 from tests.support.claims_world import METERED_AMOUNT
 from tests.support.workflow_world import (
+    Actor,
     accredit,
     actor,
     build_workflow,
     project_document,
 )
+from twinhub.kernel.errors import Invalid
 from twinhub.mrv.evidence_bundle import verify_bundle
 
 
@@ -72,14 +75,18 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     )
     assert error(refused, 403) == "forbidden" and "not accredited" in refused.text
     # The proponent's own key cannot verify, even accredited as a verifier.
-    both = await actor(registry, flow.world, "verifier")
+    # The proponent's own key cannot verify, even given the verifier role and accredited.
+    both = Actor(flow.proponent.key, await flow.world.client(flow.proponent.did, "verifier"))
     await accredit(flow, both, flow.project)
-    # (it is another key: the proponent's key has no verifier role, so that is refused too)
-    own = await flow.proponent.client.post(
+    own = await both.client.post(
         f"{base}/credential-request",
         json={"step": "verification", "outcome": "approved", "sampledStoves": [stove]},
     )
-    assert error(own, 403) == "forbidden"
+    assert error(own, 403) == "forbidden" and "proponent's own key" in own.text
+    # A workflow role is held by a did:key only (the key that signs is the one named).
+    with pytest.raises(Invalid, match="API key request") as refused_key:
+        await registry.platform.api_keys.create("did:ixo:org/someone", ["verifier"])
+    assert "did:key" in refused_key.value.details[0].error
 
     # The verifier opens the sampled stove's raw readings.
     opened = await flow.verifier.client.get(f"{base}/readings", params={"stove": stove})

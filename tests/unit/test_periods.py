@@ -346,3 +346,17 @@ def test_the_csv_has_a_row_for_every_stove() -> None:
     assert ",yes,," in electric and "0.063089025" in electric
     assert "no meter record on the device" in electric
     assert next(line for line in lines if line.startswith("c-unverified,")).count(",no,") == 1
+
+
+def test_a_report_under_another_document_is_named() -> None:
+    issued = compute_period(
+        SPEC, builtin_methodology(), documented(), [], document=project_document(), sampled=SAMPLED
+    )
+    defaults = compute_period(SPEC, builtin_methodology(), documented(), [], sampled=SAMPLED)
+    differences = compare_reports(issued, defaults)
+    assert any(
+        d.startswith("document: the report was computed under 'sha256:") for d in differences
+    )
+    older = {k: v for k, v in issued.items() if k not in ("document", "fleet")}
+    older["reportDigest"] = report_digest(older)
+    assert not any(d.startswith(("document", "fleet")) for d in compare_reports(older, issued))

@@ -446,6 +446,8 @@ def compare_reports(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[
     if stored.get("reportDigest") != report_digest(stored):
         differences.append("the report's digest does not match its content (it was edited)")
     for key in ("project", "period", "inputsDigest", "credits", "totals", "fleet"):
+        if key == "fleet" and key not in stored:
+            continue  # a report made before the fleet rule
         if stored.get(key) != recomputed.get(key):
             differences.append(
                 f"{key}: report says {stored.get(key)!r}, data gives {recomputed.get(key)!r}"
@@ -454,7 +456,7 @@ def compare_reports(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[
         differences.append("the methodology differs from the one the report names")
     theirs_document = stored.get("document", {}).get("digest")
     ours_document = recomputed.get("document", {}).get("digest")
-    if theirs_document != ours_document:
+    if "document" in stored and theirs_document != ours_document:
         differences.append(
             f"document: the report was computed under {theirs_document!r}, "
             f"the data under {ours_document!r}"

@@ -50,6 +50,7 @@ from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
+from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
@@ -502,6 +503,7 @@ _SHARED_ROUTERS = (
     events_router,
     customers_router,
     support_router,
+    surveys_router,
     router,
 )
 

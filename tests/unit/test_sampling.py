@@ -9,7 +9,14 @@ from collections import Counter
 
 import pytest
 
-from twinhub.mrv.sampling import draw, estimate, frame_digest, planned_size, t_quantile
+from twinhub.mrv.sampling import (
+    draw,
+    estimate,
+    estimate_share,
+    frame_digest,
+    planned_size,
+    t_quantile,
+)
 
 FRAME = [f"did:ixo:entity/stove-{n:04d}" for n in range(500)]
 
@@ -87,15 +94,28 @@ def test_the_precision_of_a_mean_is_worked_by_hand() -> None:
     assert not result.meets(0.1)  # 0.37: five households fix nothing to 90/10
 
 
-def test_a_share_is_the_mean_of_yes_and_no() -> None:
-    answers = [1.0] * 90 + [0.0] * 10  # 90 of 100 households use the stove
-    result = estimate(answers, 0.9, 10_000)
+def test_a_share_has_the_wilson_interval() -> None:
+    answers = [True] * 90 + [False] * 10  # 90 of 100 households use the stove
+    result = estimate_share(answers, 0.9, 10_000)
     assert result is not None
     assert result.value == pytest.approx(0.9)
-    # s = sqrt(0.09 * 100 / 99); t(0.95, 99) = 1.6604
-    half = 1.6604 * math.sqrt(0.09 * 100 / 99) / 10 * math.sqrt(1 - 100 / 10_000)
-    assert result.precision == pytest.approx(half / 0.9, rel=2e-3)
+    z = 1.644854
+    half = z / (1 + z * z / 100) * math.sqrt(0.09 / 100 + z * z / 40_000)
+    half *= math.sqrt(1 - 100 / 10_000)
+    assert result.half_width == pytest.approx(half, rel=1e-6)
+    assert result.precision == pytest.approx(0.05508, abs=1e-4)
     assert result.meets(0.1)
+
+
+def test_agreeing_answers_do_not_fix_a_share() -> None:
+    """Two "yes" have no spread, but fix no share: Wilson's interval stays wide."""
+    both = estimate_share([True, True], 0.9, 1000)
+    assert both is not None and both.value == 1
+    assert both.precision == pytest.approx(0.287, abs=0.002)
+    assert not both.meets(0.1)
+    nobody = estimate_share([False] * 50, 0.9, 1000)
+    assert nobody is not None and nobody.precision is None and not nobody.meets(0.1)
+    assert estimate_share([], 0.9, 10) is None
 
 
 def test_a_census_is_exact_and_small_samples_have_no_precision() -> None:
@@ -104,8 +124,8 @@ def test_a_census_is_exact_and_small_samples_have_no_precision() -> None:
     single = estimate([4], 0.9, 50)
     assert single is not None and single.precision is None and not single.meets(0.1)
     assert estimate([], 0.9, 50) is None
-    nobody = estimate([0.0, 0.0], 0.9, 50)  # nobody cooks with another fuel
-    assert nobody is not None and nobody.precision is None
+    zero = estimate([0.0, 0.0], 0.9, 50)  # a mean of zero has no relative precision
+    assert zero is not None and zero.precision is None
     with pytest.raises(ValueError):
         estimate([1, 2], 1.0, 10)
 

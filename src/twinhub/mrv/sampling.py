@@ -10,13 +10,19 @@ The statistics, stated once (docs/surveys.md repeats them for readers):
   `size` units with the smallest keys, in key order. SHA-256 behaves as a random function,
   so every subset of `size` units is equally likely; the sample depends on the seed and the
   frame's members only (not on their order), and anyone holding both draws it again.
-- **The estimate** of a mean (household size) or a share (stoves in use, households that
-  also cook with another fuel: the mean of 0/1 answers) is the sample mean. Its confidence
+- **The estimate of a mean** (household size) is the sample mean. Its confidence
   interval's half-width is t(1 - (1 - confidence) / 2, n - 1) * s / sqrt(n) * sqrt(1 - n/N),
   with s the sample standard deviation (n - 1 in its denominator), N the frame's size
   (the finite population correction: the sample is drawn without replacement) and t
-  Student's quantile. The **achieved precision** is that half-width relative to the mean:
-  "90/10" is confidence 0.90 with a relative precision of 0.10 or better.
+  Student's quantile.
+- **The estimate of a share** (stoves in use, households that also cook with another fuel)
+  is the share p of yes answers. Its half-width is the Wilson score interval's,
+  z / (1 + z^2/n) * sqrt(p(1 - p)/n + z^2/(4n^2)), times the same correction: unlike the
+  mean's formula it does not shrink to nothing when every answer agrees (two "yes" answers
+  fix no share to 90/10).
+- The **achieved precision** is the half-width relative to the estimate: "90/10" is
+  confidence 0.90 with a relative precision of 0.10 or better. With fewer than two answers,
+  or an estimate of zero, there is no relative precision (None), which meets no target.
 - **The planned size** for a target: n0 = (z * cv / precision)^2 with z the normal quantile
   and cv the expected coefficient of variation, corrected for the frame: n = n0 / (1 + (n0 -
   1) / N), rounded up. The achieved precision is what counts; the plan only sizes the draw.
@@ -102,11 +108,34 @@ def estimate(values: Sequence[float], confidence: float, population: int) -> Est
     mean = fmean(values)
     if n < 2:
         return Estimate(mean, n, confidence, None, None)
-    correction = math.sqrt(max(0.0, 1 - n / population)) if population >= n else 1.0
     half = t_quantile(1 - (1 - confidence) / 2, n - 1) * stdev(values) / math.sqrt(n)
-    half *= correction
+    half *= _correction(n, population)
     precision = half / abs(mean) if mean else None
     return Estimate(mean, n, confidence, half, precision)
+
+
+def estimate_share(answers: Sequence[bool], confidence: float, population: int) -> Estimate | None:
+    """The share of yes among `answers` (a sample of `population` units, drawn without
+    replacement) with its relative precision at `confidence` (Wilson score); None for no
+    answers."""
+    if not 0 < confidence < 1:
+        raise ValueError("confidence in (0, 1)")
+    n = len(answers)
+    if n == 0:
+        return None
+    share = sum(1 for answer in answers if answer) / n
+    if n < 2:
+        return Estimate(share, n, confidence, None, None)
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    half *= _correction(n, population)
+    return Estimate(share, n, confidence, half, half / share if share else None)
+
+
+def _correction(n: int, population: int) -> float:
+    """The finite population correction of a sample of n from `population` (1 when the
+    population is unknown or smaller than the sample)."""
+    return math.sqrt(max(0.0, 1 - n / population)) if population >= n else 1.0
 
 
 def planned_size(population: int, confidence: float, precision: float, cv: float) -> int:

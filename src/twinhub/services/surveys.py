@@ -37,7 +37,14 @@ from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound
 from twinhub.kernel.principals import Principal, require_role
 from twinhub.logging import mask_phone
 from twinhub.mrv.rules import ACTIVE
-from twinhub.mrv.sampling import Estimate, draw, estimate, frame_digest, planned_size
+from twinhub.mrv.sampling import (
+    Estimate,
+    draw,
+    estimate,
+    estimate_share,
+    frame_digest,
+    planned_size,
+)
 from twinhub.services.stoves import _stove_name
 from twinhub.services.twin_classes import same_kind
 
@@ -226,34 +233,24 @@ def answer_problem(question: str, value: str, low: int, high: int) -> str | None
     return f"unknown question; expected one of {', '.join(QUESTIONS)}"
 
 
-def _number(question: str, value: str) -> float:
-    """An answer as the number its parameter averages."""
-    if question == PEOPLE:
-        return float(int(value))
-    if question == IN_USE:
-        return 1.0 if value == YES else 0.0
-    return 0.0 if value == NO_OTHER_FUEL else 1.0
-
-
-PARAMETER_OF = {HOUSEHOLD_SIZE: PEOPLE, STOVE_USE: IN_USE, FUEL_STACKING: OTHER_FUEL}
-
-
 def survey_estimates(
     survey: SurveyView, households: Sequence[HouseholdView]
 ) -> dict[str, Estimate]:
     """Each sampled parameter's estimate from the answers so far (a parameter nobody has
-    answered yet is absent)."""
-    found: dict[str, Estimate] = {}
-    for name, question in PARAMETER_OF.items():
-        values = [
-            _number(question, h.answers[question].value)
-            for h in households
-            if question in h.answers
-        ]
-        result = estimate(values, survey.confidence, survey.frame_size or len(households))
-        if result is not None:
-            found[name] = result
-    return found
+    answered yet is absent): household size a mean, stove use and fuel stacking shares."""
+    population = survey.frame_size or len(households)
+
+    def given(question: str) -> list[str]:
+        return [h.answers[question].value for h in households if question in h.answers]
+
+    found = {
+        HOUSEHOLD_SIZE: estimate([float(v) for v in given(PEOPLE)], survey.confidence, population),
+        STOVE_USE: estimate_share([v == YES for v in given(IN_USE)], survey.confidence, population),
+        FUEL_STACKING: estimate_share(
+            [v != NO_OTHER_FUEL for v in given(OTHER_FUEL)], survey.confidence, population
+        ),
+    }
+    return {name: result for name, result in found.items() if result is not None}
 
 
 def parameter(survey: SurveyView, result: Estimate) -> dict[str, Any]:
@@ -491,7 +488,7 @@ class SurveyService:
             for name, result in estimates.items():
                 if name not in found and result.precision is not None:
                     found[name] = parameter(survey, result)
-            if len(found) == len(PARAMETER_OF):
+            if len(found) == len(PARAMETER_UNITS):
                 break
         return found
 

@@ -22,6 +22,7 @@ from tests.conftest import (
     running_registry,
     unique,
 )
+from tests.integration.console.test_console import console, sign_in
 from tests.integration.ussd.test_ussd_languages import CODES, Walker
 from twinhub.mrv.sampling import draw
 
@@ -253,3 +254,14 @@ async def test_households_answer_in_their_languages_and_feed_the_parameters(
     )
     assert shaped["precision"] == pytest.approx(results["parameters"]["householdSize"]["precision"])
     assert parameters["householdSizes"][fr["stove"]]["confirmed"] is True
+
+    # The console shows the sample, the answers so far and the precision against 90/10.
+    async with console(survey.registry) as browser:
+        await sign_in(browser, BOOTSTRAP_KEY)
+        listing = (await browser.get("/console/surveys")).text
+        assert f'id="survey-{made["id"]}"' in listing and "2 complete, 2 started" in listing
+        page = await browser.get(f"/console/surveys/{made['id']}")
+        assert page.status_code == 200
+        assert "3 of 3 stoves" in page.text and first.session_id in page.text
+        assert 'id="parameter-householdSize"' in page.text and "(not met)" in page.text
+        assert (await browser.get("/console/surveys/sv_0000000000000000")).status_code == 404

@@ -359,11 +359,24 @@ class SurveyService:
         drawn already (nothing written); Invalid when no household owns a stove there."""
         require_role(caller, "proponent")
         async with self._sessions() as session, session.begin():
-            row = await session.get(Survey, survey_id)
+            # The conditional UPDATE first: of two draws at once only one changes the row
+            # (and on SQLite no read comes before the write it would have to upgrade).
+            changed = await session.execute(
+                update(Survey)
+                .where(Survey.id == survey_id, Survey.status == CREATED)
+                .values(status=DRAWN, drawn_by=caller.did, drawn_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
+            row = await session.get(Survey, survey_id, populate_existing=True)
             if row is None:
                 raise NotFound(f"No survey {survey_id}.")
+            if not changed.rowcount:  # type: ignore[attr-defined]
+                when = f" on {row.drawn_at.isoformat()}" if row.drawn_at else ""
+                raise Conflict(
+                    f"Survey {survey_id} was drawn already{when}: a sample is drawn once."
+                )
             frame = await _frame(session, row.project_did)
-            if not frame:
+            if not frame:  # raised inside the transaction: the survey stays undrawn
                 raise Invalid(
                     f"No household owns an active stove of {row.project_did}: nothing to draw.",
                     [FieldProblem("project", "no stove with an ownerCustomerId")],
@@ -372,28 +385,8 @@ class SurveyService:
                 len(frame), row.confidence, row.target_precision, row.expected_cv
             )
             sample = draw(frame, min(size, self.rules.max_sample), row.seed)
-            now = utcnow()
-            # The one conditional UPDATE: of two draws at once only one changes the row.
-            changed = await session.execute(
-                update(Survey)
-                .where(Survey.id == survey_id, Survey.status == CREATED)
-                .values(
-                    status=DRAWN,
-                    frame_size=len(frame),
-                    frame_digest=frame_digest(frame),
-                    sample_size=len(sample),
-                    drawn_by=caller.did,
-                    drawn_at=now,
-                )
-                .execution_options(synchronize_session=False)
-            )
-            if not changed.rowcount:  # type: ignore[attr-defined]
-                await session.refresh(row)
-                raise Conflict(
-                    f"Survey {survey_id} was drawn already"
-                    f"{' on ' + row.drawn_at.isoformat() if row.drawn_at else ''}: "
-                    "a sample is drawn once."
-                )
+            row.frame_size, row.frame_digest = len(frame), frame_digest(frame)
+            row.sample_size = len(sample)
             for position, stove in enumerate(sample, start=1):
                 owner, recorded = frame[stove]
                 session.add(

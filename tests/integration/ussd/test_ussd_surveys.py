@@ -6,6 +6,7 @@ back through the API with their sessions, and the sampled parameters in the desi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -126,6 +127,16 @@ async def test_a_survey_is_drawn_once_and_reproducibly(survey: Survey) -> None:
     assert relisted.json() == listed.json()  # nothing stored twice
     assert (await admin.get(f"/v1/surveys/{created['id']}")).json()["survey"] == body
 
+    # Two draws of one survey at the same instant: one sample, the other draw refused.
+    other = (await admin.post("/v1/surveys", json={"project": survey.project})).json()
+    both = await asyncio.gather(
+        admin.post(f"/v1/surveys/{other['id']}/draw"),
+        admin.post(f"/v1/surveys/{other['id']}/draw"),
+    )
+    assert sorted(r.status_code for r in both) == [200, 409], [r.text for r in both]
+    sample = (await admin.get(f"/v1/surveys/{other['id']}/households")).json()["items"]
+    assert len(sample) == 3
+
 
 async def test_bad_surveys_are_refused_with_their_fields(survey: Survey) -> None:
     admin = survey.admin
@@ -145,6 +156,14 @@ async def test_bad_surveys_are_refused_with_their_fields(survey: Survey) -> None
     not_project = await admin.post("/v1/surveys", json={"project": stove})
     assert not_project.status_code == 422
     assert not_project.json()["error"]["details"][0]["field"] == "project"
+    empty = await _domain(
+        admin, {"type": "Project", "class": "did:ixo:protocol/project", "metadata": {}}
+    )
+    nobody = (await admin.post("/v1/surveys", json={"project": empty})).json()
+    refused = await admin.post(f"/v1/surveys/{nobody['id']}/draw")
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["details"][0]["field"] == "project"
+    assert (await admin.get(f"/v1/surveys/{nobody['id']}")).json()["survey"]["status"] == "created"
     unknown = await admin.post("/v1/surveys/sv_0123456789abcdef/draw")
     assert unknown.status_code == 404
     reader_key = await survey.registry.key(f"did:ixo:org/{unique('reader')}", "reader")

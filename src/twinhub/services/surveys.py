@@ -45,7 +45,7 @@ from twinhub.mrv.sampling import (
     frame_digest,
     planned_size,
 )
-from twinhub.services.stoves import _stove_name
+from twinhub.services.stoves import stove_name
 from twinhub.services.twin_classes import same_kind
 
 CREATED, DRAWN = "created", "drawn"
@@ -652,7 +652,7 @@ async def _next_question(session: AsyncSession, survey: Survey, stove: str) -> Q
         return None
     domain = await session.get(Domain, stove)
     name = (
-        _stove_name({"did": stove, "metadata": domain.meta, "properties": domain.properties})
+        stove_name({"did": stove, "metadata": domain.meta, "properties": domain.properties})
         if domain is not None
         else stove
     )

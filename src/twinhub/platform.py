@@ -17,7 +17,7 @@ from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
-from twinhub.services.bootstrap import build_customers, build_registry
+from twinhub.services.bootstrap import build_customers, build_registry, build_surveys
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
 from twinhub.services.collection_members import members_join
 from twinhub.services.governance import GroupSpec
@@ -98,6 +98,7 @@ class Platform:
         self.api_keys = registry.api_keys
         self.device_tokens = registry.device_tokens
         self.customers = build_customers(sessions, settings.ussd, keys.pin_cipher)
+        self.surveys = build_surveys(sessions, settings.ussd)  # household surveys over USSD
         telemetry = build_telemetry(
             settings.telemetry, storage, settings.storage, self.protocols, self.domains, self.bus
         )

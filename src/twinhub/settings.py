@@ -603,6 +603,59 @@ class UssdSettings(_Section):
             "`Africa/Nairobi`)."
         ),
     )
+    survey_confidence: float = Field(
+        0.9,
+        validation_alias="USSD_SURVEY_CONFIDENCE",
+        gt=0,
+        lt=1,
+        description="A new survey's confidence level unless it names one (90/10: 0.9).",
+    )
+    survey_precision: float = Field(
+        0.1,
+        validation_alias="USSD_SURVEY_PRECISION",
+        gt=0,
+        lt=1,
+        description="A new survey's target relative precision unless it names one (90/10: 0.1).",
+    )
+    survey_expected_cv: float = Field(
+        0.5,
+        validation_alias="USSD_SURVEY_EXPECTED_CV",
+        gt=0,
+        le=10,
+        description=(
+            "Expected coefficient of variation of household sizes, which sizes a sample when "
+            "a survey names no size."
+        ),
+    )
+    survey_household_min: int = Field(
+        1,
+        validation_alias="USSD_SURVEY_HOUSEHOLD_MIN",
+        ge=1,
+        le=999,
+        description="Fewest people a household may answer eat from its stove.",
+    )
+    survey_household_max: int = Field(
+        30,
+        validation_alias="USSD_SURVEY_HOUSEHOLD_MAX",
+        ge=1,
+        le=999,
+        description="Most people a household may answer eat from its stove.",
+    )
+    survey_max_sample: int = Field(
+        5000,
+        validation_alias="USSD_SURVEY_MAX_SAMPLE",
+        ge=2,
+        description="Largest sample a survey draws.",
+    )
+    survey_refresh_seconds: float = Field(
+        30.0,
+        validation_alias="USSD_SURVEY_REFRESH_SECONDS",
+        ge=0,
+        description=(
+            "How long a process trusts its list of phones a survey asks; a survey drawn in "
+            "another process reaches new USSD sessions within this time."
+        ),
+    )
 
     @field_validator("rate_limit")
     @classmethod

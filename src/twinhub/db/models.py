@@ -829,3 +829,64 @@ class CreditedDay(Base):
     period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     claim_id: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+# -- surveys (issue 30) --------------------------------------------------------------------
+class Survey(Base):
+    """A programme's household survey: its seed, its target (confidence, precision), the
+    answers' range, and once drawn, its frame (size and digest) and sample size. Drawn once
+    (status created -> drawn, by one conditional UPDATE)."""
+
+    __tablename__ = "surveys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project_did: Mapped[str] = mapped_column(String(200), index=True)
+    seed: Mapped[str] = mapped_column(String(64))
+    confidence: Mapped[float] = mapped_column(Float)
+    target_precision: Mapped[float] = mapped_column(Float)
+    expected_cv: Mapped[float] = mapped_column(Float)
+    planned_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    household_min: Mapped[int] = mapped_column(Integer)
+    household_max: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    frame_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    frame_digest: Mapped[str | None] = mapped_column(String(71), nullable=True)
+    sample_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    drawn_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    drawn_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class SurveyHousehold(Base):
+    """One stove of a survey's sample and the household that owns it, in draw order, with
+    the household size recorded at enrolment (the stove's property when drawn)."""
+
+    __tablename__ = "survey_households"
+    __table_args__ = (UniqueConstraint("survey_id", "stove_did"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(String(32), ForeignKey("surveys.id"))
+    position: Mapped[int] = mapped_column(Integer)
+    stove_did: Mapped[str] = mapped_column(String(200))
+    customer_id: Mapped[str] = mapped_column(String(16), index=True)
+    recorded_household_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    completed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class SurveyAnswer(Base):
+    """One answer of a sampled household, once per question, with the USSD session and
+    phone that gave it (the evidence) and the language it was asked in."""
+
+    __tablename__ = "survey_answers"
+    __table_args__ = (UniqueConstraint("survey_id", "stove_did", "question"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(String(32), ForeignKey("surveys.id"))
+    stove_did: Mapped[str] = mapped_column(String(200))
+    question: Mapped[str] = mapped_column(String(32))
+    value: Mapped[str] = mapped_column(String(32))
+    session_id: Mapped[str] = mapped_column(String(100))
+    phone_number: Mapped[str] = mapped_column(String(16))
+    language: Mapped[str] = mapped_column(String(16))
+    answered_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -50,6 +50,7 @@ from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
+from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.registry.routes_workflow import router as workflow_router
 from twinhub.settings import Settings
@@ -406,7 +407,8 @@ class RegistryApp(FastAPI):
 
     def _answer_now(self, did: str, scope: Scope) -> tuple[list[Any], bytes] | None:
         """The lane's 200 when it can be given without awaiting anything, else None, having
-        changed nothing, for the lane to answer (tests/test_hot_paths holds the two equal).
+        changed nothing, for the lane to answer (tests/integration/registry/test_hot_paths.py
+        holds the two equal).
         It can when the database is up, the key is the bootstrap key or one checked less
         than five seconds ago (`ApiKeyService.authenticate_now`), the caller may read, the
         rate limit is counted in this process, and the domain is read from a SQLite file
@@ -504,6 +506,7 @@ _SHARED_ROUTERS = (
     events_router,
     customers_router,
     support_router,
+    surveys_router,
     router,
 )
 

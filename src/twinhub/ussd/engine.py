@@ -91,7 +91,8 @@ class UssdEngine:
             menu = self._menu
             reply = None
             if previous is None:
-                reply = menu.start_now(session) or await menu.start(session)
+                shortcut = text != ""
+                reply = menu.start_now(session, shortcut) or await menu.start(session, shortcut)
             for answer in new_inputs(previous, text):
                 reply = menu.answer_now(session, answer) or await menu.answer(session, answer)
                 if reply.end:
@@ -141,7 +142,7 @@ class UssdEngine:
         other request runs meanwhile: the session's lock is not taken, but a session whose
         lock another request holds (waiting on the database) is left to `handle`, which
         waits its turn. Expired, ended and reused sessions are left to `handle` too. Tested
-        side by side with `handle` (tests/test_hot_paths)."""
+        side by side with `handle` (tests/integration/registry/test_hot_paths.py)."""
         load_now = self._load_now
         session_id = request.sessionId
         if load_now is None or session_id in self._held:
@@ -199,7 +200,7 @@ class UssdEngine:
                 created_at=now,
                 updated_at=now,
             )
-            reply = menu.start_now(session)
+            reply = menu.start_now(session, text != "")
             if reply is None:
                 return None
             previous = None

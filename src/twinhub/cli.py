@@ -926,9 +926,10 @@ def _require_database() -> None:
     storage = load_settings(background_workers_enabled=False).storage
     path = sqlite_file(storage.resolved_database_url)
 
+    if path is not None and not Path(path).is_file():  # SQLite would make one on connecting
+        _no_database(f"no database file at {path}")
+
     async def problem() -> str | None:
-        if path is not None and not Path(path).is_file():
-            return f"no database file at {path}"  # SQLite would make one on connecting
         engine = create_engine(storage)
         try:
             return await schema_problem(engine)
@@ -937,11 +938,15 @@ def _require_database() -> None:
 
     found = _run(problem())
     if found is not None:
-        console.print(
-            f"[red]no twinhub database to check against: {found}[/red] "
-            "(set DATABASE_URL or DATA_DIR to the registry's database)"
-        )
-        raise typer.Exit(2)
+        _no_database(found)
+
+
+def _no_database(problem: str) -> None:
+    console.print(
+        f"[red]no twinhub database to check against: {problem}[/red] "
+        "(set DATABASE_URL or DATA_DIR to the registry's database)"
+    )
+    raise typer.Exit(2)
 
 
 @oracle_app.command("verify-report")

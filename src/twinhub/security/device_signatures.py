@@ -48,9 +48,7 @@ def sign_batch(seed: bytes, batch: Any) -> str:
 
 def device_public_key(seed: bytes) -> str:
     """The public key (multibase) of a device's seed, as it is enrolled."""
-    return did_key(Ed25519PrivateKey.from_private_bytes(seed).public_key()).removeprefix(
-        "did:key:"
-    )
+    return did_key(Ed25519PrivateKey.from_private_bytes(seed).public_key()).removeprefix("did:key:")
 
 
 def verify_batch(public_key: str, batch: Any, signature: str) -> bool:

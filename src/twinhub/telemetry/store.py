@@ -31,7 +31,7 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
+from twinhub.db.models import DeviceKey, TelemetryDevice, TelemetryReading, TelemetryRollup
 from twinhub.events.store import event_row, record_event
 from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
 from twinhub.kernel.clock import utcnow
@@ -42,6 +42,7 @@ from twinhub.telemetry.dialects import telemetry_dialect
 from twinhub.telemetry.rows import (
     Batch,
     DeviceState,
+    Origin,
     RollupPlan,
     RollupRecord,
     StoredBatch,
@@ -112,6 +113,15 @@ class TelemetryStore:
     async def device(self, did: str) -> TelemetryDevice | None:
         async with self._sessions() as session:
             return await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
+
+    async def device_key(self, did: str) -> str | None:
+        """The twin's current device key (multibase Ed25519), None when it has none."""
+        async with self._sessions() as session:
+            return await session.scalar(
+                select(DeviceKey.public_key).where(
+                    DeviceKey.domain_did == did, DeviceKey.revoked_at.is_(None)
+                )
+            )
 
     # -- partitions (PostgreSQL) ---------------------------------------------------------
     async def ensure_partitions(self, times: Iterable[datetime]) -> None:
@@ -228,15 +238,26 @@ class TelemetryStore:
         # the INSERT (it skips them and returns what it stored).
         used: dict[int, set[int]] = {}
         fresh: dict[int, list[Reading]] = {}
+        origins: dict[int, list[Origin]] = {}
+        now = utcnow()
         for i in order:
             taken = used.setdefault(ids[i], set())
             fresh[i] = []
-            for reading in batches[i].readings:
+            origins[i] = []
+            batch_origins = batches[i].origins or [Origin(now)] * len(batches[i].readings)
+            for reading, origin in zip(batches[i].readings, batch_origins, strict=True):
                 if reading.seq not in taken:
                     taken.add(reading.seq)
                     fresh[i].append(reading)
+                    origins[i].append(origin)
+        receipts = await self._receipt_ids(driver, batches, origins)
         skipped = await self._insert_readings(
-            driver, [(ids[i], r) for i in order for r in fresh[i]]
+            driver,
+            [
+                (ids[i], r, o.received_at, receipts.get(id(o)))
+                for i in order
+                for r, o in zip(fresh[i], origins[i], strict=True)
+            ],
         )
         plan = RollupPlan([], [], {})
         planned: set[int] = set()
@@ -270,7 +291,72 @@ class TelemetryStore:
         await self._save_devices(driver, [changed[d] for d in sorted(changed)])
         await self._insert_events(driver, events)
         await self._roll_up(driver, plan)
+        await self._keep_receipts(driver, batches, ids, results, receipts)
         return results, {did: row.id for did, row in rows.items()}
+
+    async def _receipt_ids(
+        self, driver: Any, batches: list[Batch], origins: dict[int, list[Origin]]
+    ) -> dict[int, int]:
+        """An id for each signed origin (by identity) of the group's new or quarantined
+        readings, taken before the readings go in (they name it)."""
+        signed: dict[int, Origin] = {}
+        for i, batch in enumerate(batches):
+            for origin in origins.get(i, ()):
+                if origin.payload is not None:
+                    signed.setdefault(id(origin), origin)
+            for held in batch.quarantined:
+                if held.origin.payload is not None:
+                    signed.setdefault(id(held.origin), held.origin)
+        if not signed:
+            return {}
+        numbers = await self.dialect.receipt_ids(driver, len(signed))
+        return dict(zip(signed, numbers, strict=True))
+
+    async def _keep_receipts(
+        self,
+        driver: Any,
+        batches: list[Batch],
+        ids: list[int],
+        results: dict[int, StoredBatch],
+        receipts: dict[int, int],
+    ) -> None:
+        """The receipts that some stored or quarantined reading names (a message sent again
+        stores none), then the quarantined readings, in this transaction."""
+        kept: dict[int, tuple[int, Origin, list[datetime]]] = {}
+        quarantined: list[tuple[Any, ...]] = []
+        for i, batch in enumerate(batches):
+            if receipts and batch.origins:
+                inserted = {r.seq for r in results[i].inserted}
+                for reading, origin in zip(batch.readings, batch.origins, strict=True):
+                    number = receipts.get(id(origin))
+                    if number is not None and reading.seq in inserted:
+                        kept.setdefault(number, (ids[i], origin, []))[2].append(reading.time)
+            for held in batch.quarantined:
+                number = receipts.get(id(held.origin))
+                if number is not None:
+                    kept.setdefault(number, (ids[i], held.origin, []))[2].append(held.reading.time)
+                quarantined.append(
+                    (
+                        batch.did,
+                        held.reading.seq,
+                        held.reading.time,
+                        held.origin.received_at,
+                        held.reading.values,
+                        held.reason,
+                        held.source,
+                        number,
+                    )
+                )
+        if kept:
+            await self.dialect.insert_receipts(
+                driver,
+                [
+                    (number, device, o.received_at, min(t), max(t), o.payload, o.signatures)
+                    for number, (device, o, t) in sorted(kept.items())
+                ],
+            )
+        if quarantined:
+            await self.dialect.insert_quarantine(driver, quarantined)
 
     async def _lock_devices(self, driver: Any, dids: list[str]) -> dict[str, DeviceState]:
         """The devices' rows by DID, made on a device's first reading and locked for this
@@ -320,11 +406,12 @@ class TelemetryStore:
             record_event(session, "telemetry.rejected", did, did, data)
 
     async def _insert_readings(
-        self, driver: Any, items: list[tuple[int, Reading]]
+        self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]]
     ) -> set[tuple[int, int]]:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
         (device id, seq) pairs NOT stored because the device has stored that seq before
-        (usually none, so nothing per reading comes back). The readings go into a staging
+        (usually none, so nothing per reading comes back). Each goes with its receipt time
+        and its receipt's id (None: unsigned). The readings go into a staging
         table (PostgreSQL: COPY; SQLite: executemany), the device's used seqs are deleted
         from it (whatever their time: on PostgreSQL the key holds the time too, for the
         partitions) and the rest is inserted; the staging table then holds exactly the

@@ -61,7 +61,8 @@ DID_PATH = "{did:path}"
 # about its body instead of 405. tests/test_registry_limits.py checks this list is whole.
 DOMAIN_SUBRESOURCES = (
     r"device-tokens(?:/[^/]+(?:/rotate)?)?",
-    r"telemetry(?:/aggregates)?",
+    r"telemetry(?:/aggregates|/quarantine)?",
+    "device-key",
     "state",
     "events",
     "verification-proposals",

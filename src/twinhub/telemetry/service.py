@@ -12,12 +12,17 @@ import base64
 import json
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
+from twinhub.db.models import TelemetryQuarantine
 from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
@@ -41,6 +46,7 @@ from twinhub.mrv.telemetry_schema import (
 from twinhub.security.device_signatures import HMAC_SCHEME, SCHEME, verify_batch
 from twinhub.services.device_tokens import DeviceCredential
 from twinhub.services.domains import DomainService
+from twinhub.services.evidence import quarantine_record, reading_record, receipts_by_id
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.live import LiveHub
@@ -221,6 +227,24 @@ class TelemetryService:
             "rejected": 0,
             "quarantined": 0,
         }
+
+    def collector(self) -> Collector:
+        """Prometheus counters of this process's ingestion: readings accepted, duplicates,
+        rejected and quarantined (untrustworthy time), by outcome."""
+        counters = self.counters
+
+        class TelemetryMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                family = CounterMetricFamily(
+                    "twinhub_telemetry_readings",
+                    "Readings received by this process, by outcome.",
+                    labels=["outcome"],
+                )
+                for outcome, value in counters.items():
+                    family.add_metric([outcome], value)
+                yield family
+
+        return TelemetryMetrics()
 
     # -- ingestion -----------------------------------------------------------------------
     async def ingest(
@@ -567,16 +591,37 @@ class TelemetryService:
         cursor: str | None,
         limit: int,
     ) -> dict[str, Any]:
+        """A page of a twin's readings (the readings export): each with its time, receipt
+        time, seq, values and receipt id; `receipts` holds the signed batches or messages
+        the page's readings came in (bytes as received, signatures, what checks each)."""
         await self._domains.get(did)
         after = decode_cursor(cursor) if cursor else None
-        rows = await self.store.history(did, start, end, after, limit + 1)
+        rows = await self.store.history_rows(did, start, end, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        next_cursor = encode_cursor(rows[-1].time, rows[-1].seq) if more and rows else None
+        next_cursor = encode_cursor(rows[-1][1], rows[-1][0]) if more and rows else None
+        wanted = {row[4] for row in rows if row[4] is not None}
+        receipts: dict[str, Any] = {}
+        if wanted:
+            async with self.store.sessions() as session:
+                receipts = await receipts_by_id(session, wanted)
         return {
-            "items": [{"seq": r.seq, "time": r.time.isoformat(), "values": r.values} for r in rows],
+            "items": [reading_record(*row) for row in rows],
+            "receipts": receipts,
             "nextCursor": next_cursor,
         }
+
+    async def quarantined(self, did: str, limit: int) -> dict[str, Any]:
+        """The twin's quarantined readings, newest receipt first, with their reasons."""
+        await self._domains.get(did)
+        async with self.store.sessions() as session:
+            rows = await session.scalars(
+                select(TelemetryQuarantine)
+                .where(TelemetryQuarantine.device_did == did)
+                .order_by(TelemetryQuarantine.received_at.desc(), TelemetryQuarantine.id.desc())
+                .limit(limit)
+            )
+            return {"items": [quarantine_record(row) for row in rows]}
 
     async def aggregates(
         self, did: str, interval: str, start: datetime | None, end: datetime | None

@@ -31,13 +31,21 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import DeviceKey, TelemetryDevice, TelemetryReading, TelemetryRollup
+from twinhub.db.models import (
+    DeviceKey,
+    TelemetryDevice,
+    TelemetryQuarantine,
+    TelemetryReading,
+    TelemetryReceipt,
+    TelemetryRollup,
+)
 from twinhub.events.store import event_row, record_event
 from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
+from twinhub.services.evidence import held_ranges, held_reading, held_receipt
 from twinhub.telemetry.dialects import telemetry_dialect
 from twinhub.telemetry.rows import (
     Batch,
@@ -53,6 +61,8 @@ T = TypeVar("T")
 log = get_logger(__name__)
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
+RECEIPTS = TelemetryReceipt.__table__
+QUARANTINE = TelemetryQuarantine.__table__
 _time = attrgetter("time")
 
 
@@ -108,6 +118,10 @@ class TelemetryStore:
         self._engine = sessions.kw["bind"]
         # Driver connections that have the staging table (it lives as long as each one).
         self._staged: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @property
+    def sessions(self) -> async_sessionmaker[AsyncSession]:
+        return self._sessions
 
     # -- devices -------------------------------------------------------------------------
     async def device(self, did: str) -> TelemetryDevice | None:
@@ -489,6 +503,18 @@ class TelemetryStore:
         limit: int,
     ) -> list[Reading]:
         """Up to `limit` readings in time order, after the cursor position."""
+        rows = await self.history_rows(did, start, end, after, limit)
+        return [Reading(seq, moment, values) for seq, moment, values, _, _ in rows]
+
+    async def history_rows(
+        self,
+        did: str,
+        start: datetime | None,
+        end: datetime | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+    ) -> list[tuple[int, datetime, dict[str, Any], datetime | None, int | None]]:
+        """`history` with each reading's receipt time and receipt id (the export)."""
         device_id = self._device_ids.get(did)
         async with self._sessions() as session:
             if device_id is None:
@@ -512,12 +538,18 @@ class TelemetryStore:
                     )
                 )
             rows = await session.execute(
-                select(READINGS.c.seq, READINGS.c.time, READINGS.c["values"])
+                select(
+                    READINGS.c.seq,
+                    READINGS.c.time,
+                    READINGS.c["values"],
+                    READINGS.c.received_at,
+                    READINGS.c.receipt_id,
+                )
                 .where(*conditions)
                 .order_by(READINGS.c.time, READINGS.c.seq)
                 .limit(limit)
             )
-            return [Reading(seq, moment, values) for seq, moment, values in rows]
+            return [tuple(row) for row in rows]  # type: ignore[misc]
 
     async def aggregates(
         self, scope: str, interval: str, start: datetime | None, end: datetime | None
@@ -588,10 +620,22 @@ class TelemetryStore:
 
     # -- retention -----------------------------------------------------------------------
     async def prune(self, before: datetime) -> int:
-        """Drop raw readings older than `before` (whole partitions on PostgreSQL first)."""
-        dropped = await self.dialect.drop_partitions(self._sessions, before, self._partitions)
+        """Drop raw readings older than `before` (whole partitions on PostgreSQL first),
+        except those an evidence hold in force keeps (services/evidence.py): a partition
+        holding one stays, and its other readings are deleted row by row. Receipts go with
+        the last reading they carry; quarantined readings received before `before` go too."""
+        today = utcnow().date()
+        async with self._sessions() as session:
+            kept = await held_ranges(session, today)
+        dropped = await self.dialect.drop_partitions(self._sessions, before, self._partitions, kept)
         async with self._sessions.begin() as session:
-            result = await session.execute(delete(READINGS).where(READINGS.c.time < before))
+            result = await session.execute(
+                delete(READINGS).where(READINGS.c.time < before, ~held_reading(today))
+            )
+            await session.execute(
+                delete(RECEIPTS).where(RECEIPTS.c.last_time < before, ~held_receipt(today))
+            )
+            await session.execute(delete(QUARANTINE).where(QUARANTINE.c.received_at < before))
         return dropped + (result.rowcount or 0)
 
 

@@ -53,10 +53,15 @@ class TelemetryDialect(ABC):
 
     @abstractmethod
     async def drop_partitions(
-        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        before: datetime,
+        made: set[str],
+        kept: list[tuple[datetime, datetime]],
     ) -> int:
-        """Drop whole stored months before `before` (the rows deleted after count the
-        rest); the number of partitions dropped."""
+        """Drop whole stored months before `before` that overlap none of the `kept` time
+        ranges (evidence holds; the rows deleted after count the rest); the number of
+        partitions dropped."""
 
     @abstractmethod
     async def lock_devices(

@@ -177,7 +177,11 @@ class PostgreSQLTelemetry(TelemetryDialect):
             made.add(name)
 
     async def drop_partitions(
-        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        before: datetime,
+        made: set[str],
+        kept: list[tuple[datetime, datetime]],
     ) -> int:
         dropped = 0
         async with sessions.begin() as session:
@@ -193,7 +197,8 @@ class PostgreSQLTelemetry(TelemetryDialect):
                     month = datetime.strptime(name[-6:], "%Y%m").replace(tzinfo=UTC)
                 except ValueError:
                     continue
-                if next_month(month) <= before:
+                end = next_month(month)
+                if end <= before and not any(s < end and e > month for s, e in kept):
                     await session.execute(text(f"DROP TABLE {name}"))
                     made.discard(name)
                     dropped += 1

@@ -109,7 +109,11 @@ class SQLiteTelemetry(TelemetryDialect):
         """No partitions: one table holds every month."""
 
     async def drop_partitions(
-        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        before: datetime,
+        made: set[str],
+        kept: list[tuple[datetime, datetime]],
     ) -> int:
         return 0
 

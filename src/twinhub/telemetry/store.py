@@ -46,7 +46,7 @@ from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
 from twinhub.services.evidence import held_ranges, held_reading, held_receipt
-from twinhub.telemetry.dialects import telemetry_dialect
+from twinhub.telemetry.dialects import TelemetryDialect, telemetry_dialect
 from twinhub.telemetry.rows import (
     Batch,
     DeviceState,
@@ -98,6 +98,7 @@ class TelemetryStore:
         bus: Bus | None = None,
     ) -> None:
         self._sessions = sessions
+        self.sessions = sessions  # for reads beside the store's (the readings export)
         # Told when a raw-driver write commits events (the sequencer numbers them); without
         # one, they wait for the sequencer's next pass.
         self._bus = bus
@@ -118,10 +119,6 @@ class TelemetryStore:
         self._engine = sessions.kw["bind"]
         # Driver connections that have the staging table (it lives as long as each one).
         self._staged: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    @property
-    def sessions(self) -> async_sessionmaker[AsyncSession]:
-        return self._sessions
 
     # -- devices -------------------------------------------------------------------------
     async def device(self, did: str) -> TelemetryDevice | None:
@@ -264,7 +261,7 @@ class TelemetryStore:
                     taken.add(reading.seq)
                     fresh[i].append(reading)
                     origins[i].append(origin)
-        receipts = await self._receipt_ids(driver, batches, origins)
+        receipts = await _receipt_ids(self.dialect, driver, batches, origins)
         skipped = await self._insert_readings(
             driver,
             [
@@ -305,72 +302,8 @@ class TelemetryStore:
         await self._save_devices(driver, [changed[d] for d in sorted(changed)])
         await self._insert_events(driver, events)
         await self._roll_up(driver, plan)
-        await self._keep_receipts(driver, batches, ids, results, receipts)
+        await _keep_receipts(self.dialect, driver, batches, ids, results, receipts)
         return results, {did: row.id for did, row in rows.items()}
-
-    async def _receipt_ids(
-        self, driver: Any, batches: list[Batch], origins: dict[int, list[Origin]]
-    ) -> dict[int, int]:
-        """An id for each signed origin (by identity) of the group's new or quarantined
-        readings, taken before the readings go in (they name it)."""
-        signed: dict[int, Origin] = {}
-        for i, batch in enumerate(batches):
-            for origin in origins.get(i, ()):
-                if origin.payload is not None:
-                    signed.setdefault(id(origin), origin)
-            for held in batch.quarantined:
-                if held.origin.payload is not None:
-                    signed.setdefault(id(held.origin), held.origin)
-        if not signed:
-            return {}
-        numbers = await self.dialect.receipt_ids(driver, len(signed))
-        return dict(zip(signed, numbers, strict=True))
-
-    async def _keep_receipts(
-        self,
-        driver: Any,
-        batches: list[Batch],
-        ids: list[int],
-        results: dict[int, StoredBatch],
-        receipts: dict[int, int],
-    ) -> None:
-        """The receipts that some stored or quarantined reading names (a message sent again
-        stores none), then the quarantined readings, in this transaction."""
-        kept: dict[int, tuple[int, Origin, list[datetime]]] = {}
-        quarantined: list[tuple[Any, ...]] = []
-        for i, batch in enumerate(batches):
-            if receipts and batch.origins:
-                inserted = {r.seq for r in results[i].inserted}
-                for reading, origin in zip(batch.readings, batch.origins, strict=True):
-                    number = receipts.get(id(origin))
-                    if number is not None and reading.seq in inserted:
-                        kept.setdefault(number, (ids[i], origin, []))[2].append(reading.time)
-            for held in batch.quarantined:
-                number = receipts.get(id(held.origin))
-                if number is not None:
-                    kept.setdefault(number, (ids[i], held.origin, []))[2].append(held.reading.time)
-                quarantined.append(
-                    (
-                        batch.did,
-                        held.reading.seq,
-                        held.reading.time,
-                        held.origin.received_at,
-                        held.reading.values,
-                        held.reason,
-                        held.source,
-                        number,
-                    )
-                )
-        if kept:
-            await self.dialect.insert_receipts(
-                driver,
-                [
-                    (number, device, o.received_at, min(t), max(t), o.payload, o.signatures)
-                    for number, (device, o, t) in sorted(kept.items())
-                ],
-            )
-        if quarantined:
-            await self.dialect.insert_quarantine(driver, quarantined)
 
     async def _lock_devices(self, driver: Any, dids: list[str]) -> dict[str, DeviceState]:
         """The devices' rows by DID, made on a device's first reading and locked for this
@@ -637,6 +570,75 @@ class TelemetryStore:
             )
             await session.execute(delete(QUARANTINE).where(QUARANTINE.c.received_at < before))
         return dropped + (result.rowcount or 0)
+
+
+async def _receipt_ids(
+    dialect: TelemetryDialect,
+    driver: Any,
+    batches: list[Batch],
+    origins: dict[int, list[Origin]],
+) -> dict[int, int]:
+    """An id for each signed origin (by identity) of the group's new or quarantined
+    readings, taken before the readings go in (they name it)."""
+    signed: dict[int, Origin] = {}
+    for i, batch in enumerate(batches):
+        for origin in origins.get(i, ()):
+            if origin.payload is not None:
+                signed.setdefault(id(origin), origin)
+        for held in batch.quarantined:
+            if held.origin.payload is not None:
+                signed.setdefault(id(held.origin), held.origin)
+    if not signed:
+        return {}
+    numbers = await dialect.receipt_ids(driver, len(signed))
+    return dict(zip(signed, numbers, strict=True))
+
+
+async def _keep_receipts(
+    dialect: TelemetryDialect,
+    driver: Any,
+    batches: list[Batch],
+    ids: list[int],
+    results: dict[int, StoredBatch],
+    receipts: dict[int, int],
+) -> None:
+    """The receipts that some stored or quarantined reading names (a message sent again
+    stores none), then the quarantined readings, in this transaction."""
+    kept: dict[int, tuple[int, Origin, list[datetime]]] = {}
+    quarantined: list[tuple[Any, ...]] = []
+    for i, batch in enumerate(batches):
+        if receipts and batch.origins:
+            inserted = {r.seq for r in results[i].inserted}
+            for reading, origin in zip(batch.readings, batch.origins, strict=True):
+                number = receipts.get(id(origin))
+                if number is not None and reading.seq in inserted:
+                    kept.setdefault(number, (ids[i], origin, []))[2].append(reading.time)
+        for held in batch.quarantined:
+            number = receipts.get(id(held.origin))
+            if number is not None:
+                kept.setdefault(number, (ids[i], held.origin, []))[2].append(held.reading.time)
+            quarantined.append(
+                (
+                    batch.did,
+                    held.reading.seq,
+                    held.reading.time,
+                    held.origin.received_at,
+                    held.reading.values,
+                    held.reason,
+                    held.source,
+                    number,
+                )
+            )
+    if kept:
+        await dialect.insert_receipts(
+            driver,
+            [
+                (number, device, o.received_at, min(t), max(t), o.payload, o.signatures)
+                for number, (device, o, t) in sorted(kept.items())
+            ],
+        )
+    if quarantined:
+        await dialect.insert_quarantine(driver, quarantined)
 
 
 def _months_of(readings: list[Reading]) -> list[datetime]:

@@ -5,6 +5,10 @@ SHA-256 of the secret is stored. That digest is also the key an MQTT message is 
 with (HMAC-SHA256): the device derives it from its token, twinhub has it stored. A token
 writes one twin's telemetry and nothing else. Enrolment, rotation and revocation are
 audited in the log (telemetry itself never goes through the ledger).
+
+A device may also hold an Ed25519 key (`device_keys`), enrolled with its twin here: its
+batches are then signed by the device itself, checkable by anyone with the public key, which
+a token's HMAC (a key twinhub holds too) is not (security/device_signatures.py).
 """
 
 from __future__ import annotations

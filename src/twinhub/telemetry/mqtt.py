@@ -4,7 +4,9 @@ Devices publish the HTTP body (`{"readings": [...]}`) with QoS 1 to `<prefix>/<t
 Each message names its device token in the user property `key-id` and carries
 `signature` = hex HMAC-SHA256 of the payload under the token's key (the SHA-256 of the
 token's secret, see services/device_tokens.py), so a device cannot write another twin even
-on a shared broker and no token travels through the broker. twinhub subscribes to
+on a shared broker and no token travels through the broker. The message and its HMAC are
+kept as the readings' receipt; a device with an enrolled Ed25519 key adds
+`device-signature` (security/device_signatures.py), checked by the service. twinhub subscribes to
 `$share/<group>/<prefix>/#`: several processes split the stream.
 
 A message is acknowledged (PUBACK) only once its readings are committed, or once it is

@@ -102,7 +102,7 @@ async def revoke_device_token(
 
 
 # -- device keys ---------------------------------------------------------------------------
-@router.put(f"/domains/{DID_PATH}/device-key", summary="Enrol or rotate the device's signing key")
+@router.post(f"/domains/{DID_PATH}/device-key", summary="Enrol or rotate the device's signing key")
 async def enrol_device_key(
     request: Request, did: str, caller: Writer, body: DeviceKeyIn
 ) -> dict[str, Any]:

@@ -49,10 +49,10 @@ async def test_a_device_with_a_key_signs_every_batch_and_its_signature_is_kept(
 ) -> None:
     stove = await farm.stove()
     client = farm.registry.client
-    bad = await client.put(f"/v1/domains/{stove}/device-key", json={"publicKey": "z6Mknope"})
+    bad = await client.post(f"/v1/domains/{stove}/device-key", json={"publicKey": "z6Mknope"})
     assert error_of(bad, 422)["details"][0]["field"] == "publicKey"
     key = device_public_key(SEED)
-    enrolled = await client.put(f"/v1/domains/{stove}/device-key", json={"publicKey": key})
+    enrolled = await client.post(f"/v1/domains/{stove}/device-key", json={"publicKey": key})
     assert enrolled.status_code == 200, enrolled.text
     assert enrolled.json()["current"]["publicKey"] == key
     now = datetime.now(UTC)
@@ -81,7 +81,7 @@ async def test_a_device_with_a_key_signs_every_batch_and_its_signature_is_kept(
     # Anyone holding the export checks it again, without twinhub.
     assert verify_batch(key, orjson.loads(receipt["payload"]), signature["value"])
     # Rotated: the old key's batches are refused, the listing keeps both keys.
-    rotated = await client.put(
+    rotated = await client.post(
         f"/v1/domains/{stove}/device-key", json={"publicKey": device_public_key(OTHER_SEED)}
     )
     assert [k["revokedAt"] is None for k in rotated.json()["keys"]] == [True, False]
@@ -232,7 +232,7 @@ async def test_an_mqtt_style_receipt_row_is_dropped_with_its_last_reading(farm: 
     """Receipts go with the last reading they carry (the retention job keeps none alone)."""
     stove = await farm.stove()
     key = device_public_key(SEED)
-    await farm.registry.client.put(f"/v1/domains/{stove}/device-key", json={"publicKey": key})
+    await farm.registry.client.post(f"/v1/domains/{stove}/device-key", json={"publicKey": key})
     old = datetime.now(UTC) - timedelta(days=100)
     body = {"readings": [{"seq": 1, "time": old.isoformat(), "values": {"energyKwh": 1.0}}]}
     assert (await send_signed(farm, stove, body, sign_batch(SEED, body))).status_code == 200

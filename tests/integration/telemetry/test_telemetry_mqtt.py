@@ -424,7 +424,7 @@ async def test_messages_keep_their_hmac_device_signatures_hold_and_bad_clocks_ar
     assert quarantine["items"][0]["receipt"] == item["receipt"]
     # A device with a key: a message without its signature is dropped, one with it kept.
     seed = bytes(range(32))
-    enrolled = await registry.client.put(
+    enrolled = await registry.client.post(
         f"/v1/domains/{keyed}/device-key", json={"publicKey": device_public_key(seed)}
     )
     assert enrolled.status_code == 200, enrolled.text

@@ -578,6 +578,7 @@ def create_registry_app(
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.evaluations.collector())
     metrics.registry.register(platform.ledger.collector())
+    metrics.registry.register(platform.telemetry.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be

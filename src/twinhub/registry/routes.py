@@ -62,7 +62,8 @@ DID_PATH = "{did:path}"
 # this list is whole.
 DOMAIN_SUBRESOURCES = (
     r"device-tokens(?:/[^/]+(?:/rotate)?)?",
-    r"telemetry(?:/aggregates)?",
+    r"telemetry(?:/aggregates|/quarantine)?",
+    "device-key",
     "state",
     "events",
     "verification-proposals",

@@ -498,7 +498,7 @@ def demo(
 
         async def load(platform: Any) -> Any:
             loaded = await programme.load_demo(platform, stoves, advance)
-            bar.update(task, description="loading: a month of telemetry", completed=0)
+            bar.update(task, description="loading: the last full month of telemetry", completed=0)
             telemetry = await programme.load_telemetry(
                 platform, stoves, lambda done, total: advance("telemetry", done, total)
             )
@@ -513,18 +513,33 @@ def demo(
         )
         or "nothing new"
     )
-    out = Console(soft_wrap=True)
+    out = Console(soft_wrap=True, emoji=False)  # did:key: is no emoji
     out.print(f"[green]demo programme ready[/green] (this run created: {made})")
     out.print(f"  organisation  {programme.ORGANISATION} (controller {programme.OPERATOR})")
     out.print(f"  project       {programme.PROJECT} (verified by {programme.GROUP})")
     out.print(f"  oracle        {programme.ORACLE} (controller {programme.ORACLE_OPERATOR})")
     out.print(f"  collection    {report.collection} (protocol {programme.CLAIM_PROTOCOL})")
-    out.print(f"  stoves        did:ixo:entity/demo-stove-0001 ... ({stoves}), one per customer")
     out.print(
-        f"  telemetry     30 days: {telemetry.accepted} readings stored this run "
-        f"({telemetry.duplicates} already there, {telemetry.rejected} rejected from the faulty "
-        "meters); GET /v1/domains/<stove>/state, .../telemetry, .../telemetry/aggregates"
+        f"  stoves        did:ixo:entity/demo-stove-0001 ... ({stoves}), one per customer, "
+        "each with its model, household size and calibrated meter"
     )
+    first, last = programme.telemetry_month()
+    out.print(
+        f"  telemetry     {first.isoformat()} to {last.isoformat()}: {telemetry.accepted} "
+        f"readings stored this run ({telemetry.duplicates} already there, "
+        f"{telemetry.rejected} rejected from the faulty meters)"
+    )
+    out.print(
+        f"  survey        {report.survey} (household sizes; {report.answers} answers this run)"
+    )
+    out.print(
+        "  workflow      "
+        + (", ".join(report.workflow) if report.workflow else "validated already")
+        + " (the design document, the verifier's accreditation and validation)"
+    )
+    for role, key in report.keys.items():  # the DIDs and where their secrets are, never those
+        out.print(f"  {role:<13} {key.did}")
+        out.print(f"  {'':<13} key {key.key_file}, API key {key.api_key_file}")
     out.print(
         f"Try it: dial as {report.sample_phone} (customer {report.sample_customer}, "
         f"PIN {programme.DEMO_PIN}); the README's walk-through has every command."

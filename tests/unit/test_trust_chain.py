@@ -103,12 +103,22 @@ def _readings(stove: str) -> list[dict]:
     return rows
 
 
+def test_a_day_with_no_rolled_up_field_has_no_figures() -> None:
+    """A day whose only reading is the battery's is no day of telemetry, as the store's
+    rollups have it: the bundle's check must not find it 'present'."""
+    battery = reading_row(1, datetime(2026, 10, 5, 21, tzinfo=UTC), {"batteryPct": 80.0})
+    days = figures_from_readings("did:ixo:entity/s", "kWh", [*_readings("s"), battery])
+    assert [d.day.day for d in days] == [1, 2, 3]
+
+
 def test_frozen_inputs_recompute_the_report_and_their_readings() -> None:
     readings = _readings("did:ixo:entity/s")
     days = figures_from_readings("did:ixo:entity/s", "kWh", readings)
     assert [d.sessions for d in days] == [1, 1, 1]
     assert [d.energy for d in days] == [0.5, 0.75, 1.0]
-    assert [d.meter_delta for d in days] == [None, 1.0, 1.0]
+    # The register's rise by mrv.meter's rules: the first day's within the day (one
+    # reading: 0), then from each day's last reading to the next's.
+    assert [d.meter_delta for d in days] == [0.0, 1.0, 1.0]
     stove = StovePeriod("did:ixo:entity/s", "sn-1", True, True, 5, 0.85, "kWh", days)
     digests = {
         ("did:ixo:entity/s", d.day): readings_digest(

@@ -22,7 +22,7 @@ from typing import Any
 from twinhub.mrv.claims import methodology_of
 from twinhub.mrv.periods import PeriodSpec, StovePeriod, compute_period, report_digest
 from twinhub.mrv.plausibility import StoveDay, assess
-from twinhub.mrv.rollups import ENERGY, FUEL, METER, SESSIONS, Cells, day_figures
+from twinhub.mrv.rollups import ENERGY, FUEL, METER, METER_RESET, SESSIONS, Cells, day_figures
 from twinhub.security.jcs import digest
 
 FIGURE_TOLERANCE = 1e-6  # kWh or kg: sums of the same readings in another order
@@ -156,23 +156,31 @@ def report_of(frozen: dict[str, Any]) -> dict[str, Any]:
 
 
 def day_cells(readings: Iterable[Mapping[str, Any]]) -> Cells:
-    """Day cells (count, sum, max of each field) from raw readings, as the telemetry store
-    rolls them up: numeric energy, fuel and meter fields; sessions counted by their start."""
+    """Day cells (count, sum, min, max of each field) from raw readings, as the telemetry
+    store rolls them up: numeric energy, fuel and meter fields; sessions counted by their
+    start, register resets by their declaration."""
     cells: Cells = {}
     for reading in readings:
         moment = datetime.fromisoformat(str(reading["time"]).replace("Z", "+00:00"))
         day = moment.astimezone(UTC).date()
         values = reading.get("values") or {}
-        fields = cells.setdefault(day, {})
+        fields = cells.get(day, {})  # a day with no rolled-up field has no cell (as stored)
         for name in (ENERGY, FUEL, METER):
             value = values.get(name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            count, total, most = fields.get(name, (0, 0.0, float("-inf")))
-            fields[name] = (count + 1, total + float(value), max(most, float(value)))
-        if values.get("session") == "start":
-            count, total, _ = fields.get(SESSIONS, (0, 0.0, 1.0))
-            fields[SESSIONS] = (count + 1, total + 1.0, 1.0)
+            count, total, least, most = fields.get(name, (0, 0.0, float("inf"), float("-inf")))
+            number = float(value)
+            fields[name] = (count + 1, total + number, min(least, number), max(most, number))
+        for name, field, wanted in (
+            (SESSIONS, "session", "start"),
+            (METER_RESET, "meterEvent", "reset"),
+        ):
+            if values.get(field) == wanted:
+                count, total, _, _ = fields.get(name, (0, 0.0, 1.0, 1.0))
+                fields[name] = (count + 1, total + 1.0, 1.0, 1.0)
+        if fields:
+            cells[day] = fields
     return cells
 
 

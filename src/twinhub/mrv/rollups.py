@@ -102,10 +102,13 @@ def stove_period(
     )
 
 
-def day_figures(did: str, cells: Cells, unit: str) -> list[StoveDay]:
+def day_figures(
+    did: str, cells: Cells, unit: str, register_max: float | None = None
+) -> list[StoveDay]:
     """The stove's days from its day cells, for a stove of `unit` (kWh or kg): how an
     evidence bundle's raw readings are turned into the figures a period froze."""
-    return _days(did, cells, FUEL if unit == "kg" else ENERGY)
+    days, _ = _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
+    return days
 
 
 def _unit(properties: dict[str, Any], cells: Cells) -> str:

@@ -89,6 +89,8 @@ BUILTIN: list[ProtocolSpec] = [
             "efficiency": "number",
             "ownerCustomerId": "string",
             "householdSize": "integer",
+            "stoveModel": "string",  # a stove model of the project's design document
+            "meter": "object",  # the meter's record: serial, calibration, certificate
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
         telemetry=STOVE_TELEMETRY,

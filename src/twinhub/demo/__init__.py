@@ -44,6 +44,7 @@ GROUP = "did:ixo:group/demo-compliance"
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
 DEMO_PIN = "48151"  # passes the weak-PIN rules; printed for the people trying the demo
 PHONE_PREFIX = "+2609700"  # Zambian mobile numbers for the demo: +2609700NNNNN
+ROLES = ("proponent", "verifier", "registry")  # the workflow's, each with its own key
 FIRST_NAMES = ("Mwila", "Chanda", "Bwalya", "Mutale", "Namukolo", "Chileshe", "Musonda", "Taonga")
 
 
@@ -119,7 +120,7 @@ async def load_demo(platform: Platform, stoves: int, progress: Progress) -> Demo
         ),
     )
     advance("organisation")
-    keys = Keys(*[await role_key(platform, role) for role in ("proponent", "verifier", "registry")])
+    keys = Keys(*[await role_key(platform, role) for role in ROLES])
     report.keys = {key.role: key for key in (keys.proponent, keys.verifier, keys.registry)}
     for key in report.keys.values():
         report.count("role keys", key.created)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import Registry
 from tests.integration.cli.test_cli import run_cli
-from tests.support.claims_world import METERED_AMOUNT
+from tests.support.claims_world import METERED_AMOUNT, metered_claim
 from tests.support.workflow_world import (
     Actor,
     accredit,
@@ -301,6 +301,18 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     ).json()
     reasons = {row["stove"]: row["reason"] for row in report["exclusions"]}
     assert f"monitoring period {winner}" in reasons[stove], reasons
+    # Nor can a claim in the other project credit the stove's days again.
+    collection = await losing.world.collection(project=losing.project)
+    claimed = await losing.world.operator_client.post(
+        f"/v1/claim-collections/{collection['id']}/claims",
+        json={"asset": stove, "data": metered_claim()},
+    )
+    assert claimed.status_code == 201, claimed.text
+    approval = await losing.world.oracle_client.post(
+        f"/v1/claims/{claimed.json()['id']}/evaluations", json={"status": "approved"}
+    )
+    assert error(approval, 409) == "double_counting"
+    assert f"monitoring period {winner}" in approval.text
 
 
 def test_keys_new_writes_a_key_only_its_owner_reads(tmp_path: Path) -> None:

@@ -211,7 +211,7 @@ async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     assert missing.status_code == 404
     document = project_document()
     document["stoveModels"]["EPC-6L"]["testCertificate"] = wrong
-    uncited = await flow.proponent.client.put(
+    uncited = await flow.proponent.client.post(
         f"/v1/domains/{flow.project}/project-document", json={"document": document}
     )
     assert error(uncited, 422) == "validation_failed" and wrong in uncited.text

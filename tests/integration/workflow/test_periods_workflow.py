@@ -263,6 +263,10 @@ async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     assert (stove, "2026-10-01", "energy") in fields, late
     assert (await flow.verifier.client.get(f"{base}/report")).json() == report
     assert await registry.platform.monitoring.verify(report) == []
+    # The bundle carries what the snapshot saw, and the late reading apart: it still checks.
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    assert [r["seq"] for r in bundle["lateReadings"][stove]] == [99_001]
+    assert verify_bundle(bundle) == []
 
 
 async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> None:

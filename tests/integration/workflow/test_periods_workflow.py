@@ -229,6 +229,12 @@ async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Regi
 
 async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
+    # A project with no stoves: its period is refused with the reason, never made at zero.
+    empty = await flow.world.operator_client.post(
+        f"/v1/domains/{flow.project}/monitoring-periods",
+        json={"from": "2026-10-01", "to": "2026-10-10"},
+    )
+    assert error(empty, 409) == "conflict" and "no active stoves" in empty.text
     content = b"calibration certificate 42"
     wrong = "sha256:" + "0" * 64
     refused = await flow.proponent.client.post(f"/v1/attachments?digest={wrong}", content=content)

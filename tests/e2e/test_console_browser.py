@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import unavailable
 from tests.e2e.test_programme_e2e import Served, serving
 from tests.integration.cli.test_cli import run_cli
-from twinhub.demo import PHONE_PREFIX
+from twinhub.demo import OPERATOR, PHONE_PREFIX, PROJECT
 
 CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
@@ -37,11 +37,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-PROJECT = "did:ixo:entity/demo-clean-cooking-kenya"
-OPERATOR = "did:ixo:org/demo-jiko-operator"
 ORACLE = "did:ixo:org/demo-emissions-oracle"
 STOVE = "did:ixo:entity/demo-stove-0001"
 JANUARY = {"periodStart": "2026-01-01T00:00:00Z", "periodEnd": "2026-02-01T00:00:00Z"}
+# A month before the demo's stoves were installed: its meter has nothing behind a claim.
+FEBRUARY = {"periodStart": "2026-02-01T00:00:00Z", "periodEnd": "2026-03-01T00:00:00Z"}
 EVIL = "<script>alert(1)</script>"
 COMPLIANCE = ("did:ixo:org/demo-compliance-1", "did:ixo:org/demo-compliance-2")
 GROUP = "did:ixo:group/demo-compliance"
@@ -108,7 +108,7 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
                 {"asset": STOVE, "data": {"reportType": "cooking", "mealsCooked": meals, **month}},
             )["id"]
             # two months of the stove: a stove's month is counted once
-            for meals, month in ((14, {}), (90, JANUARY))
+            for meals, month in ((14, FEBRUARY), (90, JANUARY))
         ]
         call(
             oracle,
@@ -133,7 +133,9 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
             f"/v1/domains/{evil}/verification-proposals",
             {"group": GROUP, "action": "verify", "evidence": {"audit": "desk review"}},
         )["id"]
-        survey = answered_survey(api, served, admin)
+        # Surveys are the proponent's (an admin holds no workflow role): the demo's key.
+        proponent = (data / "demo-keys" / "proponent.api-key").read_text()
+        survey = answered_survey(api, served, proponent)
         api.close()
         yield Programme(
             served,
@@ -149,11 +151,11 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
         )
 
 
-def answered_survey(api: httpx.Client, served: Served, admin: str) -> str:
+def answered_survey(api: httpx.Client, served: Served, proponent: str) -> str:
     """A survey of two of the demo's three households, drawn through the API, each sampled
     household answering every question through the served USSD gateway (so that no phone
     is left with questions: the other tests dial demo phones and expect the menu)."""
-    headers = {"authorization": f"Bearer {admin}"}
+    headers = {"authorization": f"Bearer {proponent}"}
     made = api.post("/v1/surveys", json={"project": PROJECT, "sampleSize": 2}, headers=headers)
     assert made.status_code == 201, made.text
     survey = made.json()["id"]
@@ -281,7 +283,7 @@ async def test_claims_queue_shows_reasons_validates_and_approves(
     await claim.get_by_label("Approve").check()
     await claim.get_by_role("button", name="Record decision").click()
     error = tab.page.locator(f"#error-{programme.pending}")
-    # No credits to compute (the stove's meter has no month behind this report): refused,
+    # No credits to compute (the stove's meter has no data in this report's month): refused,
     # and said where the decision was made.
     assert "methodology" in await error.inner_text()
     await tab.shot("claims-error")

@@ -69,6 +69,7 @@ def project_document(**parameters: Any) -> dict[str, Any]:
 class Actor:
     key: Issuer
     client: httpx.AsyncClient
+    seed: bytes = b""  # what a key file keeps (twinhub keys new)
 
     @property
     def did(self) -> str:
@@ -132,8 +133,9 @@ class Workflow:
 
 
 async def actor(registry: Registry, world: World, *roles: str) -> Actor:
-    key = Issuer(os.urandom(32))
-    return Actor(key, await world.client(key.did, "reader", *roles))
+    seed = os.urandom(32)
+    key = Issuer(seed)
+    return Actor(key, await world.client(key.did, "reader", *roles), seed)
 
 
 async def accredit(flow: Workflow, verifier: Actor, project: str) -> None:

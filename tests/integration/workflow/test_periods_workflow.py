@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import Registry
+from tests.conftest import BACKENDS, Registry
 from tests.integration.cli.test_cli import run_cli
 from tests.support.claims_world import METERED_AMOUNT, metered_claim
 from tests.support.workflow_world import (
@@ -26,6 +26,9 @@ from tests.support.workflow_world import (
 from twinhub.kernel.errors import Invalid
 from twinhub.mrv.evidence_bundle import verify_bundle
 from twinhub.security.device_signatures import device_public_key, sign_batch
+
+# The rules without a race run on SQLite alone (cheap); the concurrent cases run on both.
+sqlite_only = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)
 
 
 async def minted(registry: Registry) -> int:
@@ -187,6 +190,7 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     assert (await registry.platform.ledger.verify()).ok
 
 
+@sqlite_only
 async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
     await flow.world.metered_asset(project=flow.project)
@@ -227,6 +231,7 @@ async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Regi
     assert view.json()["placeholders"] == ["parameters.EF_grid"]
 
 
+@sqlite_only
 async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
     # A project with no stoves: its period is refused with the reason, never made at zero.
@@ -249,6 +254,7 @@ async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     assert error(uncited, 422) == "validation_failed" and wrong in uncited.text
 
 
+@sqlite_only
 async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     registry: Registry,
 ) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import copy
 import csv
 import io
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,13 @@ from tests.conftest import (
     unique,
 )
 from tests.integration.cli.test_cli import TWINHUB, base_env, run_cli
-from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.claims_world import (
+    CLAIM_PROTOCOL,
+    METERED_AMOUNT,
+    World,
+    build_world,
+    metered_claim,
+)
 from twinhub import simulator
 from twinhub.db.models import OracleDecision
 from twinhub.kernel.clock import utcnow
@@ -552,4 +559,61 @@ async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -
         )
         assert document is not None
     await restore_token_decimals(platform.engine, decimals)
+    await platform.start()
+
+
+async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
+    registry: Registry,
+) -> None:
+    """0020 on the test's backend: down to 0019 gives the built-in claim protocol
+    methodology 1.0.0 and the stove protocol its properties without stoveModel and meter;
+    up again moves both to what this version ships."""
+    from alembic import command
+    from sqlalchemy import Connection, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> None:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+
+    def load(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    async def state() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        async with platform.engine.begin() as connection:
+            methodology = await connection.scalar(
+                text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
+            )
+            row = (
+                await connection.execute(
+                    text("SELECT properties, telemetry FROM protocols WHERE did = :d"),
+                    {"d": "did:ixo:protocol/clean-cooking"},
+                )
+            ).one()
+        return load(methodology)["version"], load(row[0]), load(row[1])["fields"]
+
+    async with platform.engine.begin() as connection:
+        await connection.run_sync(move, "0019", True)
+    version, properties, fields = await state()
+    assert version == "1.0.0"
+    assert "stoveModel" not in properties and "meter" not in properties
+    assert "meterEvent" not in fields
+    async with platform.engine.begin() as connection:
+        await connection.run_sync(move, "head", False)
+    version, properties, fields = await state()
+    assert version == "2.0.0"
+    assert properties["stoveModel"] == "string" and properties["meter"] == "object"
+    assert fields["meterEvent"]["enum"] == ["reset"]
+    async with platform.engine.begin() as connection:
+        document = load(
+            await connection.scalar(
+                text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
+            )
+        )
+    assert document == builtin_document(CLEAN_COOKING)
     await platform.start()

@@ -50,7 +50,7 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     registry: Registry, tmp_path: Path
 ) -> None:
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     # The meter also signs a batch (its key enrolled with its twin): the bundle keeps it.
     seed = bytes(range(32))
     enrolled = await registry.client.post(
@@ -193,7 +193,7 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
 @sqlite_only
 async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
-    await flow.world.metered_asset(project=flow.project)
+    await flow.stove()
     period = (await flow.draft())["id"]
     unvalidated = await flow.proponent.client.post(
         f"/v1/domains/{flow.project}/monitoring-periods/{period}/credential-request",
@@ -259,7 +259,7 @@ async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     registry: Registry,
 ) -> None:
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     period = (await flow.draft())["id"]
     assert (await flow.step(flow.proponent, period, "submission", "submit")).status_code == 200
     asked = await flow.step(
@@ -312,7 +312,7 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     holds them; the other is told which period did."""
     flow = await build_workflow(registry)
     other = await build_workflow(registry, world=flow.world)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     linked = await flow.world.operator_client.post(
         f"/v1/domains/{stove}/relationships",
         json={"type": "project", "target": other.project},

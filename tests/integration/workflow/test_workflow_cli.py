@@ -32,7 +32,7 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
     async def build() -> dict[str, str]:
         async with running_registry(settings) as registry:
             flow = await build_workflow(registry)
-            stove = await flow.world.metered_asset(project=flow.project)
+            stove = await flow.stove()
             period = (await flow.draft())["id"]
             submitted = await flow.step(flow.proponent, period, "submission", "submit")
             assert submitted.status_code == 200, submitted.text

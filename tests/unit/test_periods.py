@@ -348,20 +348,6 @@ def test_the_csv_has_a_row_for_every_stove() -> None:
     assert next(line for line in lines if line.startswith("c-unverified,")).count(",no,") == 1
 
 
-def test_a_report_under_another_document_is_named() -> None:
-    issued = compute_period(
-        SPEC, builtin_methodology(), documented(), [], document=project_document(), sampled=SAMPLED
-    )
-    defaults = compute_period(SPEC, builtin_methodology(), documented(), [], sampled=SAMPLED)
-    differences = compare_reports(issued, defaults)
-    assert any(
-        d.startswith("document: the report was computed under 'sha256:") for d in differences
-    )
-    older = {k: v for k, v in issued.items() if k not in ("document", "fleet")}
-    older["reportDigest"] = report_digest(older)
-    assert not any(d.startswith(("document", "fleet")) for d in compare_reports(older, issued))
-
-
 def test_a_changed_figure_is_named_with_its_two_different_values() -> None:
     """An edited input whose stove total did not move (BE doubled, reductions as issued) is
     named by its own field, with the report's value and the data's, never the same number
@@ -379,3 +365,28 @@ def test_a_changed_figure_is_named_with_its_two_different_values() -> None:
     for difference in differences:
         mine, _, theirs = difference.partition(" in the report, ")
         assert mine.rsplit(" ", 1)[1] != theirs.split(" ", 1)[0]
+
+
+def test_a_report_under_another_document_is_named() -> None:
+    issued = compute_period(
+        SPEC, builtin_methodology(), documented(), [], document=project_document(), sampled=SAMPLED
+    )
+    defaults = compute_period(SPEC, builtin_methodology(), documented(), [], sampled=SAMPLED)
+    differences = compare_reports(issued, defaults)
+    assert any(
+        d.startswith("document: the report was computed under 'sha256:") for d in differences
+    )
+    older = {k: v for k, v in issued.items() if k not in ("document", "fleet")}
+    older["reportDigest"] = report_digest(older)
+    assert not any(d.startswith(("document", "fleet")) for d in compare_reports(older, issued))
+
+
+def test_bad_sampled_parameters_are_refused_with_their_paths() -> None:
+    bad = {"householdSize": {"value": "four", "sampleSize": 0, "confidence": 1.5, "precision": 0.1}}
+    with pytest.raises(Invalid) as refused:
+        compute_period(SPEC, builtin_methodology(), stoves()[:1], [], sampled=bad)
+    assert {d.field for d in refused.value.details} == {
+        "sampled.householdSize.value",
+        "sampled.householdSize.sampleSize",
+        "sampled.householdSize.confidence",
+    }

@@ -103,12 +103,14 @@ def stove_period(
 
 
 def day_figures(
-    did: str, cells: Cells, unit: str, register_max: float | None = None
-) -> list[StoveDay]:
-    """The stove's days from its day cells, for a stove of `unit` (kWh or kg): how an
-    evidence bundle's raw readings are turned into the figures a period froze."""
-    days, _ = _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
-    return days
+    did: str, cells: Cells, unit: str, meter: Any = None
+) -> tuple[list[StoveDay], tuple[str, ...]]:
+    """The stove's days and register events from its day cells, for a stove of `unit` (kWh
+    or kg) with `meter` (properties.meter): how an evidence bundle's raw readings are turned
+    into the figures a period froze, by the same rules as `stove_period`."""
+    top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
+    register_max = top if top is not None and top > 0 else None
+    return _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
 
 
 def _unit(properties: dict[str, Any], cells: Cells) -> str:

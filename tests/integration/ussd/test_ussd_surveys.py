@@ -20,6 +20,7 @@ from tests.conftest import (
     GatewayFactory,
     Registry,
     new_phone,
+    new_session_id,
     running_registry,
     unique,
 )
@@ -216,6 +217,9 @@ async def test_households_answer_in_their_languages_and_feed_the_parameters(
     )
     third = Walker(gateway, swahili)
     assert (await third.dial()).startswith("CON Karibu twinhub")  # asked no more
+
+    # A shortcut dial goes where it leads, and answers nothing.
+    assert (await gateway.say(new_session_id(), silent, "1")).startswith("CON Know More\n1.")
 
     # French, chosen from the welcome menu after "0" (later): the survey comes back in it.
     chooser = Walker(gateway, french)

@@ -113,6 +113,7 @@ class Platform:
             keys.issuer,
             self.ledger,
             settings.telemetry.evidence_retention_years,
+            self.surveys,  # a period reads the sampled parameters the project's surveys fixed
         )
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring

@@ -15,6 +15,7 @@ from twinhub.services.claims import ClaimService
 from twinhub.services.ledger import Ledger
 from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService
+from twinhub.services.surveys import SurveyService
 from twinhub.settings import OracleSettings
 
 
@@ -34,9 +35,10 @@ def build_oracle(
     issuer: Issuer,
     ledger: Ledger,
     evidence_years: int = 0,
+    surveys: SurveyService | None = None,
 ) -> Oracle:
     documents = ProjectDocuments(sessions, ledger)
-    monitoring = MonitoringService(sessions, ledger, protocols, documents)
+    monitoring = MonitoringService(sessions, ledger, protocols, documents, surveys)
     return Oracle(
         OracleService(
             sessions,

@@ -41,6 +41,7 @@ from twinhub.services.ledger import Ledger
 from twinhub.services.mrv_inputs import device_identities, stove_periods, stove_readings
 from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService, ProtocolView
+from twinhub.services.surveys import SurveyService
 
 MAX_PERIOD_DAYS = 366
 
@@ -85,11 +86,13 @@ class MonitoringService:
         ledger: Ledger,
         protocols: ProtocolService,
         documents: ProjectDocuments | None = None,
+        surveys: SurveyService | None = None,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._protocols = protocols
         self._documents = documents  # the validated project document a period computes under
+        self._surveys = surveys  # the sampled parameters its surveys fixed (household size)
 
     async def run(
         self, project: str, start: date, end: date, actor: Principal
@@ -197,6 +200,7 @@ class MonitoringService:
         validation = (
             await self._documents.validation_of(session, project) if self._documents else None
         )
+        sampled = await self._surveys.sampled_parameters(project) if self._surveys else None
         return freeze(
             spec,
             protocol.did,
@@ -207,6 +211,7 @@ class MonitoringService:
             identities,
             taken_at,
             validation.document if validation is not None else None,
+            sampled or None,  # frozen with the inputs: the survey's figures at submission
         )
 
     async def compute(

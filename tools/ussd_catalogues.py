@@ -30,7 +30,17 @@ SCREENS = ROOT / "src/twinhub/ussd/screens"
 # In the order the screens were first written in, so that the catalogues keep their order.
 SOURCES = [
     SCREENS / f"{name}.py"
-    for name in ("words", "closing", "welcome", "account", "stoves", "claims", "status", "notices")
+    for name in (
+        "words",
+        "closing",
+        "welcome",
+        "account",
+        "stoves",
+        "claims",
+        "status",
+        "notices",
+        "survey",
+    )
 ]
 KEYWORDS = {"_": None, "N_": None, "_n": (1, 2), "Plural": (1, 2)}
 TEMPLATE = LOCALE_DIR / f"{DOMAIN}.pot"

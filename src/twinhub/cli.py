@@ -498,7 +498,7 @@ def demo(
 
         async def load(platform: Any) -> Any:
             loaded = await programme.load_demo(platform, stoves, advance)
-            bar.update(task, description="loading: a month of telemetry", completed=0)
+            bar.update(task, description="loading: the last full month of telemetry", completed=0)
             telemetry = await programme.load_telemetry(
                 platform, stoves, lambda done, total: advance("telemetry", done, total)
             )
@@ -513,18 +513,33 @@ def demo(
         )
         or "nothing new"
     )
-    out = Console(soft_wrap=True)
+    out = Console(soft_wrap=True, emoji=False)  # did:key: is no emoji
     out.print(f"[green]demo programme ready[/green] (this run created: {made})")
     out.print(f"  organisation  {programme.ORGANISATION} (controller {programme.OPERATOR})")
     out.print(f"  project       {programme.PROJECT} (verified by {programme.GROUP})")
     out.print(f"  oracle        {programme.ORACLE} (controller {programme.ORACLE_OPERATOR})")
     out.print(f"  collection    {report.collection} (protocol {programme.CLAIM_PROTOCOL})")
-    out.print(f"  stoves        did:ixo:entity/demo-stove-0001 ... ({stoves}), one per customer")
     out.print(
-        f"  telemetry     30 days: {telemetry.accepted} readings stored this run "
-        f"({telemetry.duplicates} already there, {telemetry.rejected} rejected from the faulty "
-        "meters); GET /v1/domains/<stove>/state, .../telemetry, .../telemetry/aggregates"
+        f"  stoves        did:ixo:entity/demo-stove-0001 ... ({stoves}), one per customer, "
+        "each with its model, household size and calibrated meter"
     )
+    first, last = programme.telemetry_month()
+    out.print(
+        f"  telemetry     {first.isoformat()} to {last.isoformat()}: {telemetry.accepted} "
+        f"readings stored this run ({telemetry.duplicates} already there, "
+        f"{telemetry.rejected} rejected from the faulty meters)"
+    )
+    out.print(
+        f"  survey        {report.survey} (household sizes; {report.answers} answers this run)"
+    )
+    out.print(
+        "  workflow      "
+        + (", ".join(report.workflow) if report.workflow else "validated already")
+        + " (the design document, the verifier's accreditation and validation)"
+    )
+    for role, key in report.keys.items():  # the DIDs and where their secrets are, never those
+        out.print(f"  {role:<13} {key.did}")
+        out.print(f"  {'':<13} key {key.key_file}, API key {key.api_key_file}")
     out.print(
         f"Try it: dial as {report.sample_phone} (customer {report.sample_customer}, "
         f"PIN {programme.DEMO_PIN}); the README's walk-through has every command."
@@ -892,8 +907,9 @@ def oracle_run_period(
     start: Annotated[str, typer.Option("--from", help="First day (UTC), e.g. 2026-10-01")],
     end: Annotated[str, typer.Option("--to", help="Last day (UTC), inclusive")],
 ) -> None:
-    """Compute a project's monitoring period, issue its claim and credits (once: a second
-    run prints the period made before); prints the period as JSON."""
+    """Compute a project's monitoring period as a draft (a second run recomputes the draft;
+    a submitted period stays as frozen); prints the period as JSON. Credits come with the
+    workflow: `twinhub period submit`, `verify`, `issue`."""
     import orjson
 
     from twinhub.kernel.errors import ServiceError
@@ -910,7 +926,46 @@ def oracle_run_period(
         console.print(f"[red]{error.message}[/red]" + (f" ({details})" if details else ""))
         raise typer.Exit(1) from None
     print(orjson.dumps(view, option=orjson.OPT_INDENT_2).decode())
-    console.print("period computed" if created else "period computed before; nothing minted")
+    console.print(
+        ("draft computed" if created else "draft recomputed (or frozen since)")
+        + "; nothing is minted until the registry issues it"
+    )
+
+
+def _require_database() -> None:
+    """Stop with a message (exit 2) unless the configured database exists, answers and
+    holds twinhub's schema at this program's revision: a read-only command never creates
+    or migrates one (an auditor running it from another folder would get an empty
+    `./data` and a report full of differences)."""
+    from pathlib import Path
+
+    from twinhub.db.engine import create_engine, sqlite_file
+    from twinhub.db.migrate import schema_problem
+
+    storage = load_settings(background_workers_enabled=False).storage
+    path = sqlite_file(storage.resolved_database_url)
+
+    if path is not None and not Path(path).is_file():  # SQLite would make one on connecting
+        _no_database(f"no database file at {path}")
+
+    async def problem() -> str | None:
+        engine = create_engine(storage)
+        try:
+            return await schema_problem(engine)
+        finally:
+            await engine.dispose()
+
+    found = _run(problem())
+    if found is not None:
+        _no_database(found)
+
+
+def _no_database(problem: str) -> None:
+    console.print(
+        f"[red]no twinhub database to check against: {problem}[/red] "
+        "(set DATABASE_URL or DATA_DIR to the registry's database)"
+    )
+    raise typer.Exit(2)
 
 
 @oracle_app.command("verify-report")
@@ -932,6 +987,7 @@ def oracle_verify_report(
     async def work(platform: Any) -> Any:
         return await platform.monitoring.verify(report)
 
+    _require_database()
     differences = _with_platform(work)
     for difference in differences:
         print(difference)
@@ -939,6 +995,209 @@ def oracle_verify_report(
         console.print(f"[red]{len(differences)} difference(s)[/red]")
         raise typer.Exit(1)
     console.print("[green]the report matches the stored telemetry[/green]")
+
+
+@oracle_app.command("verify-evidence")
+def oracle_verify_evidence(
+    file: Annotated[str, typer.Argument(help="An evidence bundle (JSON) as the API gave it")],
+) -> None:
+    """Check a monitoring period's evidence bundle from the bundle alone (no database, no
+    network): every signature and digest of its chain, the readings behind its frozen
+    inputs, and every credit recomputed. Prints each difference; exits 1 when there is any."""
+    from pathlib import Path
+
+    import orjson
+
+    from twinhub.mrv.evidence_bundle import verify_bundle
+
+    try:
+        bundle = orjson.loads(Path(file).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        console.print(f"[red]cannot read {file}: {error}[/red]")
+        raise typer.Exit(2) from None
+    differences = verify_bundle(bundle)
+    for difference in differences:
+        print(difference)
+    if differences:
+        console.print(f"[red]{len(differences)} difference(s)[/red]")
+        raise typer.Exit(1)
+    console.print("[green]the evidence checks: signatures, digests and every credit[/green]")
+
+
+# -- the verification workflow's signed steps (issue 29) ------------------------------------
+period_app = typer.Typer(
+    help="A monitoring period's signed steps: submit, verify, issue.", no_args_is_help=True
+)
+project_app = typer.Typer(
+    help="A project's accreditation of verifiers and its validation.", no_args_is_help=True
+)
+app.add_typer(period_app, name="period")
+app.add_typer(project_app, name="project")
+KeyFile = Annotated[str, typer.Option("--key", help="The role's key file (twinhub keys new)")]
+UrlOption = Annotated[
+    str,
+    typer.Option("--url", envvar="TWINHUB_URL", help="The registry API's address"),
+]
+ApiKeyOption = Annotated[
+    str,
+    typer.Option("--api-key", envvar="TWINHUB_API_KEY", help="The role's API key"),
+]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+@keys_app.command("new")
+def keys_new(
+    file: Annotated[str, typer.Argument(help="Where to write the new key (must not exist)")],
+) -> None:
+    """Make a role's signing key (Ed25519) in FILE, readable by you alone; prints its DID
+    (did:key), which an admin gives the role: `twinhub keys create DID --role verifier`."""
+    import os
+    import secrets
+    from pathlib import Path
+
+    import orjson
+
+    from twinhub.security.signing import Issuer
+
+    seed = secrets.token_bytes(32)
+    did = Issuer(seed).did
+    path = Path(file)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as error:
+        console.print(f"[red]cannot write {file}: {error.strerror}[/red]")
+        raise typer.Exit(2) from None
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(orjson.dumps({"type": "Ed25519", "did": did, "seed": seed.hex()}))
+    typer.echo(did)
+
+
+def _signer(file: str) -> Any:
+    from pathlib import Path
+
+    import orjson
+
+    from twinhub.security.signing import Issuer
+
+    try:
+        stored = orjson.loads(Path(file).read_bytes())
+        return Issuer(bytes.fromhex(stored["seed"]))
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        console.print(f"[red]cannot read the key file {file}: {error}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _signed_step(
+    url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str
+) -> None:
+    """Ask the registry for the step's unsigned credential, sign it with the key file,
+    post it; print the answer, or the refusal (exit 1)."""
+    import httpx
+    import orjson
+
+    signer = _signer(key)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    try:
+        with httpx.Client(base_url=url or DEFAULT_URL, headers=headers, timeout=60) as client:
+            offered = client.post(request, json=body)
+            if offered.status_code == 200:
+                credential = offered.json()
+                signed = signer.sign(credential, credential["validFrom"])
+                answer = client.post(post, json={"credential": signed})
+            else:
+                answer = offered
+    except httpx.HTTPError as error:
+        console.print(f"[red]cannot reach the registry at {url}: {error}[/red]")
+        raise typer.Exit(2) from None
+    if answer.status_code >= 400:
+        try:
+            problem = answer.json()["error"]
+            details = "; ".join(f"{d['field']}: {d['error']}" for d in problem["details"])
+            console.print(f"[red]{problem['message']}[/red]" + (f" ({details})" if details else ""))
+        except (ValueError, KeyError, TypeError):
+            console.print(f"[red]{answer.status_code}: {answer.text}[/red]")
+        raise typer.Exit(1)
+    print(orjson.dumps(answer.json(), option=orjson.OPT_INDENT_2).decode())
+
+
+def _period_path(project: str, period: int) -> str:
+    return f"/v1/domains/{project}/monitoring-periods/{period}"
+
+
+@project_app.command("accredit")
+def project_accredit(
+    project: str, verifier: str, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """The registry accredits VERIFIER (a did:key) for PROJECT, signed with its key."""
+    _signed_step(
+        url,
+        api_key,
+        key,
+        f"/v1/domains/{project}/credential-request",
+        {"step": "accreditation", "verifier": verifier},
+        f"/v1/domains/{project}/accreditations",
+    )
+
+
+@project_app.command("validate")
+def project_validate(
+    project: str, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """An accredited verifier validates PROJECT's newest project document, signed."""
+    _signed_step(
+        url,
+        api_key,
+        key,
+        f"/v1/domains/{project}/credential-request",
+        {"step": "validation"},
+        f"/v1/domains/{project}/validation",
+    )
+
+
+@period_app.command("submit")
+def period_submit(
+    project: str, period: int, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """The proponent submits a draft period: its inputs freeze, its stove-days are held."""
+    base = _period_path(project, period)
+    _signed_step(
+        url, api_key, key, f"{base}/credential-request", {"step": "submission"}, f"{base}/submit"
+    )
+
+
+@period_app.command("verify")
+def period_verify(
+    project: str,
+    period: int,
+    key: KeyFile,
+    outcome: Annotated[str, typer.Option(help="approved, rejected or corrections")],
+    finding: Annotated[list[str] | None, typer.Option(help="A finding (repeatable)")] = None,
+    sample: Annotated[
+        list[str] | None, typer.Option(help="A stove sampled (repeatable), its DID")
+    ] = None,
+    url: UrlOption = "",
+    api_key: ApiKeyOption = "",
+) -> None:
+    """An accredited verifier's verdict on a submitted period, signed."""
+    base = _period_path(project, period)
+    body = {
+        "step": "verification",
+        "outcome": outcome,
+        "findings": finding or [],
+        "sampledStoves": sample or [],
+    }
+    _signed_step(url, api_key, key, f"{base}/credential-request", body, f"{base}/verification")
+
+
+@period_app.command("issue")
+def period_issue(
+    project: str, period: int, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+) -> None:
+    """The registry issues a verified period: its credits are minted to the proponent."""
+    base = _period_path(project, period)
+    _signed_step(
+        url, api_key, key, f"{base}/credential-request", {"step": "issuance"}, f"{base}/issuance"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
-from twinhub.services.bootstrap import build_customers, build_registry
+from twinhub.services.bootstrap import build_customers, build_registry, build_surveys
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
 from twinhub.services.collection_members import members_join
 from twinhub.services.governance import GroupSpec
@@ -98,15 +98,27 @@ class Platform:
         self.api_keys = registry.api_keys
         self.device_tokens = registry.device_tokens
         self.customers = build_customers(sessions, settings.ussd, keys.pin_cipher)
+        self.surveys = build_surveys(sessions, settings.ussd)  # household surveys over USSD
         telemetry = build_telemetry(
             settings.telemetry, storage, settings.storage, self.protocols, self.domains, self.bus
         )
         self.telemetry = telemetry.service
         self.stove_care = telemetry.stove_care
         self.summaries = SummaryService(sessions, telemetry.figures)  # dashboard figures
-        oracle = build_oracle(sessions, settings.oracle, self.claims, self.protocols, keys.issuer)
+        oracle = build_oracle(
+            sessions,
+            settings.oracle,
+            self.claims,
+            self.protocols,
+            keys.issuer,
+            self.ledger,
+            settings.telemetry.evidence_retention_years,
+            self.surveys,  # a period reads the sampled parameters the project's surveys fixed
+        )
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring
+        self.project_documents = oracle.documents  # PDDs, attachments, accreditation
+        self.periods = oracle.workflow  # a monitoring period's verification workflow
         # The node's and the registry's hot reads, without an ORM session per request.
         self.reads = ReadModel(self)
         for topic, _, handler in HANDLERS:

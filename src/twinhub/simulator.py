@@ -301,11 +301,13 @@ async def simulate(
     progress: Progress,
     url: str | None = None,
     stove_list: list[Stove] | None = None,
+    until: datetime | None = None,
 ) -> Totals:
-    """Make (or find) `stoves` stoves and drive `days` days of their telemetry."""
+    """Make (or find) `stoves` stoves and drive `days` days of their telemetry, the last
+    of them the day before `until` (midnight UTC; today's by default)."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     devices = stove_list if stove_list is not None else await ensure_stoves(platform, stoves)
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = until or datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     schedule = plan(devices, days, today)
     if over_mqtt:
         return await send_mqtt(platform, schedule, progress)

@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import unavailable
 from tests.e2e.test_programme_e2e import Served, serving
 from tests.support.cli import run_process
+from twinhub.demo import OPERATOR, PHONE_PREFIX, PROJECT
 
 CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
@@ -36,11 +37,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-PROJECT = "did:ixo:entity/demo-clean-cooking-kenya"
-OPERATOR = "did:ixo:org/demo-jiko-operator"
 ORACLE = "did:ixo:org/demo-emissions-oracle"
 STOVE = "did:ixo:entity/demo-stove-0001"
 JANUARY = {"periodStart": "2026-01-01T00:00:00Z", "periodEnd": "2026-02-01T00:00:00Z"}
+# A month before the demo's stoves were installed: its meter has nothing behind a claim.
+FEBRUARY = {"periodStart": "2026-02-01T00:00:00Z", "periodEnd": "2026-03-01T00:00:00Z"}
 EVIL = "<script>alert(1)</script>"
 COMPLIANCE = ("did:ixo:org/demo-compliance-1", "did:ixo:org/demo-compliance-2")
 GROUP = "did:ixo:group/demo-compliance"
@@ -58,6 +59,7 @@ class Programme:
     pending: str
     voter: str  # a member of the demo compliance group
     proposal: int  # an open proposal to verify the organisation named EVIL
+    survey: str = ""  # a drawn survey of the demo project, its sample answered over USSD
 
     @property
     def console(self) -> str:
@@ -106,7 +108,7 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
                 {"asset": STOVE, "data": {"reportType": "cooking", "mealsCooked": meals, **month}},
             )["id"]
             # two months of the stove: a stove's month is counted once
-            for meals, month in ((14, {}), (90, JANUARY))
+            for meals, month in ((14, FEBRUARY), (90, JANUARY))
         ]
         call(
             oracle,
@@ -131,10 +133,55 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
             f"/v1/domains/{evil}/verification-proposals",
             {"group": GROUP, "action": "verify", "evidence": {"audit": "desk review"}},
         )["id"]
+        # Surveys are the proponent's (an admin holds no workflow role): the demo's key.
+        proponent = (data / "demo-keys" / "proponent.api-key").read_text()
+        survey = answered_survey(api, served, proponent)
         api.close()
         yield Programme(
-            served, admin, oracle, operator, evil, made[1], made[0], voter=voter, proposal=proposal
+            served,
+            admin,
+            oracle,
+            operator,
+            evil,
+            made[1],
+            made[0],
+            voter=voter,
+            proposal=proposal,
+            survey=survey,
         )
+
+
+def answered_survey(api: httpx.Client, served: Served, proponent: str) -> str:
+    """A survey of two of the demo's three households, drawn through the API, each sampled
+    household answering every question through the served USSD gateway (so that no phone
+    is left with questions: the other tests dial demo phones and expect the menu)."""
+    headers = {"authorization": f"Bearer {proponent}"}
+    made = api.post("/v1/surveys", json={"project": PROJECT, "sampleSize": 2}, headers=headers)
+    assert made.status_code == 201, made.text
+    survey = made.json()["id"]
+    assert api.post(f"/v1/surveys/{survey}/draw", headers=headers).status_code == 200
+    sample = api.get(f"/v1/surveys/{survey}/households", headers=headers).json()["items"]
+    with httpx.Client(base_url=served.ussd, timeout=10) as ussd:
+        for household, people in zip(sample, ("4", "6"), strict=True):
+            phone = PHONE_PREFIX + f"{int(household['stove'].rsplit('-', 1)[1]):05d}"
+            session = "ATUid_" + secrets.token_hex(6)
+            for text, expected in (
+                ("", "How many people"),
+                (people, "in use"),
+                (f"{people}*1", "What else"),
+                (f"{people}*1*2", "Thank you"),
+            ):
+                reply = ussd.post(
+                    "/api/ussd",
+                    json={
+                        "sessionId": session,
+                        "serviceCode": "*384*1#",
+                        "phoneNumber": phone,
+                        "text": text,
+                    },
+                ).text
+                assert expected in reply, reply
+    return survey
 
 
 @pytest.fixture(scope="session")
@@ -236,7 +283,7 @@ async def test_claims_queue_shows_reasons_validates_and_approves(
     await claim.get_by_label("Approve").check()
     await claim.get_by_role("button", name="Record decision").click()
     error = tab.page.locator(f"#error-{programme.pending}")
-    # No credits to compute (the stove's meter has no month behind this report): refused,
+    # No credits to compute (the stove's meter has no data in this report's month): refused,
     # and said where the decision was made.
     assert "methodology" in await error.inner_text()
     await tab.shot("claims-error")
@@ -403,6 +450,25 @@ async def test_keys_are_created_used_and_revoked(
     await other.close()
 
 
+async def test_surveys_show_the_sample_answers_and_precision(
+    tab: Tab, programme: Programme
+) -> None:
+    await tab.sign_in(programme.operator)
+    await tab.open("/surveys")
+    row = tab.page.locator(f"#survey-{programme.survey}")
+    assert "2 of 3" in await row.inner_text()
+    assert "2 complete" in await row.inner_text()
+    await tab.shot("surveys")
+    await row.get_by_role("link", name=programme.survey).click()
+    await tab.page.locator("#parameters").wait_for()
+    assert await tab.page.locator("#sample-size").inner_text() == "2 of 3 stoves"
+    size = tab.page.locator("#parameter-householdSize")
+    assert "5.0 persons" in await size.inner_text() or "5 persons" in await size.inner_text()
+    assert await tab.page.locator("#households tbody tr").count() == 2
+    await tab.shot("survey")
+    assert tab.errors == []
+
+
 async def test_user_strings_are_escaped_everywhere(tab: Tab, programme: Programme) -> None:
     await tab.sign_in(programme.admin)
     await tab.open("/")
@@ -429,6 +495,8 @@ async def test_usable_on_a_360_pixel_phone_and_by_keyboard(
             (f"/graph?did={PROJECT}", "mobile-graph"),
             (f"/twins/{STOVE}", "mobile-twin"),
             ("/governance", "mobile-governance"),
+            ("/surveys", "mobile-surveys"),
+            (f"/surveys/{programme.survey}", "mobile-survey"),
         ):
             await tab.open(path)
             width = await tab.page.evaluate("document.documentElement.scrollWidth")

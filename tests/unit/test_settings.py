@@ -112,6 +112,8 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "WORKERS": ("auto", "'auto'"),
     "TELEMETRY_BATCH_SIZE": ("1001", "1001"),
     "TELEMETRY_FUTURE_SKEW_SECONDS": ("300.5", "300.5"),
+    "TELEMETRY_PAST_SKEW_DAYS": ("365.5", "365.5"),
+    "EVIDENCE_RETENTION_YEARS": ("7", "7"),
     "TELEMETRY_OFFLINE_AFTER_SECONDS": ("3600.5", "3600.5"),
     "TELEMETRY_RETENTION_DAYS": ("731", "731"),
     "TELEMETRY_RATE_LIMIT": ("12/minute", "'12/minute'"),
@@ -127,6 +129,13 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "USSD_DEFAULT_LANGUAGE": ("sw", "'sw'"),
     "USSD_DEFAULT_LANGUAGES": ("*384*1#=en,*384*2#=sw", "'*384*1#=en,*384*2#=sw'"),
     "USSD_TIMEZONE": ("Africa/Nairobi", "'Africa/Nairobi'"),
+    "USSD_SURVEY_CONFIDENCE": ("0.95", "0.95"),
+    "USSD_SURVEY_PRECISION": ("0.05", "0.05"),
+    "USSD_SURVEY_EXPECTED_CV": ("0.4", "0.4"),
+    "USSD_SURVEY_HOUSEHOLD_MIN": ("2", "2"),
+    "USSD_SURVEY_HOUSEHOLD_MAX": ("25", "25"),
+    "USSD_SURVEY_MAX_SAMPLE": ("400", "400"),
+    "USSD_SURVEY_REFRESH_SECONDS": ("10.5", "10.5"),
     "BACKGROUND_WORKERS_ENABLED": ("false", "False"),
     "EVENTS_SEQUENCER_INTERVAL_SECONDS": ("1.0", "1.0"),
     "EVENTS_STREAM_HEARTBEAT_SECONDS": ("15.5", "15.5"),
@@ -226,6 +235,8 @@ FLAT_DEFAULTS: dict[str, str] = {
     "WORKERS": "'1'",
     "TELEMETRY_BATCH_SIZE": "1000",
     "TELEMETRY_FUTURE_SKEW_SECONDS": "300.0",
+    "TELEMETRY_PAST_SKEW_DAYS": "730.0",
+    "EVIDENCE_RETENTION_YEARS": "2",
     "TELEMETRY_OFFLINE_AFTER_SECONDS": "3600.0",
     "TELEMETRY_RETENTION_DAYS": "730",
     "TELEMETRY_RATE_LIMIT": "'600/minute'",
@@ -241,6 +252,13 @@ FLAT_DEFAULTS: dict[str, str] = {
     "USSD_DEFAULT_LANGUAGE": "'en'",
     "USSD_DEFAULT_LANGUAGES": "''",
     "USSD_TIMEZONE": "'UTC'",
+    "USSD_SURVEY_CONFIDENCE": "0.9",
+    "USSD_SURVEY_PRECISION": "0.1",
+    "USSD_SURVEY_EXPECTED_CV": "0.5",
+    "USSD_SURVEY_HOUSEHOLD_MIN": "1",
+    "USSD_SURVEY_HOUSEHOLD_MAX": "30",
+    "USSD_SURVEY_MAX_SAMPLE": "5000",
+    "USSD_SURVEY_REFRESH_SECONDS": "30.0",
     "BACKGROUND_WORKERS_ENABLED": "True",
     "EVENTS_SEQUENCER_INTERVAL_SECONDS": "0.5",
     "EVENTS_STREAM_HEARTBEAT_SECONDS": "15.0",
@@ -287,7 +305,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 111
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 120
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

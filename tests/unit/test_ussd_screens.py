@@ -61,6 +61,8 @@ NOTICES_OF: dict[str, list[str | Plural]] = {
     ],
     State.change_pin_confirm.value: [],
     State.report_quantity.value: [Notice.quantity_digits, Notice.quantity_range],
+    # A survey's household size: its own range, the widest the settings allow.
+    State.survey_people.value: [Notice.quantity_digits, Notice.out_of_range(999, 999)],
 }
 # The longest of everything the registry may hand a screen: names, serials, statuses.
 WORST_STOVES = [
@@ -132,6 +134,9 @@ def fixed_screens(content: Content) -> list[tuple[str, str]]:
             for kind in PROBLEM_KINDS
         ],
         ("problemSent", content.status.problem_sent("f" * 8)),
+        ("surveyPeople", content.survey.people(LONGEST_NAME, 999, 999)),
+        ("surveyInUse", content.survey.in_use(LONGEST_NAME)),
+        ("surveyFuel", content.survey.other_fuel(LONGEST_NAME)),
         ("problemKind", content.status.problem_kinds),
         ("stoveStatus", content.stoves.stove_gone),
     ]

@@ -115,6 +115,8 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
                 pages.execute,
                 methods=["POST"],
             ),
+            Route("/surveys", pages.surveys),
+            Route("/surveys/{survey_id}", pages.survey),
             Route("/ussd", pages.ussd_phone),
             Route("/ussd/send", pages.ussd_send, methods=["POST"]),
             Route("/keys", pages.keys),

@@ -627,3 +627,35 @@ async def _refused(request: Request, user: SignedIn, problem: ServiceError, twin
     return await keys(
         request, user, error=f"{problem.message} {details}".strip(), status=status, twin=twin
     )
+
+
+# -- surveys ---------------------------------------------------------------------------------
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+async def surveys(request: Request) -> Response:
+    """Every survey (newest first) with its sample, answers so far and achieved precision
+    against its target."""
+    user = await signed_in(request)
+    service = _platform(request).surveys
+    shown = [await service.results(survey.id) for survey in await service.surveys()]
+    return render(request, "surveys.html", {"surveys": shown, "percent": _percent}, user=user)
+
+
+async def survey(request: Request) -> Response:
+    """One survey: its results and, in draw order, each sampled household's answers."""
+    user = await signed_in(request)
+    service = _platform(request).surveys
+    survey_id = request.path_params["survey_id"]
+    try:
+        results = await service.results(survey_id)
+    except NotFound as problem:
+        raise HTTPException(404, problem.message) from problem
+    households = [h.as_json() for h in await service.households(survey_id)]
+    return render(
+        request,
+        "survey.html",
+        {"results": results, "households": households, "percent": _percent},
+        user=user,
+    )

@@ -416,11 +416,20 @@ class Credential(Base):
     __tablename__ = "credentials"
 
     id: Mapped[str] = mapped_column(String(100), primary_key=True)
-    claim_id: Mapped[str] = mapped_column(String(100), ForeignKey("claims.id"), unique=True)
+    # The approved claim it speaks for; None for a step of the verification workflow
+    # (accreditation, validation, a monitoring period's submission, verification, issuance),
+    # which `kind`, `project_did` and `period_id` place instead (revision 0021).
+    claim_id: Mapped[str | None] = mapped_column(
+        String(100), ForeignKey("claims.id"), unique=True, nullable=True
+    )
     subject: Mapped[str] = mapped_column(String(200), index=True)
     issuer: Mapped[str] = mapped_column(String(200))
     document: Mapped[str] = mapped_column(Text)
     issued_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    kind: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    project_did: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    digest: Mapped[str | None] = mapped_column(String(80), nullable=True)  # JCS, of `document`
 
 
 class CreditToken(Base):
@@ -668,6 +677,86 @@ class TelemetryReading(Base):
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     time: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
     values: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    # When twinhub received it (NULL: stored before revision 0022), and the signed batch or
+    # message it came in (TelemetryReceipt; NULL: an unsigned HTTP batch).
+    received_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    receipt_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class TelemetryReceipt(Base):
+    """A signed batch (HTTP, Ed25519) or MQTT message (HMAC, and Ed25519 when the device
+    has a key) exactly as it arrived, with its signatures: what a reading's signature is
+    checked against again, later, by anyone holding the key (telemetry/signatures.py).
+    `first_time`/`last_time` bound its readings' times, for the retention job."""
+
+    __tablename__ = "telemetry_receipts"
+    __table_args__ = (Index("ix_telemetry_receipts_device_last", "device_id", "last_time"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    device_id: Mapped[int] = mapped_column(Integer)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    first_time: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_time: Mapped[datetime] = mapped_column(UtcDateTime)
+    payload: Mapped[str] = mapped_column(Text)
+    signatures: Mapped[list[dict[str, object]]] = mapped_column(JsonDocument)
+
+
+class DeviceKey(Base):
+    """A device's Ed25519 public key (multibase, as in a did:key), enrolled with its twin;
+    at most one current per twin, the rotated ones kept (older receipts name them)."""
+
+    __tablename__ = "device_keys"
+    __table_args__ = (
+        Index(
+            "uq_device_keys_current",
+            "domain_did",
+            unique=True,
+            postgresql_where=text("revoked_at IS NULL"),
+            sqlite_where=text("revoked_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    domain_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    public_key: Mapped[str] = mapped_column(String(100))
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class TelemetryQuarantine(Base):
+    """A reading kept out of the data: timed before its device's enrolment or too far from
+    its receipt time (issue 30 §6). Stored with its reason; never rolled up or credited."""
+
+    __tablename__ = "telemetry_quarantine"
+    __table_args__ = (UniqueConstraint("device_did", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    device_did: Mapped[str] = mapped_column(String(200))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    time: Mapped[datetime] = mapped_column(UtcDateTime)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    values: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    reason: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(8))
+    receipt_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class EvidenceHold(Base):
+    """A device's readings and day rollups from `start` to `end` kept until `keep_until`,
+    whatever TELEMETRY_RETENTION_DAYS says: they back a submitted or issued monitoring
+    period (`holder` names it). services/evidence.py writes them; the pruner reads them."""
+
+    __tablename__ = "evidence_holds"
+    __table_args__ = (UniqueConstraint("holder", "device_did"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    device_did: Mapped[str] = mapped_column(String(200), index=True)
+    start: Mapped[datetime] = mapped_column(UtcDateTime)
+    end: Mapped[datetime] = mapped_column(UtcDateTime)
+    keep_until: Mapped[date] = mapped_column(Date)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class TelemetryRollup(Base):
@@ -768,3 +857,116 @@ class MonitoringPeriod(Base):
     report: Mapped[str] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The verification workflow (revision 0021): draft -> submitted -> verified | rejected
+    # (or back to draft on corrections) -> issued. Periods made before it were issued.
+    state: Mapped[str] = mapped_column(String(16), default="draft", server_default="issued")
+    proponent: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    inputs: Mapped[str | None] = mapped_column(Text, nullable=True)  # the snapshot (JSON)
+    findings: Mapped[str | None] = mapped_column(Text, nullable=True)  # the verifier's (JSON)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class ProjectDocument(Base):
+    """A project design document as the proponent stored it; `digest` is its JCS SHA-256,
+    which a verifier's validation credential names."""
+
+    __tablename__ = "project_documents"
+    __table_args__ = (UniqueConstraint("project_did", "digest"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_did: Mapped[str] = mapped_column(String(200), index=True)
+    digest: Mapped[str] = mapped_column(String(80))
+    document: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Attachment(Base):
+    """Evidence a document cites (a test certificate, a calibration record, a source's
+    table), stored by the SHA-256 of its bytes."""
+
+    __tablename__ = "attachments"
+
+    digest: Mapped[str] = mapped_column(String(80), primary_key=True)  # sha256:<hex>
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    media_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(Integer)
+    actor: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class CreditedDay(Base):
+    """One device's day, credited (or reserved by a submitted period): one stove-day, one
+    credit across the registry. `device` is the device's identity (its serial and meter
+    serial, normalised), so the same stove listed by two projects is one device."""
+
+    __tablename__ = "credited_days"
+
+    device: Mapped[str] = mapped_column(String(200), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    stove_did: Mapped[str] = mapped_column(String(200))
+    project_did: Mapped[str] = mapped_column(String(200))
+    period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    claim_id: Mapped[str | None] = mapped_column(String(100), nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+# -- surveys (issue 30) --------------------------------------------------------------------
+class Survey(Base):
+    """A programme's household survey: its seed, its target (confidence, precision), the
+    answers' range, and once drawn, its frame (size and digest) and sample size. Drawn once
+    (status created -> drawn, by one conditional UPDATE)."""
+
+    __tablename__ = "surveys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project_did: Mapped[str] = mapped_column(String(200), index=True)
+    seed: Mapped[str] = mapped_column(String(64))
+    confidence: Mapped[float] = mapped_column(Float)
+    target_precision: Mapped[float] = mapped_column(Float)
+    expected_cv: Mapped[float] = mapped_column(Float)
+    planned_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    household_min: Mapped[int] = mapped_column(Integer)
+    household_max: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    frame_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    frame_digest: Mapped[str | None] = mapped_column(String(71), nullable=True)
+    sample_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    drawn_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    drawn_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class SurveyHousehold(Base):
+    """One stove of a survey's sample and the household that owns it, in draw order, with
+    the household size recorded at enrolment (the stove's property when drawn)."""
+
+    __tablename__ = "survey_households"
+    __table_args__ = (UniqueConstraint("survey_id", "stove_did"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(String(32), ForeignKey("surveys.id"))
+    position: Mapped[int] = mapped_column(Integer)
+    stove_did: Mapped[str] = mapped_column(String(200))
+    customer_id: Mapped[str] = mapped_column(String(16), index=True)
+    recorded_household_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    completed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class SurveyAnswer(Base):
+    """One answer of a sampled household, once per question, with the USSD session and
+    phone that gave it (the evidence) and the language it was asked in."""
+
+    __tablename__ = "survey_answers"
+    __table_args__ = (UniqueConstraint("survey_id", "stove_did", "question"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(String(32), ForeignKey("surveys.id"))
+    stove_did: Mapped[str] = mapped_column(String(200))
+    question: Mapped[str] = mapped_column(String(32))
+    value: Mapped[str] = mapped_column(String(32))
+    session_id: Mapped[str] = mapped_column(String(100))
+    phone_number: Mapped[str] = mapped_column(String(16))
+    language: Mapped[str] = mapped_column(String(16))
+    answered_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -1,5 +1,5 @@
-"""The MRV and oracle context's start: the oracle worker and the monitoring reports, built
-from OracleSettings."""
+"""The MRV and oracle context's start: the oracle worker, the monitoring periods and their
+verification workflow, built from OracleSettings."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.oracle.monitoring import MonitoringService
+from twinhub.oracle.period_workflow import PeriodWorkflow
 from twinhub.oracle.service import OracleService
 from twinhub.security.signing import Issuer
 from twinhub.services.claims import ClaimService
+from twinhub.services.ledger import Ledger
+from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService
+from twinhub.services.surveys import SurveyService
 from twinhub.settings import OracleSettings
 
 
@@ -19,6 +23,8 @@ from twinhub.settings import OracleSettings
 class Oracle:
     service: OracleService
     monitoring: MonitoringService
+    documents: ProjectDocuments
+    workflow: PeriodWorkflow
 
 
 def build_oracle(
@@ -27,7 +33,12 @@ def build_oracle(
     claims: ClaimService,
     protocols: ProtocolService,
     issuer: Issuer,
+    ledger: Ledger,
+    evidence_years: int = 0,
+    surveys: SurveyService | None = None,
 ) -> Oracle:
+    documents = ProjectDocuments(sessions, ledger)
+    monitoring = MonitoringService(sessions, ledger, protocols, documents, surveys)
     return Oracle(
         OracleService(
             sessions,
@@ -39,5 +50,7 @@ def build_oracle(
             max_attempts=settings.max_attempts,
             batch=settings.batch,
         ),
-        MonitoringService(sessions, claims, protocols),
+        monitoring,
+        documents,
+        PeriodWorkflow(sessions, ledger, monitoring, documents, evidence_years),
     )

@@ -1,17 +1,14 @@
-"""Monitoring periods of a project: every stove's reductions from its telemetry rollups, one
-claim for the project-period with the per-stove breakdown, its credits, and the report.
+"""Monitoring periods of a project: every stove's reductions from its telemetry rollups,
+computed as a draft with its inputs' snapshot (the figures and the digests of the readings
+behind them), which the verification workflow (oracle.period_workflow) freezes, verifies
+and issues. A draft can be recomputed; nothing is minted here.
 
-Idempotent and safe to re-run after a crash: the period's claim has an id derived from the
-project and the dates, so a second run finds it; the period row is written in the same
-ledger write as the claim's approval and its mint, so credits are minted once. Overlapping
-periods of one project are refused (checked again inside that write, so two concurrent
-runs cannot both pass).
+Overlapping periods of one project are refused (checked again inside the ledger write, so
+two concurrent runs cannot both pass); a rejected period no longer holds its days.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -28,28 +25,23 @@ from twinhub.kernel.errors import (
     Invalid,
     NotFound,
 )
-from twinhub.kernel.principals import Principal, require_role
-from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
+from twinhub.kernel.principals import Principal
+from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days
+from twinhub.mrv.period_inputs import freeze, readings_digest, report_of
 from twinhub.mrv.periods import (
     PeriodSpec,
     compare_reports,
-    compute_period,
     report_csv,
-    report_digest,
 )
-from twinhub.mrv.plausibility import assess
-from twinhub.services.claim_credits import active_evaluator, token_decimals
-from twinhub.services.claims import (
-    APPROVED,
-    OPEN,
-    ClaimService,
-    DoubleCounting,
-    EvaluationRequest,
-)
+from twinhub.services.claim_credits import token_decimals
+from twinhub.services.claims import APPROVED, OPEN
+from twinhub.services.credited_days import held
 from twinhub.services.domains import ACTIVE, verified_project
-from twinhub.services.ledger import LedgerWrite
-from twinhub.services.mrv_inputs import stove_periods
+from twinhub.services.ledger import Ledger
+from twinhub.services.mrv_inputs import device_identities, stove_periods, stove_readings
+from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService, ProtocolView
+from twinhub.services.surveys import SurveyService
 
 MAX_PERIOD_DAYS = 366
 
@@ -58,27 +50,14 @@ class PeriodOverlaps(Conflict):
     code = "period_overlaps"
 
 
-@dataclass(frozen=True)
-class PeriodComputation:
-    """A project-period's credits, in the shape an approval mints from."""
-
-    amount: int
-    token: str
-    decimals: int
-    report: dict[str, Any]
-
-    def calculation(self) -> dict[str, Any]:
-        """What the credential carries: totals and digests (the report itself is large)."""
-        return {
-            "methodology": {
-                key: self.report["methodology"][key] for key in ("id", "version", "digest")
-            },
-            "period": self.report["period"],
-            "totals": self.report["totals"],
-            "credits": self.report["credits"],
-            "inputsDigest": self.report["inputsDigest"],
-            "reportDigest": self.report["reportDigest"],
-        }
+DRAFT, SUBMITTED, VERIFIED, REJECTED, ISSUED = (
+    "draft",
+    "submitted",
+    "verified",
+    "rejected",
+    "issued",
+)
+FROZEN = (SUBMITTED, VERIFIED, ISSUED)  # inputs frozen, stove-days held
 
 
 def period_view(row: MonitoringPeriod) -> dict[str, Any]:
@@ -88,122 +67,152 @@ def period_view(row: MonitoringPeriod) -> dict[str, Any]:
         "project": row.project_did,
         "from": row.start.isoformat(),
         "to": row.end.isoformat(),
+        "state": row.state,
+        "proponent": row.proponent,
         "claim": row.claim_id,
         "credits": report["credits"],
         "totals": report["totals"],
         "reportDigest": row.report_digest,
+        "findings": orjson.loads(row.findings) if row.findings else [],
         "createdAt": row.created_at.isoformat(),
+        "updatedAt": row.updated_at.isoformat() if row.updated_at else None,
     }
-
-
-def period_claim_id(project: str, start: date, end: date) -> str:
-    key = hashlib.sha256(project.encode()).hexdigest()[:16]
-    return f"period:{key}:{start.isoformat()}:{end.isoformat()}"
 
 
 class MonitoringService:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        claims: ClaimService,
+        ledger: Ledger,
         protocols: ProtocolService,
+        documents: ProjectDocuments | None = None,
+        surveys: SurveyService | None = None,
     ) -> None:
         self._sessions = sessions
-        self._claims = claims
+        self._ledger = ledger
         self._protocols = protocols
+        self._documents = documents  # the validated project document a period computes under
+        self._surveys = surveys  # the sampled parameters its surveys fixed (household size)
 
     async def run(
         self, project: str, start: date, end: date, actor: Principal
     ) -> tuple[dict[str, Any], bool]:
-        """The period (made now, or as made before): (view, created)."""
-        require_role(actor, "writer")
+        """The period as a draft (computed now, or recomputed while still a draft; as
+        frozen once submitted): (view, created). Nothing is minted: credits come with the
+        registry's issuance (oracle.period_workflow)."""
+        if not (actor.is_admin or actor.roles & {"writer", "proponent"}):
+            raise Forbidden("This needs the writer or proponent role.")
         self._check_dates(start, end)
         async with self._sessions() as session:
             domain = await self._project(session, project)
             if not (actor.is_admin or actor.did in domain.controller):
                 raise Forbidden(f"Only a controller of {project} or an admin may do this.")
             existing = await self._existing(session, project, start, end)
-            if existing is not None:
+            if existing is not None and existing.state != DRAFT:
                 return period_view(existing), False
             await self._no_overlap(session, project, start, end)
-            collection, protocol = await self._collection(session, project)
-            oracle = await active_evaluator(session, collection)
-            if oracle is None:
-                raise Conflict(f"Claim collection {collection.id} has no active evaluator oracle.")
-            report = await self.compute(session, project, start, end, protocol)
-        token = report["credits"]["token"]
-        computation = PeriodComputation(
-            report["credits"]["amount"], token, report["credits"]["decimals"], report
-        )
-        claim_id = period_claim_id(project, start, end)
-        try:
-            await self._claims.views.claim(claim_id)
-        except NotFound:
-            await self._claims.submissions.submit(
-                collection.id,
+            _, protocol = await self._collection(session, project)
+            frozen = await self.snapshot(
+                session, project, start, end, protocol, None, existing.id if existing else None
+            )
+        report = report_of(frozen)
+        if report["totals"]["stoves"] == 0:
+            raise Conflict(
+                f"{project} has no active stoves: a period with no data is refused, never "
+                "issued with zero."
+            )
+
+        async with self._ledger.write() as write:
+            session = write.session
+            await self._no_overlap(session, project, start, end)
+            row = await self._existing(session, project, start, end, lock=True)
+            if row is not None and row.state != DRAFT:  # submitted meanwhile: frozen now
+                return period_view(row), False
+            created = row is None
+            if row is None:
+                row = MonitoringPeriod(
+                    project_did=project, start=start, end=end, state=DRAFT, created_at=utcnow()
+                )
+                session.add(row)
+            row.claim_id = None
+            row.amount = report["credits"]["amount"]
+            row.report_digest = report["reportDigest"]
+            row.report = orjson.dumps(report).decode()
+            row.inputs = orjson.dumps(frozen).decode()
+            row.actor = actor.did
+            row.updated_at = utcnow()
+            await session.flush()
+            await write.append(
+                "period.draft",
+                project,
+                actor.did,
                 {
-                    "reportType": "monitoring-period",
-                    "periodStart": datetime(
-                        start.year, start.month, start.day, tzinfo=UTC
-                    ).isoformat(),
-                    "periodEnd": datetime(end.year, end.month, end.day, tzinfo=UTC).isoformat(),
-                    "evidence": {
-                        "reportDigest": report["reportDigest"],
-                        "stoves": report["totals"]["stoves"],
-                        "included": report["totals"]["included"],
-                    },
+                    "period": row.id,
+                    "from": start.isoformat(),
+                    "to": end.isoformat(),
+                    "reportDigest": row.report_digest,
                 },
-                actor,
-                claim_id=claim_id,
             )
+            return period_view(row), created
 
-        included = [row["stove"] for row in report["stoves"]]
-
-        async def record(write: LedgerWrite) -> None:
-            await self._no_overlap(write.session, project, start, end)
-            # The report left out stoves credited when it was computed; a claim approved
-            # since (approvals check periods under the turn, so this is the other half).
-            raced = await self.credited(write.session, project, included, start, end)
-            if raced:
-                stove, other = next(iter(raced.items()))
-                raise DoubleCounting(
-                    f"Claim {other} credited {stove} for days of this period while the "
-                    "period was computed; run the period again."
-                )
-            write.session.add(
-                MonitoringPeriod(
-                    project_did=project,
-                    start=start,
-                    end=end,
-                    claim_id=claim_id,
-                    amount=computation.amount,
-                    report_digest=report["reportDigest"],
-                    report=orjson.dumps(report).decode(),
-                    actor=actor.did,
-                    created_at=utcnow(),
-                )
-            )
-
-        request = EvaluationRequest(
-            claim_id,
-            APPROVED,
-            (
-                f"monitoring period {start}..{end}: {report['totals']['included']} of "
-                f"{report['totals']['stoves']} stoves credited"
-            ),
-            oracle=oracle,
-            computation=computation,  # type: ignore[arg-type]
+    async def snapshot(
+        self,
+        session: AsyncSession,
+        project: str,
+        start: date,
+        end: date,
+        protocol: ProtocolView,
+        stoves: list[str] | None = None,
+        period_id: int | None = None,
+    ) -> dict[str, Any]:
+        """The period's inputs from the stored telemetry, as a draft freezes them: every
+        stove's facts and days, the digests of each day's readings, and what is credited
+        elsewhere already (other claims, other periods' days of the same device, or a
+        second domain of one device)."""
+        assert protocol.effective_methodology is not None and protocol.effective_token_class
+        if stoves is None:
+            stoves = await self.stoves_of(session, project)
+        periods = await stove_periods(session, stoves, start, end)
+        identities = await device_identities(session, stoves)
+        credited = {
+            stove: f"claim {claim}"
+            for stove, claim in (await self.credited(session, project, stoves, start, end)).items()
+        }
+        for stove, (_, holder) in (await held(session, identities, start, end, period_id)).items():
+            credited.setdefault(stove, holder)
+        first_of: dict[str, str] = {}
+        for stove in sorted(stoves):
+            first = first_of.setdefault(identities[stove], stove)
+            if first != stove:
+                credited.setdefault(stove, f"{first}, the same device")
+        with_days = [p.stove for p in periods if p.days]
+        taken_at = utcnow()
+        readings = await stove_readings(session, with_days, start, end)
+        digests: dict[tuple[str, date], str] = {}
+        for stove, rows in readings.items():
+            by_day: dict[date, list[dict[str, Any]]] = {}
+            for reading in rows:
+                by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
+            for day, day_rows in by_day.items():
+                digests[stove, day] = readings_digest(day_rows)
+        token = protocol.effective_token_class
+        spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
+        validation = (
+            await self._documents.validation_of(session, project) if self._documents else None
         )
-        # The approval and the period's row in one ledger write: both or neither.
-        async with self._claims.evaluations.write() as write:
-            await self._claims.evaluations.evaluate_within(
-                write, request, Principal(oracle, frozenset({"writer"}))
-            )
-            await record(write)
-        async with self._sessions() as session:
-            row = await self._existing(session, project, start, end)
-        assert row is not None
-        return period_view(row), True
+        sampled = await self._surveys.sampled_parameters(project) if self._surveys else None
+        return freeze(
+            spec,
+            protocol.did,
+            protocol.effective_methodology,
+            periods,
+            credited,
+            digests,
+            identities,
+            taken_at,
+            validation.document if validation is not None else None,
+            sampled or None,  # frozen with the inputs: the survey's figures at submission
+        )
 
     async def compute(
         self,
@@ -213,21 +222,11 @@ class MonitoringService:
         end: date,
         protocol: ProtocolView,
         stoves: list[str] | None = None,
+        period_id: int | None = None,
     ) -> dict[str, Any]:
         """The report for the period from the stored telemetry (pure after the reads)."""
-        assert protocol.effective_methodology is not None and protocol.effective_token_class
-        methodology = methodology_of(protocol.effective_methodology)
-        if stoves is None:
-            stoves = await self.stoves_of(session, project)
-        periods = await stove_periods(session, stoves, start, end)
-        findings = assess(day for period in periods for day in period.days)
-        token = protocol.effective_token_class
-        spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
-        credited = await self.credited(session, project, stoves, start, end)
-        report = compute_period(spec, methodology, periods, findings, credited)
-        report["protocol"] = protocol.did
-        report["reportDigest"] = report_digest(report)
-        return report
+        frozen = await self.snapshot(session, project, start, end, protocol, stoves, period_id)
+        return report_of(frozen)
 
     @staticmethod
     async def credited(
@@ -280,6 +279,15 @@ class MonitoringService:
             raise NotFound(f"No monitoring period {period_id} of {project}.")
         return period_view(row)
 
+    async def row(
+        self, session: AsyncSession, project: str, period_id: int, lock: bool = False
+    ) -> MonitoringPeriod:
+        """The period's row (FOR UPDATE with `lock`); NotFound when it is not the project's."""
+        row = await session.get(MonitoringPeriod, period_id, with_for_update=lock)
+        if row is None or row.project_did != project:
+            raise NotFound(f"No monitoring period {period_id} of {project}.")
+        return row
+
     async def report(self, project: str, period_id: int, form: str) -> str:
         async with self._sessions() as session:
             row = await session.get(MonitoringPeriod, period_id)
@@ -314,7 +322,15 @@ class MonitoringService:
             | {row["stove"] for row in report.get("exclusions", [])}
         )
         async with self._sessions() as session:
-            recomputed = await self.compute(session, project, start, end, protocol, stoves)
+            row = await self._existing(session, project, start, end)
+            if row is not None and row.state in FROZEN and row.inputs:
+                # Its inputs were frozen at submission: readings that came later are late
+                # data (reported apart), never a change of the issued report.
+                recomputed = report_of(orjson.loads(row.inputs))
+            else:
+                recomputed = await self.compute(
+                    session, project, start, end, protocol, stoves, row.id if row else None
+                )
         return compare_reports(report, recomputed)
 
     # -- checks ----------------------------------------------------------------------------
@@ -341,29 +357,32 @@ class MonitoringService:
 
     @staticmethod
     async def _existing(
-        session: AsyncSession, project: str, start: date, end: date
+        session: AsyncSession, project: str, start: date, end: date, lock: bool = False
     ) -> MonitoringPeriod | None:
-        return await session.scalar(
-            select(MonitoringPeriod).where(
-                MonitoringPeriod.project_did == project,
-                MonitoringPeriod.start == start,
-                MonitoringPeriod.end == end,
-            )
+        query = select(MonitoringPeriod).where(
+            MonitoringPeriod.project_did == project,
+            MonitoringPeriod.start == start,
+            MonitoringPeriod.end == end,
         )
+        return await session.scalar(query.with_for_update() if lock else query)
 
     @staticmethod
     async def _no_overlap(session: AsyncSession, project: str, start: date, end: date) -> None:
         other = await session.scalar(
-            select(MonitoringPeriod).where(
+            select(MonitoringPeriod)
+            .where(
                 MonitoringPeriod.project_did == project,
                 MonitoringPeriod.start <= end,
                 MonitoringPeriod.end >= start,
+                MonitoringPeriod.state != REJECTED,
+                ~((MonitoringPeriod.start == start) & (MonitoringPeriod.end == end)),
             )
+            .limit(1)
         )
-        if other is not None and not (other.start == start and other.end == end):
+        if other is not None:
             raise PeriodOverlaps(
                 f"The period overlaps monitoring period {other.id} "
-                f"({other.start}..{other.end}) of {project}; its stoves were credited then."
+                f"({other.start}..{other.end}, {other.state}) of {project}."
             )
 
     async def _collection(

@@ -50,7 +50,9 @@ from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
+from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
+from twinhub.registry.routes_workflow import router as workflow_router
 from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
@@ -496,6 +498,7 @@ _SHARED_ROUTERS = (
     create_router,
     telemetry_router,
     oracle_router,
+    workflow_router,
     governance_router,
     claims_router,
     summaries_router,
@@ -503,6 +506,7 @@ _SHARED_ROUTERS = (
     events_router,
     customers_router,
     support_router,
+    surveys_router,
     router,
 )
 
@@ -574,6 +578,7 @@ def create_registry_app(
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.evaluations.collector())
     metrics.registry.register(platform.ledger.collector())
+    metrics.registry.register(platform.telemetry.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be

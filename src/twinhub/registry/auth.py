@@ -90,3 +90,17 @@ async def writer(caller: Annotated[Principal, Depends(principal)]) -> Principal:
 
 Reader = Annotated[Principal, Depends(reader)]
 Writer = Annotated[Principal, Depends(writer)]
+
+
+_WORKFLOW_READS = frozenset({"reader", "writer", "proponent", "verifier", "registry"})
+
+
+async def workflow_reader(caller: Annotated[Principal, Depends(principal)]) -> Principal:
+    """A reader, or a holder of a workflow role (a verifier reads what it verifies)."""
+    if not (caller.is_admin or caller.roles & _WORKFLOW_READS):
+        require_role(caller, "reader", "writer")  # the refusal readers get
+    return caller
+
+
+Caller = Annotated[Principal, Depends(principal)]  # the route's service checks the role
+WorkflowReader = Annotated[Principal, Depends(workflow_reader)]

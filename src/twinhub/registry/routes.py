@@ -62,12 +62,18 @@ DID_PATH = "{did:path}"
 # this list is whole.
 DOMAIN_SUBRESOURCES = (
     r"device-tokens(?:/[^/]+(?:/rotate)?)?",
-    r"telemetry(?:/aggregates)?",
+    r"telemetry(?:/aggregates|/quarantine)?",
+    "device-key",
     "state",
     "events",
     "verification-proposals",
     "batch-verification-proposals",
-    r"monitoring-periods(?:/[^/]+(?:/report)?)?",
+    r"monitoring-periods(?:/[^/]+(?:/(?:report|credential-request|submit|verification"
+    r"|issuance|chain|readings|late-data|evidence))?)?",
+    "project-document",
+    "credential-request",
+    "accreditations",
+    "validation",
     "summary",
     "history",
     "graph",

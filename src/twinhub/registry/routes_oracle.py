@@ -11,7 +11,7 @@ from pydantic import Field
 from starlette.responses import JSONResponse, Response
 
 from twinhub.platform import Platform
-from twinhub.registry.auth import Reader, Writer
+from twinhub.registry.auth import Caller, Reader, WorkflowReader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.routes import DID_PATH
 from twinhub.registry.schemas import Body
@@ -45,9 +45,9 @@ async def oracle_decision(
 @router.post(
     f"/domains/{DID_PATH}/monitoring-periods",
     tags=["claims"],
-    summary="Compute a project's monitoring period: per-stove reductions, one claim, credits",
+    summary="Compute (or recompute) a project's monitoring period as a draft: nothing minted",
 )
-async def run_period(request: Request, did: str, body: PeriodIn, caller: Writer) -> Response:
+async def run_period(request: Request, did: str, body: PeriodIn, caller: Caller) -> Response:
     view, created = await _platform(request).monitoring.run(did, body.from_, body.to, caller)
     return JSONResponse(
         view,
@@ -57,13 +57,13 @@ async def run_period(request: Request, did: str, body: PeriodIn, caller: Writer)
 
 
 @router.get(f"/domains/{DID_PATH}/monitoring-periods", tags=["claims"])
-async def list_periods(request: Request, did: str, caller: Reader) -> dict[str, Any]:
+async def list_periods(request: Request, did: str, caller: WorkflowReader) -> dict[str, Any]:
     return {"items": await _platform(request).monitoring.periods(did)}
 
 
 @router.get(f"/domains/{DID_PATH}/monitoring-periods/{{period_id}}", tags=["claims"])
 async def get_period(
-    request: Request, did: str, period_id: PeriodId, caller: Reader
+    request: Request, did: str, period_id: PeriodId, caller: WorkflowReader
 ) -> dict[str, Any]:
     return await _platform(request).monitoring.period(did, period_id)
 
@@ -77,7 +77,7 @@ async def period_report(
     request: Request,
     did: str,
     period_id: PeriodId,
-    caller: Reader,
+    caller: WorkflowReader,
     format: Annotated[Literal["json", "csv"], Query()] = "json",
 ) -> Response:
     text = await _platform(request).monitoring.report(did, period_id, format)

@@ -16,6 +16,7 @@ points: the two orders differ only there). tests/unit/test_jcs.py checks both pa
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -36,6 +37,11 @@ def canonical(value: Any) -> bytes:
         return orjson.dumps(_prepared(value), option=orjson.OPT_SORT_KEYS)
     except (_Slow, orjson.JSONEncodeError):
         return rfc8785.dumps(value)
+
+
+def digest(value: Any) -> str:
+    """`sha256:<hex>` of the JCS bytes of `value`: how one document cites another."""
+    return "sha256:" + hashlib.sha256(canonical(value)).hexdigest()
 
 
 def _prepared(value: Any) -> Any:

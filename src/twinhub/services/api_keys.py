@@ -21,8 +21,9 @@ from twinhub.db.models import ApiKey
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Problems
 from twinhub.kernel.identifiers import is_did
-from twinhub.kernel.principals import ROLES, Principal
+from twinhub.kernel.principals import ROLES, WORKFLOW_ROLES, Principal
 from twinhub.logging import get_logger
+from twinhub.security.signing import public_key_of
 
 log = get_logger(__name__)
 BOOTSTRAP_PRINCIPAL = "did:ixo:org/twinhub-admin"
@@ -68,6 +69,14 @@ class ApiKeyService:
         unknown = sorted(set(roles) - set(ROLES))
         if not roles or unknown:
             problems.add("roles", f"choose from {', '.join(ROLES)}")
+        elif set(roles) & set(WORKFLOW_ROLES) and public_key_of(principal) is None:
+            # A role step is a credential the holder signs with its own key: the key's DID
+            # must be the one the signature names.
+            problems.add(
+                "principal",
+                "a proponent, verifier or registry key belongs to an Ed25519 did:key "
+                "(`twinhub keys new` makes one)",
+            )
         if len(label) > 100:
             problems.add("label", "at most 100 characters")
         problems.raise_if_any("The API key request is invalid.")

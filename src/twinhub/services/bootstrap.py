@@ -29,6 +29,7 @@ from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
 from twinhub.services.stoves import StoveService
+from twinhub.services.surveys import SurveyRules, SurveyService
 from twinhub.settings import RegistrySettings, UssdSettings
 
 
@@ -103,4 +104,22 @@ def build_customers(
         phone_max_pin_attempts=settings.phone_max_pin_attempts,
         lockout_seconds=settings.lockout_seconds,
         lockout_max_seconds=settings.lockout_max_seconds,
+    )
+
+
+def build_surveys(
+    sessions: async_sessionmaker[AsyncSession], settings: UssdSettings
+) -> SurveyService:
+    """Household surveys, under the USSD_SURVEY_* defaults and limits."""
+    return SurveyService(
+        sessions,
+        SurveyRules(
+            confidence=settings.survey_confidence,
+            precision=settings.survey_precision,
+            expected_cv=settings.survey_expected_cv,
+            household_min=settings.survey_household_min,
+            household_max=max(settings.survey_household_min, settings.survey_household_max),
+            max_sample=settings.survey_max_sample,
+            refresh_seconds=settings.survey_refresh_seconds,
+        ),
     )

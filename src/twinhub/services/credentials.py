@@ -16,7 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Credential
-from twinhub.kernel.errors import NotFound
+from twinhub.kernel.errors import Conflict, NotFound
+from twinhub.security.jcs import digest
 from twinhub.security.signing import Issuer, verify
 
 CONTEXT = "https://www.w3.org/ns/credentials/v2"
@@ -25,6 +26,58 @@ CONTEXT = "https://www.w3.org/ns/credentials/v2"
 def rfc3339(value: datetime) -> str:
     """UTC with a Z, to the second: the form W3C credentials and Cosmos JSON use."""
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def store_step(
+    session: AsyncSession,
+    signed: dict[str, Any],
+    kind: str,
+    project: str,
+    at: datetime,
+    period_id: int | None = None,
+) -> str:
+    """Keep a workflow step's credential exactly as its actor signed it (a step speaks for
+    no claim); its digest, which the next step names."""
+    credential_id = signed.get("id")
+    if not isinstance(credential_id, str) or not 1 <= len(credential_id) <= 100:
+        raise Conflict("A credential's id is a string of 1 to 100 characters.")
+    if await session.get(Credential, credential_id) is not None:
+        raise Conflict(f"A credential {credential_id} is stored already; sign a new one.")
+    subject = signed["credentialSubject"]["id"]
+    found = digest(signed)
+    session.add(
+        Credential(
+            id=credential_id,
+            claim_id=None,
+            subject=subject,
+            issuer=signed["issuer"],
+            document=orjson.dumps(signed).decode(),
+            issued_at=at,
+            kind=kind,
+            project_did=project,
+            period_id=period_id,
+            digest=found,
+        )
+    )
+    return found
+
+
+async def steps(
+    session: AsyncSession,
+    project: str,
+    kind: str | None = None,
+    period_id: int | None = None,
+    subject: str | None = None,
+) -> list[Credential]:
+    """A project's step credentials, oldest first."""
+    query = select(Credential).where(Credential.project_did == project)
+    if kind is not None:
+        query = query.where(Credential.kind == kind)
+    if period_id is not None:
+        query = query.where(Credential.period_id == period_id)
+    if subject is not None:
+        query = query.where(Credential.subject == subject)
+    return list(await session.scalars(query.order_by(Credential.issued_at, Credential.id)))
 
 
 class CredentialService:

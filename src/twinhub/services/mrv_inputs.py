@@ -18,7 +18,14 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.models import DeviceToken, Domain, TelemetryRollup
+from twinhub.db.models import (
+    DeviceToken,
+    Domain,
+    TelemetryDevice,
+    TelemetryReading,
+    TelemetryRollup,
+)
+from twinhub.mrv.period_inputs import device_identity, reading_row
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import FIELDS, Cells, day_start, stove_period
 
@@ -37,6 +44,7 @@ _DAYS = select(
     TelemetryRollup.field,
     TelemetryRollup.count,
     TelemetryRollup.sum,
+    TelemetryRollup.min,
     TelemetryRollup.max,
 ).where(
     TelemetryRollup.scope.in_(bindparam("dids", expanding=True)),
@@ -64,9 +72,55 @@ async def stove_periods(
             facts[did] = (dict(properties or {}), bool(verified), status)
         enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
         days = await session.execute(_DAYS, {"dids": chunk, "low": low, "high": high})
-        for scope, bucket, name, count, total, most in days:
+        for scope, bucket, name, count, total, least, most in days:
             moment = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
-            cells[scope][moment.astimezone(UTC).date()][name] = (count, total, most)
+            cells[scope][moment.astimezone(UTC).date()][name] = (count, total, least, most)
     return [
         stove_period(did, facts.get(did), did in enrolled, cells.get(did, {})) for did in stoves
     ]
+
+
+async def stove_readings(
+    session: AsyncSession, stoves: Sequence[str], start: date, end: date
+) -> dict[str, list[dict[str, Any]]]:
+    """Each stove's raw readings from `start` to `end` (inclusive), in (time, seq) order,
+    as an evidence bundle carries them (mrv.period_inputs.reading_row)."""
+    low, high = day_start(start), day_start(end + timedelta(days=1))
+    found: dict[str, list[dict[str, Any]]] = {did: [] for did in stoves}
+    unique = list(dict.fromkeys(stoves))
+    for offset in range(0, len(unique), _CHUNK):
+        rows = await session.execute(
+            select(
+                TelemetryDevice.did,
+                TelemetryReading.seq,
+                TelemetryReading.time,
+                TelemetryReading.values,
+                TelemetryReading.received_at,
+                TelemetryReading.receipt_id,
+            )
+            .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
+            .where(
+                TelemetryDevice.did.in_(unique[offset : offset + _CHUNK]),
+                TelemetryReading.time >= low,
+                TelemetryReading.time < high,
+            )
+            .order_by(TelemetryDevice.did, TelemetryReading.time, TelemetryReading.seq)
+        )
+        for did, seq, time, values, received, receipt in rows:
+            moment = time if time.tzinfo else time.replace(tzinfo=UTC)
+            row = reading_row(seq, moment, values or {})
+            row["receivedAt"] = received.astimezone(UTC).isoformat() if received else None
+            row["receipt"] = receipt  # the signed batch or message it came in, if any
+            found[did].append(row)
+    return found
+
+
+async def device_identities(session: AsyncSession, stoves: Sequence[str]) -> dict[str, str]:
+    """Each stove's device identity (serial and meter serial; its DID when it has none)."""
+    found = {did: did for did in stoves}
+    unique = list(dict.fromkeys(stoves))
+    for offset in range(0, len(unique), _CHUNK):
+        rows = await session.execute(_FACTS, {"dids": unique[offset : offset + _CHUNK]})
+        for did, properties, _verified, _status in rows:
+            found[did] = device_identity(did, properties)
+    return found

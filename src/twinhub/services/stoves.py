@@ -97,7 +97,9 @@ def quantity_problem(quantity: object) -> str | None:
     return None
 
 
-def _stove_name(record: dict[str, Any]) -> str:
+def stove_name(record: dict[str, Any]) -> str:
+    """What a household calls its stove on USSD (lists, survey questions): its name, else
+    its serial number, else its DID."""
     name = (record.get("metadata") or {}).get("name")
     serial = (record.get("properties") or {}).get("serialNumber")
     for candidate in (name, serial):
@@ -145,7 +147,7 @@ class StoveService:
             stoves.append(
                 StoveView(
                     did=record["did"],
-                    name=_stove_name(record),
+                    name=stove_name(record),
                     status=record["status"],
                     project=project,
                     project_verified=bool(project and verified[project]),

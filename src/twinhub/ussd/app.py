@@ -245,6 +245,7 @@ def create_ussd_app(
         languages,
         defaults,
         platform.stove_care,
+        platform.surveys,
     )
     engine = UssdEngine(
         create_session_store(platform),

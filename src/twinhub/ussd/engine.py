@@ -91,7 +91,8 @@ class UssdEngine:
             menu = self._menu
             reply = None
             if previous is None:
-                reply = menu.start_now(session) or await menu.start(session)
+                shortcut = text != ""
+                reply = menu.start_now(session, shortcut) or await menu.start(session, shortcut)
             for answer in new_inputs(previous, text):
                 reply = menu.answer_now(session, answer) or await menu.answer(session, answer)
                 if reply.end:
@@ -199,7 +200,7 @@ class UssdEngine:
                 created_at=now,
                 updated_at=now,
             )
-            reply = menu.start_now(session)
+            reply = menu.start_now(session, text != "")
             if reply is None:
                 return None
             previous = None

@@ -16,12 +16,14 @@ from twinhub.security.pins import PinCipher
 from twinhub.services.customers import CustomerService
 from twinhub.services.stove_care import StoveCare
 from twinhub.services.stoves import StoveService
+from twinhub.services.surveys import SurveyService
 from twinhub.ussd.flows.account import AccountFlow, PendingPins
 from twinhub.ussd.flows.claims import ClaimFlow
 from twinhub.ussd.flows.language import LanguageFlow
 from twinhub.ussd.flows.main import MainMenuFlow
 from twinhub.ussd.flows.status import StatusFlow
 from twinhub.ussd.flows.stoves import StoveFlow
+from twinhub.ussd.flows.survey import SurveyFlow
 from twinhub.ussd.flows.welcome import WelcomeFlow
 from twinhub.ussd.i18n import ServiceDefaults, choose_language
 from twinhub.ussd.inputs import BACK, EXIT
@@ -56,14 +58,17 @@ class Menu:
         languages: LanguageMemory,
         defaults: ServiceDefaults,
         care: StoveCare,
+        surveys: SurveyService,
     ) -> None:
         self._languages = languages
+        self._surveys = surveys
         self._defaults = defaults
         self._nav = nav = Navigator(contents, defaults)
         pins = PendingPins(cipher)
         stove_flow = StoveFlow(nav, stoves)
         claim_flow = ClaimFlow(nav, stoves)
         status_flow = StatusFlow(nav, stoves, care, stove_flow)
+        self._survey_flow = survey_flow = SurveyFlow(nav, surveys)
         flows = (
             WelcomeFlow(nav),
             AccountFlow(nav, customers, pins, languages),
@@ -72,6 +77,7 @@ class Menu:
             claim_flow,
             status_flow,
             LanguageFlow(nav, languages),
+            survey_flow,
         )
         self._handlers: dict[State, Handler] = {}
         for flow in flows:
@@ -80,17 +86,26 @@ class Menu:
         assert set(self._handlers) == set(State), "every state has its handler"
         self._info_screens = frozenset(s for s, h in self._handlers.items() if h == nav.info)
 
-    async def start(self, session: Session) -> Reply:
-        """A new session speaks the phone's remembered language, else its service code's."""
+    async def start(self, session: Session, shortcut: bool = False) -> Reply:
+        """A new session speaks the phone's remembered language, else its service code's.
+        A household a survey asks gets its next question first, unless it dialled a
+        shortcut (answers in the first text): those lead where they were meant to."""
         remembered = await self._languages.recalled(phone_key(session.phone_number))
         session.language = choose_language(
             remembered, self._defaults.for_service(session.service_code)
         )
+        if not shortcut:
+            question = await self._surveys.question_for(session.phone_number)
+            if question is not None:
+                return await self._survey_flow.ask(session, question)
         return await self._nav.show(session, PRE_MENU)
 
-    def start_now(self, session: Session) -> Reply | None:
-        """`start` without awaiting, when this process's cache knows the phone's language;
-        None when `start` must be awaited (a cache miss, or the cache is in Redis)."""
+    def start_now(self, session: Session, shortcut: bool = False) -> Reply | None:
+        """`start` without awaiting, when this process's cache knows the phone's language
+        and that no survey asks it; None when `start` must be awaited (a cache miss, the
+        cache is in Redis, or a survey may ask the phone)."""
+        if not shortcut and not self._surveys.surely_not_asked(session.phone_number):
+            return None
         remembered = self._languages.cached_now(phone_key(session.phone_number))
         if remembered is None:
             return None

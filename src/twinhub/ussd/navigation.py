@@ -35,6 +35,7 @@ FIXED_SCREENS: dict[State, Callable[[Content], str]] = {
     State.change_pin_current: lambda content: content.account.change_pin_current,
     State.change_pin_new: lambda content: content.account.change_pin_new,
     State.change_pin_confirm: lambda content: content.account.change_pin_confirm,
+    State.survey_done: lambda content: content.survey.done,
 }
 
 

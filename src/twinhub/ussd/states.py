@@ -52,6 +52,10 @@ class State(StrEnum):
     problem_kind = "problemKind"
     problem_confirm = "problemConfirm"
     problem_sent = "problemSent"
+    survey_people = "surveyPeople"  # a sampled household's survey, before the welcome menu
+    survey_in_use = "surveyInUse"
+    survey_fuel = "surveyFuel"
+    survey_done = "surveyDone"
 
 
 # Where "0" leads from each screen that shows "0. Back".
@@ -81,6 +85,12 @@ PARENT: dict[State, State] = {
     State.problem_kind: State.stove_status,
     State.problem_confirm: State.problem_kind,
     State.problem_sent: State.stove_status,  # never back to the confirmation: no resend
+    # "0" leaves a survey for the welcome menu: what is answered is kept, the rest is
+    # asked when the household dials again.
+    State.survey_people: State.pre_menu,
+    State.survey_in_use: State.pre_menu,
+    State.survey_fuel: State.pre_menu,
+    State.survey_done: State.pre_menu,
 }
 SIGNED_IN = frozenset(
     {
@@ -132,6 +142,9 @@ DYNAMIC_SCREENS = frozenset(
         State.problem_confirm,
         State.problem_kind,
         State.problem_sent,
+        State.survey_people,
+        State.survey_in_use,
+        State.survey_fuel,
     }
 )
 WELCOME_CHOICES = {"1": State.know_more, "2": State.account_menu, "3": State.language}
@@ -151,6 +164,8 @@ REPORT_KINDS = {"1": COOKING, "2": FUEL}
 ONLY_STOVE = "onlyStove"  # Stove Status went straight to the customer's one stove
 PROBLEM, REFERENCE = "problem", "reference"  # the problem kind chosen; its reference
 LANGUAGE_CODES = list(LANGUAGES)  # the Language menu's order
+# The survey question on screen: the survey, the stove, its name, the household sizes' range.
+SURVEY, SURVEY_STOVE, SURVEY_NAME, SURVEY_RANGE = "survey", "surveyStove", "surveyName", "range"
 
 
 class Reply(NamedTuple):

@@ -24,7 +24,8 @@ from tests.integration.claims.test_claims_rules import (
     submit,
     token_state,
 )
-from tests.support.claims_world import METERED_AMOUNT, World
+from tests.support.claims_world import METERED_AMOUNT, World, metered_claim
+from tests.support.workflow_world import build_workflow
 from twinhub.db.models import Credential, CreditMovement
 
 
@@ -297,34 +298,45 @@ async def test_many_evaluators_approve_many_claims_each_once(
 async def test_approvals_racing_a_monitoring_period_never_credit_a_stove_twice(
     registry: Registry, world: World
 ) -> None:
-    """A monitoring period over the stoves' days and approvals of their claims, at once:
-    each stove is credited by the period or by its claim, never both; a refused approval
-    mints nothing and leaves its claim pending."""
-    collection = (await world.collection())["id"]
-    claims = [(await world.approvable(collection))["id"] for _ in range(5)]
+    """A monitoring period's submission (which holds its stoves' days) and approvals of
+    their claims, at once: each stove is credited by the period or by its claim, never
+    both; a refused approval mints nothing and leaves its claim pending; a refused
+    submission holds nothing and leaves the period a draft."""
+    flow = await build_workflow(registry, world=world)
+    collection = (await world.collection(project=flow.project))["id"]
+    claims = []
+    for _ in range(5):
+        stove = await flow.stove()
+        submitted = await world.operator_client.post(
+            f"/v1/claim-collections/{collection}/claims",
+            json={"asset": stove, "data": metered_claim()},
+        )
+        assert submitted.status_code == 201, submitted.text
+        claims.append(submitted.json()["id"])
     stoves = {claim: (await claim_of(registry, claim))["asset"] for claim in claims}
     minted = (await token_state(registry))["minted"]
-    period = world.operator_client.post(
-        f"/v1/domains/{world.project}/monitoring-periods",
-        json={"from": "2026-10-01", "to": "2026-10-10"},
-    )
+    draft = await flow.draft()
+    assert draft["totals"]["included"] >= 1  # (stoves cooking alike may be flagged as clones)
+    period = flow.step(flow.proponent, draft["id"], "submission", "submit")
     approvals = [
         world.oracle_client.post(f"/v1/claims/{claim}/evaluations", json={"status": "approved"})
         for claim in claims
     ]
     made, *responses = await asyncio.gather(period, *approvals)
-    assert made.status_code in (201, 409), made.text
+    assert made.status_code in (200, 409), made.text
     credited: set[str] = set()
-    period_amount = 0
-    if made.status_code == 201:
+    if made.status_code == 200:
         report = await world.operator_client.get(
-            f"/v1/domains/{world.project}/monitoring-periods/{made.json()['id']}/report"
+            f"/v1/domains/{flow.project}/monitoring-periods/{draft['id']}/report"
         )
         assert report.status_code == 200, report.text
-        period_amount = made.json()["credits"]["amount"]
         credited = {row["stove"] for row in report.json()["stoves"]}
-    else:  # an approval won meanwhile: the period is refused, not written
+    else:  # an approval won meanwhile: the submission is refused, nothing held
         error_of(made, 409, "double_counting")
+        view = await world.operator_client.get(
+            f"/v1/domains/{flow.project}/monitoring-periods/{draft['id']}"
+        )
+        assert view.json()["state"] == "draft"
     approved = 0
     for claim, response in zip(claims, responses, strict=True):
         view = await claim_of(registry, claim)
@@ -338,7 +350,6 @@ async def test_approvals_racing_a_monitoring_period_never_credit_a_stove_twice(
             assert stoves[claim] in credited
             assert await rows(registry, Credential, Credential.claim_id == claim) == 0
             assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
-    assert (await token_state(registry))["minted"] == (
-        minted + approved * METERED_AMOUNT + period_amount
-    )
+    # A submission mints nothing (the registry's issuance does): only the approvals minted.
+    assert (await token_state(registry))["minted"] == minted + approved * METERED_AMOUNT
     assert (await registry.platform.ledger.verify()).ok

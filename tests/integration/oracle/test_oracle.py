@@ -10,6 +10,7 @@ import asyncio
 import copy
 import csv
 import io
+import json
 import os
 import signal
 import subprocess
@@ -32,8 +33,15 @@ from tests.conftest import (
     saved_token_decimals,
     unique,
 )
-from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.claims_world import (
+    CLAIM_PROTOCOL,
+    METERED_AMOUNT,
+    World,
+    build_world,
+    metered_claim,
+)
 from tests.support.cli import TWINHUB, base_env, run_cli
+from tests.support.workflow_world import build_workflow
 from twinhub import simulator
 from twinhub.db.models import OracleDecision
 from twinhub.kernel.clock import utcnow
@@ -66,7 +74,8 @@ async def claim(registry: Registry, claim_id: str) -> dict[str, Any]:
 
 async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: Registry) -> None:
     document = copy.deepcopy(builtin_document(CLEAN_COOKING))
-    document["formulas"][9]["expression"] = "BE / missing_name"
+    last = len(document["formulas"]) - 1  # ER, the result
+    document["formulas"][last]["expression"] = "BE / missing_name"
     response = await registry.client.post(
         "/v1/protocols",
         json={
@@ -79,12 +88,12 @@ async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: R
     )
     assert response.status_code == 422, response.text
     fields = [d["field"] for d in response.json()["error"]["details"]]
-    assert fields[0] == "methodology.formulas[9].expression"  # (and the result it named)
+    assert fields[0] == f"methodology.formulas[{last}].expression"  # (and the result it named)
     assert "missing_name" in response.json()["error"]["details"][0]["error"]
     # The built-in claim protocol carries the built-in methodology, named by its digest.
     builtin = await registry.client.get("/v1/protocols/did:ixo:protocol/clean-cooking-claim")
     summary = builtin.json()["effective"]["methodology"]
-    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "1.0.0"
+    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "2.0.0"
     assert len(summary["digest"]) == 64
 
 
@@ -133,26 +142,28 @@ async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
 async def test_a_person_cannot_approve_what_a_monitoring_period_credited(
     registry: Registry,
 ) -> None:
-    world = await build_world(registry)
+    """A submitted period holds its stoves' days: a claim over them is not approved. (A
+    draft holds nothing: its figures are a draft's.)"""
+    flow = await build_workflow(registry)
+    world = flow.world
     try:
-        stove = await world.metered_asset()
-        collection = await world.collection()
-        path = f"/v1/domains/{world.project}/monitoring-periods"
-        made = await world.operator_client.post(
-            path, json={"from": "2026-10-01", "to": "2026-10-10"}
-        )
-        assert made.status_code == 201, made.text
-        supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
+        stove = await flow.stove()
+        collection = await world.collection(project=flow.project)
+        made = await flow.draft()
+        submitted = await flow.step(flow.proponent, made["id"], "submission", "submit")
+        assert submitted.status_code == 200, submitted.text
+        token = await registry.client.get("/v1/credits/CARBON")
+        supply = token.json()["minted"] if token.status_code == 200 else 0
         claim_id = await submit(world, collection["id"], stove, metered_claim())
         refused = await world.oracle_client.post(
             f"/v1/claims/{claim_id}/evaluations", json={"status": "approved"}
         )
         assert refused.status_code == 409, refused.text
         assert refused.json()["error"]["code"] == "double_counting"
-        assert f"monitoring period {made.json()['id']}" in refused.text
+        assert f"monitoring period {made['id']}" in refused.text
         assert (await claim(registry, claim_id))["status"] == "pending"
-        after = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
-        assert after == supply  # nothing minted twice
+        token = await registry.client.get("/v1/credits/CARBON")
+        assert (token.json()["minted"] if token.status_code == 200 else 0) == supply
         rejected = await world.oracle_client.post(
             f"/v1/claims/{claim_id}/evaluations",
             json={"status": "rejected", "reason": "credited by the monitoring period"},
@@ -277,23 +288,30 @@ async def test_the_background_oracle_evaluates_within_seconds(make_registry: Any
 async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
     registry: Registry,
 ) -> None:
-    world = await build_world(registry)
+    """A draft mints nothing; the period is credited once, by the registry's issuance after
+    the proponent's submission and the verifier's approval; its report recomputes."""
+    flow = await build_workflow(registry)
+    world = flow.world
     try:
-        await world.collection()
-        stoves = [await world.metered_asset(kwh_per_day=k) for k in (1.0, 3.0)]
-        silent = await world.asset()  # verified, never enrolled
-        path = f"/v1/domains/{world.project}/monitoring-periods"
+        stoves = [await flow.stove(kwh_per_day=k) for k in (1.0, 3.0)]
+        silent = await world.asset(project=flow.project)  # verified, never enrolled
+        path = f"/v1/domains/{flow.project}/monitoring-periods"
         body = {"from": "2026-10-01", "to": "2026-10-10"}
         token = await registry.client.get("/v1/credits/CARBON")
         before = token.json()["minted"] if token.status_code == 200 else 0
         made = await world.operator_client.post(path, json=body)
         assert made.status_code == 201, made.text
         period = made.json()
-        # 10 kWh and 30 kWh: ER is linear below the cap, so 4 x 0.02266150026 tCO2e
-        # = 0.09064600104, in millionths rounded down once for the period.
+        assert period["state"] == "draft"
+        # 10 kWh and 30 kWh: ER is linear below the cap, so 4 x 0.0210296753 tCO2e
+        # (METERED_AMOUNT's worked figure) = 0.0841187012, in millionths rounded down once
+        # for the period.
         assert period["totals"]["included"] == 2 and period["totals"]["excluded"] == 1
         report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
-        assert period["credits"]["amount"] == 90646, [r["usage"] for r in report["stoves"]]
+        assert period["credits"]["amount"] == 84118, [r["usage"] for r in report["stoves"]]
+        token = await registry.client.get("/v1/credits/CARBON")
+        drafted = token.json()["minted"] if token.status_code == 200 else 0
+        assert drafted == before  # a draft mints nothing
         again = await world.operator_client.post(path, json=body)
         assert again.status_code == 200 and again.json()["id"] == period["id"]
         overlapping = await world.operator_client.post(
@@ -305,6 +323,10 @@ async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
             path, json={"from": "2026-10-10", "to": "2026-10-01"}
         )
         assert backwards.status_code == 422
+        issued = await flow.through(period["id"], stoves[:1])
+        assert issued["state"] == "issued"
+        rerun = await world.operator_client.post(path, json=body)  # issued: as it was
+        assert rerun.status_code == 200 and rerun.json()["state"] == "issued"
         supply = (await registry.client.get("/v1/credits/CARBON")).json()["minted"]
         assert supply - before == period["credits"]["amount"]  # minted once, not twice
         report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
@@ -407,8 +429,9 @@ async def test_from_simulated_telemetry_to_credits_and_a_verified_report(
 
 
 def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> None:
-    """`twinhub oracle run-period` credits a period once; `verify-report` exits 0 on the
-    report as issued and 1, naming each difference, on an edited copy."""
+    """`twinhub oracle run-period` computes a period's draft (nothing minted; a second run
+    recomputes the same draft); `verify-report` exits 0 on its report and 1, naming each
+    difference, on an edited copy."""
     env = {**base_env(tmp_path), "PIN_ENCRYPTION_KEY": "cd" * 32, "COLUMNS": "250"}
     env["TWINHUB_BOOTSTRAP_API_KEY"] = BOOTSTRAP_KEY
     settings = Settings(
@@ -435,7 +458,7 @@ def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> N
     period = orjson.loads(made.stdout)
     assert period["credits"]["amount"] == METERED_AMOUNT
     again = run_cli(*args, env=env, timeout=120)
-    assert again.returncode == 0 and "nothing minted" in again.stderr
+    assert again.returncode == 0 and "nothing is minted" in again.stderr
     assert orjson.loads(again.stdout)["id"] == period["id"]
 
     async def report() -> str:
@@ -550,4 +573,79 @@ async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -
         )
         assert document is not None
     await restore_token_decimals(platform.engine, decimals)
+    await platform.start()
+
+
+def test_verify_report_without_a_database_says_so_and_creates_none(tmp_path: Path) -> None:
+    """Run from a folder with no database (SQLite) or against a PostgreSQL server without
+    that database, `verify-report` stops with exit 2 naming the problem; nothing is made."""
+    saved = tmp_path / "report.json"
+    saved.write_bytes(orjson.dumps({"project": "did:ixo:entity/p", "period": {}}))
+    data = tmp_path / "elsewhere" / "data"
+    env = {**base_env(tmp_path), "DATA_DIR": str(data), "COLUMNS": "250"}
+    missing = run_cli("oracle", "verify-report", str(saved), env=env, timeout=60)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "no twinhub database" in missing.stderr and "no database file" in missing.stderr
+    assert not data.exists()
+    url = "postgresql://postgres@127.0.0.1:5432/twinhub_absent_" + os.urandom(4).hex()
+    away = run_cli(
+        "oracle", "verify-report", str(saved), env={**env, "DATABASE_URL": url}, timeout=60
+    )
+    assert away.returncode == 2 and "does not answer" in away.stderr, away.stderr
+
+
+async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
+    registry: Registry,
+) -> None:
+    """0020 on the test's backend: down to 0019 gives the built-in claim protocol
+    methodology 1.0.0 and the stove protocol its properties without stoveModel and meter;
+    up again moves both to what this version ships."""
+    from alembic import command
+    from sqlalchemy import Connection, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> None:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+
+    def load(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    async def state() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        async with platform.engine.begin() as connection:
+            methodology = await connection.scalar(
+                text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
+            )
+            row = (
+                await connection.execute(
+                    text("SELECT properties, telemetry FROM protocols WHERE did = :d"),
+                    {"d": "did:ixo:protocol/clean-cooking"},
+                )
+            ).one()
+        return load(methodology)["version"], load(row[0]), load(row[1])["fields"]
+
+    async with platform.engine.begin() as connection:
+        await connection.run_sync(move, "0019", True)
+    version, properties, fields = await state()
+    assert version == "1.0.0"
+    assert "stoveModel" not in properties and "meter" not in properties
+    assert "meterEvent" not in fields
+    async with platform.engine.begin() as connection:
+        await connection.run_sync(move, "head", False)
+    version, properties, fields = await state()
+    assert version == "2.0.0"
+    assert properties["stoveModel"] == "string" and properties["meter"] == "object"
+    assert fields["meterEvent"]["enum"] == ["reset"]
+    async with platform.engine.begin() as connection:
+        document = load(
+            await connection.scalar(
+                text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
+            )
+        )
+    assert document == builtin_document(CLEAN_COOKING)
     await platform.start()

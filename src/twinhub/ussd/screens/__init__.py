@@ -17,6 +17,7 @@ from twinhub.ussd.screens.closing import ClosingScreens
 from twinhub.ussd.screens.notices import Notice
 from twinhub.ussd.screens.status import StatusScreens
 from twinhub.ussd.screens.stoves import StoveScreens
+from twinhub.ussd.screens.survey import SurveyScreens
 from twinhub.ussd.screens.welcome import WelcomeScreens
 from twinhub.ussd.screens.words import (
     CLAIMS_PER_PAGE,
@@ -65,6 +66,7 @@ class Content:
         self.stoves = StoveScreens(self.code)
         self.claims = ClaimScreens(self.code)
         self.status = StatusScreens(self.code, zone)
+        self.survey = SurveyScreens(self.code)
 
     def notice(self, notice: NoticeText) -> str:
         """A notice (a msgid from Notice, or a Plural) in this language."""

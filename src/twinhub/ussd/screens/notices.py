@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from twinhub.ussd.screens.words import N_, Plural
+from twinhub.ussd.screens.words import N_, Filled, Plural
 
 
 class Notice:
@@ -46,3 +46,8 @@ class Notice:
         return Plural(
             "Wrong PIN. {n} attempt left.", "Wrong PIN. {n} attempts left.", attempts_left
         )
+
+    @staticmethod
+    def out_of_range(low: int, high: int) -> Filled:
+        """`quantity_range` with a range of the moment (a survey's household sizes)."""
+        return Filled(Notice.quantity_range, (("low", low), ("high", high)))

@@ -55,7 +55,16 @@ class Plural:
     n: int
 
 
-NoticeText = str | Plural
+@dataclass(frozen=True, slots=True)
+class Filled:
+    """A notice whose {placeholders} take values of the moment (a survey's own range)
+    instead of the fixed ones: translated and filled at render time."""
+
+    message: str
+    values: tuple[tuple[str, object], ...]
+
+
+NoticeText = str | Plural | Filled
 
 
 def fit(text: str, width: int) -> str:
@@ -155,6 +164,10 @@ class Wording:
         """A notice (a msgid from Notice, or a Plural) in this language."""
         if isinstance(notice, Plural):
             return self._n(notice.singular, notice.plural, notice.n)
+        if isinstance(notice, Filled):
+            return self._catalogue.gettext(notice.message).format(
+                **{**FIXED, **dict(notice.values)}
+            )
         return self._(notice)
 
     def _word(self, word: str, words: dict[str, str]) -> str:

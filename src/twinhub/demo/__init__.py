@@ -1,36 +1,63 @@
-"""`twinhub demo`: a realistic clean-cooking programme, loaded through the core services.
+"""`twinhub demo`: a clean-cooking programme in Zambia that earns credits, loaded through
+the core services.
 
 What it makes (fixed identifiers, so a second run finds everything and adds nothing):
-an operator organisation with its membership group, a project it implements, an oracle
-that verifies the project's claims, a compliance group that verifies the project by a
-real proposal and vote, the project's claim collection, and a few hundred stoves, each
-owned by a USSD customer. The customers share one demo PIN so that anyone can dial in.
+an operator organisation with its membership group, a project it implements, an oracle,
+a compliance group that verifies the project and its stoves by real proposals and votes,
+the project's claim collection, and stoves (electric pressure cookers), each owned by a
+USSD customer (who share one demo PIN so that anyone can dial in), each with its model,
+household size and metered, calibrated meter. For the verification workflow it makes a
+proponent, a verifier and a registry, each with its own did:key (key files under the data
+folder, `demo-keys/`); the proponent stores the project design document and its evidence
+(twinhub.demo.evidence), the registry accredits the verifier, the verifier validates the
+document, and a household survey confirms the recorded household sizes. The stoves'
+meters report the last full calendar month (`load_telemetry`), so a monitoring period over
+that month computes credits, which the roles take through submit, verify and issue.
 """
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from twinhub.kernel.errors import Invalid, NotFound
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.services.claims import CollectionSpec
-from twinhub.services.domains import DomainSpec
+from twinhub.services.domains import DomainPatch, DomainSpec
 from twinhub.services.governance import BatchSelection, GroupSpec
 
-OPERATOR = "did:ixo:org/demo-jiko-operator"
+from .evidence import Keys, store_evidence, stove_properties, survey_households
+from .evidence import validated_document as _validated_document
+from .keys import RoleKey, role_key
+
+OPERATOR = "did:ixo:org/demo-coop-operator"
 ORACLE_OPERATOR = "did:ixo:org/demo-emissions-oracle"
 COMPLIANCE_MEMBERS = tuple(f"did:ixo:org/demo-compliance-{n}" for n in (1, 2, 3))
-ORGANISATION = "did:ixo:entity/demo-jiko-coop"
-PROJECT = "did:ixo:entity/demo-clean-cooking-kenya"
+ORGANISATION = "did:ixo:entity/demo-cooking-coop"
+PROJECT = "did:ixo:entity/demo-clean-cooking-zambia"
 ORACLE = "did:ixo:entity/demo-emissions-oracle"
 GROUP = "did:ixo:group/demo-compliance"
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
 DEMO_PIN = "48151"  # passes the weak-PIN rules; printed for the people trying the demo
-PHONE_PREFIX = "+2547009"  # Kenyan mobile numbers reserved for the demo: +2547009NNNNN
-FIRST_NAMES = ("Wanjiru", "Akinyi", "Njeri", "Atieno", "Chebet", "Mumbua", "Nafula", "Zawadi")
+PHONE_PREFIX = "+2609700"  # Zambian mobile numbers for the demo: +2609700NNNNN
+ROLES = ("proponent", "verifier", "registry")  # the workflow's, each with its own key
+FIRST_NAMES = ("Mwila", "Chanda", "Bwalya", "Mutale", "Namukolo", "Chileshe", "Musonda", "Taonga")
+
+
+def telemetry_month(today: date | None = None) -> tuple[date, date]:
+    """The last full calendar month before `today` (UTC): (first day, last day)."""
+    today = today or datetime.now(UTC).date()
+    last = today.replace(day=1) - timedelta(days=1)
+    return last.replace(day=1), last
+
+
+def installed_on(today: date | None = None) -> date:
+    """When the demo's stoves were installed: a week before their month of telemetry."""
+    return telemetry_month(today)[0] - timedelta(days=7)
 
 
 @dataclass
@@ -40,6 +67,10 @@ class DemoReport:
     sample_phone: str = ""
     sample_customer: str = ""
     sample_stove: str = ""
+    keys: dict[str, RoleKey] = field(default_factory=dict)
+    workflow: list[str] = field(default_factory=list)  # the steps this run took
+    survey: str = ""
+    answers: int = 0
 
     def count(self, what: str, made: bool) -> None:
         self.created[what] = self.created.get(what, 0) + (1 if made else 0)
@@ -65,7 +96,7 @@ async def _domain(platform: Platform, spec: DomainSpec, actor: str) -> bool:
 
 async def load_demo(platform: Platform, stoves: int, progress: Progress) -> DemoReport:
     report = DemoReport()
-    total = 7 + stoves
+    total = 10 + stoves
     step = 0
 
     def advance(label: str) -> None:
@@ -80,15 +111,20 @@ async def load_demo(platform: Platform, stoves: int, progress: Progress) -> Demo
             DomainSpec(
                 type="Organisation",
                 protocol="did:ixo:protocol/organisation",
-                metadata={"name": "Jiko Co-operative"},
-                properties={"legalName": "Jiko Clean Cooking Co-operative", "country": "KE"},
+                metadata={"name": "Lusaka Cooking Co-operative"},
+                properties={"legalName": "Lusaka Clean Cooking Co-operative", "country": "ZM"},
                 controller=[OPERATOR],
-                local_id="demo-jiko-coop",
+                local_id="demo-cooking-coop",
             ),
             OPERATOR,
         ),
     )
     advance("organisation")
+    keys = Keys(*[await role_key(platform, role) for role in ROLES])
+    report.keys = {key.role: key for key in (keys.proponent, keys.verifier, keys.registry)}
+    for key in report.keys.values():
+        report.count("role keys", key.created)
+    advance("role keys")
     report.count(
         "oracles",
         await _domain(
@@ -112,27 +148,47 @@ async def load_demo(platform: Platform, stoves: int, progress: Progress) -> Demo
             DomainSpec(
                 type="Project",
                 protocol="did:ixo:protocol/project",
-                metadata={"name": "Clean Cooking Kenya"},
-                properties={"country": "KE", "methodology": "Gold Standard TPDDTEC"},
-                controller=[OPERATOR],
+                metadata={"name": "Clean Cooking Zambia"},
+                properties={"country": "ZM", "methodology": "clean-cooking-mecd 2.0.0"},
+                controller=[OPERATOR, keys.proponent.did],  # the proponent is credited
                 relationships={"implementedBy": [ORGANISATION], "verifier": [ORACLE]},
-                local_id="demo-clean-cooking-kenya",
+                local_id="demo-clean-cooking-zambia",
             ),
             OPERATOR,
         ),
     )
+    await _proponent_controls(platform, keys.proponent.did)
     advance("project")
     await _verify_project(platform, report)
     advance("verification")
     report.collection = await _collection(platform, report)
     advance("claim collection")
+    installed = installed_on()
     for n in range(1, stoves + 1):
-        await _customer_and_stove(platform, n, report)
+        await _customer_and_stove(platform, n, report, keys, installed)
         advance("stoves")
     await _verify_stoves(platform, report)
     advance("stove verification")
+    report.workflow = await _validated_document(platform, PROJECT, keys)
+    advance("design document, accreditation, validation")
+    report.survey, report.answers = await survey_households(platform, PROJECT, keys, phone_of)
+    advance("household survey")
     advance("done")
     return report
+
+
+def phone_of(stove: str) -> str:
+    """The phone of the household owning demo stove `did:ixo:entity/demo-stove-NNNN`."""
+    return f"{PHONE_PREFIX}{int(stove.rsplit('-', 1)[1]):05d}"
+
+
+async def _proponent_controls(platform: Platform, proponent: str) -> None:
+    """The proponent controls the project (credits are minted to it): added to a project a
+    run before its key existed made."""
+    project = await platform.domains.get(PROJECT)
+    if proponent not in project["controller"]:
+        patch = DomainPatch(controller=[*project["controller"], proponent])
+        await platform.domains.update(PROJECT, patch, as_actor(OPERATOR), None)
 
 
 async def _verify_project(platform: Platform, report: DemoReport) -> None:
@@ -202,23 +258,29 @@ async def _collection(platform: Platform, report: DemoReport) -> int:
     return int(view["id"])
 
 
-async def _customer_and_stove(platform: Platform, n: int, report: DemoReport) -> None:
+async def _customer_and_stove(
+    platform: Platform, n: int, report: DemoReport, keys: Keys, installed: date
+) -> None:
     phone = f"{PHONE_PREFIX}{n:05d}"
     customer = await platform.customers.by_phone(phone)
     if customer is None:
         name = f"{FIRST_NAMES[n % len(FIRST_NAMES)]} Demo{n}"
         customer = await platform.customers.create(phone, name, DEMO_PIN)
         report.count("customers", True)
+    properties, calibration = stove_properties(n, installed)
+    did = f"did:ixo:entity/demo-stove-{n:04d}"
+    try:
+        await platform.domains.get(did)
+    except NotFound:  # its meter's calibration record first: the stove cites it
+        await store_evidence(platform, keys, [(calibration, "text/plain")])
     made = await _domain(
         platform,
         DomainSpec(
             type="Device",
             protocol="did:ixo:protocol/clean-cooking",
-            metadata={"name": f"Jiko {n:03d}"},
+            metadata={"name": f"EPC {n:03d}"},
             properties={
-                "serialNumber": f"JK-{n:05d}",
-                "fuelType": "charcoal",
-                "model": "Jiko Poa",
+                **properties,
                 "ownerCustomerId": customer.customer_id,  # the household the stove is
             },
             controller=[OPERATOR],
@@ -237,14 +299,18 @@ async def _customer_and_stove(platform: Platform, n: int, report: DemoReport) ->
 async def load_telemetry(
     platform: Platform, stoves: int, progress: Callable[[int, int], None]
 ) -> Any:
-    """A month of simulated telemetry for the demo stoves, through the HTTP ingestion path;
-    the readings are fixed by (stove, day), so a second run on the same day adds none."""
+    """The last full calendar month of simulated telemetry for the demo stoves (sessions
+    and the meter's register), through the HTTP ingestion path; the readings are fixed by
+    (stove, day), so a second run in the same month adds none."""
     from twinhub.simulator import Stove, simulate
 
+    first, last = telemetry_month()
+    days = calendar.monthrange(first.year, first.month)[1]
+    until = datetime.combine(last + timedelta(days=1), datetime.min.time(), UTC)
     actor = as_actor(OPERATOR)
     devices = []
     for n in range(1, stoves + 1):
         did = f"did:ixo:entity/demo-stove-{n:04d}"
         token, _ = await platform.device_tokens.create(did, actor, "demo meter")
         devices.append(Stove(did, token, n))
-    return await simulate(platform, stoves, 30, False, progress, stove_list=devices)
+    return await simulate(platform, stoves, days, False, progress, stove_list=devices, until=until)

@@ -1,0 +1,1 @@
+"""Integration tests of the verification workflow (issue 29)."""

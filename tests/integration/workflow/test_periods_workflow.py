@@ -1,0 +1,374 @@
+"""A monitoring period through the verification workflow, over HTTP on both backends:
+draft (nothing minted) -> submitted by the proponent's key -> verified by an accredited
+verifier's -> issued by the registry's, minted once; every refusal of issue 29's "Bad
+input" changes nothing; the evidence bundle checks offline."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import BACKENDS, Registry
+from tests.support.claims_world import METERED_AMOUNT, metered_claim
+from tests.support.cli import run_cli
+from tests.support.workflow_world import (
+    Actor,
+    accredit,
+    actor,
+    build_workflow,
+    project_document,
+)
+from twinhub.kernel.errors import Invalid
+from twinhub.mrv.evidence_bundle import verify_bundle
+from twinhub.security.device_signatures import device_public_key, sign_batch
+
+# The rules without a race run on SQLite alone (cheap); the concurrent cases run on both.
+sqlite_only = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)
+
+
+async def minted(registry: Registry) -> int:
+    token = await registry.client.get("/v1/credits/CARBON")
+    return token.json()["minted"] if token.status_code == 200 else 0
+
+
+async def balance(registry: Registry, owner: str) -> int:
+    rows = await registry.platform.credits.balances(owner)
+    return sum(row["amount"] for row in rows if row["token"] == "CARBON")
+
+
+def error(response: Any, status: int) -> str:
+    assert response.status_code == status, response.text
+    return response.json()["error"]["code"]
+
+
+async def test_a_period_goes_from_draft_to_issued_through_the_roles(
+    registry: Registry, tmp_path: Path
+) -> None:
+    flow = await build_workflow(registry)
+    stove = await flow.stove()
+    # The meter also signs a batch (its key enrolled with its twin): the bundle keeps it.
+    seed = bytes(range(32))
+    enrolled = await registry.client.post(
+        f"/v1/domains/{stove}/device-key", json={"publicKey": device_public_key(seed)}
+    )
+    assert enrolled.status_code == 200, enrolled.text
+    batch = {
+        "readings": [
+            {"seq": 5_000, "time": "2026-10-05T12:00:00+00:00", "values": {"energyKwh": 0.0}}
+        ]
+    }
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(
+            f"/v1/domains/{stove}/telemetry",
+            json=batch,
+            headers={"Device-Signature": sign_batch(seed, batch)},
+        )
+    assert sent.status_code in (200, 202), sent.text
+    before = await minted(registry)
+    draft = await flow.draft()
+    assert draft["state"] == "draft" and draft["credits"]["amount"] == METERED_AMOUNT
+    assert await minted(registry) == before  # a draft mints nothing
+    period = draft["id"]
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
+
+    # Bad input: an issuance without verification; the verifier before submission.
+    early = await flow.step(flow.registry, period, "issuance", "issuance")
+    assert error(early, 409) == "conflict" and "only a verified period" in early.text
+    # The admin cannot issue: no registry role, whatever its powers.
+    admin = await registry.client.post(f"{base}/credential-request", json={"step": "issuance"})
+    assert error(admin, 403) == "forbidden"
+
+    submitted = await flow.step(flow.proponent, period, "submission", "submit")
+    assert submitted.status_code == 200, submitted.text
+    assert submitted.json()["state"] == "submitted"
+    again = await flow.step(flow.proponent, period, "submission", "submit")
+    assert error(again, 409) == "conflict" and "submitted" in again.text
+
+    # A verifier not accredited for the project is refused.
+    stranger = await actor(registry, flow.world, "verifier")
+    refused = await stranger.client.post(
+        f"{base}/credential-request",
+        json={"step": "verification", "outcome": "approved", "sampledStoves": [stove]},
+    )
+    assert error(refused, 403) == "forbidden" and "not accredited" in refused.text
+    # The proponent's own key cannot verify, even accredited as a verifier.
+    # The proponent's own key cannot verify, even given the verifier role and accredited.
+    both = Actor(flow.proponent.key, await flow.world.client(flow.proponent.did, "verifier"))
+    await accredit(flow, both, flow.project)
+    own = await both.client.post(
+        f"{base}/credential-request",
+        json={"step": "verification", "outcome": "approved", "sampledStoves": [stove]},
+    )
+    assert error(own, 403) == "forbidden" and "proponent's own key" in own.text
+    # A workflow role is held by a did:key only (the key that signs is the one named).
+    with pytest.raises(Invalid, match="API key request") as refused_key:
+        await registry.platform.api_keys.create("did:ixo:org/someone", ["verifier"])
+    assert "did:key" in refused_key.value.details[0].error
+
+    # The verifier opens the sampled stove's raw readings.
+    opened = await flow.verifier.client.get(f"{base}/readings", params={"stove": stove})
+    assert opened.status_code == 200, opened.text
+    assert len(opened.json()["readings"]) == 41 and len(opened.json()["days"]) == 10
+
+    # A signed credential whose content was changed after signing is refused.
+    base_request = {
+        "step": "verification",
+        "outcome": "approved",
+        "findings": ["ok"],
+        "sampledStoves": [stove],
+    }
+    signed = await flow.signed(flow.verifier, f"{base}/credential-request", base_request)
+    forged = copy.deepcopy(signed)
+    forged["credentialSubject"]["findings"] = ["nothing was checked"]
+    tampered = await flow.verifier.client.post(f"{base}/verification", json={"credential": forged})
+    assert error(tampered, 422) == "validation_failed" and "proof" in tampered.text
+    verified = await flow.verifier.client.post(f"{base}/verification", json={"credential": signed})
+    assert verified.status_code == 200, verified.text
+    assert verified.json()["state"] == "verified"
+    assert await minted(registry) == before  # verified: still nothing minted
+
+    # Two concurrent issuances mint once.
+    first, second = await asyncio.gather(
+        flow.step(flow.registry, period, "issuance", "issuance"),
+        flow.step(flow.registry, period, "issuance", "issuance"),
+    )
+    statuses = sorted([first.status_code, second.status_code])
+    assert statuses in ([200, 409], [200, 422]), (first.text, second.text)
+    assert await minted(registry) == before + METERED_AMOUNT
+    assert await balance(registry, flow.proponent.did) == METERED_AMOUNT
+    later = await flow.step(flow.registry, period, "issuance", "issuance")
+    assert later.status_code == 409 and "issued already" in later.text
+    assert await minted(registry) == before + METERED_AMOUNT
+
+    chain = (await flow.verifier.client.get(f"{base}/chain")).json()["items"]
+    kinds = [c["type"][1] for c in chain]
+    assert kinds == [
+        "MonitoringSubmissionCredential",
+        "MonitoringVerificationCredential",
+        "CreditIssuanceCredential",
+    ]
+    assert [c["issuer"] for c in chain] == [
+        flow.proponent.did,
+        flow.verifier.did,
+        flow.registry.did,
+    ]
+
+    # The evidence bundle recomputes offline; a changed figure is named.
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    assert verify_bundle(bundle) == []
+    assert bundle["signedReadings"] == 1 and len(bundle["receipts"]) == 1
+    assert set(bundle["dids"]) == {flow.proponent.did, flow.verifier.did, flow.registry.did}
+    forged_receipt = copy.deepcopy(bundle)
+    (receipt,) = forged_receipt["receipts"].values()
+    receipt["payload"] = receipt["payload"].replace("0.0", "9.0")
+    assert any("signature does not verify" in d for d in verify_bundle(forged_receipt))
+    edited = copy.deepcopy(bundle)
+    edited["frozenInputs"]["stoves"][0]["days"][0]["energy"] += 1
+    differences = verify_bundle(edited)
+    assert any(stove in d and "energy" in d for d in differences), differences
+    # As an auditor runs it: `twinhub oracle verify-evidence`, no database, no network.
+    saved, changed = tmp_path / "bundle.json", tmp_path / "changed.json"
+    saved.write_bytes(orjson.dumps(bundle))
+    edited["chain"][-1]["credentialSubject"]["credits"]["amount"] += 1
+    changed.write_bytes(orjson.dumps(edited))
+    env = {"DATA_DIR": str(tmp_path / "nowhere"), "DATABASE_URL": "postgresql://nobody@0.0.0.0:1/x"}
+    intact, damaged = await asyncio.gather(
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(saved), env=env),
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(changed), env=env),
+    )
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert damaged.returncode == 1, damaged.stdout + damaged.stderr
+    assert f"{stove} " in damaged.stdout and "energy" in damaged.stdout
+    assert "issuance.proof" in damaged.stdout  # the changed credential no longer verifies
+    assert not (tmp_path / "nowhere").exists()  # no database was made
+    assert (await registry.platform.ledger.verify()).ok
+
+
+@sqlite_only
+async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Registry) -> None:
+    flow = await build_workflow(registry, validated=False)
+    await flow.stove()
+    period = (await flow.draft())["id"]
+    unvalidated = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/monitoring-periods/{period}/credential-request",
+        json={"step": "submission"},
+    )
+    assert error(unvalidated, 409) == "project_not_validated"
+    assert flow.project in unvalidated.text
+    # An admin cannot accredit either.
+    admin = await registry.client.post(
+        f"/v1/domains/{flow.project}/credential-request",
+        json={"step": "accreditation", "verifier": flow.verifier.did},
+    )
+    assert error(admin, 403) == "forbidden"
+    await accredit(flow, flow.verifier, flow.project)
+    placeholder = {
+        "EF_grid": {
+            "value": 0.5,
+            "unit": "tCO2/MWh",
+            "source": "none yet",
+            "year": 2024,
+            "evidence": None,
+            "status": "placeholder",
+        }
+    }
+    from tests.support.workflow_world import validate
+
+    await validate(flow, project_document(**placeholder))
+    blocked = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/monitoring-periods/{period}/credential-request",
+        json={"step": "submission"},
+    )
+    assert error(blocked, 409) == "placeholder_parameter"
+    assert "parameters.EF_grid" in blocked.text
+    view = await flow.verifier.client.get(f"/v1/domains/{flow.project}/project-document")
+    assert view.json()["placeholders"] == ["parameters.EF_grid"]
+
+
+@sqlite_only
+async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
+    flow = await build_workflow(registry, validated=False)
+    # A project with no stoves: its period is refused with the reason, never made at zero.
+    empty = await flow.world.operator_client.post(
+        f"/v1/domains/{flow.project}/monitoring-periods",
+        json={"from": "2026-10-01", "to": "2026-10-10"},
+    )
+    assert error(empty, 409) == "conflict" and "no active stoves" in empty.text
+    content = b"calibration certificate 42"
+    wrong = "sha256:" + "0" * 64
+    refused = await flow.proponent.client.post(f"/v1/attachments?digest={wrong}", content=content)
+    assert error(refused, 422) == "validation_failed" and "does not match" in refused.text
+    missing = await flow.proponent.client.get(f"/v1/attachments/{wrong}")
+    assert missing.status_code == 404
+    document = project_document()
+    document["stoveModels"]["EPC-6L"]["testCertificate"] = wrong
+    uncited = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/project-document", json={"document": document}
+    )
+    assert error(uncited, 422) == "validation_failed" and wrong in uncited.text
+
+
+@sqlite_only
+async def test_corrections_send_a_period_back_to_draft_with_its_findings(
+    registry: Registry,
+) -> None:
+    flow = await build_workflow(registry)
+    stove = await flow.stove()
+    period = (await flow.draft())["id"]
+    assert (await flow.step(flow.proponent, period, "submission", "submit")).status_code == 200
+    asked = await flow.step(
+        flow.verifier,
+        period,
+        "verification",
+        "verification",
+        outcome="corrections",
+        findings=["household size unconfirmed"],
+        sampledStoves=[stove],
+    )
+    assert asked.status_code == 200, asked.text
+    view = asked.json()
+    assert view["state"] == "draft"
+    assert view["findings"][0]["findings"] == ["household size unconfirmed"]
+    # Its days are free again: recomputed and submitted anew, then issued.
+    redone = await flow.draft()
+    assert redone["id"] == period and redone["findings"] == view["findings"]
+    issued = await flow.through(period, [stove])
+    assert issued["state"] == "issued"
+    # Late data: a reading for a day of the issued period is stored and reported as late;
+    # the frozen inputs and the issued report do not move.
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
+    report = (await flow.verifier.client.get(f"{base}/report")).json()
+    assert (await flow.verifier.client.get(f"{base}/late-data")).json()["late"] == []
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    assert token.status_code == 201, token.text
+    reading = {
+        "seq": 99_001,
+        "time": "2026-10-01T12:00:00+00:00",
+        "values": {"session": "end", "energyKwh": 2.0},
+    }
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [reading]})
+    assert sent.status_code in (200, 202), sent.text
+    late = (await flow.verifier.client.get(f"{base}/late-data")).json()
+    assert late["creditLateData"] is False
+    fields = {(row["stove"], row["day"], row["field"]) for row in late["late"]}
+    assert (stove, "2026-10-01", "energy") in fields, late
+    assert (await flow.verifier.client.get(f"{base}/report")).json() == report
+    assert await registry.platform.monitoring.verify(report) == []
+    # The bundle carries what the snapshot saw, and the late reading apart: it still checks.
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    assert [r["seq"] for r in bundle["lateReadings"][stove]] == [99_001]
+    assert verify_bundle(bundle) == []
+
+
+async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> None:
+    """A stove linked to two projects: of two concurrent submissions over its days, one
+    holds them; the other is told which period did."""
+    flow = await build_workflow(registry)
+    other = await build_workflow(registry, world=flow.world)
+    stove = await flow.stove()
+    linked = await flow.world.operator_client.post(
+        f"/v1/domains/{stove}/relationships",
+        json={"type": "project", "target": other.project},
+    )
+    assert linked.status_code in (200, 201), linked.text
+    first = (await flow.draft())["id"]
+    second = (await other.draft())["id"]
+    results = await asyncio.gather(
+        flow.step(flow.proponent, first, "submission", "submit"),
+        other.step(other.proponent, second, "submission", "submit"),
+    )
+    codes = sorted(r.status_code for r in results)
+    assert codes == [200, 409], [r.text for r in results]
+    loser = next(r for r in results if r.status_code == 409)
+    assert loser.json()["error"]["code"] == "double_counting"
+    winner = first if results[0].status_code == 200 else second
+    assert f"monitoring period {winner}" in loser.text
+    body = orjson.loads(loser.content)
+    assert stove in body["error"]["message"]
+    # The losing project's draft, recomputed, leaves the stove out and says who holds it;
+    # the stove's history stays with the device, whichever project lists it now.
+    losing = other if winner == first else flow
+    again = await losing.draft()
+    report = (
+        await losing.world.operator_client.get(
+            f"/v1/domains/{losing.project}/monitoring-periods/{again['id']}/report"
+        )
+    ).json()
+    reasons = {row["stove"]: row["reason"] for row in report["exclusions"]}
+    assert f"monitoring period {winner}" in reasons[stove], reasons
+    # Nor can a claim in the other project credit the stove's days again.
+    collection = await losing.world.collection(project=losing.project)
+    claimed = await losing.world.operator_client.post(
+        f"/v1/claim-collections/{collection['id']}/claims",
+        json={"asset": stove, "data": metered_claim()},
+    )
+    assert claimed.status_code == 201, claimed.text
+    approval = await losing.world.oracle_client.post(
+        f"/v1/claims/{claimed.json()['id']}/evaluations", json={"status": "approved"}
+    )
+    assert error(approval, 409) == "double_counting"
+    assert f"monitoring period {winner}" in approval.text
+
+
+def test_keys_new_writes_a_key_only_its_owner_reads(tmp_path: Path) -> None:
+    """`twinhub keys new FILE` prints the key's did:key and keeps the seed in FILE (mode
+    600); it never overwrites a key."""
+    file = tmp_path / "verifier.key"
+    made = run_cli("keys", "new", str(file), env={"DATA_DIR": str(tmp_path / "data")})
+    assert made.returncode == 0, made.stderr
+    did = made.stdout.strip()
+    assert did.startswith("did:key:z6Mk")
+    assert file.stat().st_mode & 0o777 == 0o600
+    from twinhub.security.signing import Issuer
+
+    assert Issuer(bytes.fromhex(orjson.loads(file.read_bytes())["seed"])).did == did
+    again = run_cli("keys", "new", str(file), env={"DATA_DIR": str(tmp_path / "data")})
+    assert again.returncode == 2 and "cannot write" in again.stderr
+    assert Issuer(bytes.fromhex(orjson.loads(file.read_bytes())["seed"])).did == did

@@ -1,0 +1,227 @@
+"""A validated project for the verification workflow, built over HTTP: a proponent, a
+verifier and a registry, each a did:key of its own (signing client-side, as the CLI does),
+the verifier accredited by the registry, a project document stored and validated."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tests.conftest import Registry, unique
+from tests.support.claims_world import World, build_world
+from twinhub.security.signing import Issuer
+
+CERTIFICATE = b"water boiling test, EPC-6L, 2026"
+CERTIFICATE_DIGEST = "sha256:" + hashlib.sha256(CERTIFICATE).hexdigest()
+
+
+def project_document(**parameters: Any) -> dict[str, Any]:
+    """A project document: the methodology, country, parameters with their sources."""
+    return {
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+        "country": "KE",
+        "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
+        "baselineFuel": "charcoal",
+        "leakage": "default",
+        "parameters": {
+            "fNRB": {
+                "value": 0.88,
+                "unit": "fraction",
+                "source": "the methodology's default (test)",
+                "year": 2024,
+                "evidence": None,
+                "status": "checked",
+            },
+            "EF_grid": {
+                "value": 0.5,
+                "unit": "tCO2/MWh",
+                "source": "the methodology's default (test)",
+                "year": 2024,
+                "evidence": None,
+                "status": "checked",
+            },
+            **parameters,
+        },
+        "monitoringPlan": {"measure": "meter", "reportingIntervalHours": 24},
+        "stoveModels": {
+            "EPC-6L": {
+                "case": 1,
+                "fuel": "electricity",
+                "testCertificate": CERTIFICATE_DIGEST,
+                "efficiency": {
+                    "value": 0.85,
+                    "unit": "fraction",
+                    "source": "water boiling test (test)",
+                    "year": 2026,
+                    "evidence": CERTIFICATE_DIGEST,
+                    "status": "checked",
+                },
+            }
+        },
+    }
+
+
+def meter_record(stove: str) -> dict[str, Any]:
+    return {
+        "model": "EM-1",
+        "serial": "m-" + stove.rsplit("/", 1)[-1],
+        "accuracyClass": "1",
+        "maxPermissibleError": 0.05,
+        "calibratedOn": "2026-01-01",
+        "calibrationDue": "2027-12-31",
+        "certificate": CERTIFICATE_DIGEST,
+        "registerMax": 99999,
+    }
+
+
+@dataclass
+class Actor:
+    key: Issuer
+    client: httpx.AsyncClient
+    seed: bytes = b""  # what a key file keeps (twinhub keys new)
+
+    @property
+    def did(self) -> str:
+        return self.key.did
+
+
+@dataclass
+class Workflow:
+    world: World
+    project: str
+    proponent: Actor
+    verifier: Actor
+    registry: Actor
+
+    async def signed(self, actor: Actor, request_path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The unsigned credential the API offers `actor`, signed with its key."""
+        offered = await actor.client.post(request_path, json=body)
+        assert offered.status_code == 200, offered.text
+        credential = offered.json()
+        return actor.key.sign(credential, credential["validFrom"])
+
+    async def step(
+        self, actor: Actor, period: int, step: str, route: str, **verdict: Any
+    ) -> httpx.Response:
+        """Ask for the step's credential, sign it, post it; the response (the request's own
+        when the step is refused before anything is signed)."""
+        base = f"/v1/domains/{self.project}/monitoring-periods/{period}"
+        offered = await actor.client.post(
+            f"{base}/credential-request", json={"step": step, **verdict}
+        )
+        if offered.status_code != 200:
+            return offered
+        credential = offered.json()
+        signed = actor.key.sign(credential, credential["validFrom"])
+        return await actor.client.post(f"{base}/{route}", json={"credential": signed})
+
+    async def stove(self, kwh_per_day: float = 1.0, project: str | None = None) -> str:
+        """A metered stove of the project (claims_world's), naming its model in the project
+        document and carrying its meter's calibration record (+/-5 %: the figures of the
+        methodology's worked example, so METERED_AMOUNT holds under the document too)."""
+        stove = await self.world.metered_asset(
+            project=project or self.project, kwh_per_day=kwh_per_day
+        )
+        patched = await self.world.operator_client.patch(
+            f"/v1/domains/{stove}",
+            json={"properties": {"stoveModel": "EPC-6L", "meter": meter_record(stove)}},
+        )
+        assert patched.status_code == 200, patched.text
+        return stove
+
+    async def draft(self, start: str = "2026-10-01", end: str = "2026-10-10") -> dict[str, Any]:
+        made = await self.world.operator_client.post(
+            f"/v1/domains/{self.project}/monitoring-periods", json={"from": start, "to": end}
+        )
+        assert made.status_code in (200, 201), made.text
+        return made.json()
+
+    async def through(self, period: int, sampled: list[str]) -> dict[str, Any]:
+        """Submit, approve and issue `period`; the issued period."""
+        submitted = await self.step(self.proponent, period, "submission", "submit")
+        assert submitted.status_code == 200, submitted.text
+        verified = await self.step(
+            self.verifier,
+            period,
+            "verification",
+            "verification",
+            outcome="approved",
+            findings=["sampled stoves' readings match"],
+            sampledStoves=sampled,
+        )
+        assert verified.status_code == 200, verified.text
+        issued = await self.step(self.registry, period, "issuance", "issuance")
+        assert issued.status_code == 200, issued.text
+        return issued.json()
+
+
+async def actor(registry: Registry, world: World, *roles: str) -> Actor:
+    seed = os.urandom(32)
+    key = Issuer(seed)
+    return Actor(key, await world.client(key.did, "reader", *roles), seed)
+
+
+async def accredit(flow: Workflow, verifier: Actor, project: str) -> None:
+    signed = await flow.signed(
+        flow.registry,
+        f"/v1/domains/{project}/credential-request",
+        {"step": "accreditation", "verifier": verifier.did},
+    )
+    made = await flow.registry.client.post(
+        f"/v1/domains/{project}/accreditations", json={"credential": signed}
+    )
+    assert made.status_code == 201, made.text
+
+
+async def validate(flow: Workflow, document: dict[str, Any]) -> None:
+    stored = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/project-document", json={"document": document}
+    )
+    assert stored.status_code in (200, 201), stored.text
+    signed = await flow.signed(
+        flow.verifier, f"/v1/domains/{flow.project}/credential-request", {"step": "validation"}
+    )
+    validated = await flow.verifier.client.post(
+        f"/v1/domains/{flow.project}/validation", json={"credential": signed}
+    )
+    assert validated.status_code == 201, validated.text
+
+
+async def build_workflow(
+    registry: Registry, validated: bool = True, world: World | None = None
+) -> Workflow:
+    world = world or await build_world(registry)
+    proponent = await actor(registry, world, "proponent", "writer")
+    project = await world.domain(
+        world.operator_client,
+        {
+            "type": "Project",
+            "class": "did:ixo:protocol/project",
+            "metadata": {"name": unique("project")},
+            "controller": [world.operator, proponent.did],
+            "relationships": {"implementedBy": [world.organisation]},
+        },
+    )
+    await world.govern(project, "verify")
+    flow = Workflow(
+        world,
+        project,
+        proponent,
+        await actor(registry, world, "verifier"),
+        await actor(registry, world, "registry"),
+    )
+    uploaded = await proponent.client.post(
+        f"/v1/attachments?digest={CERTIFICATE_DIGEST}",
+        content=CERTIFICATE,
+        headers={"content-type": "application/pdf"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    await world.collection(project=project)
+    if validated:
+        await accredit(flow, flow.verifier, project)
+        await validate(flow, project_document())
+    return flow

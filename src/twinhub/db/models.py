@@ -418,7 +418,7 @@ class Credential(Base):
     id: Mapped[str] = mapped_column(String(100), primary_key=True)
     # The approved claim it speaks for; None for a step of the verification workflow
     # (accreditation, validation, a monitoring period's submission, verification, issuance),
-    # which `kind`, `project_did` and `period_id` place instead (revision 0021).
+    # which `kind`, `project_did` and `period_id` place instead (revision 0022).
     claim_id: Mapped[str | None] = mapped_column(
         String(100), ForeignKey("claims.id"), unique=True, nullable=True
     )
@@ -677,7 +677,7 @@ class TelemetryReading(Base):
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     time: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
     values: Mapped[dict[str, object]] = mapped_column(JsonDocument)
-    # When twinhub received it (NULL: stored before revision 0022), and the signed batch or
+    # When twinhub received it (NULL: stored before revision 0021), and the signed batch or
     # message it came in (TelemetryReceipt; NULL: an unsigned HTTP batch).
     received_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     receipt_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
@@ -857,7 +857,7 @@ class MonitoringPeriod(Base):
     report: Mapped[str] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
-    # The verification workflow (revision 0021): draft -> submitted -> verified | rejected
+    # The verification workflow (revision 0022): draft -> submitted -> verified | rejected
     # (or back to draft on corrections) -> issued. Periods made before it were issued.
     state: Mapped[str] = mapped_column(String(16), default="draft", server_default="issued")
     proponent: Mapped[str | None] = mapped_column(String(200), nullable=True)

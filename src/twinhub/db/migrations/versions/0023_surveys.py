@@ -2,7 +2,7 @@
 its sample drew, and their answers with the USSD session that gave each
 
 Revision ID: 0023
-Revises: 0019
+Revises: 0022
 Create Date: 2026-11-27
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0023"
-down_revision: str | None = "0021"
+down_revision: str | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -5,8 +5,8 @@ and the registry-wide table of credited stove-days.
 
 Monitoring periods made before this revision minted at once: they are `issued`.
 
-Revision ID: 0021
-Revises: 0020, 0022
+Revision ID: 0022
+Revises: 0021
 Create Date: 2026-11-27
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0021"
-down_revision: str | tuple[str, ...] | None = ("0020", "0022")  # merged here; the lead re-chains
+revision: str = "0022"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

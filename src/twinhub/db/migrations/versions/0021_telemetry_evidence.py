@@ -7,8 +7,8 @@ can be checked again later. Quarantined readings (before the device's enrolment,
 from their receipt time) live apart from the readings: no partition, rollup or credit is
 ever made of them.
 
-Revision ID: 0022
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-11-27
 """
 
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0022"
-down_revision: str | None = "0019"
+revision: str = "0021"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -13,6 +13,7 @@ from twinhub.mrv.builtin import builtin_document, builtin_methodology
 from twinhub.mrv.methodology import (
     MethodologyError,
     MethodologyLimits,
+    _inline,
     compile_methodology,
     digest_of,
     to_smallest_unit,
@@ -471,3 +472,20 @@ def test_an_evaluation_past_the_time_limit_is_refused() -> None:
 
 def test_whole_number_inputs_may_arrive_as_floats() -> None:
     assert compiled("double(count) * amount").evaluate({"amount": 2.0, "count": 3.0}).result == 6.0
+
+
+def test_parameters_are_written_in_as_constants_only_where_they_are_names() -> None:
+    values = {"fNRB": 0.88, "e5": 2.0, "wood": 3.0, "tiny": 1e-05}
+    assert (
+        _inline('fuel == "wood" ? fNRB * 1e5 + x.fNRB + e5 : tiny', values)
+        == 'fuel == "wood" ? (0.88) * 1e5 + x.fNRB + (2.0) : (1e-05)'
+    )
+    # The bound formulas give the very same doubles as the parameters handed to CEL.
+    methodology = builtin_methodology()
+    bound = methodology.evaluate(ELECTRIC, {"fNRB": 0.613, "EF_grid": 0.0723})
+    values = {**methodology.parameter_values(), "fNRB": 0.613, "EF_grid": 0.0723}
+    programs, uses, constants = methodology._programs, methodology._uses, values
+    data: dict[str, Any] = {**constants, **bound.inputs}
+    for formula, program, names in zip(methodology.formulas, programs, uses, strict=True):
+        data[formula.name] = program.eval(data={n: data[n] for n in names}).value()
+        assert data[formula.name] == steps(bound)[formula.name], formula.name

@@ -489,3 +489,15 @@ def test_parameters_are_written_in_as_constants_only_where_they_are_names() -> N
     for formula, program, names in zip(methodology.formulas, programs, uses, strict=True):
         data[formula.name] = program.eval(data={n: data[n] for n in names}).value()
         assert data[formula.name] == steps(bound)[formula.name], formula.name
+
+
+def test_remembered_formula_values_never_cross_a_documents_figures() -> None:
+    methodology = builtin_methodology()
+    first = methodology.evaluate(ELECTRIC).result
+    lower = methodology.evaluate(ELECTRIC, {"fNRB": 0.5}).result
+    assert lower < first
+    assert methodology.evaluate(ELECTRIC).result == first
+    assert methodology.evaluate(ELECTRIC, {"fNRB": 0.5}).result == lower
+    assert methodology.evaluate({**ELECTRIC, "energy_kwh": 60.0}).result == pytest.approx(
+        2 * first, abs=1e-15
+    )

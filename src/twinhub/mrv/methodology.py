@@ -34,6 +34,7 @@ INPUT_TYPES: dict[str, cel.Type] = {
     "string": cel.Type.STRING,  # a choice such as the project fuel: formulas compare it
 }
 MAX_INPUT_STRING = 64
+MEMO_SIZE = 50_000  # formula values remembered per methodology (mrv.methodology._run)
 # Thresholds the platform's own rules apply (mrv.periods), declared in a methodology's
 # `rules` section with value, unit and source: a formula never reads them, so they are kept
 # apart from `parameters`, every one of which some formula must use.
@@ -165,6 +166,9 @@ class Methodology:
     _bound: dict[tuple[tuple[str, float], ...], Any] = field(  # by the document's figures
         default_factory=dict, repr=False, compare=False
     )
+    _memo: dict[tuple[Any, ...], float | int] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def result_unit(self) -> str:
@@ -186,7 +190,8 @@ class Methodology:
         """Apply the formulas in order to `inputs`, with `parameters` (a project document's
         figures, by name) in place of the methodology's defaults; raise MethodologyError on
         any value that is missing, of the wrong type, or not a finite number."""
-        programs, references, constants = self._programs_for(parameters)
+        key = tuple(sorted(parameters.items())) if parameters else ()
+        programs, references, constants = self._programs_for(key, parameters)
         data: dict[str, Any] = dict(constants)
         used: dict[str, float | int | str] = {}
         for name, declared in self.inputs.items():
@@ -198,10 +203,10 @@ class Methodology:
         # read instead, and only an evaluation whose wall time passed the limit (CPU time
         # never exceeds it) is run again under the CPU clock to decide.
         started = time.perf_counter()
-        steps = self._run(programs, references, dict(data))
+        steps = self._run(key, programs, references, dict(data))
         if time.perf_counter() - started > self.limits.max_evaluation_seconds:
             cpu = time.thread_time()
-            steps = self._run(programs, references, data)
+            steps = self._run(key, programs, references, data)
             if time.thread_time() - cpu > self.limits.max_evaluation_seconds:
                 raise MethodologyError("evaluation took longer than the methodology time limit")
         data.update((step.name, step.value) for step in steps)
@@ -210,6 +215,7 @@ class Methodology:
 
     def _run(
         self,
+        bound: tuple[tuple[str, float], ...],
         programs: tuple[Any, ...],
         references: tuple[tuple[str, ...], ...],
         data: dict[str, Any],
@@ -217,22 +223,33 @@ class Methodology:
         """Each formula in order on `data` (which gains their values)."""
         steps: list[Step] = []
         isfinite = math.isfinite
-        for formula, program, uses in zip(self.formulas, programs, references, strict=True):
-            outcome = program.eval(data={name: data[name] for name in uses})
-            value = outcome.value()
-            if type(value) is not float or not isfinite(value):  # else: the common case
-                value = _checked(outcome, value, formula.name)
+        memo = self._memo
+        if len(memo) > MEMO_SIZE:
+            memo.clear()
+        for index, (formula, program, uses) in enumerate(
+            zip(self.formulas, programs, references, strict=True)
+        ):
+            # A formula is a pure function of the names it reads: across a fleet most of
+            # them (the baseline's factor, the fuel's, the meter's and the sample's rules)
+            # see the same values stove after stove, so their value is remembered.
+            key = (bound, index, *[data[name] for name in uses])
+            value = memo.get(key)
+            if value is None:
+                outcome = program.eval(data={name: data[name] for name in uses})
+                value = outcome.value()
+                if type(value) is not float or not isfinite(value):  # else the common case
+                    value = _checked(outcome, value, formula.name)
+                memo[key] = value
             data[formula.name] = value
             steps.append(Step(formula.name, formula.expression, float(value), formula.unit))
         return steps
 
     def _programs_for(
-        self, parameters: Mapping[str, float] | None
+        self, key: tuple[tuple[str, float], ...], parameters: Mapping[str, float] | None
     ) -> tuple[tuple[Any, ...], tuple[tuple[str, ...], ...], Mapping[str, float]]:
         """The formulas with the parameters' values (the defaults, or a document's) written
         in, compiled once per set of values; the names each still reads; and the parameter
         values an evaluation must still hand CEL (none, unless binding failed)."""
-        key = tuple(sorted(parameters.items())) if parameters else ()
         found = self._bound.get(key)
         if found is None:
             values = self.parameter_values()

@@ -501,3 +501,15 @@ def test_remembered_formula_values_never_cross_a_documents_figures() -> None:
     assert methodology.evaluate({**ELECTRIC, "energy_kwh": 60.0}).result == pytest.approx(
         2 * first, abs=1e-15
     )
+
+
+def test_only_formulas_whose_values_repeat_are_remembered() -> None:
+    problems = Problems()
+    methodology = compile_methodology(builtin_document("clean-cooking-mecd"), problems)
+    assert methodology is not None
+    for n in range(150):
+        methodology.evaluate({**ELECTRIC, "energy_kwh": 10.0 + n})
+    names = [f.name for f in methodology.formulas]
+    unshared = {names[index] for _, index in methodology._unshared}
+    assert {"ER", "BE", "PE", "baseline_kwh"} <= unshared
+    assert not {"EF_baseline_input", "meter_adjustment", "fleet_factor"} & unshared

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from cel_expr_python import cel
@@ -106,8 +106,10 @@ class MethodologyError(Exception):
         self.formula = formula
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
+    """One formula's value in an evaluation (a tuple: a period makes one per formula and
+    stove, and a frozen dataclass costs several times as much to make)."""
+
     name: str
     expression: str
     value: float
@@ -169,6 +171,11 @@ class Methodology:
     _memo: dict[tuple[Any, ...], float | int] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _tally: dict[tuple[Any, ...], list[int]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _unshared: set[tuple[Any, ...]] = field(default_factory=set, repr=False, compare=False)
+    _judged: set[tuple[Any, ...]] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def result_unit(self) -> str:
@@ -223,7 +230,7 @@ class Methodology:
         """Each formula in order on `data` (which gains their values)."""
         steps: list[Step] = []
         isfinite = math.isfinite
-        memo = self._memo
+        memo, unshared, judged = self._memo, self._unshared, self._judged
         if len(memo) > MEMO_SIZE:
             memo.clear()
         for index, (formula, program, uses) in enumerate(
@@ -232,17 +239,36 @@ class Methodology:
             # A formula is a pure function of the names it reads: across a fleet most of
             # them (the baseline's factor, the fuel's, the meter's and the sample's rules)
             # see the same values stove after stove, so their value is remembered.
-            key = (bound, index, *[data[name] for name in uses])
-            value = memo.get(key)
+            # (A formula whose values rarely repeat, such as the reductions themselves, stops
+            # being remembered after its first hundred: `_unshared` names it.)
+            which = (bound, index)
+            remembered = which not in unshared
+            key = (bound, index, *[data[name] for name in uses]) if remembered else None
+            value = memo.get(key) if remembered else None
             if value is None:
                 outcome = program.eval(data={name: data[name] for name in uses})
                 value = outcome.value()
                 if type(value) is not float or not isfinite(value):  # else the common case
                     value = _checked(outcome, value, formula.name)
-                memo[key] = value
+                if remembered:
+                    memo[key] = value
+                    if which not in judged:
+                        self._learn(which, hit=False)
+            elif which not in judged:
+                self._learn(which, hit=True)
             data[formula.name] = value
             steps.append(Step(formula.name, formula.expression, float(value), formula.unit))
         return steps
+
+    def _learn(self, which: tuple[Any, ...], hit: bool) -> None:
+        """Count a remembered formula's hits over its first hundred lookups (for one set of
+        figures); one that missed more than half is not remembered any more."""
+        tally = self._tally.setdefault(which, [0, 0])
+        tally[0 if hit else 1] += 1
+        if tally[0] + tally[1] >= 100:
+            self._judged.add(which)
+            if tally[1] > 50:
+                self._unshared.add(which)
 
     def _programs_for(
         self, key: tuple[tuple[str, float], ...], parameters: Mapping[str, float] | None

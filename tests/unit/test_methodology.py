@@ -13,6 +13,7 @@ from twinhub.mrv.builtin import builtin_document, builtin_methodology
 from twinhub.mrv.methodology import (
     MethodologyError,
     MethodologyLimits,
+    _inline,
     compile_methodology,
     digest_of,
     to_smallest_unit,
@@ -471,3 +472,44 @@ def test_an_evaluation_past_the_time_limit_is_refused() -> None:
 
 def test_whole_number_inputs_may_arrive_as_floats() -> None:
     assert compiled("double(count) * amount").evaluate({"amount": 2.0, "count": 3.0}).result == 6.0
+
+
+def test_parameters_are_written_in_as_constants_only_where_they_are_names() -> None:
+    values = {"fNRB": 0.88, "e5": 2.0, "wood": 3.0, "tiny": 1e-05}
+    assert (
+        _inline('fuel == "wood" ? fNRB * 1e5 + x.fNRB + e5 : tiny', values)
+        == 'fuel == "wood" ? (0.88) * 1e5 + x.fNRB + (2.0) : (1e-05)'
+    )
+    # The bound formulas give the very same doubles as the parameters handed to CEL.
+    methodology = builtin_methodology()
+    bound = methodology.evaluate(ELECTRIC, {"fNRB": 0.613, "EF_grid": 0.0723})
+    values = {**methodology.parameter_values(), "fNRB": 0.613, "EF_grid": 0.0723}
+    programs, uses, constants = methodology._programs, methodology._uses, values
+    data: dict[str, Any] = {**constants, **bound.inputs}
+    for formula, program, names in zip(methodology.formulas, programs, uses, strict=True):
+        data[formula.name] = program.eval(data={n: data[n] for n in names}).value()
+        assert data[formula.name] == steps(bound)[formula.name], formula.name
+
+
+def test_remembered_formula_values_never_cross_a_documents_figures() -> None:
+    methodology = builtin_methodology()
+    first = methodology.evaluate(ELECTRIC).result
+    lower = methodology.evaluate(ELECTRIC, {"fNRB": 0.5}).result
+    assert lower < first
+    assert methodology.evaluate(ELECTRIC).result == first
+    assert methodology.evaluate(ELECTRIC, {"fNRB": 0.5}).result == lower
+    assert methodology.evaluate({**ELECTRIC, "energy_kwh": 60.0}).result == pytest.approx(
+        2 * first, abs=1e-15
+    )
+
+
+def test_only_formulas_whose_values_repeat_are_remembered() -> None:
+    problems = Problems()
+    methodology = compile_methodology(builtin_document("clean-cooking-mecd"), problems)
+    assert methodology is not None
+    for n in range(150):
+        methodology.evaluate({**ELECTRIC, "energy_kwh": 10.0 + n})
+    names = [f.name for f in methodology.formulas]
+    unshared = {names[index] for _, index in methodology._unshared}
+    assert {"ER", "BE", "PE", "baseline_kwh"} <= unshared
+    assert not {"EF_baseline_input", "meter_adjustment", "fleet_factor"} & unshared

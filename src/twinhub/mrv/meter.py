@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, NamedTuple
 
 from twinhub.kernel.errors import Problems
 
@@ -127,9 +127,9 @@ def check_meter(
     )
 
 
-@dataclass(frozen=True)
-class RegisterDay:
-    """One day's register readings as the day rollup keeps them."""
+class RegisterDay(NamedTuple):
+    """One day's register readings as the day rollup keeps them (a tuple: a period of ten
+    thousand stoves makes three hundred thousand of them)."""
 
     day: date
     low: float  # the day's lowest (first) register reading
@@ -155,9 +155,9 @@ def register_rise(days: Sequence[RegisterDay], register_max: float | None) -> Re
     deltas: dict[date, float] = {}
     events: list[str] = []
     last: float | None = None  # the register's value at the last reading known
-    for reading in sorted(days, key=lambda d: d.day):
-        when = reading.day.isoformat()
+    for reading in sorted(days):
         if reading.resets:
+            when = reading.day.isoformat()
             if last is not None and reading.high < last:
                 deltas[reading.day] = reading.high  # every reading came after the reset
                 last = reading.high
@@ -177,12 +177,15 @@ def register_rise(days: Sequence[RegisterDay], register_max: float | None) -> Re
             else:
                 deltas[reading.day] = register_max - last
                 last = 0.0
-            events.append(f"register rolled over at {register_max:g} kWh on {when}")
+            events.append(
+                f"register rolled over at {register_max:g} kWh on {reading.day.isoformat()}"
+            )
             continue
         else:
             deltas[reading.day] = reading.low - last
             events.append(
-                f"register went back from {last:g} to {reading.low:g} kWh on {when} with no "
+                f"register went back from {last:g} to {reading.low:g} kWh on "
+                f"{reading.day.isoformat()} with no "
                 "reset declared and no registerMax to roll over: its fall is not counted"
             )
         last = reading.high

@@ -346,10 +346,10 @@ def compute_period(
     excluded: list[dict[str, Any]] = []
     total = 0.0
     for stove in sorted(stoves, key=lambda s: s.stove):
-        base = {
+        base: dict[str, Any] = {
             "stove": stove.stove,
             "serial": stove.serial,
-            "usage": _plain_usage(stove),
+            "usage": None,  # the measure's when credited, the sessions' when excluded
             "inputsDigest": inputs_digest(stove.days),
         }
         reason = _exclusion(stove, spec, rules, findings, credited or {})
@@ -376,7 +376,7 @@ def compute_period(
                     )
                     total += evaluation.result
                     continue
-        excluded.append({**base, "reason": reason})
+        excluded.append({**base, "usage": base["usage"] or _plain_usage(stove), "reason": reason})
     report: dict[str, Any] = {
         "project": spec.project,
         "period": {"from": spec.start.isoformat(), "to": spec.end.isoformat(), "days": spec.days},

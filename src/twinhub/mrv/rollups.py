@@ -130,16 +130,21 @@ def _days(
     """One StoveDay per day with telemetry, and the register's events. A day's meter rise is
     read by the declared rules of mrv.meter (resets, rollovers, gaps); None on a day with no
     register reading."""
-    register = [
-        RegisterDay(day, fields[METER][2], fields[METER][3], int(fields.get(METER_RESET, (0,))[0]))
-        for day, fields in cells.items()
-        if METER in fields and fields[METER][0]
-    ]
-    rise = register_rise(register, register_max)
-    days: list[StoveDay] = []
+    register: list[RegisterDay] = []
+    rows: list[tuple[date, int, float]] = []
     for day in sorted(cells):
         fields = cells[day]
-        sessions = int(fields[SESSIONS][0]) if SESSIONS in fields else 0
-        energy = float(fields[quantity][1]) if quantity in fields else 0.0
-        days.append(StoveDay(did, day, sessions, energy, 0.0, 0, 0, rise.deltas.get(day)))
+        meter = fields.get(METER)
+        if meter is not None and meter[0]:
+            reset = fields.get(METER_RESET)
+            register.append(RegisterDay(day, meter[2], meter[3], int(reset[0]) if reset else 0))
+        sessions = fields.get(SESSIONS)
+        energy = fields.get(quantity)
+        rows.append((day, int(sessions[0]) if sessions else 0, float(energy[1]) if energy else 0.0))
+    rise = register_rise(register, register_max)
+    deltas = rise.deltas
+    days = [
+        StoveDay(did, day, sessions, energy, 0.0, 0, 0, deltas.get(day))
+        for day, sessions, energy in rows
+    ]
     return days, rise.events

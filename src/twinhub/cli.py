@@ -917,6 +917,42 @@ def oracle_run_period(
     )
 
 
+def _require_database() -> None:
+    """Stop with a message (exit 2) unless the configured database exists, answers and
+    holds twinhub's schema at this program's revision: a read-only command never creates
+    or migrates one (an auditor running it from another folder would get an empty
+    `./data` and a report full of differences)."""
+    from pathlib import Path
+
+    from twinhub.db.engine import create_engine, sqlite_file
+    from twinhub.db.migrate import schema_problem
+
+    storage = load_settings(background_workers_enabled=False).storage
+    path = sqlite_file(storage.resolved_database_url)
+
+    if path is not None and not Path(path).is_file():  # SQLite would make one on connecting
+        _no_database(f"no database file at {path}")
+
+    async def problem() -> str | None:
+        engine = create_engine(storage)
+        try:
+            return await schema_problem(engine)
+        finally:
+            await engine.dispose()
+
+    found = _run(problem())
+    if found is not None:
+        _no_database(found)
+
+
+def _no_database(problem: str) -> None:
+    console.print(
+        f"[red]no twinhub database to check against: {problem}[/red] "
+        "(set DATABASE_URL or DATA_DIR to the registry's database)"
+    )
+    raise typer.Exit(2)
+
+
 @oracle_app.command("verify-report")
 def oracle_verify_report(
     file: Annotated[str, typer.Argument(help="A monitoring report (JSON) as the API gave it")],
@@ -936,6 +972,7 @@ def oracle_verify_report(
     async def work(platform: Any) -> Any:
         return await platform.monitoring.verify(report)
 
+    _require_database()
     differences = _with_platform(work)
     for difference in differences:
         print(difference)

@@ -629,8 +629,19 @@ class TelemetrySettings(_Section):
         validation_alias="TELEMETRY_FUTURE_SKEW_SECONDS",
         ge=0,
         description=(
-            "Readings timed further ahead than this are rejected; late readings are always "
-            "accepted."
+            "Readings timed further ahead of their receipt than this are quarantined with "
+            "their reason (stored, listed, never rolled up or credited)."
+        ),
+    )
+    past_skew_days: float = Field(
+        730.0,
+        validation_alias="TELEMETRY_PAST_SKEW_DAYS",
+        ge=0,
+        description=(
+            "Readings timed further before their receipt than this are quarantined (`0`: no "
+            "limit); a device buffering offline for months stays within it, a clock reset to "
+            "1970 does not. Readings before the twin's `validFrom` (its enrolment) are "
+            "quarantined whatever this says."
         ),
     )
     offline_after_seconds: float = Field(
@@ -644,6 +655,21 @@ class TelemetrySettings(_Section):
         validation_alias="TELEMETRY_RETENTION_DAYS",
         ge=0,
         description="Raw readings older than this are pruned (`0`: kept forever); rollups stay.",
+    )
+    evidence_retention_years: int = Field(
+        2,
+        validation_alias="EVIDENCE_RETENTION_YEARS",
+        ge=0,
+        le=100,
+        description=(
+            "Readings and day rollups behind a submitted or issued monitoring period are kept "
+            "this many years after the end of the project's crediting period, whatever "
+            "TELEMETRY_RETENTION_DAYS says. The default follows the record-keeping rule of "
+            "keeping monitoring records at least two years after the end of the last "
+            "crediting period (as the CDM and Verra's VM0042 v2.2 §9.3 state it); Gold "
+            "Standard's own Principles & Requirements text could not be checked when this "
+            "was set: confirm it for your programme."
+        ),
     )
     prune_interval_seconds: float = Field(
         3600.0,

@@ -149,7 +149,7 @@ async def accredit(flow: Workflow, verifier: Actor, project: str) -> None:
 
 
 async def validate(flow: Workflow, document: dict[str, Any]) -> None:
-    stored = await flow.proponent.client.put(
+    stored = await flow.proponent.client.post(
         f"/v1/domains/{flow.project}/project-document", json={"document": document}
     )
     assert stored.status_code in (200, 201), stored.text

@@ -150,3 +150,22 @@ def test_the_csv_has_a_row_for_every_stove() -> None:
     electric = next(line for line in lines if line.startswith("a-electric,"))
     assert ",yes,," in electric and "0.0679845007" in electric
     assert next(line for line in lines if line.startswith("c-unverified,")).count(",no,") == 1
+
+
+def test_a_changed_figure_is_named_with_its_two_different_values() -> None:
+    """An edited input whose stove total did not move (BE doubled, reductions as issued) is
+    named by its own field, with the report's value and the data's, never the same number
+    printed twice."""
+    issued = compute_period(SPEC, builtin_methodology(), stoves(), FINDINGS)
+    edited = copy.deepcopy(issued)
+    row = edited["stoves"][0]
+    row["values"]["BE"] *= 2
+    differences = [d for d in compare_reports(edited, issued) if d.startswith(row["stove"])]
+    original = issued["stoves"][0]["values"]["BE"]
+    assert differences == [
+        f"{row['stove']}: values.BE {row['values']['BE']!r} in the report, "
+        f"{original!r} from the data"
+    ]
+    for difference in differences:
+        mine, _, theirs = difference.partition(" in the report, ")
+        assert mine.rsplit(" ", 1)[1] != theirs.split(" ", 1)[0]

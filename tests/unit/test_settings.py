@@ -112,6 +112,8 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "WORKERS": ("auto", "'auto'"),
     "TELEMETRY_BATCH_SIZE": ("1001", "1001"),
     "TELEMETRY_FUTURE_SKEW_SECONDS": ("300.5", "300.5"),
+    "TELEMETRY_PAST_SKEW_DAYS": ("365.5", "365.5"),
+    "EVIDENCE_RETENTION_YEARS": ("7", "7"),
     "TELEMETRY_OFFLINE_AFTER_SECONDS": ("3600.5", "3600.5"),
     "TELEMETRY_RETENTION_DAYS": ("731", "731"),
     "TELEMETRY_RATE_LIMIT": ("12/minute", "'12/minute'"),
@@ -226,6 +228,8 @@ FLAT_DEFAULTS: dict[str, str] = {
     "WORKERS": "'1'",
     "TELEMETRY_BATCH_SIZE": "1000",
     "TELEMETRY_FUTURE_SKEW_SECONDS": "300.0",
+    "TELEMETRY_PAST_SKEW_DAYS": "730.0",
+    "EVIDENCE_RETENTION_YEARS": "2",
     "TELEMETRY_OFFLINE_AFTER_SECONDS": "3600.0",
     "TELEMETRY_RETENTION_DAYS": "730",
     "TELEMETRY_RATE_LIMIT": "'600/minute'",
@@ -287,7 +291,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 111
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 113
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

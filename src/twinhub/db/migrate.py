@@ -57,3 +57,18 @@ async def schema_revisions(engine: AsyncEngine) -> tuple[str | None, str | None]
     async with engine.connect() as connection:
         current = await connection.run_sync(_current)
     return current, head
+
+
+async def schema_problem(engine: AsyncEngine) -> str | None:
+    """Why `engine` is not a twinhub database to read, or None when it is one at this
+    program's newest revision: for the auditors' read-only commands (`oracle verify-report`),
+    which must never create or migrate someone's database."""
+    try:
+        current, head = await schema_revisions(engine)
+    except Exception as error:  # unreachable, refused, unknown database: said, not raised
+        return f"the database does not answer ({type(error).__name__}: {error})"
+    if current is None:
+        return "the database holds no twinhub schema"
+    if current != head:
+        return f"the database is at revision {current}, this program at {head}"
+    return None

@@ -677,6 +677,86 @@ class TelemetryReading(Base):
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     time: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
     values: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    # When twinhub received it (NULL: stored before revision 0022), and the signed batch or
+    # message it came in (TelemetryReceipt; NULL: an unsigned HTTP batch).
+    received_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    receipt_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class TelemetryReceipt(Base):
+    """A signed batch (HTTP, Ed25519) or MQTT message (HMAC, and Ed25519 when the device
+    has a key) exactly as it arrived, with its signatures: what a reading's signature is
+    checked against again, later, by anyone holding the key (telemetry/signatures.py).
+    `first_time`/`last_time` bound its readings' times, for the retention job."""
+
+    __tablename__ = "telemetry_receipts"
+    __table_args__ = (Index("ix_telemetry_receipts_device_last", "device_id", "last_time"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    device_id: Mapped[int] = mapped_column(Integer)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    first_time: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_time: Mapped[datetime] = mapped_column(UtcDateTime)
+    payload: Mapped[str] = mapped_column(Text)
+    signatures: Mapped[list[dict[str, object]]] = mapped_column(JsonDocument)
+
+
+class DeviceKey(Base):
+    """A device's Ed25519 public key (multibase, as in a did:key), enrolled with its twin;
+    at most one current per twin, the rotated ones kept (older receipts name them)."""
+
+    __tablename__ = "device_keys"
+    __table_args__ = (
+        Index(
+            "uq_device_keys_current",
+            "domain_did",
+            unique=True,
+            postgresql_where=text("revoked_at IS NULL"),
+            sqlite_where=text("revoked_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    domain_did: Mapped[str] = mapped_column(String(200), ForeignKey("domains.did"), index=True)
+    public_key: Mapped[str] = mapped_column(String(100))
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class TelemetryQuarantine(Base):
+    """A reading kept out of the data: timed before its device's enrolment or too far from
+    its receipt time (issue 30 §6). Stored with its reason; never rolled up or credited."""
+
+    __tablename__ = "telemetry_quarantine"
+    __table_args__ = (UniqueConstraint("device_did", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    device_did: Mapped[str] = mapped_column(String(200))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    time: Mapped[datetime] = mapped_column(UtcDateTime)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    values: Mapped[dict[str, object]] = mapped_column(JsonDocument)
+    reason: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(8))
+    receipt_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class EvidenceHold(Base):
+    """A device's readings and day rollups from `start` to `end` kept until `keep_until`,
+    whatever TELEMETRY_RETENTION_DAYS says: they back a submitted or issued monitoring
+    period (`holder` names it). services/evidence.py writes them; the pruner reads them."""
+
+    __tablename__ = "evidence_holds"
+    __table_args__ = (UniqueConstraint("holder", "device_did"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    device_did: Mapped[str] = mapped_column(String(200), index=True)
+    start: Mapped[datetime] = mapped_column(UtcDateTime)
+    end: Mapped[datetime] = mapped_column(UtcDateTime)
+    keep_until: Mapped[date] = mapped_column(Date)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class TelemetryRollup(Base):

@@ -236,9 +236,9 @@ def compare_reports(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[
             where = "the data" if a is None else "the report"
             differences.append(f"{stove}: credited only according to {where}")
         elif a != b:
-            differences.append(
-                f"{stove}: reductions {a.get('reductions')!r} in the report, "
-                f"{b['reductions']!r} from the data"
+            differences.extend(
+                f"{stove}: {path} {mine!r} in the report, {theirs!r} from the data"
+                for path, mine, theirs in leaf_differences(a, b)
             )
     theirs_out = {row["stove"]: row.get("reason") for row in stored.get("exclusions", [])}
     ours_out = {row["stove"]: row["reason"] for row in recomputed["exclusions"]}
@@ -249,6 +249,24 @@ def compare_reports(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[
                 f"{ours_out[stove]!r} from the data"
             )
     return differences
+
+
+def leaf_differences(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted path, value in `a`, value in `b`) of each leaf where two JSON values differ,
+    so a difference names the figure that moved, not a total that may not have (a field
+    only one side has shows as None on the other)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: list[tuple[str, Any, Any]] = []
+        for key in sorted(set(a) | set(b), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            found.extend(leaf_differences(a.get(key), b.get(key), where))
+        return found
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        found = []
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            found.extend(leaf_differences(x, y, f"{path}[{index}]"))
+        return found
+    return [] if a == b else [(path or "value", a, b)]
 
 
 CSV_COLUMNS = [

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -390,3 +390,53 @@ def _value_problem(spec: FieldSpec, value: Any) -> str | None:
     if spec.max is not None and value > spec.max:
         return f"above the maximum {spec.max}{(' ' + spec.unit) if spec.unit else ''}"
     return None
+
+
+BEFORE_ENROLMENT = "before the device's enrolment"
+AHEAD_OF_RECEIPT = "ahead of its receipt time"
+BEHIND_RECEIPT = "too long before its receipt time"
+
+
+def clock_problem(
+    moment: datetime,
+    received: datetime,
+    enrolled: datetime | None,
+    future: timedelta,
+    past: timedelta | None,
+) -> str | None:
+    """Why a reading's time cannot be trusted (issue 30 §6), or None: timed before its
+    device's enrolment, more than `future` after its receipt, or more than `past` before it
+    (None: no past limit). Such a reading is quarantined, never rolled up or credited."""
+    if enrolled is not None and moment < enrolled:
+        return BEFORE_ENROLMENT
+    if moment > received + future:
+        return AHEAD_OF_RECEIPT
+    if past is not None and moment < received - past:
+        return BEHIND_RECEIPT
+    return None
+
+
+def split_by_clock(
+    readings: list[Reading],
+    received: datetime,
+    enrolled: datetime | None,
+    future: timedelta,
+    past: timedelta | None,
+) -> tuple[list[Reading], list[tuple[Reading, str]]]:
+    """The readings whose time is plausible, and the others with their reasons; one
+    comparison pair per reading in the common case (all within the bounds)."""
+    low = received - past if past is not None else None
+    if enrolled is not None and (low is None or enrolled > low):
+        low = enrolled
+    high = received + future
+    if all(r.time <= high and (low is None or r.time >= low) for r in readings):
+        return readings, []
+    kept: list[Reading] = []
+    out: list[tuple[Reading, str]] = []
+    for reading in readings:
+        problem = clock_problem(reading.time, received, enrolled, future, past)
+        if problem is None:
+            kept.append(reading)
+        else:
+            out.append((reading, problem))
+    return kept, out

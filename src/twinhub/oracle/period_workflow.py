@@ -59,6 +59,17 @@ STEPS = {
 }
 
 
+def credit_late_data(methodology: dict[str, Any]) -> bool:
+    """Whether the methodology lets a later period credit late data: its `creditLateData`
+    (a flag, or a parameter whose value is true); false when it says nothing."""
+    given = methodology.get("creditLateData")
+    if given is None:
+        given = (methodology.get("parameters") or {}).get("creditLateData")
+    if isinstance(given, dict):
+        given = given.get("value")
+    return given is True
+
+
 def _ref(row: MonitoringPeriod) -> dict[str, Any]:
     return chain.period_ref(row.id, row.start.isoformat(), row.end.isoformat())
 
@@ -365,9 +376,7 @@ class PeriodWorkflow:
                             "now": readings_digest(rows),
                         }
                     )
-        parameters = frozen["methodology"].get("parameters") or {}
-        credit_late = parameters.get("creditLateData", {})
-        allowed = bool(credit_late.get("value")) if isinstance(credit_late, dict) else False
+        allowed = credit_late_data(frozen["methodology"])
         return {"period": _ref(row), "state": row.state, "late": late, "creditLateData": allowed}
 
     async def evidence(self, project: str, period_id: int) -> dict[str, Any]:

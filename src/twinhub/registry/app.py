@@ -407,7 +407,8 @@ class RegistryApp(FastAPI):
 
     def _answer_now(self, did: str, scope: Scope) -> tuple[list[Any], bytes] | None:
         """The lane's 200 when it can be given without awaiting anything, else None, having
-        changed nothing, for the lane to answer (tests/test_hot_paths holds the two equal).
+        changed nothing, for the lane to answer (tests/integration/registry/test_hot_paths.py
+        holds the two equal).
         It can when the database is up, the key is the bootstrap key or one checked less
         than five seconds ago (`ApiKeyService.authenticate_now`), the caller may read, the
         rate limit is counted in this process, and the domain is read from a SQLite file
@@ -577,6 +578,7 @@ def create_registry_app(
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.evaluations.collector())
     metrics.registry.register(platform.ledger.collector())
+    metrics.registry.register(platform.telemetry.collector())
     app.state.metrics = metrics
     install_error_handlers(app)
     # Governance first: its /domains/{did}/verification-proposals routes would otherwise be

@@ -58,10 +58,12 @@ DID_PATH = "{did:path}"
 # The sub-resources of a domain (`/v1/domains/{did}/<one of these>`), served by this and
 # the other routers. A DID may contain `/`, so `/v1/domains/{did}` alone would also match
 # `/v1/domains/x/graph`: a PATCH there reached the domain's PATCH route and answered 422
-# about its body instead of 405. tests/test_registry_limits.py checks this list is whole.
+# about its body instead of 405. tests/integration/registry/test_registry_limits.py checks
+# this list is whole.
 DOMAIN_SUBRESOURCES = (
     r"device-tokens(?:/[^/]+(?:/rotate)?)?",
-    r"telemetry(?:/aggregates)?",
+    r"telemetry(?:/aggregates|/quarantine)?",
+    "device-key",
     "state",
     "events",
     "verification-proposals",
@@ -160,7 +162,7 @@ class RecordResponse(Response):
     """`Response(orjson.dumps(record), status, headers={"ETag": ...},
     media_type="application/json")` with its raw headers written out: Response's header
     building (a loop and a dozen calls) was a tenth of the hot read's own work. The same
-    bytes and headers, in the same order (tests/test_hot_paths)."""
+    bytes and headers, in the same order (tests/integration/registry/test_hot_paths.py)."""
 
     media_type = "application/json"
 
@@ -291,7 +293,8 @@ class CreateRoute(Route):
     validate, a body that could not be read) is handed, with the body as received, to the
     router again, which then skips this route: the general route answers it exactly as
     before, with its own error. While FastAPI's own telemetry follows a request, the
-    general route takes it from the start. tests/test_hot_paths.py holds the two equal."""
+    general route takes it from the start. tests/integration/registry/test_hot_paths.py holds
+    the two equal."""
 
     def __init__(self, general: APIRoute) -> None:
         super().__init__("/v1/domains", self._unused, methods=["POST"], include_in_schema=False)
@@ -518,7 +521,8 @@ async def get_domain(
 async def _current_domain(request: Request, reads: ReadModel, did: str) -> Response:
     # The hot read (a wallet or dashboard polling a twin): the node's read model answers it
     # from its own read-only SQLite connection, without an ORM session and its thread
-    # hand-offs; the record is the one DomainService.get builds (tests/test_node_read_path).
+    # hand-offs; the record is the one DomainService.get builds
+    # (tests/integration/chain/test_node_read_path.py).
     row = await reads.domains.domain_row(did) if is_did(did) else None
     if row is None:
         raise NotFound(f"No domain {did!r}." if not is_did(did) else f"No domain {did}.")

@@ -23,11 +23,26 @@ from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body
 from twinhub.services.device_tokens import DeviceTokenService
 from twinhub.telemetry.live import RESYNC
-from twinhub.telemetry.service import TelemetryService, Throttled, TooLarge, sse_frame
+from twinhub.telemetry.service import (
+    Arrival,
+    TelemetryService,
+    Throttled,
+    TooLarge,
+    sse_frame,
+)
 from twinhub.web.errors import error_response
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES, tags=["telemetry"])
 KEEPALIVE_SECONDS = 15.0
+SIGNATURE_HEADER = "Device-Signature"
+
+
+class DeviceKeyIn(Body):
+    public_key: str = Field(
+        alias="publicKey",
+        max_length=120,
+        description="The device's Ed25519 public key: multibase (z6Mk...) or did:key.",
+    )
 
 
 class DeviceTokenIn(Body):
@@ -86,6 +101,28 @@ async def revoke_device_token(
     return (await _tokens(request).revoke(did, token_id, caller)).as_record()
 
 
+# -- device keys ---------------------------------------------------------------------------
+@router.post(f"/domains/{DID_PATH}/device-key", summary="Enrol or rotate the device's signing key")
+async def enrol_device_key(
+    request: Request, did: str, caller: Writer, body: DeviceKeyIn
+) -> dict[str, Any]:
+    record = await _tokens(request).enrol_key(did, body.public_key, caller)
+    _telemetry(request).forget(did)
+    return record
+
+
+@router.get(f"/domains/{DID_PATH}/device-key", summary="The device's signing keys")
+async def device_keys(request: Request, did: str, caller: Writer) -> dict[str, Any]:
+    return await _tokens(request).keys(did, caller)
+
+
+@router.delete(f"/domains/{DID_PATH}/device-key", summary="Withdraw the device's signing key")
+async def revoke_device_key(request: Request, did: str, caller: Writer) -> dict[str, Any]:
+    record = await _tokens(request).revoke_key(did, caller)
+    _telemetry(request).forget(did)
+    return record
+
+
 # -- ingestion -----------------------------------------------------------------------------
 @router.post(
     f"/domains/{DID_PATH}/telemetry",
@@ -106,8 +143,11 @@ async def ingest(
         body = loads(raw)
     except ValueError:
         return error_response(400, "malformed_json", "The request body is not valid JSON.")
+    # A device with an enrolled key signs each batch: Ed25519 over the batch's RFC 8785
+    # canonical JSON, base58btc multibase, in this header (security/device_signatures.py).
+    arrival = Arrival(raw, request.headers.get(SIGNATURE_HEADER))
     try:
-        result = await _telemetry(request).ingest(did, credential, body)
+        result = await _telemetry(request).ingest(did, credential, body, "http", arrival)
     except Throttled as error:
         return error_response(
             429, error.code, error.message, headers={"Retry-After": str(error.retry_after)}
@@ -152,6 +192,19 @@ async def history(
     return await _telemetry(request).history(
         did, _time(from_, "from"), _time(to, "to"), cursor, page_size(request, limit)
     )
+
+
+@router.get(
+    f"/domains/{DID_PATH}/telemetry/quarantine",
+    summary="Readings kept out of the data (untrustworthy time), with their reasons",
+)
+async def quarantine(
+    request: Request,
+    did: str,
+    caller: Reader,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    return await _telemetry(request).quarantined(did, page_size(request, limit))
 
 
 @router.get(f"/domains/{DID_PATH}/state", summary="The twin's live state")

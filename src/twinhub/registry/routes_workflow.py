@@ -72,7 +72,7 @@ async def get_attachment(
     return Response(content, media_type=media_type)
 
 
-@router.put(f"/domains/{DID_PATH}/project-document", tags=["workflow"])
+@router.post(f"/domains/{DID_PATH}/project-document", tags=["workflow"])
 async def put_document(request: Request, did: str, body: DocumentIn, caller: Caller) -> Response:
     view, created = await _platform(request).project_documents.store(did, body.document, caller)
     return JSONResponse(view, 201 if created else 200)

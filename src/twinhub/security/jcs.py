@@ -11,7 +11,7 @@ Whatever this fast path does not cover exactly goes to the `rfc8785` package, wh
 also raises its errors: integers beyond ±(2^53 - 1), non-finite numbers, types other than
 JSON's, strings orjson refuses (lone surrogates), and object keys holding a character
 beyond the Basic Multilingual Plane (JCS orders keys by UTF-16 code units, orjson by code
-points: the two orders differ only there). tests/test_jcs.py checks both paths agree.
+points: the two orders differ only there). tests/unit/test_jcs.py checks both paths agree.
 """
 
 from __future__ import annotations

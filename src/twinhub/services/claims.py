@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -75,10 +75,12 @@ from twinhub.kernel.errors import (
 from twinhub.kernel.identifiers import customer_did, is_did
 from twinhub.kernel.principals import Principal, require_role
 from twinhub.mrv.claims import FAR_FUTURE, ClaimComputation, ClaimJob, NotComputable, claim_days
+from twinhub.mrv.period_inputs import device_identity
 from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
+from twinhub.services.credited_days import day_rows, held_days, insert_days
 from twinhub.services.credits import Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
@@ -377,6 +379,10 @@ class Credited:
     def __init__(self) -> None:
         self._claims: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # stove -> (id, data)
         self._periods: dict[str, list[tuple[int, date, date, set[str]]]] = {}  # project ->
+        # One stove-day, one credit across the registry (services.credited_days): each
+        # device's held days, and which device each stove is.
+        self._devices: dict[str, str] = {}
+        self._held: dict[str, list[tuple[date, str]]] = {}
 
     @classmethod
     async def load(
@@ -385,10 +391,20 @@ class Credited:
         stoves: Iterable[str],
         projects: Iterable[str],
         days: Iterable[tuple[date, date]],
+        devices: Mapping[str, str] | None = None,
     ) -> Credited:
-        """For approvals of `stoves` (claims of `projects`) over `days` (first, last)."""
+        """For approvals of `stoves` (claims of `projects`) over `days` (first, last);
+        `devices`: each stove's device identity, whose days held anywhere are read too."""
         credited = cls()
         spans = list(days)
+        if devices and spans:
+            credited._devices = dict(devices)
+            credited._held = await held_days(
+                session,
+                list(devices.values()),
+                min(first for first, _ in spans),
+                max(last for _, last in spans),
+            )
         stoves, projects = sorted(set(stoves)), sorted(set(projects))
         # A periodic claim lies within the calendar month its `period` names: only claims
         # of the spans' months can overlap them (and claims with no period: older ones).
@@ -424,6 +440,14 @@ class Credited:
                     f"monitoring period {period_id} ({start}..{end}) credited this stove "
                     "already (double counting)"
                 )
+        device = self._devices.get(claim.asset_did or "")
+        for day, holder in self._held.get(device or "", []):
+            if computation.start <= day <= computation.end:
+                found.append(
+                    f"{day.isoformat()} of this device was credited already by {holder} "
+                    "(double counting)"
+                )
+                break
         for other, data in self._claims.get(claim.asset_did or "", []):
             if other == claim.id:
                 continue
@@ -438,10 +462,27 @@ class Credited:
                 )
         return found
 
-    def add(self, claim: Claim) -> None:
-        """`claim` is approved now (in this batch)."""
-        if claim.asset_did is not None:
-            self._claims.setdefault(claim.asset_did, []).append((claim.id, claim.data))
+    def add(
+        self, claim: Claim, project: str, computation: ClaimComputation | None = None
+    ) -> list[dict[str, Any]]:
+        """`claim` is approved now (in this batch); the rows holding its stove's days."""
+        if claim.asset_did is None:
+            return []
+        self._claims.setdefault(claim.asset_did, []).append((claim.id, claim.data))
+        device = self._devices.get(claim.asset_did)
+        if device is None or computation is None:
+            return []
+        held = self._held.setdefault(device, [])
+        taken = {day for day, _ in held}
+        rows = [
+            row
+            for row in day_rows(
+                device, claim.asset_did, project, computation.start, computation.end, claim.id
+            )
+            if row["day"] not in taken
+        ]
+        held.extend((row["day"], f"claim {claim.id}") for row in rows)  # type: ignore[misc]
+        return rows
 
 
 def _months(first: date, last: date) -> list[str]:
@@ -464,7 +505,11 @@ async def double_counted(
     )
     stoves = [claim.asset_did] if claim.asset_did else []
     span = [(computation.start, computation.end)]
-    credited = await Credited.load(session, stoves, [project] if project else [], span)
+    asset = await session.get(Domain, claim.asset_did) if claim.asset_did else None
+    devices = (
+        {asset.did: device_identity(asset.did, asset.properties)} if asset is not None else None
+    )
+    credited = await Credited.load(session, stoves, [project] if project else [], span, devices)
     return credited.doubled(claim, project or "", computation)
 
 
@@ -513,6 +558,7 @@ class _Turn:
     minting: Minting
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     credentials: list[dict[str, Any]] = field(default_factory=list)
+    days: list[dict[str, Any]] = field(default_factory=list)  # credited stove-days
 
     async def store(self) -> None:
         """The gathered rows, a statement per table (Core inserts: the ORM's bulk insert
@@ -523,6 +569,8 @@ class _Turn:
             await session.execute(_INSERT_CREDENTIAL, self.credentials)
         if self.evaluations:
             await session.execute(_INSERT_EVALUATION, self.evaluations)
+        if self.days:
+            await insert_days(session, self.days)
         await self.minting.finish()
 
 
@@ -1026,13 +1074,20 @@ class ClaimEvaluations:
             dids += [collection.project_did, *collection.evaluators]
             if claim.id in approving and claim.asset_did:
                 dids.append(claim.asset_did)
+        domains = await self._domains(session, dids)
+        assets = [c.asset_did for c, _ in rows.values() if c.id in approving and c.asset_did]
         credited = await Credited.load(
             session,
-            [c.asset_did for c, _ in rows.values() if c.id in approving and c.asset_did],
+            assets,
             [collection.project_did for c, collection in rows.values() if c.id in approving],
             self._spans(requests, live, rows, prepared),
+            {
+                did: device_identity(did, domains[did].properties)
+                for did in assets
+                if did in domains
+            },
         )
-        turn = _Turn(write, await self._domains(session, dids), credited, Minting(write))
+        turn = _Turn(write, domains, credited, Minting(write))
         applied: list[_Applied] = []
         for index in live:
             request, outcome = requests[index], outcomes[index]
@@ -1156,7 +1211,11 @@ class ClaimEvaluations:
         subject = claim.asset_did or project.did
         credential = None
         if status == APPROVED:
-            credited.add(claim)
+            turn.days += credited.add(
+                claim,
+                project.did,
+                computation if isinstance(computation, ClaimComputation) else None,
+            )
             credential = self._approve(turn, claim, collection, project, protocol, now, computation)
             outcome.credential = credential["id"]
         view = claim_view(claim)

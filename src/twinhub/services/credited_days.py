@@ -37,6 +37,9 @@ _HELD = select(
 )
 
 
+INSERT_DAYS = insert(CreditedDay.__table__)
+
+
 class DayCredited(Conflict):
     """The stove-day is credited (or reserved) by another period or claim already."""
 
@@ -74,6 +77,44 @@ async def held(
                 if stove not in found or day < found[stove][0]:
                     found[stove] = (day, holder_name(period, claim, project))
     return found
+
+
+async def held_days(
+    session: AsyncSession, devices: list[str], first: date, last: date
+) -> dict[str, list[tuple[date, str]]]:
+    """Each device's held days from `first` to `last` with their holders."""
+    found: dict[str, list[tuple[date, str]]] = {}
+    wanted = sorted(set(devices))
+    for offset in range(0, len(wanted), _CHUNK):
+        rows = await session.execute(
+            _HELD, {"devices": wanted[offset : offset + _CHUNK], "first": first, "last": last}
+        )
+        for device, day, _stove, project, period, claim in rows:
+            found.setdefault(device, []).append((day, holder_name(period, claim, project)))
+    return found
+
+
+def day_rows(
+    device: str, stove: str, project: str, first: date, last: date, claim_id: str
+) -> list[dict[str, object]]:
+    """The rows holding a claim's days (written with its approval)."""
+    now = utcnow()
+    rows: list[dict[str, object]] = []
+    day = first
+    while day <= last:
+        rows.append(
+            {
+                "device": device,
+                "day": day,
+                "stove_did": stove,
+                "project_did": project,
+                "period_id": None,
+                "claim_id": claim_id,
+                "created_at": now,
+            }
+        )
+        day += timedelta(days=1)
+    return rows
 
 
 async def reserve(
@@ -120,8 +161,12 @@ async def reserve(
                 }
             )
             day += timedelta(days=1)
+    await insert_days(session, rows)
+
+
+async def insert_days(session: AsyncSession, rows: list[dict[str, object]]) -> None:
     for offset in range(0, len(rows), 5000):
-        await session.execute(insert(CreditedDay.__table__), rows[offset : offset + 5000])
+        await session.execute(INSERT_DAYS, rows[offset : offset + 5000])
 
 
 async def release(session: AsyncSession, period_id: int) -> None:

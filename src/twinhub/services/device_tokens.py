@@ -5,6 +5,10 @@ SHA-256 of the secret is stored. That digest is also the key an MQTT message is 
 with (HMAC-SHA256): the device derives it from its token, twinhub has it stored. A token
 writes one twin's telemetry and nothing else. Enrolment, rotation and revocation are
 audited in the log (telemetry itself never goes through the ledger).
+
+A device may also hold an Ed25519 key (`device_keys`), enrolled with its twin here: its
+batches are then signed by the device itself, checkable by anyone with the public key, which
+a token's HMAC (a key twinhub holds too) is not (security/device_signatures.py).
 """
 
 from __future__ import annotations
@@ -16,16 +20,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import DeviceToken, Domain
+from twinhub.db.models import DeviceKey, DeviceToken, Domain
 from twinhub.kernel.clock import utcnow
-from twinhub.kernel.errors import Conflict, Forbidden, NotFound, Problems
+from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound, Problems
 from twinhub.kernel.identifiers import is_did
 from twinhub.kernel.principals import Principal, require_role
 from twinhub.logging import get_logger
+from twinhub.security.device_signatures import public_key_multibase
 from twinhub.services.api_keys import _digest
 
 log = get_logger(__name__)
@@ -73,6 +79,23 @@ def signing_key(token: str) -> bytes:
 def sign(token: str, payload: bytes) -> str:
     """The hex HMAC-SHA256 a device puts in an MQTT message's `signature` user property."""
     return hmac.new(signing_key(token), payload, hashlib.sha256).hexdigest()
+
+
+def _keys_record(did: str, rows: list[DeviceKey]) -> dict[str, Any]:
+    def one(row: DeviceKey) -> dict[str, Any]:
+        return {
+            "publicKey": row.public_key,
+            "createdAt": row.created_at.isoformat(),
+            "createdBy": row.created_by,
+            "revokedAt": row.revoked_at.isoformat() if row.revoked_at else None,
+        }
+
+    current = next((row for row in rows if row.revoked_at is None), None)
+    return {
+        "domain": did,
+        "current": one(current) if current is not None else None,
+        "keys": [one(row) for row in rows],
+    }
 
 
 def _view(row: DeviceToken) -> DeviceTokenView:
@@ -173,6 +196,68 @@ class DeviceTokenService:
         self._cache.clear()
         log.info("device token rotated", domain=did, credential=row.token_id, actor=actor.did)
         return token, _view(row)
+
+    # -- device keys (Ed25519: the device signs its batches) -----------------------------
+    async def enrol_key(self, did: str, public_key: str, actor: Principal) -> dict[str, Any]:
+        """Enrol the device's Ed25519 public key (multibase or did:key) with its twin, or
+        rotate it: the current one is revoked in the same transaction and kept, so older
+        receipts still name the key that signed them. From then on every batch of the twin
+        must be signed by this key (telemetry/service.py)."""
+        key = public_key_multibase(public_key) if isinstance(public_key, str) else None
+        if key is None:
+            raise Invalid(
+                "The device key is not an Ed25519 public key.",
+                [FieldProblem("publicKey", "expected a multibase Ed25519 key (z6Mk...)")],
+            )
+        async with self._sessions.begin() as session:
+            await self._controlled_twin(session, did, actor)
+            current = await self._current_key(session, did)
+            if current is not None and current.public_key == key:
+                raise Conflict(f"{key} is {did}'s device key already.")
+            if current is not None:
+                current.revoked_at = utcnow()
+                await session.flush()  # one current key per twin (a unique index)
+            row = DeviceKey(domain_did=did, public_key=key, created_by=actor.did)
+            row.created_at = utcnow()
+            session.add(row)
+            await session.flush()
+            keys = await self._key_rows(session, did)
+        log.info("device key enrolled", domain=did, key=key, actor=actor.did)
+        return _keys_record(did, keys)
+
+    async def revoke_key(self, did: str, actor: Principal) -> dict[str, Any]:
+        """Withdraw the twin's device key: its batches are unsigned again from then on."""
+        async with self._sessions.begin() as session:
+            await self._controlled_twin(session, did, actor)
+            current = await self._current_key(session, did)
+            if current is None:
+                raise NotFound(f"{did} has no device key.")
+            current.revoked_at = utcnow()
+            await session.flush()
+            keys = await self._key_rows(session, did)
+        log.info("device key revoked", domain=did, key=current.public_key, actor=actor.did)
+        return _keys_record(did, keys)
+
+    async def keys(self, did: str, actor: Principal) -> dict[str, Any]:
+        """The twin's device key and the ones it had, newest first."""
+        async with self._sessions() as session:
+            await self._controlled_twin(session, did, actor)
+            return _keys_record(did, await self._key_rows(session, did))
+
+    @staticmethod
+    async def _current_key(session: AsyncSession, did: str) -> DeviceKey | None:
+        return await session.scalar(
+            select(DeviceKey)
+            .where(DeviceKey.domain_did == did, DeviceKey.revoked_at.is_(None))
+            .with_for_update()
+        )
+
+    @staticmethod
+    async def _key_rows(session: AsyncSession, did: str) -> list[DeviceKey]:
+        rows = await session.scalars(
+            select(DeviceKey).where(DeviceKey.domain_did == did).order_by(DeviceKey.id.desc())
+        )
+        return list(rows)
 
     @staticmethod
     async def _row(session: AsyncSession, did: str, token_id: str) -> DeviceToken:

@@ -4,7 +4,9 @@ Devices publish the HTTP body (`{"readings": [...]}`) with QoS 1 to `<prefix>/<t
 Each message names its device token in the user property `key-id` and carries
 `signature` = hex HMAC-SHA256 of the payload under the token's key (the SHA-256 of the
 token's secret, see services/device_tokens.py), so a device cannot write another twin even
-on a shared broker and no token travels through the broker. twinhub subscribes to
+on a shared broker and no token travels through the broker. The message and its HMAC are
+kept as the readings' receipt; a device with an enrolled Ed25519 key adds
+`device-signature` (security/device_signatures.py), checked by the service. twinhub subscribes to
 `$share/<group>/<prefix>/#`: several processes split the stream.
 
 A message is acknowledged (PUBACK) only once its readings are committed, or once it is
@@ -52,11 +54,12 @@ from twinhub.logging import get_logger
 from twinhub.mrv.telemetry_schema import loads
 from twinhub.services.device_tokens import DeviceCredential, DeviceTokenService, sign
 from twinhub.settings import TelemetrySettings
-from twinhub.telemetry.service import Prepared, TelemetryService, merge_by_device
+from twinhub.telemetry.service import Arrival, Prepared, TelemetryService, merge_by_device
 
 log = get_logger(__name__)
 KEY_ID = "key-id"
 SIGNATURE = "signature"
+DEVICE_SIGNATURE = "device-signature"  # Ed25519 over the JCS batch, from a device with a key
 RECEIVE_MAXIMUM = 1000  # unacknowledged messages the broker may send us at once
 WORKERS = 2
 LINGER_BELOW = 100  # a group smaller than this waits LINGER_SECONDS for more messages
@@ -66,16 +69,24 @@ SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 T = TypeVar("T")
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, OSError, TimeoutError)
 NOT_RETRYABLE = (IntegrityError, DataError, ProgrammingError)
-Opened = tuple[str, DeviceCredential, Any]  # a signed message's twin, credential and body
+# A signed message's twin, credential, body and arrival (bytes and signatures).
+Opened = tuple[str, DeviceCredential, Any, Arrival]
 Message = tuple[
     Any, bytes, dict[str, Any]
 ]  # topic (str, or bytes when not UTF-8), payload, properties
 
 
-def device_properties(token: str, payload: bytes) -> list[tuple[str, str]]:
-    """The MQTT 5 user properties a device sends with `payload` (devices and simulator)."""
+def device_properties(
+    token: str, payload: bytes, device_signature: str | None = None
+) -> list[tuple[str, str]]:
+    """The MQTT 5 user properties a device sends with `payload` (devices and simulator);
+    `device_signature`: its Ed25519 signature of the batch, when it has an enrolled key
+    (security/device_signatures.py)."""
     token_id = token.split("_")[1]
-    return [(KEY_ID, token_id), (SIGNATURE, sign(token, payload))]
+    properties = [(KEY_ID, token_id), (SIGNATURE, sign(token, payload))]
+    if device_signature is not None:
+        properties.append((DEVICE_SIGNATURE, device_signature))
+    return properties
 
 
 def topic_for(prefix: str, did: str) -> str:
@@ -278,18 +289,22 @@ class MqttIngest:
         readings checked once per device (not per message), one transaction for all."""
         key_ids = {_user(properties).get(KEY_ID, "") for _, _, properties in messages}
         credentials = await self._retrying(lambda: self._credentials(key_ids))
-        by_device: dict[tuple[str, str], tuple[DeviceCredential, list[Any]]] = {}
+        by_device: dict[tuple[str, str], tuple[DeviceCredential, list[Any], list[Arrival]]] = {}
         for message in messages:
             found = self._check(message, credentials)
             if found is not None:
-                did, credential, body = found
-                by_device.setdefault((did, credential.token_id), (credential, []))[1].append(body)
+                did, credential, body, arrival = found
+                _, bodies, arrivals = by_device.setdefault(
+                    (did, credential.token_id), (credential, [], [])
+                )
+                bodies.append(body)
+                arrivals.append(arrival)
         prepared: list[Prepared] = []
-        for (did, _), (credential, bodies) in by_device.items():
+        for (did, _), (credential, bodies, arrivals) in by_device.items():
             try:
                 results = await self._retrying(
-                    lambda d=did, c=credential, b=bodies: self._telemetry.prepare_many(
-                        d, c, b, "mqtt"
+                    lambda d=did, c=credential, b=bodies, a=arrivals: self._telemetry.prepare_many(
+                        d, c, b, "mqtt", a
                     )
                 )
             except ServiceError as error:  # all of the device's messages refused alike
@@ -359,7 +374,11 @@ class MqttIngest:
             body = loads(payload)
         except ValueError:
             return self._drop(did, "malformed JSON")
-        return did, credential, body
+        # Kept with the readings: the message as it arrived, its HMAC, and the device's own
+        # Ed25519 signature when it has a key (checked by the service).
+        hmac_record = {"deviceToken": key_id, "value": signature}
+        arrival = Arrival(payload, user.get(DEVICE_SIGNATURE), hmac_record)
+        return did, credential, body, arrival
 
     def _refused(self, did: str, error: ServiceError) -> None:
         """A message the service refused: counted; listed unless the service listed it."""

@@ -8,7 +8,7 @@ Python reference of the rollup sums the databases compute (the tests compare the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +23,27 @@ def next_month(moment: datetime) -> datetime:
     return (moment.replace(day=28) + timedelta(days=4)).replace(day=1)
 
 
+@dataclass(eq=False)  # one per message or HTTP batch, shared by its readings (by identity)
+class Origin:
+    """Where some readings came from: when twinhub received them and, when they came signed,
+    the batch or message exactly as it arrived with its signatures (stored once, as a
+    receipt the readings name)."""
+
+    received_at: datetime
+    payload: str | None = None  # None: an unsigned HTTP batch (no receipt)
+    signatures: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A reading kept out of the data, with its reason (mrv.telemetry_schema.clock_problem)."""
+
+    reading: Reading
+    reason: str
+    origin: Origin
+    source: str
+
+
 @dataclass(frozen=True)
 class Batch:
     """One device's valid readings, and what its protocol and links say to roll up."""
@@ -34,6 +55,8 @@ class Batch:
     scopes: Sequence[str]
     counted: Sequence[str] = ()  # enum fields whose values are counted (`session=start`)
     rejection: dict[str, Any] | None = None  # a telemetry.rejected event's data, if any
+    origins: Sequence[Origin] = ()  # each reading's, in order (empty: received now, unsigned)
+    quarantined: Sequence[Quarantined] = ()
 
 
 @dataclass

@@ -12,12 +12,17 @@ import base64
 import json
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
+from twinhub.db.models import TelemetryQuarantine
 from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
@@ -36,18 +41,24 @@ from twinhub.mrv.telemetry_schema import (
     check_readings,
     parse_schema,
     parse_time,
+    split_by_clock,
 )
+from twinhub.security.device_signatures import HMAC_SCHEME, SCHEME, verify_batch
 from twinhub.services.device_tokens import DeviceCredential
 from twinhub.services.domains import DomainService
+from twinhub.services.evidence import quarantine_record, reading_record, receipts_by_id
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import TelemetrySettings
 from twinhub.telemetry.live import LiveHub
-from twinhub.telemetry.rows import Batch
+from twinhub.telemetry.rows import Batch, Origin, Quarantined
 from twinhub.telemetry.store import TelemetryStore
 
 log = get_logger(__name__)
 _INFO_SECONDS = 30.0  # how long a twin's protocol and project/organisation are cached
 SCOPE_ROLES = ("project", "owner", "operator")
+# Readings are checked against no fixed latest time: the clock rule quarantines those ahead
+# of their receipt (mrv.telemetry_schema.clock_problem) instead of rejecting them.
+_NO_LATER_THAN = datetime.max.replace(tzinfo=UTC)
 
 
 class Throttled(ServiceError):
@@ -60,11 +71,29 @@ class Throttled(ServiceError):
         self.retry_after = retry_after
 
 
+class BadSignature(Forbidden):
+    """A batch from a device with an enrolled key, unsigned or not signed by that key."""
+
+    code = "bad_signature"
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A batch as it arrived: its bytes and what signed them (an MQTT message's HMAC under
+    its device token, a device's Ed25519 signature)."""
+
+    payload: bytes
+    device_signature: str | None = None
+    hmac: dict[str, str] | None = None  # {"deviceToken": token id, "value": hex}
+
+
 @dataclass(frozen=True)
 class TwinInfo:
     schema: TelemetrySchema
     scopes: list[str]  # projects and organisations whose rollups the twin's readings feed
     expires: float
+    enrolled: datetime | None = None  # the twin's validFrom: no reading is older
+    device_key: str | None = None  # its device's Ed25519 public key (multibase), if enrolled
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,8 @@ class Prepared:
     valid: list[Reading]
     rejected: list[Rejection]
     source: str = "http"
+    origins: list[Origin] = field(default_factory=list)  # each valid reading's
+    quarantined: list[Quarantined] = field(default_factory=list)
 
 
 def merge_by_device(prepared: list[Prepared]) -> list[Prepared]:
@@ -83,17 +114,24 @@ def merge_by_device(prepared: list[Prepared]) -> list[Prepared]:
     a group updates each device's state, rollup cells and live stream once. A message with
     rejections stays apart: its telemetry.rejected event is its own."""
     readings: dict[str, list[Reading]] = {}
+    origins: dict[str, list[Origin]] = {}
+    held: dict[str, list[Quarantined]] = {}
     first: dict[str, Prepared] = {}
     apart: list[Prepared] = []
     for one in prepared:
         if one.rejected:
             apart.append(one)
-        elif one.did in first:
-            readings[one.did].extend(one.valid)
-        else:
+            continue
+        if one.did not in first:
             first[one.did] = one
-            readings[one.did] = list(one.valid)
-    merged = [Prepared(did, one.info, readings[did], [], one.source) for did, one in first.items()]
+            readings[one.did], origins[one.did], held[one.did] = [], [], []
+        readings[one.did].extend(one.valid)
+        origins[one.did].extend(one.origins)
+        held[one.did].extend(one.quarantined)
+    merged = [
+        Prepared(did, one.info, readings[did], [], one.source, origins[did], held[did])
+        for did, one in first.items()
+    ]
     return merged + apart
 
 
@@ -102,6 +140,7 @@ class IngestResult:
     accepted: int
     duplicates: int
     rejected: list[Rejection] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
 
     def as_record(self) -> dict[str, Any]:
         return {
@@ -110,6 +149,11 @@ class IngestResult:
             "rejected": len(self.rejected),
             "rejections": [
                 {"index": r.index, "seq": r.seq, **r.as_detail()} for r in self.rejected
+            ],
+            "quarantined": len(self.quarantined),
+            "quarantines": [
+                {"seq": q.reading.seq, "time": q.reading.time.isoformat(), "reason": q.reason}
+                for q in self.quarantined
             ],
         }
 
@@ -177,14 +221,42 @@ class TelemetryService:
         self._info: dict[str, TwinInfo] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.rejections: deque[dict[str, Any]] = deque(maxlen=500)
-        self.counters: dict[str, int] = {"accepted": 0, "duplicates": 0, "rejected": 0}
+        self.counters: dict[str, int] = {
+            "accepted": 0,
+            "duplicates": 0,
+            "rejected": 0,
+            "quarantined": 0,
+        }
+
+    def collector(self) -> Collector:
+        """Prometheus counters of this process's ingestion: readings accepted, duplicates,
+        rejected and quarantined (untrustworthy time), by outcome."""
+        counters = self.counters
+
+        class TelemetryMetrics(Collector):
+            def collect(self) -> Iterator[Metric]:
+                family = CounterMetricFamily(
+                    "twinhub_telemetry_readings",
+                    "Readings received by this process, by outcome.",
+                    labels=["outcome"],
+                )
+                for outcome, value in counters.items():
+                    family.add_metric([outcome], value)
+                yield family
+
+        return TelemetryMetrics()
 
     # -- ingestion -----------------------------------------------------------------------
     async def ingest(
-        self, did: str, credential: DeviceCredential, body: Any, source: str = "http"
+        self,
+        did: str,
+        credential: DeviceCredential,
+        body: Any,
+        source: str = "http",
+        arrival: Arrival | None = None,
     ) -> IngestResult:
         """Check and store a batch `{"readings": [...]}` sent by `credential`'s device."""
-        prepared = await self.prepare(did, credential, body, source)
+        prepared = await self.prepare(did, credential, body, source, arrival=arrival)
         return (await self.commit([prepared]))[0]
 
     async def prepare(
@@ -194,9 +266,11 @@ class TelemetryService:
         body: Any,
         source: str,
         admitted: bool = False,
+        arrival: Arrival | None = None,
     ) -> Prepared:
         """Authorise, rate-limit (unless `admitted` counted it already) and check a batch;
-        raise a ServiceError when none of it can be stored (the reasons are listed)."""
+        raise a ServiceError when none of it can be stored (the reasons are listed).
+        `arrival`: the bytes as received and their signatures (None: unsigned HTTP)."""
         if credential.domain != did:
             self.reject(source, did, "a token of another device")
             raise Forbidden("This device token writes only its own twin's telemetry.")
@@ -204,27 +278,15 @@ class TelemetryService:
         if retry_after is not None:
             self.reject(source, did, "rate limited")
             raise Throttled(retry_after)
-        try:
-            raw = self._envelope(body)
-        except (Invalid, TooLarge) as error:
-            await self._record_rejection(did, _refused(source, error.message, error.details))
-            raise
-        info = await self._twin(did)
-        latest = datetime.now(UTC) + timedelta(seconds=self.settings.future_skew_seconds)
-        valid, rejected = check_readings(raw, info.schema, latest)
-        for rejection in rejected[:20]:
-            self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
-        self.counters["rejected"] += len(rejected)
-        if not valid:
-            await self._record_rejection(did, rejection_data(source, len(raw), rejected))
-            raise Invalid(
-                "No reading of the batch is valid.",
-                [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
-            )
-        return Prepared(did, info, valid, rejected, source)
+        return await self._checked(did, await self._twin(did), body, source, arrival)
 
     async def prepare_many(
-        self, did: str, credential: DeviceCredential, bodies: list[Any], source: str
+        self,
+        did: str,
+        credential: DeviceCredential,
+        bodies: list[Any],
+        source: str,
+        arrivals: list[Arrival] | None = None,
     ) -> list[Prepared | ServiceError]:
         """`prepare` for several messages of one device at once (MQTT: a group's messages
         of one device): authorised once, rate-limited in one hit, the twin looked up once;
@@ -235,39 +297,112 @@ class TelemetryService:
             for _ in bodies:
                 self.reject(source, did, "a token of another device")
             raise Forbidden("This device token writes only its own twin's telemetry.")
-        if not await self.admit(did, len(bodies)):  # over the limit: each counted on its own
-            out: list[Prepared | ServiceError] = []
-            for body in bodies:
-                try:
-                    out.append(await self.prepare(did, credential, body, source))
-                except ServiceError as error:
-                    out.append(error)
-            return out
-        info = await self._twin(did)
-        latest = datetime.now(UTC) + timedelta(seconds=self.settings.future_skew_seconds)
+        each = arrivals or [None] * len(bodies)
         results: list[Prepared | ServiceError] = []
-        for body in bodies:
+        if not await self.admit(did, len(bodies)):  # over the limit: each counted on its own
+            for body, arrival in zip(bodies, each, strict=True):
+                try:
+                    one = await self.prepare(did, credential, body, source, False, arrival)
+                    results.append(one)
+                except ServiceError as error:
+                    results.append(error)
+            return results
+        info = await self._twin(did)
+        for body, arrival in zip(bodies, each, strict=True):
             try:
-                raw = self._envelope(body)
-            except (Invalid, TooLarge) as error:
-                await self._record_rejection(did, _refused(source, error.message, error.details))
+                results.append(await self._checked(did, info, body, source, arrival))
+            except ServiceError as error:
                 results.append(error)
-                continue
-            valid, rejected = check_readings(raw, info.schema, latest)
-            for rejection in rejected[:20]:
-                self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
-            self.counters["rejected"] += len(rejected)
-            if not valid:
-                await self._record_rejection(did, rejection_data(source, len(raw), rejected))
-                results.append(
-                    Invalid(
-                        "No reading of the batch is valid.",
-                        [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
-                    )
-                )
-                continue
-            results.append(Prepared(did, info, valid, rejected, source))
         return results
+
+    async def _checked(
+        self, did: str, info: TwinInfo, body: Any, source: str, arrival: Arrival | None
+    ) -> Prepared:
+        """A batch's envelope, signature and readings checked: the valid readings with
+        their origin, those whose time cannot be trusted quarantined with their reason, the
+        rest rejected; a ServiceError (recorded) when none of it can be stored."""
+        received = datetime.now(UTC)
+        try:
+            raw = self._envelope(body)
+            origin = self._origin(did, info, body, source, arrival, received)
+        except (Invalid, TooLarge, BadSignature) as error:
+            await self._record_rejection(did, _refused(source, error.message, error.details))
+            raise
+        valid, rejected = check_readings(raw, info.schema, _NO_LATER_THAN)
+        for rejection in rejected[:20]:
+            self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
+        self.counters["rejected"] += len(rejected)
+        if not valid:
+            await self._record_rejection(did, rejection_data(source, len(raw), rejected))
+            raise Invalid(
+                "No reading of the batch is valid.",
+                [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
+            )
+        past = self.settings.past_skew_days
+        kept, held = split_by_clock(
+            valid,
+            received,
+            info.enrolled,
+            timedelta(seconds=self.settings.future_skew_seconds),
+            timedelta(days=past) if past > 0 else None,
+        )
+        for reading, reason in held[:20]:
+            self.reject(source, did, f"seq {reading.seq} quarantined: {reason}")
+        return Prepared(
+            did,
+            info,
+            kept,
+            rejected,
+            source,
+            [origin] * len(kept),
+            [Quarantined(reading, reason, origin, source) for reading, reason in held],
+        )
+
+    def _origin(
+        self,
+        did: str,
+        info: TwinInfo,
+        body: Any,
+        source: str,
+        arrival: Arrival | None,
+        received: datetime,
+    ) -> Origin:
+        """Where the batch's readings come from; the batch as it arrived and its signatures
+        when it came signed. A device with an enrolled key signs every batch (Ed25519 over
+        the batch's JCS canonical form, security/device_signatures.py): a batch it did not
+        sign, or whose signature does not verify, is refused whole."""
+        if arrival is None:
+            return Origin(received)
+        signatures: list[dict[str, Any]] = []
+        if arrival.hmac is not None:
+            signatures.append({"type": HMAC_SCHEME, **arrival.hmac})
+        where = "Device-Signature" if source == "http" else "device-signature"
+        key = info.device_key
+        if key is None and arrival.device_signature is not None:
+            self.reject(source, did, "signed, but no key is enrolled")
+            raise Invalid(
+                f"{did} has no enrolled device key: its batches cannot be signed.",
+                [FieldProblem(where, "no device key is enrolled for this twin")],
+            )
+        if key is not None:
+            if arrival.device_signature is None:
+                self.reject(source, did, "unsigned, but the device has a key")
+                raise BadSignature(
+                    f"{did} has an enrolled device key ({key}): every batch must carry its "
+                    f"Ed25519 signature in {where}.",
+                    [FieldProblem(where, "required: the device has an enrolled key")],
+                )
+            if not verify_batch(key, body, arrival.device_signature):
+                self.reject(source, did, "bad device signature")
+                raise BadSignature(
+                    f"The batch's signature does not verify against {did}'s device key "
+                    f"{key} (signed bytes: the batch's RFC 8785 canonical JSON).",
+                    [FieldProblem(where, "does not verify")],
+                )
+            signatures.append({"type": SCHEME, "publicKey": key, "value": arrival.device_signature})
+        if not signatures:
+            return Origin(received)
+        return Origin(received, arrival.payload.decode("utf-8", "replace"), signatures)
 
     async def admit(self, did: str, count: int) -> bool:
         """Whether `count` more messages of `did` are within its rate limit, counted in one
@@ -297,6 +432,8 @@ class TelemetryService:
                         rejection_data(p.source, len(p.valid) + len(p.rejected), p.rejected)
                         if p.rejected
                         else None,
+                        p.origins,
+                        p.quarantined,
                     )
                     for p in prepared
                 ]
@@ -308,9 +445,12 @@ class TelemetryService:
         for p, batch in zip(prepared, stored, strict=True):
             self.counters["accepted"] += len(batch.inserted)
             self.counters["duplicates"] += batch.duplicates
+            self.counters["quarantined"] += len(p.quarantined)
             if batch.inserted:
                 self._publish(p.did, p.info, batch.inserted, batch.state, batch.was_online_at)
-            results.append(IngestResult(len(batch.inserted), batch.duplicates, p.rejected))
+            results.append(
+                IngestResult(len(batch.inserted), batch.duplicates, p.rejected, p.quarantined)
+            )
         return results
 
     def _envelope(self, body: Any) -> list[Any]:
@@ -372,11 +512,23 @@ class TelemetryService:
             for edge in parent.get("relationships", []):
                 if edge["type"] in ("implementedBy", "owner") and edge["target"] not in scopes:
                     scopes.append(edge["target"])
-        info = TwinInfo(parse_schema(declaration), scopes, time.monotonic() + _INFO_SECONDS)
+        enrolled = parse_time(record.get("validFrom")) if record.get("validFrom") else None
+        info = TwinInfo(
+            parse_schema(declaration),
+            scopes,
+            time.monotonic() + _INFO_SECONDS,
+            enrolled,
+            await self.store.device_key(did),
+        )
         if len(self._info) > 100_000:
             self._info.clear()
         self._info[did] = info
         return info
+
+    def forget(self, did: str) -> None:
+        """Drop what this process cached of a twin (its device key changed here; other
+        processes see the change within _INFO_SECONDS)."""
+        self._info.pop(did, None)
 
     def _publish(
         self,
@@ -439,16 +591,37 @@ class TelemetryService:
         cursor: str | None,
         limit: int,
     ) -> dict[str, Any]:
+        """A page of a twin's readings (the readings export): each with its time, receipt
+        time, seq, values and receipt id; `receipts` holds the signed batches or messages
+        the page's readings came in (bytes as received, signatures, what checks each)."""
         await self._domains.get(did)
         after = decode_cursor(cursor) if cursor else None
-        rows = await self.store.history(did, start, end, after, limit + 1)
+        rows = await self.store.history_rows(did, start, end, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        next_cursor = encode_cursor(rows[-1].time, rows[-1].seq) if more and rows else None
+        next_cursor = encode_cursor(rows[-1][1], rows[-1][0]) if more and rows else None
+        wanted = {row[4] for row in rows if row[4] is not None}
+        receipts: dict[str, Any] = {}
+        if wanted:
+            async with self.store.sessions() as session:
+                receipts = await receipts_by_id(session, wanted)
         return {
-            "items": [{"seq": r.seq, "time": r.time.isoformat(), "values": r.values} for r in rows],
+            "items": [reading_record(*row) for row in rows],
+            "receipts": receipts,
             "nextCursor": next_cursor,
         }
+
+    async def quarantined(self, did: str, limit: int) -> dict[str, Any]:
+        """The twin's quarantined readings, newest receipt first, with their reasons."""
+        await self._domains.get(did)
+        async with self.store.sessions() as session:
+            rows = await session.scalars(
+                select(TelemetryQuarantine)
+                .where(TelemetryQuarantine.device_did == did)
+                .order_by(TelemetryQuarantine.received_at.desc(), TelemetryQuarantine.id.desc())
+                .limit(limit)
+            )
+            return {"items": [quarantine_record(row) for row in rows]}
 
     async def aggregates(
         self, did: str, interval: str, start: datetime | None, end: datetime | None

@@ -31,17 +31,26 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
-from twinhub.db.models import TelemetryDevice, TelemetryReading, TelemetryRollup
+from twinhub.db.models import (
+    DeviceKey,
+    TelemetryDevice,
+    TelemetryQuarantine,
+    TelemetryReading,
+    TelemetryReceipt,
+    TelemetryRollup,
+)
 from twinhub.events.store import event_row, record_event
 from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
-from twinhub.telemetry.dialects import telemetry_dialect
+from twinhub.services.evidence import held_ranges, held_reading, held_receipt
+from twinhub.telemetry.dialects import TelemetryDialect, telemetry_dialect
 from twinhub.telemetry.rows import (
     Batch,
     DeviceState,
+    Origin,
     RollupPlan,
     RollupRecord,
     StoredBatch,
@@ -52,6 +61,8 @@ T = TypeVar("T")
 log = get_logger(__name__)
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
+RECEIPTS = TelemetryReceipt.__table__
+QUARANTINE = TelemetryQuarantine.__table__
 _time = attrgetter("time")
 
 
@@ -87,6 +98,7 @@ class TelemetryStore:
         bus: Bus | None = None,
     ) -> None:
         self._sessions = sessions
+        self.sessions = sessions  # for reads beside the store's (the readings export)
         # Told when a raw-driver write commits events (the sequencer numbers them); without
         # one, they wait for the sequencer's next pass.
         self._bus = bus
@@ -112,6 +124,15 @@ class TelemetryStore:
     async def device(self, did: str) -> TelemetryDevice | None:
         async with self._sessions() as session:
             return await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
+
+    async def device_key(self, did: str) -> str | None:
+        """The twin's current device key (multibase Ed25519), None when it has none."""
+        async with self._sessions() as session:
+            return await session.scalar(
+                select(DeviceKey.public_key).where(
+                    DeviceKey.domain_did == did, DeviceKey.revoked_at.is_(None)
+                )
+            )
 
     # -- partitions (PostgreSQL) ---------------------------------------------------------
     async def ensure_partitions(self, times: Iterable[datetime]) -> None:
@@ -228,15 +249,26 @@ class TelemetryStore:
         # the INSERT (it skips them and returns what it stored).
         used: dict[int, set[int]] = {}
         fresh: dict[int, list[Reading]] = {}
+        origins: dict[int, list[Origin]] = {}
+        now = utcnow()
         for i in order:
             taken = used.setdefault(ids[i], set())
             fresh[i] = []
-            for reading in batches[i].readings:
+            origins[i] = []
+            batch_origins = batches[i].origins or [Origin(now)] * len(batches[i].readings)
+            for reading, origin in zip(batches[i].readings, batch_origins, strict=True):
                 if reading.seq not in taken:
                     taken.add(reading.seq)
                     fresh[i].append(reading)
+                    origins[i].append(origin)
+        receipts = await _receipt_ids(self.dialect, driver, batches, origins)
         skipped = await self._insert_readings(
-            driver, [(ids[i], r) for i in order for r in fresh[i]]
+            driver,
+            [
+                (ids[i], r, o.received_at, receipts.get(id(o)))
+                for i in order
+                for r, o in zip(fresh[i], origins[i], strict=True)
+            ],
         )
         plan = RollupPlan([], [], {})
         planned: set[int] = set()
@@ -270,6 +302,7 @@ class TelemetryStore:
         await self._save_devices(driver, [changed[d] for d in sorted(changed)])
         await self._insert_events(driver, events)
         await self._roll_up(driver, plan)
+        await _keep_receipts(self.dialect, driver, batches, ids, results, receipts)
         return results, {did: row.id for did, row in rows.items()}
 
     async def _lock_devices(self, driver: Any, dids: list[str]) -> dict[str, DeviceState]:
@@ -320,11 +353,12 @@ class TelemetryStore:
             record_event(session, "telemetry.rejected", did, did, data)
 
     async def _insert_readings(
-        self, driver: Any, items: list[tuple[int, Reading]]
+        self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]]
     ) -> set[tuple[int, int]]:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
         (device id, seq) pairs NOT stored because the device has stored that seq before
-        (usually none, so nothing per reading comes back). The readings go into a staging
+        (usually none, so nothing per reading comes back). Each goes with its receipt time
+        and its receipt's id (None: unsigned). The readings go into a staging
         table (PostgreSQL: COPY; SQLite: executemany), the device's used seqs are deleted
         from it (whatever their time: on PostgreSQL the key holds the time too, for the
         partitions) and the rest is inserted; the staging table then holds exactly the
@@ -402,6 +436,18 @@ class TelemetryStore:
         limit: int,
     ) -> list[Reading]:
         """Up to `limit` readings in time order, after the cursor position."""
+        rows = await self.history_rows(did, start, end, after, limit)
+        return [Reading(seq, moment, values) for seq, moment, values, _, _ in rows]
+
+    async def history_rows(
+        self,
+        did: str,
+        start: datetime | None,
+        end: datetime | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+    ) -> list[tuple[int, datetime, dict[str, Any], datetime | None, int | None]]:
+        """`history` with each reading's receipt time and receipt id (the export)."""
         device_id = self._device_ids.get(did)
         async with self._sessions() as session:
             if device_id is None:
@@ -425,12 +471,18 @@ class TelemetryStore:
                     )
                 )
             rows = await session.execute(
-                select(READINGS.c.seq, READINGS.c.time, READINGS.c["values"])
+                select(
+                    READINGS.c.seq,
+                    READINGS.c.time,
+                    READINGS.c["values"],
+                    READINGS.c.received_at,
+                    READINGS.c.receipt_id,
+                )
                 .where(*conditions)
                 .order_by(READINGS.c.time, READINGS.c.seq)
                 .limit(limit)
             )
-            return [Reading(seq, moment, values) for seq, moment, values in rows]
+            return [tuple(row) for row in rows]  # type: ignore[misc]
 
     async def aggregates(
         self, scope: str, interval: str, start: datetime | None, end: datetime | None
@@ -501,11 +553,92 @@ class TelemetryStore:
 
     # -- retention -----------------------------------------------------------------------
     async def prune(self, before: datetime) -> int:
-        """Drop raw readings older than `before` (whole partitions on PostgreSQL first)."""
-        dropped = await self.dialect.drop_partitions(self._sessions, before, self._partitions)
+        """Drop raw readings older than `before` (whole partitions on PostgreSQL first),
+        except those an evidence hold in force keeps (services/evidence.py): a partition
+        holding one stays, and its other readings are deleted row by row. Receipts go with
+        the last reading they carry; quarantined readings received before `before` go too."""
+        today = utcnow().date()
+        async with self._sessions() as session:
+            kept = await held_ranges(session, today)
+        dropped = await self.dialect.drop_partitions(self._sessions, before, self._partitions, kept)
         async with self._sessions.begin() as session:
-            result = await session.execute(delete(READINGS).where(READINGS.c.time < before))
+            result = await session.execute(
+                delete(READINGS).where(READINGS.c.time < before, ~held_reading(today))
+            )
+            await session.execute(
+                delete(RECEIPTS).where(RECEIPTS.c.last_time < before, ~held_receipt(today))
+            )
+            await session.execute(delete(QUARANTINE).where(QUARANTINE.c.received_at < before))
         return dropped + (result.rowcount or 0)
+
+
+async def _receipt_ids(
+    dialect: TelemetryDialect,
+    driver: Any,
+    batches: list[Batch],
+    origins: dict[int, list[Origin]],
+) -> dict[int, int]:
+    """An id for each signed origin (by identity) of the group's new or quarantined
+    readings, taken before the readings go in (they name it)."""
+    signed: dict[int, Origin] = {}
+    for i, batch in enumerate(batches):
+        for origin in origins.get(i, ()):
+            if origin.payload is not None:
+                signed.setdefault(id(origin), origin)
+        for held in batch.quarantined:
+            if held.origin.payload is not None:
+                signed.setdefault(id(held.origin), held.origin)
+    if not signed:
+        return {}
+    numbers = await dialect.receipt_ids(driver, len(signed))
+    return dict(zip(signed, numbers, strict=True))
+
+
+async def _keep_receipts(
+    dialect: TelemetryDialect,
+    driver: Any,
+    batches: list[Batch],
+    ids: list[int],
+    results: dict[int, StoredBatch],
+    receipts: dict[int, int],
+) -> None:
+    """The receipts that some stored or quarantined reading names (a message sent again
+    stores none), then the quarantined readings, in this transaction."""
+    kept: dict[int, tuple[int, Origin, list[datetime]]] = {}
+    quarantined: list[tuple[Any, ...]] = []
+    for i, batch in enumerate(batches):
+        if receipts and batch.origins:
+            inserted = {r.seq for r in results[i].inserted}
+            for reading, origin in zip(batch.readings, batch.origins, strict=True):
+                number = receipts.get(id(origin))
+                if number is not None and reading.seq in inserted:
+                    kept.setdefault(number, (ids[i], origin, []))[2].append(reading.time)
+        for held in batch.quarantined:
+            number = receipts.get(id(held.origin))
+            if number is not None:
+                kept.setdefault(number, (ids[i], held.origin, []))[2].append(held.reading.time)
+            quarantined.append(
+                (
+                    batch.did,
+                    held.reading.seq,
+                    held.reading.time,
+                    held.origin.received_at,
+                    held.reading.values,
+                    held.reason,
+                    held.source,
+                    number,
+                )
+            )
+    if kept:
+        await dialect.insert_receipts(
+            driver,
+            [
+                (number, device, o.received_at, min(t), max(t), o.payload, o.signatures)
+                for number, (device, o, t) in sorted(kept.items())
+            ],
+        )
+    if quarantined:
+        await dialect.insert_quarantine(driver, quarantined)
 
 
 def _months_of(readings: list[Reading]) -> list[datetime]:

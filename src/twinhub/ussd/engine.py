@@ -141,7 +141,7 @@ class UssdEngine:
         other request runs meanwhile: the session's lock is not taken, but a session whose
         lock another request holds (waiting on the database) is left to `handle`, which
         waits its turn. Expired, ended and reused sessions are left to `handle` too. Tested
-        side by side with `handle` (tests/test_hot_paths)."""
+        side by side with `handle` (tests/integration/registry/test_hot_paths.py)."""
         load_now = self._load_now
         session_id = request.sessionId
         if load_now is None or session_id in self._held:

@@ -567,3 +567,21 @@ async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -
         assert document is not None
     await restore_token_decimals(platform.engine, decimals)
     await platform.start()
+
+
+def test_verify_report_without_a_database_says_so_and_creates_none(tmp_path: Path) -> None:
+    """Run from a folder with no database (SQLite) or against a PostgreSQL server without
+    that database, `verify-report` stops with exit 2 naming the problem; nothing is made."""
+    saved = tmp_path / "report.json"
+    saved.write_bytes(orjson.dumps({"project": "did:ixo:entity/p", "period": {}}))
+    data = tmp_path / "elsewhere" / "data"
+    env = {**base_env(tmp_path), "DATA_DIR": str(data), "COLUMNS": "250"}
+    missing = run_cli("oracle", "verify-report", str(saved), env=env, timeout=60)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "no twinhub database" in missing.stderr and "no database file" in missing.stderr
+    assert not data.exists()
+    url = "postgresql://postgres@127.0.0.1:5432/twinhub_absent_" + os.urandom(4).hex()
+    away = run_cli(
+        "oracle", "verify-report", str(saved), env={**env, "DATABASE_URL": url}, timeout=60
+    )
+    assert away.returncode == 2 and "does not answer" in away.stderr, away.stderr

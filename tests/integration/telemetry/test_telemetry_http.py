@@ -102,7 +102,14 @@ async def test_a_batch_is_stored_once_per_seq_and_counted(farm: Farm) -> None:
         for i in range(1, 11)
     ]
     first = await farm.send(stove, batch)
-    assert first.json() == {"accepted": 10, "duplicates": 0, "rejected": 0, "rejections": []}
+    assert first.json() == {
+        "accepted": 10,
+        "duplicates": 0,
+        "rejected": 0,
+        "rejections": [],
+        "quarantined": 0,
+        "quarantines": [],
+    }
     # The same batch again, plus a repeated seq with another time, plus two new readings.
     again = [
         *batch,
@@ -130,7 +137,7 @@ async def test_bad_readings_are_rejected_with_index_and_reason(farm: Farm) -> No
         {"seq": 4, "time": at(now, -1), "values": {"humidity": 3}},  # unknown field
         {"seq": 5, "values": {"energyKwh": 1}},  # missing time
         {"seq": 6, "time": "2026-01-01 10:00", "values": {"energyKwh": 1}},  # not RFC 3339
-        {"seq": 7, "time": at(now, 2), "values": {"energyKwh": 1}},  # future
+        {"seq": 7, "time": at(now, 2), "values": {"energyKwh": 1}},  # future: quarantined
         {"seq": -1, "time": at(now, -1), "values": {"energyKwh": 1}},  # bad seq
         {"time": at(now, -1), "values": {"energyKwh": 1}},  # missing seq
         {"seq": 8, "time": at(now, -1), "values": {"faultCode": "exploded"}},  # not in enum
@@ -140,14 +147,16 @@ async def test_bad_readings_are_rejected_with_index_and_reason(farm: Farm) -> No
         {"seq": 11, "time": at(now - timedelta(days=40), 0), "values": {"energyKwh": 2.0}},  # late
     ]
     body = (await farm.send(stove, batch)).json()
-    assert (body["accepted"], body["duplicates"], body["rejected"]) == (2, 0, 12)
+    assert (body["accepted"], body["duplicates"], body["rejected"]) == (2, 0, 11)
+    assert body["quarantined"] == 1 and body["quarantines"][0]["seq"] == 7
+    assert body["quarantines"][0]["reason"] == "ahead of its receipt time"
     reasons = {r["index"]: r for r in body["rejections"]}
     assert reasons[1]["field"] == "readings[1].values.energyKwh"
     assert "above the maximum" in reasons[2]["error"]
     assert reasons[3]["field"] == "readings[3].values.humidity"
     assert reasons[4]["field"] == "readings[4].time" and reasons[4]["error"] == "required"
     assert "RFC 3339" in reasons[5]["error"]
-    assert reasons[6]["error"] == "too far in the future"
+    assert 6 not in reasons
     assert reasons[7]["field"] == "readings[7].seq" and reasons[8]["field"] == "readings[8].seq"
     assert "expected one of" in reasons[9]["error"]
     assert reasons[10]["field"] == "readings[10].values"

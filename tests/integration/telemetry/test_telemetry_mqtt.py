@@ -22,6 +22,8 @@ from tests.conftest import BACKENDS, POSTGRES_URL, RUN_ID, Registry, RegistryFac
 from tests.integration.ussd.test_ussd_resilience import address_of, with_address
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.telemetry_world import Farm, at, build_farm
+from twinhub.security.device_signatures import device_public_key, sign_batch
+from twinhub.services.device_tokens import sign
 from twinhub.telemetry.mqtt import MqttIngest, device_properties, topic_for
 
 BROKER = ("127.0.0.1", 1883)
@@ -390,3 +392,56 @@ async def test_a_small_group_waits_a_moment_for_the_messages_on_their_way(
     finally:
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_messages_keep_their_hmac_device_signatures_hold_and_bad_clocks_are_quarantined(
+    make_registry: RegistryFactory, mqtt_settings: dict[str, Any], publisher: mqtt.Client
+) -> None:
+    """Over MQTT, on both backends: a message's HMAC is kept with its readings (the bytes as
+    received, checkable again); a device with an enrolled key must add its Ed25519
+    signature; a reading stamped 1970 is quarantined, never stored as data."""
+    registry = await make_registry(**mqtt_settings)
+    platform = registry.platform
+    await subscribed(platform.mqtt)
+    farm = await build_farm(registry)
+    stove, keyed = await farm.stove(), await farm.stove()
+    prefix = mqtt_settings["mqtt_topic_prefix"]
+    body = reading(1)
+    body["readings"].append({"seq": 2, "time": "1970-01-01T00:00:00Z", "values": {"energyKwh": 1}})
+    publish(publisher, prefix, stove, farm.tokens[stove], body)
+    await until(lambda: _equals(readings_of(farm, stove), 1))
+    export = (await registry.client.get(f"/v1/domains/{stove}/telemetry")).json()
+    (item,) = export["items"]
+    (signature,) = export["receipts"][str(item["receipt"])]["signatures"]
+    payload = export["receipts"][str(item["receipt"])]["payload"].encode()
+    assert signature["type"] == "hmac-sha256"
+    assert signature["deviceToken"] == farm.tokens[stove].split("_")[1]
+    assert signature["value"] == sign(farm.tokens[stove], payload)
+    quarantine = (await registry.client.get(f"/v1/domains/{stove}/telemetry/quarantine")).json()
+    assert [(q["seq"], q["reason"]) for q in quarantine["items"]] == [
+        (2, "too long before its receipt time")
+    ]
+    assert quarantine["items"][0]["receipt"] == item["receipt"]
+    # A device with a key: a message without its signature is dropped, one with it kept.
+    seed = bytes(range(32))
+    enrolled = await registry.client.post(
+        f"/v1/domains/{keyed}/device-key", json={"publicKey": device_public_key(seed)}
+    )
+    assert enrolled.status_code == 200, enrolled.text
+    publish(publisher, prefix, keyed, farm.tokens[keyed], reading(1))
+    await until(lambda: _true(platform.mqtt.dropped >= 1))
+    signed = reading(2)
+    payload = json.dumps(signed).encode()
+    properties = Properties(PacketTypes.PUBLISH)
+    properties.UserProperty = device_properties(
+        farm.tokens[keyed], payload, sign_batch(seed, signed)
+    )
+    publisher.publish(
+        topic_for(prefix, keyed), payload, qos=1, properties=properties
+    ).wait_for_publish(5)
+    await until(lambda: _equals(readings_of(farm, keyed), 1))
+    export = (await registry.client.get(f"/v1/domains/{keyed}/telemetry")).json()
+    assert [item["seq"] for item in export["items"]] == [2]
+    receipt = export["receipts"][str(export["items"][0]["receipt"])]
+    kinds = {s["type"] for s in receipt["signatures"]}
+    assert kinds == {"hmac-sha256", "ed25519-jcs"}

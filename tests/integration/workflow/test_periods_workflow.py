@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import Registry
 from tests.integration.cli.test_cli import run_cli
-from tests.support.claims_world import METERED_AMOUNT
+from tests.support.claims_world import METERED_AMOUNT, metered_claim
 from tests.support.workflow_world import (
     Actor,
     accredit,
@@ -211,7 +211,7 @@ async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     assert missing.status_code == 404
     document = project_document()
     document["stoveModels"]["EPC-6L"]["testCertificate"] = wrong
-    uncited = await flow.proponent.client.put(
+    uncited = await flow.proponent.client.post(
         f"/v1/domains/{flow.project}/project-document", json={"document": document}
     )
     assert error(uncited, 422) == "validation_failed" and wrong in uncited.text
@@ -301,6 +301,18 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     ).json()
     reasons = {row["stove"]: row["reason"] for row in report["exclusions"]}
     assert f"monitoring period {winner}" in reasons[stove], reasons
+    # Nor can a claim in the other project credit the stove's days again.
+    collection = await losing.world.collection(project=losing.project)
+    claimed = await losing.world.operator_client.post(
+        f"/v1/claim-collections/{collection['id']}/claims",
+        json={"asset": stove, "data": metered_claim()},
+    )
+    assert claimed.status_code == 201, claimed.text
+    approval = await losing.world.oracle_client.post(
+        f"/v1/claims/{claimed.json()['id']}/evaluations", json={"status": "approved"}
+    )
+    assert error(approval, 409) == "double_counting"
+    assert f"monitoring period {winner}" in approval.text
 
 
 def test_keys_new_writes_a_key_only_its_owner_reads(tmp_path: Path) -> None:

@@ -53,10 +53,15 @@ class TelemetryDialect(ABC):
 
     @abstractmethod
     async def drop_partitions(
-        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        before: datetime,
+        made: set[str],
+        kept: list[tuple[datetime, datetime]],
     ) -> int:
-        """Drop whole stored months before `before` (the rows deleted after count the
-        rest); the number of partitions dropped."""
+        """Drop whole stored months before `before` that overlap none of the `kept` time
+        ranges (evidence holds; the rows deleted after count the rest); the number of
+        partitions dropped."""
 
     @abstractmethod
     async def lock_devices(
@@ -75,11 +80,25 @@ class TelemetryDialect(ABC):
 
     @abstractmethod
     async def insert_readings(
-        self, driver: Any, items: list[tuple[int, Reading]], staged: bool
+        self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]], staged: bool
     ) -> set[tuple[int, int]]:
-        """Insert (device id, reading) pairs; the (device id, seq) pairs not stored
-        because the device stored that seq before. `staged`: this connection has the
-        staging table already."""
+        """Insert (device id, reading, receipt time, receipt id) items; the (device id,
+        seq) pairs not stored because the device stored that seq before. `staged`: this
+        connection has the staging table already."""
+
+    @abstractmethod
+    async def receipt_ids(self, driver: Any, count: int) -> list[int]:
+        """`count` new ids of telemetry_receipts, in this transaction."""
+
+    @abstractmethod
+    async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        """telemetry_receipts rows: (id, device id, received at, first time, last time,
+        payload, signatures)."""
+
+    @abstractmethod
+    async def insert_quarantine(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        """telemetry_quarantine rows: (device DID, seq, time, received at, values, reason,
+        source, receipt id); a (device, seq) quarantined before is kept as it was."""
 
     @abstractmethod
     def plan(

@@ -20,7 +20,20 @@ from twinhub.telemetry.rows import Batch, DeviceState, RollupPlan, RollupRecord,
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
 _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
-    ' time timestamptz, "values" jsonb) ON COMMIT DELETE ROWS'
+    ' time timestamptz, "values" jsonb, received_at timestamptz, receipt_id bigint)'
+    " ON COMMIT DELETE ROWS"
+)
+_STAGE_COLUMNS = ["device_id", "seq", "time", "values", "received_at", "receipt_id"]
+_RECEIPT_IDS = (
+    "SELECT nextval(pg_get_serial_sequence('telemetry_receipts', 'id')) FROM generate_series(1, $1)"
+)
+_INSERT_RECEIPT = (
+    "INSERT INTO telemetry_receipts (id, device_id, received_at, first_time, last_time,"
+    " payload, signatures) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+)
+_INSERT_QUARANTINE = (
+    'INSERT INTO telemetry_quarantine (device_did, seq, time, received_at, "values", reason,'
+    " source, receipt_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
 )
 # OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
 # semi-join (the staging table has no statistics) it hashed every stored reading instead.
@@ -33,8 +46,8 @@ WHERE EXISTS (
 RETURNING s.device_id, s.seq
 """
 _INSERT_STAGED = """
-INSERT INTO telemetry_readings (device_id, seq, time, "values")
-SELECT device_id, seq, time, "values" FROM telemetry_stage
+INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
+SELECT device_id, seq, time, "values", received_at, receipt_id FROM telemetry_stage
 ON CONFLICT DO NOTHING
 """
 # The rollups of the staged readings (by then exactly the ones inserted), computed by the
@@ -164,7 +177,11 @@ class PostgreSQLTelemetry(TelemetryDialect):
             made.add(name)
 
     async def drop_partitions(
-        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        before: datetime,
+        made: set[str],
+        kept: list[tuple[datetime, datetime]],
     ) -> int:
         dropped = 0
         async with sessions.begin() as session:
@@ -180,7 +197,8 @@ class PostgreSQLTelemetry(TelemetryDialect):
                     month = datetime.strptime(name[-6:], "%Y%m").replace(tzinfo=UTC)
                 except ValueError:
                     continue
-                if next_month(month) <= before:
+                end = next_month(month)
+                if end <= before and not any(s < end and e > month for s, e in kept):
                     await session.execute(text(f"DROP TABLE {name}"))
                     made.discard(name)
                     dropped += 1
@@ -221,7 +239,7 @@ class PostgreSQLTelemetry(TelemetryDialect):
         await driver.executemany(_INSERT_EVENT, records)
 
     async def insert_readings(
-        self, driver: Any, items: list[tuple[int, Reading]], staged: bool
+        self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]], staged: bool
     ) -> set[tuple[int, int]]:
         """COPY into the staging table, the device's used seqs deleted from it (whatever
         their time: the key holds the time too, for the partitions), the rest inserted."""
@@ -231,12 +249,21 @@ class PostgreSQLTelemetry(TelemetryDialect):
             return set()
         await driver.copy_records_to_table(
             "telemetry_stage",
-            records=[(d, r.seq, r.time, dumps(r.values)) for d, r in items],
-            columns=["device_id", "seq", "time", "values"],
+            records=[(d, r.seq, r.time, dumps(r.values), at, n) for d, r, at, n in items],
+            columns=_STAGE_COLUMNS,
         )
         skipped = await driver.fetch(_DROP_STORED)
         await driver.execute(_INSERT_STAGED)
         return {(d, q) for d, q in skipped}
+
+    async def receipt_ids(self, driver: Any, count: int) -> list[int]:
+        return [row[0] for row in await driver.fetch(_RECEIPT_IDS, count)]
+
+    async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        await driver.executemany(_INSERT_RECEIPT, [(*r[:6], dumps(r[6])) for r in rows])
+
+    async def insert_quarantine(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        await driver.executemany(_INSERT_QUARANTINE, [(*r[:4], dumps(r[4]), *r[5:]) for r in rows])
 
     def plan(
         self,

@@ -45,7 +45,15 @@ _INSERT_EVENT = (
 )
 _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id INTEGER, seq INTEGER,"
-    ' time TEXT, "values" TEXT)'
+    ' time TEXT, "values" TEXT, received_at TEXT, receipt_id INTEGER)'
+)
+_INSERT_RECEIPT = (
+    "INSERT INTO telemetry_receipts (id, device_id, received_at, first_time, last_time,"
+    " payload, signatures) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_QUARANTINE = (
+    'INSERT OR IGNORE INTO telemetry_quarantine (device_did, seq, time, received_at, "values",'
+    " reason, source, receipt_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _DROP_STORED = """
 DELETE FROM temp.telemetry_stage
@@ -56,11 +64,12 @@ WHERE EXISTS (
 RETURNING device_id, seq
 """
 _INSERT_READING = (
-    'INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values") VALUES (?, ?, ?, ?)'
+    'INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values", received_at,'
+    " receipt_id) VALUES (?, ?, ?, ?, ?, ?)"
 )
 _INSERT_STAGED = """
-INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values")
-SELECT device_id, seq, time, "values" FROM temp.telemetry_stage
+INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
+SELECT device_id, seq, time, "values", received_at, receipt_id FROM temp.telemetry_stage
 """
 _UPSERT_ROLLUP = """
 INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
@@ -100,7 +109,11 @@ class SQLiteTelemetry(TelemetryDialect):
         """No partitions: one table holds every month."""
 
     async def drop_partitions(
-        self, sessions: async_sessionmaker[AsyncSession], before: datetime, made: set[str]
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        before: datetime,
+        made: set[str],
+        kept: list[tuple[datetime, datetime]],
     ) -> int:
         return 0
 
@@ -156,13 +169,19 @@ class SQLiteTelemetry(TelemetryDialect):
         await driver.executemany(_INSERT_EVENT, records)
 
     async def insert_readings(
-        self, driver: Any, items: list[tuple[int, Reading]], staged: bool
+        self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]], staged: bool
     ) -> set[tuple[int, int]]:
         if not staged:
             await driver.execute(_STAGE_READINGS)
         if not items:
             return set()
-        rows = [(d, r.seq, sqlite_time(r.time), dumps(r.values)) for d, r in items]
+        stamps: dict[datetime, str] = {}  # a batch's readings share their receipt time
+        rows = []
+        for d, r, at, n in items:
+            stamp = stamps.get(at)
+            if stamp is None:
+                stamp = stamps[at] = sqlite_time(at)
+            rows.append((d, r.seq, sqlite_time(r.time), dumps(r.values), stamp, n))
         # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
         # then stores them all, and its count says so. When it stored fewer, which ones it
         # skipped is found the staged way below, after undoing it.
@@ -174,11 +193,32 @@ class SQLiteTelemetry(TelemetryDialect):
         if cursor.rowcount == len(rows):
             return set()
         await driver.execute("DELETE FROM temp.telemetry_stage")
-        await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?)", rows)
+        await driver.executemany("INSERT INTO temp.telemetry_stage VALUES (?, ?, ?, ?, ?, ?)", rows)
         cursor = await driver.execute(_DROP_STORED)
         skipped = await cursor.fetchall()
         await driver.execute(_INSERT_STAGED)
         return {(d, q) for d, q in skipped}
+
+    async def receipt_ids(self, driver: Any, count: int) -> list[int]:
+        """The transaction holds the write lock (BEGIN IMMEDIATE): the next ids are free."""
+        cursor = await driver.execute("SELECT coalesce(max(id), 0) FROM telemetry_receipts")
+        (highest,) = await cursor.fetchone()
+        return list(range(highest + 1, highest + 1 + count))
+
+    async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        await driver.executemany(
+            _INSERT_RECEIPT,
+            [
+                (*r[:2], sqlite_time(r[2]), sqlite_time(r[3]), sqlite_time(r[4]), r[5], dumps(r[6]))
+                for r in rows
+            ],
+        )
+
+    async def insert_quarantine(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        await driver.executemany(
+            _INSERT_QUARANTINE,
+            [(r[0], r[1], sqlite_time(r[2]), sqlite_time(r[3]), dumps(r[4]), *r[5:]) for r in rows],
+        )
 
     def plan(
         self,

@@ -105,7 +105,13 @@ class Platform:
         self.stove_care = telemetry.stove_care
         self.summaries = SummaryService(sessions, telemetry.figures)  # dashboard figures
         oracle = build_oracle(
-            sessions, settings.oracle, self.claims, self.protocols, keys.issuer, self.ledger
+            sessions,
+            settings.oracle,
+            self.claims,
+            self.protocols,
+            keys.issuer,
+            self.ledger,
+            settings.telemetry.evidence_retention_years,
         )
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring

@@ -11,6 +11,7 @@ named: the field, the stove, both values.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from twinhub.mrv import trust_chain as chain
@@ -23,6 +24,7 @@ from twinhub.mrv.period_inputs import (
     report_of,
 )
 from twinhub.mrv.periods import report_digest
+from twinhub.security.device_signatures import SCHEME, verify_batch
 from twinhub.security.jcs import CanonicalizationError, digest
 
 BUNDLE = "twinhub-evidence/1"
@@ -144,7 +146,46 @@ def _check_chain(bundle: dict[str, Any], out: list[str]) -> None:
         out.append("issuance: its issuer is not the registry that accredited the verifier")
 
 
+def _check_receipts(bundle: dict[str, Any], out: list[str]) -> None:
+    """Each device signature on a receipt verifies over its payload, and each reading that
+    names a receipt is in that payload as the device sent it. (An MQTT HMAC is kept as
+    proof of receipt; only the device and twinhub hold its key, so it is not checked here.)"""
+    receipts = bundle.get("receipts") or {}
+    carried: dict[str, list[Any]] = {}
+    for key, receipt in receipts.items():
+        try:
+            payload = json.loads(receipt["payload"])
+        except (TypeError, ValueError):
+            out.append(f"receipts.{key}: the payload is not JSON")
+            continue
+        carried[key] = [
+            {"seq": r.get("seq"), "values": r.get("values")}
+            for r in (payload.get("readings") or [] if isinstance(payload, dict) else [])
+        ]
+        for signature in receipt.get("signatures") or []:
+            if signature.get("type") != SCHEME:
+                continue
+            if not verify_batch(
+                signature.get("publicKey", ""), payload, signature.get("value", "")
+            ):
+                out.append(f"receipts.{key}: the device signature does not verify")
+    for stove, rows in (bundle.get("readings") or {}).items():
+        for reading in rows:
+            receipt = reading.get("receipt")
+            if receipt is None:
+                continue
+            sent = carried.get(str(receipt))
+            if sent is None:
+                out.append(f"{stove} reading {reading['seq']}: its receipt {receipt} is missing")
+            elif {"seq": reading["seq"], "values": reading["values"]} not in sent:
+                out.append(
+                    f"{stove} reading {reading['seq']}: not in receipt {receipt} as the device "
+                    "sent it"
+                )
+
+
 def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
+    _check_receipts(bundle, out)
     frozen, report = bundle["frozenInputs"], bundle["report"]
     if report.get("reportDigest") != report_digest(report):
         out.append("report.reportDigest: does not match the report's content (it was edited)")

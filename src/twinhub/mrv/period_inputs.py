@@ -54,9 +54,23 @@ def reading_row(seq: int, time: datetime, values: Mapping[str, Any]) -> dict[str
 
 
 def readings_digest(readings: Iterable[Mapping[str, Any]]) -> str:
-    """The digest of one stove-day's raw readings, in (time, seq) order."""
+    """The digest of one stove-day's raw readings (their seq, time and values: what the
+    device reported), in (time, seq) order."""
     ordered = sorted(readings, key=lambda r: (str(r["time"]), r["seq"]))
-    return digest([dict(r) for r in ordered])
+    return digest([{"seq": r["seq"], "time": r["time"], "values": r["values"]} for r in ordered])
+
+
+def behind_snapshot(readings: Iterable[Mapping[str, Any]], taken_at: str | None) -> list[Any]:
+    """The readings a snapshot taken at `taken_at` saw: those received by then (a reading
+    stored before receipt times were kept counts as seen); the others are late data."""
+    if taken_at is None:
+        return list(readings)
+    limit = datetime.fromisoformat(taken_at)
+    return [
+        r
+        for r in readings
+        if r.get("receivedAt") is None or datetime.fromisoformat(r["receivedAt"]) <= limit
+    ]
 
 
 def freeze(
@@ -67,9 +81,11 @@ def freeze(
     credited: Mapping[str, str],
     readings: Mapping[tuple[str, date], str],
     identities: Mapping[str, str],
+    taken_at: datetime | None = None,
 ) -> dict[str, Any]:
     """The snapshot: plain JSON. `readings`: each (stove, day)'s readings digest;
-    `identities`: each stove's device identity."""
+    `identities`: each stove's device identity; `taken_at`: when the readings were read
+    (those received later are late data)."""
     rows = []
     for stove in sorted(stoves, key=lambda s: s.stove):
         days = []
@@ -101,6 +117,7 @@ def freeze(
         "protocol": protocol,
         "methodology": methodology,
         "credited": dict(sorted(credited.items())),
+        "takenAt": taken_at.astimezone(UTC).isoformat() if taken_at is not None else None,
         "stoves": rows,
     }
 

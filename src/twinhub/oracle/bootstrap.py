@@ -33,6 +33,7 @@ def build_oracle(
     protocols: ProtocolService,
     issuer: Issuer,
     ledger: Ledger,
+    evidence_years: int = 0,
 ) -> Oracle:
     monitoring = MonitoringService(sessions, ledger, protocols)
     documents = ProjectDocuments(sessions, ledger)
@@ -49,5 +50,5 @@ def build_oracle(
         ),
         monitoring,
         documents,
-        PeriodWorkflow(sessions, ledger, monitoring, documents),
+        PeriodWorkflow(sessions, ledger, monitoring, documents, evidence_years),
     )

@@ -180,6 +180,7 @@ class MonitoringService:
             if first != stove:
                 credited.setdefault(stove, f"{first}, the same device")
         with_days = [p.stove for p in periods if p.days]
+        taken_at = utcnow()
         readings = await stove_readings(session, with_days, start, end)
         digests: dict[tuple[str, date], str] = {}
         for stove, rows in readings.items():
@@ -198,6 +199,7 @@ class MonitoringService:
             credited,
             digests,
             identities,
+            taken_at,
         )
 
     async def compute(

@@ -32,7 +32,12 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound
 from twinhub.kernel.principals import Principal, require_workflow_role
 from twinhub.mrv import trust_chain as chain
-from twinhub.mrv.period_inputs import differing_days, inputs_digest, readings_digest
+from twinhub.mrv.period_inputs import (
+    behind_snapshot,
+    differing_days,
+    inputs_digest,
+    readings_digest,
+)
 from twinhub.oracle.monitoring import (
     DRAFT,
     FROZEN,
@@ -48,9 +53,10 @@ from twinhub.services.credentials import steps, store_step
 from twinhub.services.credited_days import DayCredited, release, reserve
 from twinhub.services.credits import Minting
 from twinhub.services.domains import verified_project
+from twinhub.services.evidence import hold_evidence, receipts_by_id, release_evidence
 from twinhub.services.ledger import Ledger
 from twinhub.services.mrv_inputs import stove_periods, stove_readings
-from twinhub.services.project_documents import ProjectDocuments
+from twinhub.services.project_documents import ProjectDocuments, checked
 
 STEPS = {
     "submission": chain.SUBMISSION,
@@ -70,6 +76,11 @@ def credit_late_data(methodology: dict[str, Any]) -> bool:
     return given is True
 
 
+def _holder(row: MonitoringPeriod) -> str:
+    """Who holds the period's evidence (services.evidence)."""
+    return f"monitoring-period:{row.id}"
+
+
 def _ref(row: MonitoringPeriod) -> dict[str, Any]:
     return chain.period_ref(row.id, row.start.isoformat(), row.end.isoformat())
 
@@ -86,11 +97,13 @@ class PeriodWorkflow:
         ledger: Ledger,
         monitoring: MonitoringService,
         documents: ProjectDocuments,
+        evidence_years: int = 0,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._monitoring = monitoring
         self._documents = documents
+        self._evidence_years = evidence_years  # EVIDENCE_RETENTION_YEARS
 
     # -- the unsigned credential of a step -----------------------------------------------
     async def credential_request(
@@ -258,6 +271,17 @@ class PeriodWorkflow:
                     [FieldProblem(stove, f"claim {claim}")],
                 )
             await reserve(session, devices, row.start, row.end, row.project_did, period_id=row.id)
+            # The readings behind the period outlive the telemetry retention.
+            validation = await self._documents.issuance_blockers(session, row.project_did)
+            await hold_evidence(
+                session,
+                _holder(row),
+                [s["stove"] for s in frozen["stoves"] if s["days"]],
+                row.start,
+                row.end,
+                checked(validation.document).crediting_to,
+                self._evidence_years,
+            )
             row.state, row.proponent = SUBMITTED, actor.did
         elif kind == chain.VERIFICATION:
             outcome = verdict["outcome"]
@@ -276,6 +300,7 @@ class PeriodWorkflow:
                 row.state = VERIFIED
             else:
                 await release(session, row.id)
+                await release_evidence(session, _holder(row))
                 row.state = REJECTED if outcome == chain.REJECTED else DRAFT
         else:
             report = orjson.loads(row.report)
@@ -403,9 +428,20 @@ class PeriodWorkflow:
                 orjson.loads(r.document) for r in await steps(session, project, chain.ACCREDITATION)
             ]
             stoves = [s["stove"] for s in frozen["stoves"] if s["days"]]
-            # The readings of the frozen days. (Where readings keep their receipt time, those
-            # received after the submission are late data and are left out here.)
-            readings = await stove_readings(session, stoves, row.start, row.end)
+            stored = await stove_readings(session, stoves, row.start, row.end)
+            # The readings the snapshot saw; those received after it are late data.
+            readings = {
+                stove: behind_snapshot(rows, frozen.get("takenAt"))
+                for stove, rows in stored.items()
+            }
+            late = {
+                stove: [r for r in rows if r not in readings[stove]]
+                for stove, rows in stored.items()
+            }
+            receipts = await receipts_by_id(
+                session,
+                {r["receipt"] for rows in readings.values() for r in rows if r.get("receipt")},
+            )
         dids: dict[str, list[str]] = {}
         for credential in [*accreditations, *credentials] + (
             [validation.credential] if validation else []
@@ -435,6 +471,9 @@ class PeriodWorkflow:
             "methodology": frozen["methodology"],
             "frozenInputs": frozen,
             "readings": readings,
+            "receipts": receipts,  # the signed batches and messages the readings came in
+            "signedReadings": sum(1 for rows in readings.values() for r in rows if r["receipt"]),
+            "lateReadings": {stove: rows for stove, rows in late.items() if rows},
             "report": orjson.loads(row.report),
             "chain": credentials,
             "dids": dids,

@@ -94,6 +94,8 @@ async def stove_readings(
                 TelemetryReading.seq,
                 TelemetryReading.time,
                 TelemetryReading.values,
+                TelemetryReading.received_at,
+                TelemetryReading.receipt_id,
             )
             .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
             .where(
@@ -103,10 +105,12 @@ async def stove_readings(
             )
             .order_by(TelemetryDevice.did, TelemetryReading.time, TelemetryReading.seq)
         )
-        for did, seq, time, values in rows:
+        for did, seq, time, values, received, receipt in rows:
             moment = time if time.tzinfo else time.replace(tzinfo=UTC)
-            # (Where readings keep a receipt time and a signature, they join the row here.)
-            found[did].append(reading_row(seq, moment, values or {}))
+            row = reading_row(seq, moment, values or {})
+            row["receivedAt"] = received.astimezone(UTC).isoformat() if received else None
+            row["receipt"] = receipt  # the signed batch or message it came in, if any
+            found[did].append(row)
     return found
 
 

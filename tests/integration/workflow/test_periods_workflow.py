@@ -25,6 +25,7 @@ from tests.support.workflow_world import (
 )
 from twinhub.kernel.errors import Invalid
 from twinhub.mrv.evidence_bundle import verify_bundle
+from twinhub.security.device_signatures import device_public_key, sign_batch
 
 
 async def minted(registry: Registry) -> int:
@@ -47,6 +48,25 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
 ) -> None:
     flow = await build_workflow(registry)
     stove = await flow.world.metered_asset(project=flow.project)
+    # The meter also signs a batch (its key enrolled with its twin): the bundle keeps it.
+    seed = bytes(range(32))
+    enrolled = await registry.client.post(
+        f"/v1/domains/{stove}/device-key", json={"publicKey": device_public_key(seed)}
+    )
+    assert enrolled.status_code == 200, enrolled.text
+    batch = {
+        "readings": [
+            {"seq": 5_000, "time": "2026-10-05T12:00:00+00:00", "values": {"energyKwh": 0.0}}
+        ]
+    }
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(
+            f"/v1/domains/{stove}/telemetry",
+            json=batch,
+            headers={"Device-Signature": sign_batch(seed, batch)},
+        )
+    assert sent.status_code in (200, 202), sent.text
     before = await minted(registry)
     draft = await flow.draft()
     assert draft["state"] == "draft" and draft["credits"]["amount"] == METERED_AMOUNT
@@ -91,7 +111,7 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     # The verifier opens the sampled stove's raw readings.
     opened = await flow.verifier.client.get(f"{base}/readings", params={"stove": stove})
     assert opened.status_code == 200, opened.text
-    assert len(opened.json()["readings"]) == 40 and len(opened.json()["days"]) == 10
+    assert len(opened.json()["readings"]) == 41 and len(opened.json()["days"]) == 10
 
     # A signed credential whose content was changed after signing is refused.
     base_request = {
@@ -139,6 +159,12 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     # The evidence bundle recomputes offline; a changed figure is named.
     bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
     assert verify_bundle(bundle) == []
+    assert bundle["signedReadings"] == 1 and len(bundle["receipts"]) == 1
+    assert set(bundle["dids"]) == {flow.proponent.did, flow.verifier.did, flow.registry.did}
+    forged_receipt = copy.deepcopy(bundle)
+    (receipt,) = forged_receipt["receipts"].values()
+    receipt["payload"] = receipt["payload"].replace("0.0", "9.0")
+    assert any("signature does not verify" in d for d in verify_bundle(forged_receipt))
     edited = copy.deepcopy(bundle)
     edited["frozenInputs"]["stoves"][0]["days"][0]["energy"] += 1
     differences = verify_bundle(edited)
@@ -203,6 +229,12 @@ async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Regi
 
 async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
+    # A project with no stoves: its period is refused with the reason, never made at zero.
+    empty = await flow.world.operator_client.post(
+        f"/v1/domains/{flow.project}/monitoring-periods",
+        json={"from": "2026-10-01", "to": "2026-10-10"},
+    )
+    assert error(empty, 409) == "conflict" and "no active stoves" in empty.text
     content = b"calibration certificate 42"
     wrong = "sha256:" + "0" * 64
     refused = await flow.proponent.client.post(f"/v1/attachments?digest={wrong}", content=content)
@@ -263,6 +295,10 @@ async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     assert (stove, "2026-10-01", "energy") in fields, late
     assert (await flow.verifier.client.get(f"{base}/report")).json() == report
     assert await registry.platform.monitoring.verify(report) == []
+    # The bundle carries what the snapshot saw, and the late reading apart: it still checks.
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    assert [r["seq"] for r in bundle["lateReadings"][stove]] == [99_001]
+    assert verify_bundle(bundle) == []
 
 
 async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> None:

@@ -27,6 +27,7 @@ from twinhub.services.project_documents import checked
 WORKFLOW_READS = frozenset({"reader", "writer", "proponent", "verifier", "registry"})
 MAX_SAMPLED = 20  # stoves opened at once on the review page
 MAX_ROWS = 500  # readings listed per stove (the chart draws all; the API gives all)
+SAMPLE_FINDING = "readings of the sampled stoves match the frozen figures"
 KEY_FILES = {"proponent": "proponent.key", "verifier": "verifier.key", "registry": "registry.key"}
 
 
@@ -79,14 +80,15 @@ def next_step(project: str, view: dict[str, Any], report: dict[str, Any]) -> dic
     if state == "submitted":
         sampled = [row["stove"] for row in report["stoves"][:3]]
         words = ["twinhub", "period", "verify", project, period, "--key", KEY_FILES["verifier"]]
-        words += ["--outcome", "approved", "--finding", "sampled stoves' readings match"]
+        words += ["--outcome", "approved", "--finding", SAMPLE_FINDING]
         for stove in sampled:
             words += ["--sample", stove]
         return {
             "role": "verifier",
-            "says": "An accredited verifier reviews the sampled stoves, then approves, "
-            "rejects or asks for corrections (--outcome rejected|corrections with a --finding "
-            "saying why).",
+            "says": "An accredited verifier reviews the stoves it sampled (the review page "
+            "opens their raw readings), then approves, rejects or asks for corrections "
+            "(--outcome rejected|corrections with a --finding saying why). The command names "
+            "the first stoves as an example: name those you sampled.",
             "command": command(*words),
         }
     if state == "verified":
@@ -211,19 +213,8 @@ async def review(request: Request) -> Response:
                 "count": len(found["readings"]),
             }
         )
-    verify = [
-        "twinhub",
-        "period",
-        "verify",
-        did,
-        str(period_id),
-        "--key",
-        KEY_FILES["verifier"],
-        "--outcome",
-        "approved",
-        "--finding",
-        "sampled stoves' readings match",
-    ]
+    verify = ["twinhub", "period", "verify", did, str(period_id), "--key", KEY_FILES["verifier"]]
+    verify += ["--outcome", "approved", "--finding", SAMPLE_FINDING]
     for stove in sampled:
         verify += ["--sample", stove]
     return render(

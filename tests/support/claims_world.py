@@ -15,9 +15,12 @@ from tests.conftest import Registry, unique
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
 METERED_START = datetime(2026, 10, 1, tzinfo=UTC)
 METERED_DAYS = 10
-# 10 kWh over 10 days, household 5, efficiency 0.85 (worked example 1 of
-# docs/methodology.md, a third of its 30 kWh): ER = 0.0226615... tCO2e, in millionths.
-METERED_AMOUNT = 22661
+# The register rises 10 kWh over 10 days, household 5, efficiency 0.85, no design document
+# stored (the methodology's defaults, docs/methodology.md): no meter record, so the +/-5 %
+# default meter error: 9.5 kWh in the baseline, 0.00014535 TJ of charcoal displaced,
+# BE 0.0276490003, PE 0.0105 x 0.525 = 0.0055125, ER (0.0221365003) x 0.95 = 0.0210296753
+# tCO2e, in millionths.
+METERED_AMOUNT = 21029
 
 
 def metered_claim(meals: int = 20) -> dict[str, Any]:
@@ -154,8 +157,12 @@ class World:
                 seq = day * 100 + hour
                 meter += today / 2
                 at = base + timedelta(hours=hour)
-                readings.append(
-                    {"seq": seq, "time": at.isoformat(), "values": {"session": "start"}}
+                readings.append(  # the meter reports its register with every reading
+                    {
+                        "seq": seq,
+                        "time": at.isoformat(),
+                        "values": {"session": "start", "meterKwh": round(meter - today / 2, 6)},
+                    }
                 )
                 readings.append(
                     {

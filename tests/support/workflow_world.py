@@ -22,7 +22,7 @@ CERTIFICATE_DIGEST = "sha256:" + hashlib.sha256(CERTIFICATE).hexdigest()
 def project_document(**parameters: Any) -> dict[str, Any]:
     """A project document: the methodology, country, parameters with their sources."""
     return {
-        "methodology": {"id": "clean-cooking-mecd", "version": "1.0.0"},
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
         "country": "KE",
         "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
         "baselineFuel": "charcoal",
@@ -65,10 +65,24 @@ def project_document(**parameters: Any) -> dict[str, Any]:
     }
 
 
+def meter_record(stove: str) -> dict[str, Any]:
+    return {
+        "model": "EM-1",
+        "serial": "m-" + stove.rsplit("/", 1)[-1],
+        "accuracyClass": "1",
+        "maxPermissibleError": 0.05,
+        "calibratedOn": "2026-01-01",
+        "calibrationDue": "2027-12-31",
+        "certificate": CERTIFICATE_DIGEST,
+        "registerMax": 99999,
+    }
+
+
 @dataclass
 class Actor:
     key: Issuer
     client: httpx.AsyncClient
+    seed: bytes = b""  # what a key file keeps (twinhub keys new)
 
     @property
     def did(self) -> str:
@@ -105,6 +119,20 @@ class Workflow:
         signed = actor.key.sign(credential, credential["validFrom"])
         return await actor.client.post(f"{base}/{route}", json={"credential": signed})
 
+    async def stove(self, kwh_per_day: float = 1.0, project: str | None = None) -> str:
+        """A metered stove of the project (claims_world's), naming its model in the project
+        document and carrying its meter's calibration record (+/-5 %: the figures of the
+        methodology's worked example, so METERED_AMOUNT holds under the document too)."""
+        stove = await self.world.metered_asset(
+            project=project or self.project, kwh_per_day=kwh_per_day
+        )
+        patched = await self.world.operator_client.patch(
+            f"/v1/domains/{stove}",
+            json={"properties": {"stoveModel": "EPC-6L", "meter": meter_record(stove)}},
+        )
+        assert patched.status_code == 200, patched.text
+        return stove
+
     async def draft(self, start: str = "2026-10-01", end: str = "2026-10-10") -> dict[str, Any]:
         made = await self.world.operator_client.post(
             f"/v1/domains/{self.project}/monitoring-periods", json={"from": start, "to": end}
@@ -132,8 +160,9 @@ class Workflow:
 
 
 async def actor(registry: Registry, world: World, *roles: str) -> Actor:
-    key = Issuer(os.urandom(32))
-    return Actor(key, await world.client(key.did, "reader", *roles))
+    seed = os.urandom(32)
+    key = Issuer(seed)
+    return Actor(key, await world.client(key.did, "reader", *roles), seed)
 
 
 async def accredit(flow: Workflow, verifier: Actor, project: str) -> None:

@@ -108,7 +108,7 @@ def test_frozen_inputs_recompute_the_report_and_their_readings() -> None:
     days = figures_from_readings("did:ixo:entity/s", "kWh", readings)
     assert [d.sessions for d in days] == [1, 1, 1]
     assert [d.energy for d in days] == [0.5, 0.75, 1.0]
-    assert [d.meter_delta for d in days] == [None, 1.0, 1.0]
+    assert [d.meter_delta for d in days] == [0.0, 1.0, 1.0]  # the register read by mrv.meter
     stove = StovePeriod("did:ixo:entity/s", "sn-1", True, True, 5, 0.85, "kWh", days)
     digests = {
         ("did:ixo:entity/s", d.day): readings_digest(

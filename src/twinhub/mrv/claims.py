@@ -16,6 +16,7 @@ from typing import Any
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.methodology import Methodology, compile_methodology, digest_of
 from twinhub.mrv.periods import PeriodSpec, StovePeriod, compute_period
+from twinhub.mrv.project_document import ProjectDocument
 
 DEFAULT_DECIMALS = 6  # a new credit token counts millionths: 0.000001 tCO2e
 MAX_CLAIM_DAYS = 366
@@ -37,7 +38,9 @@ def methodology_of(document: dict[str, Any]) -> Methodology:
     found = _compiled.get(digest)
     if found is None:
         problems = Problems()
-        compiled = compile_methodology(document, problems)
+        # Not strict: a protocol may hold a document registered before the unused-parameter
+        # rule (the registration itself checks strictly).
+        compiled = compile_methodology(document, problems, strict=False)
         if compiled is None:  # refused at registration, so only a hand-edited row gets here
             raise NotComputable(
                 "the protocol's methodology does not compile: "
@@ -110,6 +113,7 @@ class ClaimJob:
     methodology: dict[str, Any] | None
     token: str
     project: str
+    document: ProjectDocument | None = None  # the project's design document; None: defaults
 
 
 def claim_credits(
@@ -122,7 +126,7 @@ def claim_credits(
 ) -> ClaimComputation | NotComputable:
     """One claim computed as a one-stove monitoring period."""
     spec = PeriodSpec(job.project, start, end, job.token, decimals)
-    report = compute_period(spec, methodology, [stove], [])
+    report = compute_period(spec, methodology, [stove], [], document=job.document)
     if report["exclusions"]:
         return NotComputable(report["exclusions"][0]["reason"])
     row = report["stoves"][0]

@@ -206,7 +206,7 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
                 )
         if stove["days"] or rows:
             for day, field, then, given in differing_days(
-                stove, figures_from_readings(name, stove["unit"], rows)
+                stove, figures_from_readings(name, stove["unit"], rows, stove.get("meter"))
             ):
                 out.append(f"{name} {day} {field}: frozen {then!r}, the readings give {given!r}")
     try:

@@ -28,7 +28,23 @@ from twinhub.kernel.errors import Problems
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")
-INPUT_TYPES: dict[str, cel.Type] = {"double": cel.Type.DOUBLE, "int": cel.Type.INT}
+INPUT_TYPES: dict[str, cel.Type] = {
+    "double": cel.Type.DOUBLE,
+    "int": cel.Type.INT,
+    "string": cel.Type.STRING,  # a choice such as the project fuel: formulas compare it
+}
+MAX_INPUT_STRING = 64
+# Thresholds the platform's own rules apply (mrv.periods), declared in a methodology's
+# `rules` section with value, unit and source: a formula never reads them, so they are kept
+# apart from `parameters`, every one of which some formula must use.
+RULES = {
+    "min_active_days": "days",
+    "max_sessions_per_day": "sessions/day",
+    "max_kwh_per_session": "kWh/session",
+    "max_fuel_kg_per_session": "kg/session",
+    "corroboration_tolerance": "fraction",
+    "max_missing_share": "fraction",
+}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*?)(?:\n|$)")
 _STATUS_WORDS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")  # "CANCELLED: ... [CANCELLED]"
@@ -104,7 +120,7 @@ class Evaluation:
     methodology_id: str
     version: str
     digest: str
-    inputs: dict[str, float | int]
+    inputs: dict[str, float | int | str]
     steps: list[Step]
     result: float
     result_unit: str
@@ -135,6 +151,7 @@ class Methodology:
     formulas: list[Formula]
     result: str
     document: dict[str, Any] = field(repr=False)
+    rules: dict[str, Parameter] = field(default_factory=dict)
     digest: str = ""
     _programs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     # Per formula, the names it can refer to: each evaluation hands CEL only those (CEL
@@ -149,11 +166,23 @@ class Methodology:
     def parameter_values(self) -> dict[str, float]:
         return {name: p.value for name, p in self.parameters.items()}
 
-    def evaluate(self, inputs: Mapping[str, Any]) -> Evaluation:
-        """Apply the formulas in order to `inputs`; raise MethodologyError on any value that
-        is missing, of the wrong type, or not a finite number."""
+    def rule_values(self) -> dict[str, float]:
+        """The thresholds the platform's rules apply: the `rules` section, or (a document
+        written before rules had their own section) the same names among its parameters."""
+        if self.rules:
+            return {name: p.value for name, p in self.rules.items()}
+        return {name: p.value for name, p in self.parameters.items() if name in RULES}
+
+    def evaluate(
+        self, inputs: Mapping[str, Any], parameters: Mapping[str, float] | None = None
+    ) -> Evaluation:
+        """Apply the formulas in order to `inputs`, with `parameters` (a project document's
+        figures, by name) in place of the methodology's defaults; raise MethodologyError on
+        any value that is missing, of the wrong type, or not a finite number."""
         data: dict[str, Any] = dict(self.parameter_values())
-        used: dict[str, float | int] = {}
+        if parameters:
+            data.update({name: float(v) for name, v in parameters.items() if name in data})
+        used: dict[str, float | int | str] = {}
         for name, declared in self.inputs.items():
             if name not in inputs:
                 raise MethodologyError(f"input {name!r} is missing")
@@ -194,7 +223,11 @@ def _references(
     return tuple(found)
 
 
-def _coerce_input(name: str, type_name: str, value: Any) -> float | int:
+def _coerce_input(name: str, type_name: str, value: Any) -> float | int | str:
+    if type_name == "string":
+        if not isinstance(value, str) or len(value) > MAX_INPUT_STRING:
+            raise MethodologyError(f"input {name!r} must be text of at most {MAX_INPUT_STRING}")
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise MethodologyError(f"input {name!r} must be a number")
     if type_name == "int":
@@ -232,15 +265,27 @@ def compile_methodology(
     problems: Problems,
     where: str = "methodology",
     limits: MethodologyLimits = DEFAULT_LIMITS,
+    strict: bool = True,
 ) -> Methodology | None:
     """Check a methodology document and compile its formulas; every fault found goes into
     `problems` with its path (`methodology.formulas[2].expression`), and None is returned
-    when there was any."""
+    when there was any. `strict` (a methodology being registered) also refuses a parameter
+    no formula uses; a document stored before that rule (strict=False) still computes."""
     if not isinstance(document, dict):
         problems.add(where, "expected an object with id, version, parameters, inputs, formulas")
         return None
     before = len(problems.items)
-    known = {"id", "version", "title", "reference", "parameters", "inputs", "formulas", "result"}
+    known = {
+        "id",
+        "version",
+        "title",
+        "reference",
+        "parameters",
+        "rules",
+        "inputs",
+        "formulas",
+        "result",
+    }
     for extra in sorted(set(document) - known):
         problems.add(f"{where}.{extra}", "not a field of a methodology")
     ident, version = document.get("id"), document.get("version")
@@ -250,7 +295,8 @@ def compile_methodology(
         problems.add(f"{where}.version", "expected a version such as 1.0.0")
     title = _text(document, "title", where, problems, limits, required=True)
     reference = _text(document, "reference", where, problems, limits, required=False)
-    parameters = _parameters(document.get("parameters"), where, problems, limits)
+    parameters = _parameters(document.get("parameters"), f"{where}.parameters", problems, limits)
+    rules = _rules(document.get("rules"), where, problems, limits)
     inputs = _inputs(document.get("inputs"), where, problems, limits)
     clash = set(parameters) & set(inputs)
     for name in sorted(clash):
@@ -261,6 +307,15 @@ def compile_methodology(
     result = document.get("result")
     if not isinstance(result, str) or result not in {f.name for f in formulas}:
         problems.add(f"{where}.result", "expected the name of one of the formulas")
+    uses = _references(formulas, parameters, inputs)
+    if strict and len(problems.items) == before:
+        used = {name for names in uses for name in names}
+        for name in sorted(set(parameters) - used):
+            problems.add(
+                f"{where}.parameters.{name}",
+                "no formula uses this parameter: use it in a formula or remove it"
+                + (" (a threshold the platform applies belongs in rules)" if name in RULES else ""),
+            )
     if len(problems.items) > before:
         return None
     return Methodology(
@@ -274,8 +329,9 @@ def compile_methodology(
         result=result,
         document=document,
         digest=digest_of(document),
+        rules=rules,
         _programs=tuple(programs),
-        _uses=_references(formulas, parameters, inputs),
+        _uses=uses,
         limits=limits,
     )
 
@@ -317,28 +373,46 @@ def _entries(
     return entries
 
 
-def _parameters(
+def _rules(
     value: Any, where: str, problems: Problems, limits: MethodologyLimits
 ) -> dict[str, Parameter]:
+    """The thresholds section: only names the platform applies, each in its own unit."""
+    if value is None:
+        return {}
+    found = _parameters(value, f"{where}.rules", problems, limits)
+    for name, rule in found.items():
+        if name not in RULES:
+            problems.add(
+                f"{where}.rules.{name}",
+                f"not a rule the platform applies (one of {', '.join(sorted(RULES))})",
+            )
+        elif rule.unit != RULES[name]:
+            problems.add(f"{where}.rules.{name}.unit", f"expected {RULES[name]}")
+    return found
+
+
+def _parameters(
+    value: Any, path: str, problems: Problems, limits: MethodologyLimits
+) -> dict[str, Parameter]:
     found: dict[str, Parameter] = {}
-    for name, entry in _entries(value, f"{where}.parameters", limits.max_parameters, problems):
-        path = f"{where}.parameters.{name}"
+    for name, entry in _entries(value, path, limits.max_parameters, problems):
+        at = f"{path}.{name}"
         number = entry.get("value")
         if isinstance(number, bool) or not isinstance(number, int | float):
-            problems.add(f"{path}.value", "expected a number")
+            problems.add(f"{at}.value", "expected a number")
             continue
         if not math.isfinite(float(number)):
-            problems.add(f"{path}.value", "expected a finite number")
+            problems.add(f"{at}.value", "expected a finite number")
             continue
         unit, source = entry.get("unit"), entry.get("source")
         if not isinstance(unit, str) or not unit or len(unit) > 64:
-            problems.add(f"{path}.unit", "expected a unit (1-64 characters), e.g. tCO2e/TJ")
+            problems.add(f"{at}.unit", "expected a unit (1-64 characters), e.g. tCO2e/TJ")
             continue
         if not isinstance(source, str) or not source or len(source) > limits.max_text_chars:
-            problems.add(f"{path}.source", "every parameter names its source")
+            problems.add(f"{at}.source", "every parameter names its source")
             continue
         for extra in sorted(set(entry) - {"value", "unit", "source"}):
-            problems.add(f"{path}.{extra}", "not a field of a parameter")
+            problems.add(f"{at}.{extra}", "not a field of a parameter")
         found[name] = Parameter(name, float(number), unit, source)
     return found
 
@@ -436,7 +510,7 @@ def _compile(expression: str, variables: dict[str, cel.Type]) -> Any:
 
 @lru_cache(maxsize=1024)
 def _compile_cached(expression: str, variables: tuple[tuple[str, str], ...]) -> Any:
-    by_name = {"DOUBLE": cel.Type.DOUBLE, "INT": cel.Type.INT}
+    by_name = {"DOUBLE": cel.Type.DOUBLE, "INT": cel.Type.INT, "STRING": cel.Type.STRING}
     env = cel.NewEnv(variables={name: by_name[kind] for name, kind in variables})
     try:
         return env.compile(expression)

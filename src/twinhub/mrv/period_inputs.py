@@ -19,10 +19,12 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
-from twinhub.mrv.claims import methodology_of
+from twinhub.kernel.errors import Problems
+from twinhub.mrv.claims import NotComputable, methodology_of
 from twinhub.mrv.periods import PeriodSpec, StovePeriod, compute_period, report_digest
 from twinhub.mrv.plausibility import StoveDay, assess
-from twinhub.mrv.rollups import ENERGY, FUEL, METER, SESSIONS, Cells, day_figures
+from twinhub.mrv.project_document import ProjectDocument, check_project_document
+from twinhub.mrv.rollups import ENERGY, FUEL, METER, METER_RESET, SESSIONS, Cells, day_figures
 from twinhub.security.jcs import digest
 
 FIGURE_TOLERANCE = 1e-6  # kWh or kg: sums of the same readings in another order
@@ -82,10 +84,14 @@ def freeze(
     readings: Mapping[tuple[str, date], str],
     identities: Mapping[str, str],
     taken_at: datetime | None = None,
+    document: dict[str, Any] | None = None,
+    sampled: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The snapshot: plain JSON. `readings`: each (stove, day)'s readings digest;
     `identities`: each stove's device identity; `taken_at`: when the readings were read
-    (those received later are late data)."""
+    (those received later are late data); `document`: the project design document the
+    period computes under (None: the methodology's defaults); `sampled`: the sampled
+    parameters of the project's surveys."""
     rows = []
     for stove in sorted(stoves, key=lambda s: s.stove):
         days = []
@@ -106,6 +112,10 @@ def freeze(
                 "stoveEfficiency": stove.stove_efficiency,
                 "unit": stove.unit,
                 "status": stove.status,
+                "stoveModel": stove.stove_model,
+                "fuel": stove.fuel,
+                "meter": stove.meter,
+                "registerEvents": list(stove.register_events),
                 "days": days,
             }
         )
@@ -116,6 +126,8 @@ def freeze(
         "decimals": spec.decimals,
         "protocol": protocol,
         "methodology": methodology,
+        "document": document,
+        "sampled": dict(sampled) if sampled is not None else None,
         "credited": dict(sorted(credited.items())),
         "takenAt": taken_at.astimezone(UTC).isoformat() if taken_at is not None else None,
         "stoves": rows,
@@ -154,6 +166,10 @@ def thaw(frozen: dict[str, Any]) -> tuple[PeriodSpec, list[StovePeriod]]:
             unit=row["unit"],
             days=stove_days(row),
             status=row["status"],
+            stove_model=row.get("stoveModel"),
+            fuel=row.get("fuel"),
+            meter=row.get("meter"),
+            register_events=tuple(row.get("registerEvents") or ()),
         )
         for row in frozen["stoves"]
     ]
@@ -166,10 +182,32 @@ def report_of(frozen: dict[str, Any]) -> dict[str, Any]:
     spec, stoves = thaw(frozen)
     methodology = methodology_of(frozen["methodology"])
     findings = assess(day for stove in stoves for day in stove.days)
-    report = compute_period(spec, methodology, stoves, findings, frozen["credited"])
+    report = compute_period(
+        spec,
+        methodology,
+        stoves,
+        findings,
+        frozen["credited"],
+        document=document_of(frozen.get("document")),
+        sampled=frozen.get("sampled"),
+    )
     report["protocol"] = frozen["protocol"]
     report["reportDigest"] = report_digest(report)
     return report
+
+
+def document_of(document: dict[str, Any] | None) -> ProjectDocument | None:
+    """The project document a snapshot names, checked (None: the methodology's defaults)."""
+    if document is None:
+        return None
+    problems = Problems()
+    checked = check_project_document(document, problems)
+    if checked is None:
+        raise NotComputable(
+            "the project document does not check: "
+            + "; ".join(f"{p.field}: {p.error}" for p in problems.items)
+        )
+    return checked
 
 
 def day_cells(readings: Iterable[Mapping[str, Any]]) -> Cells:
@@ -185,18 +223,23 @@ def day_cells(readings: Iterable[Mapping[str, Any]]) -> Cells:
             value = values.get(name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            count, total, most = fields.get(name, (0, 0.0, float("-inf")))
-            fields[name] = (count + 1, total + float(value), max(most, float(value)))
-        if values.get("session") == "start":
-            count, total, _ = fields.get(SESSIONS, (0, 0.0, 1.0))
-            fields[SESSIONS] = (count + 1, total + 1.0, 1.0)
+            number = float(value)
+            count, total, least, most = fields.get(name, (0, 0.0, number, number))
+            fields[name] = (count + 1, total + number, min(least, number), max(most, number))
+        for name, wanted, field in (
+            ("session", "start", SESSIONS),
+            ("meterEvent", "reset", METER_RESET),
+        ):
+            if values.get(name) == wanted:
+                count, total, _, _ = fields.get(field, (0, 0.0, 1.0, 1.0))
+                fields[field] = (count + 1, total + 1.0, 1.0, 1.0)
     return cells
 
 
 def figures_from_readings(
-    stove: str, unit: str, readings: Iterable[Mapping[str, Any]]
+    stove: str, unit: str, readings: Iterable[Mapping[str, Any]], meter: Any = None
 ) -> list[StoveDay]:
-    return day_figures(stove, day_cells(readings), unit)
+    return day_figures(stove, day_cells(readings), unit, meter)[0]
 
 
 def differing_days(

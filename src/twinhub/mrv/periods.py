@@ -19,11 +19,23 @@ from typing import Any
 
 import orjson
 
+from twinhub.kernel.errors import Problems
+from twinhub.mrv.meter import check_meter
 from twinhub.mrv.methodology import Methodology, MethodologyError, to_smallest_unit
 from twinhub.mrv.plausibility import Finding, StoveDay
+from twinhub.mrv.project_document import (
+    ProjectDocument,
+    default_document,
+    document_overrides,
+)
 from twinhub.mrv.rules import ACTIVE, takes_part
 
-REVIEW_KINDS = ("tampered", "cloned", "broken")  # findings that keep a stove out of a period
+# Findings that keep a stove out of a period. A stove whose sessions disagree with its
+# register ("tampered") is not among them: the register is the measure and the smaller of
+# the two is credited (the corroboration rule below), with the disagreement reported.
+REVIEW_KINDS = ("cloned", "broken")
+FUEL_UNITS = {"electricity": "kWh"}  # every other project fuel is metered in kg
+SAMPLED_HOUSEHOLD = "householdSize"  # the sampled parameter the baseline cap reads
 
 
 @dataclass(frozen=True)
@@ -35,10 +47,14 @@ class StovePeriod:
     verified: bool
     enrolled: bool
     household_size: int | None
-    stove_efficiency: float | None
+    stove_efficiency: float | None  # the registry's figure: used only with no stove model
     unit: str  # "kWh" for electric stoves, "kg" for fuel stoves
     days: Sequence[StoveDay]
     status: str | None = ACTIVE  # the domain's status; None: the stove is not a domain
+    stove_model: str | None = None  # properties.stoveModel: a model of the project document
+    fuel: str | None = None  # the project fuel its fuelType names (mrv.rollups.FUEL_TYPES)
+    meter: Any = None  # properties.meter as stored (checked here: mrv.meter.check_meter)
+    register_events: tuple[str, ...] = ()  # resets, rollovers, falls (mrv.meter)
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,38 @@ class PeriodSpec:
     @property
     def days(self) -> int:
         return (self.end - self.start).days + 1
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Data completeness across the project: enrolled devices and those that reported."""
+
+    enrolled: int
+    reporting: int
+    minimum: float
+
+    @property
+    def share(self) -> float:
+        return self.reporting / self.enrolled if self.enrolled else 1.0
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "enrolled": self.enrolled,
+            "reporting": self.reporting,
+            "share": self.share,
+            "minimum": self.minimum,
+            "met": self.share >= self.minimum,
+        }
+
+
+@dataclass(frozen=True)
+class StoveInputs:
+    """One stove's methodology inputs, and the flags raised while reading them."""
+
+    values: dict[str, Any]
+    usage: dict[str, Any]
+    flags: list[str]
+    model: str | None
 
 
 def inputs_digest(days: Iterable[StoveDay]) -> str:
@@ -71,13 +119,12 @@ def digest_of_digests(digests: Iterable[str]) -> str:
 def _exclusion(
     stove: StovePeriod,
     spec: PeriodSpec,
-    methodology: Methodology,
+    rules: Mapping[str, float],
     findings: list[Finding],
     credited: Mapping[str, str],
 ) -> str | None:
     """Why the stove earns nothing this period, or None. The first reason found is given;
     the order puts registry facts before data quality before suspicion."""
-    rules = methodology.parameter_values()
     if stove.stove in credited:
         return (
             f"credited already by {credited[stove.stove]} for an overlapping period "
@@ -89,8 +136,6 @@ def _exclusion(
         return "the stove has no enrolled device"
     if stove.household_size is None or stove.household_size < 1:
         return "the household size is not recorded"
-    if stove.stove_efficiency is None or not 0 < stove.stove_efficiency <= 1:
-        return "the stove type's tested efficiency is not recorded"
     if not stove.days:
         return "no telemetry in the period"
     outside = [d for d in stove.days if not spec.start <= d.day <= spec.end]
@@ -117,60 +162,222 @@ def _exclusion(
     return None
 
 
+def _model(stove: StovePeriod, document: ProjectDocument) -> dict[str, Any] | str:
+    """The stove's case and tested figures from its model in the document, or why not.
+    Under the methodology's defaults (no document stored) a stove is a case 1 model with
+    its registry efficiency and the fuel its fuelType names."""
+    if document.defaults:
+        if stove.stove_efficiency is None or not 0 < stove.stove_efficiency <= 1:
+            return "the stove type's tested efficiency is not recorded"
+        fuel = stove.fuel or ("electricity" if stove.unit == "kWh" else "pellets")
+        return {"case": 1, "project_fuel": fuel, "stove_efficiency": stove.stove_efficiency}
+    if stove.stove_model is None:
+        return "the stove names no model (properties.stoveModel) of the project's document"
+    model = document.stove_models.get(stove.stove_model)
+    if model is None:
+        return f"stove model {stove.stove_model!r} is not in the project's design document"
+    unit = FUEL_UNITS.get(model.fuel, "kg")
+    if unit != stove.unit:
+        return f"model {model.name} burns {model.fuel} ({unit}) but the stove reports {stove.unit}"
+    found: dict[str, Any] = {"case": model.case, "project_fuel": model.fuel}
+    if model.case == 1 and model.efficiency is not None:
+        found["stove_efficiency"] = model.efficiency.value
+    if model.case == 2 and model.specific_consumption and model.baseline_specific_consumption:
+        found["sc_project"] = model.specific_consumption.value
+        found["sc_baseline"] = model.baseline_specific_consumption.value
+    return found
+
+
+def _meter(
+    stove: StovePeriod, spec: PeriodSpec, document: ProjectDocument, flags: list[str]
+) -> dict[str, Any] | str:
+    """The meter's error inputs from its record, or why the stove cannot be credited."""
+    if stove.meter is None:
+        if not document.defaults:
+            return "the meter has no calibration record (properties.meter)"
+        flags.append("no meter record on the device: the methodology's default meter error")
+        return {"meter_recorded": 0, "meter_overdue": 0, "meter_error": 0.0}
+    problems = Problems()
+    record = check_meter(stove.meter, problems)
+    if record is None:
+        first = problems.items[0]
+        return f"the meter record is invalid: {first.field}: {first.error}"
+    late = [d for d in stove.days if d.day > record.calibration_due]
+    if late:
+        flags.append(
+            f"{len(late)} day(s) of data after the meter's calibration was due "
+            f"({record.calibration_due.isoformat()}): the methodology's overdue meter error"
+        )
+    return {
+        "meter_recorded": 1,
+        "meter_overdue": 1 if late else 0,
+        "meter_error": record.max_permissible_error,
+    }
+
+
+def _measure(
+    stove: StovePeriod, spec: PeriodSpec, rules: Mapping[str, float], flags: list[str]
+) -> dict[str, Any] | str:
+    """The quantity credited: the register's rise over the period, corroborated by the
+    sessions (beyond the tolerance the smaller counts); a fuel stove's metered fuel. Days
+    without register readings are missing data."""
+    sessions = round(sum(d.energy for d in stove.days), 6)
+    usage: dict[str, Any] = {
+        "days": len(stove.days),
+        "activeDays": sum(1 for d in stove.days if d.sessions),
+        "sessions": sum(d.sessions for d in stove.days),
+        "sessionsQuantity": sessions,
+        "unit": stove.unit,
+    }
+    if stove.unit != "kWh":
+        read = len(stove.days)
+        usage |= {"register": None, "missingDays": spec.days - read, "quantity": sessions}
+    else:
+        read = sum(1 for d in stove.days if d.meter_delta is not None)
+        if not read:
+            return "no meter register reading (meterKwh) in the period: the meter is the measure"
+        register = round(
+            sum(d.meter_delta or 0.0 for d in stove.days if (d.meter_delta or 0) > 0), 6
+        )
+        quantity = register
+        tolerance = rules.get("corroboration_tolerance", 0.2)
+        if abs(sessions - register) > tolerance * max(register, 1e-9):
+            quantity = min(sessions, register)
+            flags.append(
+                f"the sessions report {sessions:g} kWh and the register rose {register:g} kWh: "
+                f"they differ by more than {tolerance:.0%}, the smaller ({quantity:g}) counts"
+            )
+        flags.extend(stove.register_events)
+        usage |= {"register": register, "missingDays": spec.days - read, "quantity": quantity}
+    missing = usage["missingDays"] / spec.days
+    if missing > rules.get("max_missing_share", 1.0):
+        return (
+            f"the meter is missing on {usage['missingDays']} of {spec.days} days, more than "
+            f"the methodology's {rules['max_missing_share']:.0%}"
+        )
+    return usage
+
+
+def _sample(sampled: Mapping[str, Any] | None) -> tuple[dict[str, float], dict[str, Any]]:
+    """The household-size sample's confidence and precision (0, 0 when not sampled), and
+    what the report says of every sampled parameter."""
+    record: dict[str, Any] = {}
+    for name, entry in sorted((sampled or {}).items()):
+        if isinstance(entry, Mapping):
+            record[name] = {
+                key: entry.get(key)
+                for key in ("value", "sampleSize", "confidence", "precision", "surveyId", "seed")
+            }
+    entry = (sampled or {}).get(SAMPLED_HOUSEHOLD)
+    values = {"sample_confidence": 0.0, "sample_precision": 0.0}
+    if isinstance(entry, Mapping):
+        for key, name in (("confidence", "sample_confidence"), ("precision", "sample_precision")):
+            number = entry.get(key)
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                values[name] = float(number)
+    return values, record
+
+
+def _stove_inputs(
+    stove: StovePeriod,
+    spec: PeriodSpec,
+    document: ProjectDocument,
+    rules: Mapping[str, float],
+    common: Mapping[str, Any],
+) -> StoveInputs | str:
+    """Everything the methodology reads of one stove, or why it cannot be credited."""
+    flags: list[str] = []
+    model = _model(stove, document)
+    if isinstance(model, str):
+        return model
+    meter = _meter(stove, spec, document, flags)
+    if isinstance(meter, str):
+        return meter
+    usage = _measure(stove, spec, rules, flags)
+    if isinstance(usage, str):
+        return usage
+    quantity = usage["quantity"]
+    values = {
+        "case": 1,
+        "stove_efficiency": 0.0,
+        "sc_baseline": 0.0,
+        "sc_project": 0.0,
+        **model,
+        **meter,
+        **common,
+        "energy_kwh": quantity if stove.unit == "kWh" else 0.0,
+        "fuel_kg": quantity if stove.unit == "kg" else 0.0,
+        "household_size": stove.household_size,
+        "days": spec.days,
+    }
+    return StoveInputs(values, usage, flags, stove.stove_model)
+
+
+def fleet_of(stoves: Sequence[StovePeriod], minimum: float) -> Fleet:
+    """The fleet rule's figures: enrolled devices, and those of them with data."""
+    enrolled = [s for s in stoves if s.enrolled]
+    return Fleet(len(enrolled), sum(1 for s in enrolled if s.days), minimum)
+
+
 def compute_period(
     spec: PeriodSpec,
     methodology: Methodology,
     stoves: Sequence[StovePeriod],
     findings: list[Finding],
     credited: Mapping[str, str] | None = None,
+    document: ProjectDocument | None = None,
+    sampled: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The monitoring report: per-stove usage and reductions, exclusions with reasons,
     totals, credits and digests of the inputs. `credited` names stoves an approved claim
     credited for an overlapping period already (stove -> what holds it: "claim <id>",
-    "monitoring period <id> of <project>"): they are excluded."""
+    "monitoring period <id> of <project>"): they are excluded.
+    `document` is the project's design document (None: the methodology's defaults, and
+    the report says so); `sampled` the sampled parameters of the project's surveys.
+    A document that does not fit the methodology raises Invalid with the paths."""
+    document = document or default_document(methodology)
+    problems = Problems()
+    overrides = document_overrides(methodology, document, problems)
+    problems.raise_if_any("The project's design document does not fit its methodology.")
+    rules = methodology.rule_values()
+    parameters = {**methodology.parameter_values(), **overrides}
+    fleet = fleet_of(stoves, float(parameters.get("min_fleet_reporting_share", 0.0)))
+    sample, sampled_record = _sample(sampled)
+    common = {"baseline_fuel": document.baseline_fuel, "fleet_share": fleet.share, **sample}
     included: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     total = 0.0
     for stove in sorted(stoves, key=lambda s: s.stove):
-        usage = {
-            "days": len(stove.days),
-            "activeDays": sum(1 for d in stove.days if d.sessions),
-            "sessions": sum(d.sessions for d in stove.days),
-            "quantity": round(sum(d.energy for d in stove.days), 6),
-            "unit": stove.unit,
-        }
         base = {
             "stove": stove.stove,
             "serial": stove.serial,
-            "usage": usage,
+            "usage": _plain_usage(stove),
             "inputsDigest": inputs_digest(stove.days),
         }
-        reason = _exclusion(stove, spec, methodology, findings, credited or {})
+        reason = _exclusion(stove, spec, rules, findings, credited or {})
         if reason is None:
-            quantity = usage["quantity"]
-            inputs = {
-                "energy_kwh": quantity if stove.unit == "kWh" else 0.0,
-                "fuel_kg": quantity if stove.unit == "kg" else 0.0,
-                "stove_efficiency": stove.stove_efficiency,
-                "household_size": stove.household_size,
-                "days": spec.days,
-            }
-            try:
-                evaluation = methodology.evaluate(inputs)
-            except MethodologyError as error:
-                reason = f"the methodology could not be applied: {error}"
+            found = _stove_inputs(stove, spec, document, rules, common)
+            if isinstance(found, str):
+                reason = found
             else:
-                values = {step.name: step.value for step in evaluation.steps}
-                included.append(
-                    {
-                        **base,
-                        "inputs": evaluation.inputs,
-                        "values": values,
-                        "reductions": evaluation.result,
-                    }
-                )
-                total += evaluation.result
-                continue
+                base["usage"] = found.usage
+                try:
+                    evaluation = methodology.evaluate(found.values, overrides)
+                except MethodologyError as error:
+                    reason = f"the methodology could not be applied: {error}"
+                else:
+                    included.append(
+                        {
+                            **base,
+                            "model": found.model,
+                            "inputs": evaluation.inputs,
+                            "values": {step.name: step.value for step in evaluation.steps},
+                            "flags": found.flags,
+                            "reductions": evaluation.result,
+                        }
+                    )
+                    total += evaluation.result
+                    continue
         excluded.append({**base, "reason": reason})
     report: dict[str, Any] = {
         "project": spec.project,
@@ -181,12 +388,19 @@ def compute_period(
             "digest": methodology.digest,
             "reference": methodology.reference,
             "parameters": {
-                name: {"value": p.value, "unit": p.unit, "source": p.source}
+                name: {"value": parameters[name], "unit": p.unit, "source": p.source}
                 for name, p in methodology.parameters.items()
+            },
+            "rules": {
+                name: {"value": p.value, "unit": p.unit, "source": p.source}
+                for name, p in methodology.rules.items()
             },
             "result": methodology.result,
             "resultUnit": methodology.result_unit,
         },
+        "document": document.summary(),
+        "fleet": fleet.as_record(),
+        "sampled": sampled_record,
         "stoves": included,
         "exclusions": excluded,
         "totals": {
@@ -209,6 +423,17 @@ def compute_period(
     return report
 
 
+def _plain_usage(stove: StovePeriod) -> dict[str, Any]:
+    """Usage as the sessions report it: what an excluded stove's row shows."""
+    return {
+        "days": len(stove.days),
+        "activeDays": sum(1 for d in stove.days if d.sessions),
+        "sessions": sum(d.sessions for d in stove.days),
+        "quantity": round(sum(d.energy for d in stove.days), 6),
+        "unit": stove.unit,
+    }
+
+
 def report_digest(report: dict[str, Any]) -> str:
     """SHA-256 of the report's canonical JSON, without its own digest."""
     body = {key: value for key, value in report.items() if key != "reportDigest"}
@@ -221,13 +446,22 @@ def compare_reports(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[
     differences: list[str] = []
     if stored.get("reportDigest") != report_digest(stored):
         differences.append("the report's digest does not match its content (it was edited)")
-    for key in ("project", "period", "inputsDigest", "credits", "totals"):
+    for key in ("project", "period", "inputsDigest", "credits", "totals", "fleet"):
+        if key == "fleet" and key not in stored:
+            continue  # a report made before the fleet rule
         if stored.get(key) != recomputed.get(key):
             differences.append(
                 f"{key}: report says {stored.get(key)!r}, data gives {recomputed.get(key)!r}"
             )
     if stored.get("methodology", {}).get("digest") != recomputed["methodology"]["digest"]:
         differences.append("the methodology differs from the one the report names")
+    theirs_document = stored.get("document", {}).get("digest")
+    ours_document = recomputed.get("document", {}).get("digest")
+    if "document" in stored and theirs_document != ours_document:
+        differences.append(
+            f"document: the report was computed under {theirs_document!r}, "
+            f"the data under {ours_document!r}"
+        )
     theirs = {row["stove"]: row for row in stored.get("stoves", [])}
     ours = {row["stove"]: row for row in recomputed["stoves"]}
     for stove in sorted(set(theirs) | set(ours)):
@@ -279,12 +513,22 @@ CSV_COLUMNS = [
     "sessions",
     "quantity",
     "unit",
+    "register_rise",
+    "sessions_quantity",
+    "missing_days",
+    "model",
+    "case",
+    "project_fuel",
     "household_size",
     "stove_efficiency",
+    "meter_adjustment",
+    "household_discount",
+    "fleet_factor",
     "BE",
     "PE",
     "LE",
     "reductions",
+    "flags",
     "inputs_digest",
 ]
 
@@ -299,6 +543,7 @@ def report_csv(report: dict[str, Any]) -> str:
     ]
     for row, included in sorted(rows, key=lambda pair: pair[0]["stove"]):
         usage, values, inputs = row["usage"], row.get("values", {}), row.get("inputs", {})
+        register = usage.get("register")
         writer.writerow(
             [
                 row["stove"],
@@ -310,12 +555,22 @@ def report_csv(report: dict[str, Any]) -> str:
                 usage["sessions"],
                 usage["quantity"],
                 usage["unit"],
+                "" if register is None else register,
+                usage.get("sessionsQuantity", ""),
+                usage.get("missingDays", ""),
+                row.get("model") or "",
+                inputs.get("case", ""),
+                inputs.get("project_fuel", ""),
                 inputs.get("household_size", ""),
                 inputs.get("stove_efficiency", ""),
+                values.get("meter_adjustment", ""),
+                values.get("household_discount", ""),
+                values.get("fleet_factor", ""),
                 values.get("BE", ""),
                 values.get("PE", ""),
                 values.get("LE", ""),
                 row.get("reductions", ""),
+                "; ".join(row.get("flags", [])),
                 row["inputsDigest"],
             ]
         )

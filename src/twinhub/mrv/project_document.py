@@ -23,6 +23,7 @@ from datetime import date
 from typing import Any
 
 from twinhub.kernel.errors import Problems
+from twinhub.mrv.methodology import Methodology
 from twinhub.security.jcs import digest
 
 STATUSES = ("checked", "source-unchecked", "placeholder")
@@ -427,3 +428,74 @@ def _stove_model(name: Any, entry: Any, at: str, problems: Problems) -> StoveMod
     if len(problems.items) > before:
         return None
     return StoveModel(name, case, str(fuel), efficiency, project, baseline, certificate)
+
+
+def default_document(methodology: Methodology) -> ProjectDocument:
+    """The document a project with none stored is computed under: the methodology's own
+    defaults, its country-level figures marked placeholder (they block issuance), the
+    charcoal baseline, the default leakage option, the meter as the measure, no stove
+    models (each stove's registry efficiency is taken as a case 1 model). Reports say so."""
+    parameters = {
+        name: DocumentParameter(
+            name, p.value, p.unit, p.source, None, None, PLACEHOLDER, METHODOLOGY
+        )
+        for name, p in methodology.parameters.items()
+        if name in REQUIRED_PARAMETERS
+    }
+    shape = {
+        "methodology": {"id": methodology.id, "version": methodology.version},
+        "defaults": "no project design document is stored: the methodology's defaults",
+        "baselineFuel": "charcoal",
+        "parameters": {name: p.as_record() for name, p in sorted(parameters.items())},
+    }
+    return ProjectDocument(
+        document=shape,
+        digest=digest(shape),
+        methodology_id=methodology.id,
+        methodology_version=methodology.version,
+        country="",
+        crediting_from=date.min,
+        crediting_to=date.max,
+        baseline_fuel="charcoal",
+        leakage="default",
+        parameters=parameters,
+        stove_models={},
+        monitoring_plan=MonitoringPlan("meter", 24.0, None),
+        defaults=True,
+    )
+
+
+def document_overrides(
+    methodology: Methodology, document: ProjectDocument, problems: Problems, where: str = "document"
+) -> dict[str, float]:
+    """The figures the document sets in place of the methodology's defaults, by parameter
+    name. A document for another methodology or version, a figure the methodology does not
+    declare, or one in another unit is a fault (with its path)."""
+    if (document.methodology_id, document.methodology_version) != (
+        methodology.id,
+        methodology.version,
+    ):
+        problems.add(
+            f"{where}.methodology",
+            f"the document applies {document.methodology_id} {document.methodology_version}, "
+            f"the protocol computes with {methodology.id} {methodology.version}",
+        )
+    overrides: dict[str, float] = {}
+    for name, parameter in sorted(document.parameters.items()):
+        declared = methodology.parameters.get(name)
+        if declared is None:
+            problems.add(
+                f"{where}.parameters.{name}",
+                f"not a parameter of {methodology.id} {methodology.version}",
+            )
+        elif declared.unit != parameter.unit:
+            problems.add(
+                f"{where}.parameters.{name}.unit",
+                f"the methodology counts {name} in {declared.unit}, not {parameter.unit}",
+            )
+        else:
+            overrides[name] = parameter.value
+    share = document.monitoring_plan.min_fleet_reporting_share
+    if share is not None and "min_fleet_reporting_share" in methodology.parameters:
+        overrides["min_fleet_reporting_share"] = share
+    return overrides

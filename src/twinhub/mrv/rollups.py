@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
+from twinhub.mrv.meter import RegisterDay, register_rise
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import StoveDay
 
@@ -37,9 +38,23 @@ ENERGY = "energyKwh"  # the stove protocol's energy used since the previous read
 FUEL = "fuelKg"  # a fuel stove's fuel used since the previous reading
 SESSIONS = counted_field("session", "start")  # one per cooking session started
 METER = "meterKwh"  # the stove's cumulative meter
-FIELDS = (ENERGY, FUEL, SESSIONS, METER)
+METER_RESET = counted_field("meterEvent", "reset")  # a reading declaring the register reset
+FIELDS = (ENERGY, FUEL, SESSIONS, METER, METER_RESET)
+FUEL_TYPES = {  # a stove's `fuelType` property -> the methodology's project fuel
+    "electric": "electricity",
+    "electricity": "electricity",
+    "lpg": "lpg",
+    "ethanol": "ethanol",
+    "pellets": "pellets",
+    "biomass": "pellets",
+    "biogas": "biogas",
+    "charcoal": "charcoal",
+    "wood": "wood",
+}
+MASS_FUELS = ("lpg", "ethanol", "pellets", "biogas", "charcoal", "wood")  # metered in kg
 
-Cells = dict[date, dict[str, tuple[int, float, float]]]  # day -> field -> (count, sum, max)
+# day -> field -> (count, sum, min, max)
+Cells = dict[date, dict[str, tuple[int, float, float, float]]]
 
 
 def day_start(day: date) -> datetime:
@@ -62,8 +77,12 @@ def stove_period(
     it is not a domain), whether a device is enrolled, and its day rollups."""
     properties: dict[str, Any] = facts[0] if facts is not None else {}
     unit = _unit(properties, cells)
-    days = _days(did, cells, FUEL if unit == "kg" else ENERGY)
+    meter = properties.get("meter")
+    top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
+    register_max = top if top is not None and top > 0 else None
+    days, events = _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
     household = properties.get("householdSize")
+    model, fuel = properties.get("stoveModel"), properties.get("fuelType")
     return StovePeriod(
         stove=did,
         serial=properties.get("serialNumber") if facts is not None else None,
@@ -76,40 +95,51 @@ def stove_period(
         unit=unit,
         days=days,
         status=facts[2] if facts is not None else None,
+        stove_model=model if isinstance(model, str) else None,
+        fuel=FUEL_TYPES.get(fuel.lower()) if isinstance(fuel, str) else None,
+        meter=meter if facts is not None and "meter" in properties else None,
+        register_events=events,
     )
 
 
-def day_figures(did: str, cells: Cells, unit: str) -> list[StoveDay]:
-    """The stove's days from its day cells, for a stove of `unit` (kWh or kg): how an
-    evidence bundle's raw readings are turned into the figures a period froze."""
-    return _days(did, cells, FUEL if unit == "kg" else ENERGY)
+def day_figures(
+    did: str, cells: Cells, unit: str, meter: Any = None
+) -> tuple[list[StoveDay], tuple[str, ...]]:
+    """The stove's days and register events from its day cells, for a stove of `unit` (kWh
+    or kg) with `meter` (properties.meter): how an evidence bundle's raw readings are turned
+    into the figures a period froze, by the same rules as `stove_period`."""
+    top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
+    register_max = top if top is not None and top > 0 else None
+    return _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
 
 
 def _unit(properties: dict[str, Any], cells: Cells) -> str:
     """kWh for an electric stove, kg for a fuel stove: the stove's fuelType says, else the
     telemetry it sends (fuel and no energy)."""
     kind = properties.get("fuelType")
-    if isinstance(kind, str) and kind.lower() in ("pellets", "biomass", "wood", "charcoal"):
+    if isinstance(kind, str) and FUEL_TYPES.get(kind.lower()) in MASS_FUELS:
         return "kg"
     energy = any(ENERGY in fields for fields in cells.values())
     fuel = any(FUEL in fields for fields in cells.values())
     return "kg" if fuel and not energy else "kWh"
 
 
-def _days(did: str, cells: Cells, quantity: str = ENERGY) -> list[StoveDay]:
-    """One StoveDay per day with telemetry; the meter's rise is today's highest reading less
-    the day before's (the first day: unknown)."""
+def _days(
+    did: str, cells: Cells, quantity: str = ENERGY, register_max: float | None = None
+) -> tuple[list[StoveDay], tuple[str, ...]]:
+    """One StoveDay per day with telemetry, and the register's events. A day's meter rise is
+    read by the declared rules of mrv.meter (resets, rollovers, gaps); None on a day with no
+    register reading."""
+    register = [
+        RegisterDay(day, fields[METER][2], fields[METER][3], int(fields.get(METER_RESET, (0,))[0]))
+        for day, fields in cells.items()
+        if METER in fields and fields[METER][0]
+    ]
+    rise = register_rise(register, register_max)
     days: list[StoveDay] = []
-    previous_max: float | None = None
     for day in sorted(cells):
         fields = cells[day]
         sessions = int(fields[SESSIONS][0]) if SESSIONS in fields else 0
         energy = float(fields[quantity][1]) if quantity in fields else 0.0
-        meter = fields.get(METER)
-        delta = None
-        if meter is not None:
-            if previous_max is not None:
-                delta = meter[2] - previous_max
-            previous_max = meter[2]
-        days.append(StoveDay(did, day, sessions, energy, 0.0, 0, 0, delta))
-    return days
+        days.append(StoveDay(did, day, sessions, energy, 0.0, 0, 0, rise.deltas.get(day)))
+    return days, rise.events

@@ -56,6 +56,12 @@ STOVE_TELEMETRY: dict[str, Any] = {
             "cumulative": True,
             "description": "The stove's cumulative energy meter.",
         },
+        "meterEvent": {
+            "type": "string",
+            "enum": ["reset"],
+            "description": "The meter's register was reset to zero at this reading: the "
+            "register counts again from zero (a declared reset, mrv/meter.py).",
+        },
         "temperatureC": {"type": "number", "unit": "°C", "min": -40, "max": 700},
         "batteryPct": {"type": "number", "unit": "%", "min": 0, "max": 100},
         "faultCode": {

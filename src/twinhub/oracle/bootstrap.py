@@ -35,8 +35,8 @@ def build_oracle(
     ledger: Ledger,
     evidence_years: int = 0,
 ) -> Oracle:
-    monitoring = MonitoringService(sessions, ledger, protocols)
     documents = ProjectDocuments(sessions, ledger)
+    monitoring = MonitoringService(sessions, ledger, protocols, documents)
     return Oracle(
         OracleService(
             sessions,

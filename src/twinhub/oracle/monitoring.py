@@ -39,6 +39,7 @@ from twinhub.services.credited_days import held
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import Ledger
 from twinhub.services.mrv_inputs import device_identities, stove_periods, stove_readings
+from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService, ProtocolView
 
 MAX_PERIOD_DAYS = 366
@@ -83,10 +84,12 @@ class MonitoringService:
         sessions: async_sessionmaker[AsyncSession],
         ledger: Ledger,
         protocols: ProtocolService,
+        documents: ProjectDocuments | None = None,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._protocols = protocols
+        self._documents = documents  # the validated project document a period computes under
 
     async def run(
         self, project: str, start: date, end: date, actor: Principal
@@ -191,6 +194,9 @@ class MonitoringService:
                 digests[stove, day] = readings_digest(day_rows)
         token = protocol.effective_token_class
         spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
+        validation = (
+            await self._documents.validation_of(session, project) if self._documents else None
+        )
         return freeze(
             spec,
             protocol.did,
@@ -200,6 +206,7 @@ class MonitoringService:
             digests,
             identities,
             taken_at,
+            validation.document if validation is not None else None,
         )
 
     async def compute(

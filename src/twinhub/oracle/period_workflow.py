@@ -140,6 +140,12 @@ class PeriodWorkflow:
                     f"Monitoring period {row.id} is {row.state}; only a draft is submitted."
                 )
             validation = await self._documents.issuance_blockers(session, project)
+            computed_under = _frozen(row).get("document")
+            if computed_under is None or digest(computed_under) != validation.document_digest:
+                raise Conflict(
+                    f"Monitoring period {row.id} was computed under another project document "
+                    "than the one validated (or none); recompute the draft first."
+                )
             report = orjson.loads(row.report)
             if report["totals"]["included"] == 0:
                 raise Conflict(

@@ -89,6 +89,10 @@ BUILTIN: list[ProtocolSpec] = [
             "efficiency": "number",
             "ownerCustomerId": "string",
             "householdSize": "integer",
+            # The model the project's design document lists it under (its case and tested
+            # figures), and its meter's record (mrv/meter.py): the methodology reads both.
+            "stoveModel": "string",
+            "meter": "object",
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
         telemetry=STOVE_TELEMETRY,

@@ -44,6 +44,7 @@ _DAYS = select(
     TelemetryRollup.field,
     TelemetryRollup.count,
     TelemetryRollup.sum,
+    TelemetryRollup.min,
     TelemetryRollup.max,
 ).where(
     TelemetryRollup.scope.in_(bindparam("dids", expanding=True)),
@@ -71,9 +72,9 @@ async def stove_periods(
             facts[did] = (dict(properties or {}), bool(verified), status)
         enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
         days = await session.execute(_DAYS, {"dids": chunk, "low": low, "high": high})
-        for scope, bucket, name, count, total, most in days:
+        for scope, bucket, name, count, total, least, most in days:
             moment = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
-            cells[scope][moment.astimezone(UTC).date()][name] = (count, total, most)
+            cells[scope][moment.astimezone(UTC).date()][name] = (count, total, least, most)
     return [
         stove_period(did, facts.get(did), did in enrolled, cells.get(did, {})) for did in stoves
     ]

@@ -306,7 +306,7 @@ async def test_approvals_racing_a_monitoring_period_never_credit_a_stove_twice(
     collection = (await world.collection(project=flow.project))["id"]
     claims = []
     for _ in range(5):
-        stove = await world.metered_asset(project=flow.project)
+        stove = await flow.stove()
         submitted = await world.operator_client.post(
             f"/v1/claim-collections/{collection}/claims",
             json={"asset": stove, "data": metered_claim()},

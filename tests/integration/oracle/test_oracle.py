@@ -10,6 +10,7 @@ import asyncio
 import copy
 import csv
 import io
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,13 @@ from tests.conftest import (
     unique,
 )
 from tests.integration.cli.test_cli import TWINHUB, base_env, run_cli
-from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.claims_world import (
+    CLAIM_PROTOCOL,
+    METERED_AMOUNT,
+    World,
+    build_world,
+    metered_claim,
+)
 from tests.support.workflow_world import build_workflow
 from twinhub import simulator
 from twinhub.db.models import OracleDecision
@@ -67,7 +74,8 @@ async def claim(registry: Registry, claim_id: str) -> dict[str, Any]:
 
 async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: Registry) -> None:
     document = copy.deepcopy(builtin_document(CLEAN_COOKING))
-    document["formulas"][9]["expression"] = "BE / missing_name"
+    last = len(document["formulas"]) - 1  # ER, the result
+    document["formulas"][last]["expression"] = "BE / missing_name"
     response = await registry.client.post(
         "/v1/protocols",
         json={
@@ -80,12 +88,12 @@ async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: R
     )
     assert response.status_code == 422, response.text
     fields = [d["field"] for d in response.json()["error"]["details"]]
-    assert fields[0] == "methodology.formulas[9].expression"  # (and the result it named)
+    assert fields[0] == f"methodology.formulas[{last}].expression"  # (and the result it named)
     assert "missing_name" in response.json()["error"]["details"][0]["error"]
     # The built-in claim protocol carries the built-in methodology, named by its digest.
     builtin = await registry.client.get("/v1/protocols/did:ixo:protocol/clean-cooking-claim")
     summary = builtin.json()["effective"]["methodology"]
-    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "1.0.0"
+    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "2.0.0"
     assert len(summary["digest"]) == 64
 
 
@@ -139,7 +147,7 @@ async def test_a_person_cannot_approve_what_a_monitoring_period_credited(
     flow = await build_workflow(registry)
     world = flow.world
     try:
-        stove = await world.metered_asset(project=flow.project)
+        stove = await flow.stove()
         collection = await world.collection(project=flow.project)
         made = await flow.draft()
         submitted = await flow.step(flow.proponent, made["id"], "submission", "submit")
@@ -285,9 +293,7 @@ async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
     flow = await build_workflow(registry)
     world = flow.world
     try:
-        stoves = [
-            await world.metered_asset(project=flow.project, kwh_per_day=k) for k in (1.0, 3.0)
-        ]
+        stoves = [await flow.stove(kwh_per_day=k) for k in (1.0, 3.0)]
         silent = await world.asset(project=flow.project)  # verified, never enrolled
         path = f"/v1/domains/{flow.project}/monitoring-periods"
         body = {"from": "2026-10-01", "to": "2026-10-10"}
@@ -297,11 +303,12 @@ async def test_a_monitoring_period_credits_once_and_its_report_recomputes(
         assert made.status_code == 201, made.text
         period = made.json()
         assert period["state"] == "draft"
-        # 10 kWh and 30 kWh: ER is linear below the cap, so 4 x 0.02266150026 tCO2e
-        # = 0.09064600104, in millionths rounded down once for the period.
+        # 10 kWh and 30 kWh: ER is linear below the cap, so 4 x 0.0210296753 tCO2e
+        # (METERED_AMOUNT's worked figure) = 0.0841187012, in millionths rounded down once
+        # for the period.
         assert period["totals"]["included"] == 2 and period["totals"]["excluded"] == 1
         report = (await registry.client.get(f"{path}/{period['id']}/report")).json()
-        assert period["credits"]["amount"] == 90646, [r["usage"] for r in report["stoves"]]
+        assert period["credits"]["amount"] == 84118, [r["usage"] for r in report["stoves"]]
         token = await registry.client.get("/v1/credits/CARBON")
         drafted = token.json()["minted"] if token.status_code == 200 else 0
         assert drafted == before  # a draft mints nothing
@@ -585,3 +592,60 @@ def test_verify_report_without_a_database_says_so_and_creates_none(tmp_path: Pat
         "oracle", "verify-report", str(saved), env={**env, "DATABASE_URL": url}, timeout=60
     )
     assert away.returncode == 2 and "does not answer" in away.stderr, away.stderr
+
+
+async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
+    registry: Registry,
+) -> None:
+    """0020 on the test's backend: down to 0019 gives the built-in claim protocol
+    methodology 1.0.0 and the stove protocol its properties without stoveModel and meter;
+    up again moves both to what this version ships."""
+    from alembic import command
+    from sqlalchemy import Connection, text
+
+    from twinhub.db.migrate import alembic_config
+
+    platform = registry.platform
+    await platform.stop()
+    config = alembic_config()
+
+    def move(connection: Connection, target: str, down: bool) -> None:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, target)
+
+    def load(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    async def state() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        async with platform.engine.begin() as connection:
+            methodology = await connection.scalar(
+                text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
+            )
+            row = (
+                await connection.execute(
+                    text("SELECT properties, telemetry FROM protocols WHERE did = :d"),
+                    {"d": "did:ixo:protocol/clean-cooking"},
+                )
+            ).one()
+        return load(methodology)["version"], load(row[0]), load(row[1])["fields"]
+
+    async with platform.engine.begin() as connection:
+        await connection.run_sync(move, "0019", True)
+    version, properties, fields = await state()
+    assert version == "1.0.0"
+    assert "stoveModel" not in properties and "meter" not in properties
+    assert "meterEvent" not in fields
+    async with platform.engine.begin() as connection:
+        await connection.run_sync(move, "head", False)
+    version, properties, fields = await state()
+    assert version == "2.0.0"
+    assert properties["stoveModel"] == "string" and properties["meter"] == "object"
+    assert fields["meterEvent"]["enum"] == ["reset"]
+    async with platform.engine.begin() as connection:
+        document = load(
+            await connection.scalar(
+                text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
+            )
+        )
+    assert document == builtin_document(CLEAN_COOKING)
+    await platform.start()

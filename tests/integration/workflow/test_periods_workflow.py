@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import Registry
+from tests.conftest import BACKENDS, Registry
 from tests.integration.cli.test_cli import run_cli
 from tests.support.claims_world import METERED_AMOUNT, metered_claim
 from tests.support.workflow_world import (
@@ -26,6 +26,9 @@ from tests.support.workflow_world import (
 from twinhub.kernel.errors import Invalid
 from twinhub.mrv.evidence_bundle import verify_bundle
 from twinhub.security.device_signatures import device_public_key, sign_batch
+
+# The rules without a race run on SQLite alone (cheap); the concurrent cases run on both.
+sqlite_only = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)
 
 
 async def minted(registry: Registry) -> int:
@@ -47,7 +50,7 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     registry: Registry, tmp_path: Path
 ) -> None:
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     # The meter also signs a batch (its key enrolled with its twin): the bundle keeps it.
     seed = bytes(range(32))
     enrolled = await registry.client.post(
@@ -187,9 +190,10 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     assert (await registry.platform.ledger.verify()).ok
 
 
+@sqlite_only
 async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
-    await flow.world.metered_asset(project=flow.project)
+    await flow.stove()
     period = (await flow.draft())["id"]
     unvalidated = await flow.proponent.client.post(
         f"/v1/domains/{flow.project}/monitoring-periods/{period}/credential-request",
@@ -227,6 +231,7 @@ async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Regi
     assert view.json()["placeholders"] == ["parameters.EF_grid"]
 
 
+@sqlite_only
 async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     flow = await build_workflow(registry, validated=False)
     # A project with no stoves: its period is refused with the reason, never made at zero.
@@ -249,11 +254,12 @@ async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
     assert error(uncited, 422) == "validation_failed" and wrong in uncited.text
 
 
+@sqlite_only
 async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     registry: Registry,
 ) -> None:
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     period = (await flow.draft())["id"]
     assert (await flow.step(flow.proponent, period, "submission", "submit")).status_code == 200
     asked = await flow.step(
@@ -306,7 +312,7 @@ async def test_one_stove_day_one_credit_across_projects(registry: Registry) -> N
     holds them; the other is told which period did."""
     flow = await build_workflow(registry)
     other = await build_workflow(registry, world=flow.world)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     linked = await flow.world.operator_client.post(
         f"/v1/domains/{stove}/relationships",
         json={"type": "project", "target": other.project},

@@ -6,7 +6,7 @@ and the registry-wide table of credited stove-days.
 Monitoring periods made before this revision minted at once: they are `issued`.
 
 Revision ID: 0021
-Revises: 0022
+Revises: 0020, 0022
 Create Date: 2026-11-27
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0021"
-down_revision: str | None = "0022"  # evidence's 0022 merged here; the lead re-chains
+down_revision: str | tuple[str, ...] | None = ("0020", "0022")  # merged here; the lead re-chains
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -37,7 +37,7 @@ async def served(registry: Registry) -> tuple[uvicorn.Server, asyncio.Task[None]
 async def site(registry: Registry) -> AsyncIterator[dict[str, Any]]:
     """An issued period of a validated project, 1,000 of its credits retired; served."""
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     quiet = await flow.world.asset(project=flow.project, verified=False)  # excluded, why
     period = (await flow.draft())["id"]
     await flow.through(period, [stove])

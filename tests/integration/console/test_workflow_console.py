@@ -16,7 +16,7 @@ pytestmark = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, id
 
 async def test_a_draft_its_chain_review_and_documents(registry: Registry) -> None:
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     period = (await flow.draft())["id"]
     project = flow.project
     async with console(registry) as browser:

@@ -19,7 +19,7 @@ async def test_a_retirement_certificate_names_the_period_and_checks_publicly(
     registry: Registry,
 ) -> None:
     flow = await build_workflow(registry)
-    stove = await flow.world.metered_asset(project=flow.project)
+    stove = await flow.stove()
     period = (await flow.draft())["id"]
     await flow.through(period, [stove])
     base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"

@@ -379,3 +379,14 @@ def test_a_report_under_another_document_is_named() -> None:
     older = {k: v for k, v in issued.items() if k not in ("document", "fleet")}
     older["reportDigest"] = report_digest(older)
     assert not any(d.startswith(("document", "fleet")) for d in compare_reports(older, issued))
+
+
+def test_bad_sampled_parameters_are_refused_with_their_paths() -> None:
+    bad = {"householdSize": {"value": "four", "sampleSize": 0, "confidence": 1.5, "precision": 0.1}}
+    with pytest.raises(Invalid) as refused:
+        compute_period(SPEC, builtin_methodology(), stoves()[:1], [], sampled=bad)
+    assert {d.field for d in refused.value.details} == {
+        "sampled.householdSize.value",
+        "sampled.householdSize.sampleSize",
+        "sampled.householdSize.confidence",
+    }

@@ -140,3 +140,12 @@ def test_frozen_inputs_recompute_the_report_and_their_readings() -> None:
         ("2026-10-03", "energy", 1.0, 1.5),
     ]
     assert len(day_cells(readings)) == 3
+
+
+def test_late_data_is_credited_later_only_where_the_methodology_says() -> None:
+    from twinhub.oracle.period_workflow import credit_late_data
+
+    assert credit_late_data(builtin_document(CLEAN_COOKING)) is False  # the default: no
+    assert credit_late_data({"rules": {"creditLateData": {"value": 1, "unit": "flag"}}})
+    assert not credit_late_data({"rules": {"creditLateData": {"value": 0, "unit": "flag"}}})
+    assert not credit_late_data({})

@@ -44,6 +44,7 @@ RULES = {
     "max_fuel_kg_per_session": "kg/session",
     "corroboration_tolerance": "fraction",
     "max_missing_share": "fraction",
+    "creditLateData": "flag",  # 1: a later period may credit readings that came late
 }
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*?)(?:\n|$)")

@@ -29,6 +29,7 @@ from twinhub.mrv.project_document import (
     document_overrides,
 )
 from twinhub.mrv.rules import ACTIVE, takes_part
+from twinhub.mrv.sampling import check_sampled
 
 # Findings that keep a stove out of a period. A stove whose sessions disagree with its
 # register ("tampered") is not among them: the register is the measure and the smaller of
@@ -259,23 +260,20 @@ def _measure(
 
 
 def _sample(sampled: Mapping[str, Any] | None) -> tuple[dict[str, float], dict[str, Any]]:
-    """The household-size sample's confidence and precision (0, 0 when not sampled), and
-    what the report says of every sampled parameter."""
-    record: dict[str, Any] = {}
-    for name, entry in sorted((sampled or {}).items()):
-        if isinstance(entry, Mapping):
-            record[name] = {
-                key: entry.get(key)
-                for key in ("value", "sampleSize", "confidence", "precision", "surveyId", "seed")
-            }
-    entry = (sampled or {}).get(SAMPLED_HOUSEHOLD)
-    values = {"sample_confidence": 0.0, "sample_precision": 0.0}
-    if isinstance(entry, Mapping):
-        for key, name in (("confidence", "sample_confidence"), ("precision", "sample_precision")):
-            number = entry.get(key)
-            if isinstance(number, int | float) and not isinstance(number, bool):
-                values[name] = float(number)
-    return values, record
+    """The household-size sample's confidence and precision (0, 0 when not sampled: the
+    90/10 rule then applies its discount), and what the report says of every sampled
+    parameter. Bad sampled parameters raise Invalid with their paths."""
+    problems = Problems()
+    found = check_sampled(sampled, problems)
+    problems.raise_if_any("The sampled parameters are invalid.")
+    record = {name: entry.as_record() for name, entry in sorted(found.items())}
+    household = found.get(SAMPLED_HOUSEHOLD)
+    if household is None:
+        return {"sample_confidence": 0.0, "sample_precision": 0.0}, record
+    return {
+        "sample_confidence": household.confidence,
+        "sample_precision": household.precision,
+    }, record
 
 
 def _stove_inputs(

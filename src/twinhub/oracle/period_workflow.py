@@ -67,13 +67,15 @@ STEPS = {
 
 def credit_late_data(methodology: dict[str, Any]) -> bool:
     """Whether the methodology lets a later period credit late data: its `creditLateData`
-    (a flag, or a parameter whose value is true); false when it says nothing."""
-    given = methodology.get("creditLateData")
-    if given is None:
-        given = (methodology.get("parameters") or {}).get("creditLateData")
-    if isinstance(given, dict):
-        given = given.get("value")
-    return given is True
+    rule (a flag, 1 or true; the `rules` section, or older documents' parameters); false
+    when it says nothing."""
+    given: Any = None
+    for section in ("rules", "parameters"):
+        entry = (methodology.get(section) or {}).get("creditLateData")
+        if entry is not None:
+            given = entry.get("value") if isinstance(entry, dict) else entry
+            break
+    return given is True or (type(given) in (int, float) and given == 1)
 
 
 def _holder(row: MonitoringPeriod) -> str:

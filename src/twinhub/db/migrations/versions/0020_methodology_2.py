@@ -579,6 +579,15 @@ CLEAN_COOKING_2_0_0: dict[str, Any] = {
             "missing days are credited only through the "
             "register's rise across them",
         },
+        "creditLateData": {
+            "value": 0,
+            "unit": "flag",
+            "source": "Programme rule: readings that arrive for the "
+            "days of a submitted or issued monitoring period "
+            "are reported as late and never change it; 0: no "
+            "later period credits them either (1 would let a "
+            "later period credit them)",
+        },
     },
     "inputs": {
         "case": {

@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from twinhub.console import pages
+from twinhub.console import pages, workflow_pages
 from twinhub.console.assets import STATIC_DIR
 from twinhub.console.auth import SignInRequired
 from twinhub.console.sessions import SessionStore
@@ -117,6 +117,15 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
             ),
             Route("/surveys", pages.surveys),
             Route("/surveys/{survey_id}", pages.survey),
+            # The verification workflow (issue 29 §7); the most specific path first, since
+            # a DID may hold slashes.
+            Route("/projects", workflow_pages.projects),
+            Route("/projects/{did:path}/periods/{period_id:int}/review", workflow_pages.review),
+            Route("/projects/{did:path}/periods/{period_id:int}", workflow_pages.period),
+            Route("/projects/{did:path}/periods", workflow_pages.periods),
+            Route("/projects/{did:path}/documents", workflow_pages.documents),
+            Route("/attachments/{digest}", workflow_pages.attachment),
+            Route("/retirements/{retirement_id:int}", workflow_pages.retirement),
             Route("/ussd", pages.ussd_phone),
             Route("/ussd/send", pages.ussd_send, methods=["POST"]),
             Route("/keys", pages.keys),

@@ -25,7 +25,7 @@ class SignedIn:
     @property
     def role(self) -> str:
         """The strongest role, for display and for what pages offer."""
-        for role in ("admin", "writer", "reader"):
+        for role in ("admin", "writer", "reader", "registry", "verifier", "proponent"):
             if role in self.principal.roles:
                 return role
         return "none"

@@ -48,6 +48,7 @@ from twinhub.registry.routes_customers import router as customers_router
 from twinhub.registry.routes_events import router as events_router
 from twinhub.registry.routes_governance import router as governance_router
 from twinhub.registry.routes_oracle import router as oracle_router
+from twinhub.registry.routes_retirements import router as retirements_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_surveys import router as surveys_router
@@ -501,6 +502,7 @@ _SHARED_ROUTERS = (
     workflow_router,
     governance_router,
     claims_router,
+    retirements_router,
     summaries_router,
     admin_router,
     events_router,

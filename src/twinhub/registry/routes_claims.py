@@ -107,6 +107,12 @@ class RetirementIn(Body):
     amount: int
     reason: str = Field(description="Why the credits are retired (offset claim, ...).")
     from_: str | None = Field(None, alias="from", description="Holder (default: you).")
+    beneficiary: str | None = Field(
+        None,
+        max_length=200,
+        description="On whose behalf the credits are retired, as the retirement certificate "
+        "names it (a name or a DID; default: the holder).",
+    )
 
 
 # -- collections ---------------------------------------------------------------------------
@@ -338,7 +344,7 @@ async def retire(
 ) -> Response:
     async def run() -> Created:
         movement = await _platform(request).credits.retire(
-            token, body.from_ or caller.did, body.amount, body.reason, caller
+            token, body.from_ or caller.did, body.amount, body.reason, caller, body.beneficiary
         )
         return 201, movement, None
 

@@ -28,6 +28,7 @@ from twinhub.services.governance import GovernanceService
 from twinhub.services.idempotency import IdempotencyService
 from twinhub.services.ledger import Ledger
 from twinhub.services.protocols import ProtocolService
+from twinhub.services.retirement_certificates import RetirementCertificates
 from twinhub.services.stoves import StoveService
 from twinhub.services.surveys import SurveyRules, SurveyService
 from twinhub.settings import RegistrySettings, UssdSettings
@@ -61,7 +62,8 @@ def build_registry(
     protocols = ProtocolService(sessions, ledger)
     domains = DomainService(sessions, ledger, protocols)
     credentials = CredentialService(sessions, issuer)
-    credits = CreditService(sessions, ledger)
+    # Retiring credits signs a certificate with the platform's key, in the same write.
+    credits = CreditService(sessions, ledger, RetirementCertificates(sessions, issuer))
     claims = ClaimService(
         sessions,
         ledger,

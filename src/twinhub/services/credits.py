@@ -4,7 +4,8 @@ Rules that live here:
 - credits come into being only by minting for an approved claim (ClaimEvaluations mints
   through `Minting` inside its own ledger write); nobody mints by hand;
 - the owner of a balance, or an admin acting as custodian for people who reach twinhub
-  by phone only, may transfer or retire it; retiring needs a reason;
+  by phone only, may transfer or retire it; retiring needs a reason, and produces a
+  signed retirement certificate in the same write (services.retirement_certificates);
 - every movement is a ledger transaction and a row of `credit_movements`; a token's
   supply is what was minted less what was retired, and the balances always add up to it.
 All writes run inside one ledger write, which serialises them, so no movement is lost or
@@ -17,6 +18,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Insert, func, insert, or_, select
@@ -35,9 +37,11 @@ from twinhub.kernel.errors import (
 )
 from twinhub.kernel.identifiers import is_did
 from twinhub.kernel.principals import Principal, require_role
+from twinhub.mrv.retirement_certificate import beneficiary_problem
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.protocols import TOKEN_CLASS_PATTERN
+from twinhub.services.retirement_certificates import RetirementCertificates
 
 MAX_AMOUNT = 10**15  # far above any programme, far below 64-bit overflow of the sums
 MINT, TRANSFER, RETIRE = "mint", "transfer", "retire"
@@ -192,9 +196,15 @@ class Minting:
 
 
 class CreditService:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        certificates: RetirementCertificates | None = None,
+    ) -> None:
         self._sessions = sessions
         self._ledger = ledger
+        self.certificates = certificates
 
     # -- writes ----------------------------------------------------------------------------
     async def transfer(
@@ -221,13 +231,23 @@ class CreditService:
             )
 
     async def retire(
-        self, token: str, owner: str, amount: int, reason: str, actor: Principal
+        self,
+        token: str,
+        owner: str,
+        amount: int,
+        reason: str,
+        actor: Principal,
+        beneficiary: str | None = None,
     ) -> dict[str, Any]:
+        """Retire `amount` of `owner`'s credits on behalf of `beneficiary` (default: the
+        owner); the movement, with its certificate's address when certificates are kept."""
         problems = []
         if (problem := amount_problem(amount)) is not None:
             problems.append(FieldProblem("amount", problem))
         if not isinstance(reason, str) or not _REASON.match(reason):
             problems.append(FieldProblem("reason", "say why, in 1 to 500 characters"))
+        if beneficiary is not None and (problem := beneficiary_problem(beneficiary)):
+            problems.append(FieldProblem("beneficiary", problem))
         if problems:
             raise Invalid("The retirement is invalid.", problems)
         self._check_holder(owner, actor)
@@ -237,9 +257,25 @@ class CreditService:
             balance.amount -= amount
             balance.retired += amount
             row.retired += amount
-            return await self._record(
+            movement = await self._record(
                 write, Movement(RETIRE, token, owner, None, amount, reason), actor.did
             )
+            if self.certificates is None:
+                return movement
+            signed = await self.certificates.issue(
+                write.session,
+                movement,
+                (beneficiary or owner).strip(),
+                row.decimals,
+                datetime.fromisoformat(movement["at"]),
+            )
+            return {
+                **movement,
+                "certificate": {
+                    "id": signed["id"],
+                    "url": f"/v1/retirements/{movement['id']}/certificate",
+                },
+            }
 
     @staticmethod
     def _check_holder(owner: str, actor: Principal) -> None:

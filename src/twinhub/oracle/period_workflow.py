@@ -58,6 +58,11 @@ from twinhub.services.ledger import Ledger
 from twinhub.services.mrv_inputs import stove_periods, stove_readings
 from twinhub.services.project_documents import ProjectDocuments, checked
 
+LEDGER_KINDS = {
+    chain.SUBMISSION: "period.submit",
+    chain.VERIFICATION: "period.verify",
+    chain.ISSUANCE: "period.issue",
+}
 STEPS = {
     "submission": chain.SUBMISSION,
     "verification": chain.VERIFICATION,
@@ -244,7 +249,7 @@ class PeriodWorkflow:
             await self._apply(write, row, kind, verdict, actor)
             row.updated_at = now
             await write.append(
-                f"period.{kind}",
+                LEDGER_KINDS[kind],
                 project,
                 actor.did,
                 {"period": row.id, "digest": found, "state": row.state},

@@ -282,7 +282,7 @@ async def documents(request: Request) -> Response:
                 "--key",
                 KEY_FILES["registry"],
             ),
-            "put_command": curl("PUT", f"/v1/domains/{did}/project-document") + " -d @pdd.json",
+            "put_command": curl("POST", f"/v1/domains/{did}/project-document") + " -d @pdd.json",
         },
         user=user,
     )

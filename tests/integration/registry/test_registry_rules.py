@@ -46,6 +46,7 @@ from twinhub.registry.routes_oracle import router as oracle_router
 from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
+from twinhub.registry.routes_workflow import router as workflow_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
 
@@ -2024,6 +2025,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
         admin_router,
         customers_router,
         oracle_router,
+        workflow_router,
         support_router,
     ]
     for route in [r for router in routers for r in router.routes]:

@@ -2027,6 +2027,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
         admin_router,
         customers_router,
         oracle_router,
+        workflow_router,
         support_router,
         surveys_router,
         workflow_router,

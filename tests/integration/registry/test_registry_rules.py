@@ -47,6 +47,7 @@ from twinhub.registry.routes_summaries import router as summaries_router
 from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
+from twinhub.registry.routes_workflow import router as workflow_router
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
 
@@ -2025,6 +2026,7 @@ async def test_openapi_describes_every_route_with_auth_and_errors(registry: Regi
         admin_router,
         customers_router,
         oracle_router,
+        workflow_router,
         support_router,
         surveys_router,
     ]

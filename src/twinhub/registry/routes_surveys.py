@@ -11,12 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import Field
 
-from twinhub.kernel.principals import Principal, require_role
+from twinhub.kernel.principals import Principal
 from twinhub.registry.auth import principal
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.params import NO_NUL, documented
 from twinhub.registry.schemas import Body
-from twinhub.services.surveys import READERS, SEED_MAX, SurveyService
+from twinhub.services.surveys import SEED_MAX, SurveyService, require_reader
 
 router = APIRouter(prefix="/v1/surveys", responses=ERROR_RESPONSES, tags=["surveys"])
 SURVEY_ID_PATTERN = r"^sv_[0-9a-f]{16}$"
@@ -71,7 +71,7 @@ async def list_surveys(
         Query(description="Only this project's", json_schema_extra=documented(pattern=NO_NUL)),
     ] = None,
 ) -> dict[str, Any]:
-    require_role(caller, *READERS)
+    require_reader(caller)
     surveys = await _surveys(request).surveys(project or None)
     return {"items": [survey.as_json() for survey in surveys]}
 
@@ -81,7 +81,7 @@ async def list_surveys(
     summary="A project's sampled parameters and surveyed household sizes (reader)",
 )
 async def sampled_parameters(request: Request, caller: Caller, project: Project) -> dict[str, Any]:
-    require_role(caller, *READERS)
+    require_reader(caller)
     surveys = _surveys(request)
     return {
         "project": project,
@@ -102,7 +102,7 @@ async def draw_sample(request: Request, caller: Caller, survey_id: SurveyId) -> 
 
 @router.get("/{survey_id}", summary="A survey and its results so far (reader)")
 async def survey_results(request: Request, caller: Caller, survey_id: SurveyId) -> dict[str, Any]:
-    require_role(caller, *READERS)
+    require_reader(caller)
     return await _surveys(request).results(survey_id)
 
 
@@ -113,7 +113,7 @@ async def survey_results(request: Request, caller: Caller, survey_id: SurveyId) 
 async def survey_households(
     request: Request, caller: Caller, survey_id: SurveyId
 ) -> dict[str, Any]:
-    require_role(caller, *READERS)
+    require_reader(caller)
     surveys = _surveys(request)
     await surveys.survey(survey_id)  # 404 for an unknown survey, not an empty list
     return {"items": [h.as_json() for h in await surveys.households(survey_id)]}

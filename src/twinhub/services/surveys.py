@@ -2,8 +2,9 @@
 the questions its methodology needs, and the answers fix its sampled parameters.
 
 Rules that live here (the statistics are mrv/sampling.py's):
-- a survey belongs to a Project; creating and drawing one needs the proponent role (admin
-  holds every role); reading surveys needs any role that reads the registry;
+- a survey belongs to a Project; creating and drawing one needs the proponent role or
+  admin (a survey is the programme's configuration, no signed step of the workflow, so
+  the admin may run it too); reading surveys needs any role that reads the registry;
 - its sampling frame is every active stove of the project that a household owns (the
   stove's `ownerCustomerId`): one unit per stove, so a household with two stoves answers
   for each; the frame's size and digest are recorded with the sample;
@@ -33,8 +34,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Customer, Domain, Relationship, Survey, SurveyAnswer, SurveyHousehold
 from twinhub.kernel.clock import utcnow
-from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound
-from twinhub.kernel.principals import Principal, require_role
+from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound
+from twinhub.kernel.principals import Principal
 from twinhub.logging import mask_phone
 from twinhub.mrv.rules import ACTIVE
 from twinhub.mrv.sampling import (
@@ -288,7 +289,7 @@ class SurveyService:
     async def create(self, caller: Principal, project: str, **given: Any) -> SurveyView:
         """A new survey of `project`, not drawn yet. `given` may set confidence, precision,
         expectedCv, sampleSize, householdMin, householdMax and seed; the rest default."""
-        require_role(caller, "proponent")
+        _may_survey(caller)
         rules = self.rules
         settings = {
             "confidence": given.get("confidence", rules.confidence),
@@ -357,7 +358,7 @@ class SurveyService:
     async def draw(self, caller: Principal, survey_id: str) -> SurveyView:
         """Draw the survey's sample from its project's frame, once. Conflict when it was
         drawn already (nothing written); Invalid when no household owns a stove there."""
-        require_role(caller, "proponent")
+        _may_survey(caller)
         async with self._sessions() as session, session.begin():
             # The conditional UPDATE first: of two draws at once only one changes the row
             # (and on SQLite no read comes before the write it would have to upgrade).
@@ -615,6 +616,19 @@ class SurveyService:
         if following is None:
             self._asking = None  # read again: this phone may have nothing left to answer
         return following
+
+
+def require_reader(caller: Principal) -> None:
+    """Reading surveys: any role that reads the registry, or an admin (whom the kernel's
+    rule keeps out of a list naming workflow roles)."""
+    if not (caller.is_admin or caller.roles & set(READERS)):
+        raise Forbidden(f"This needs one of the roles: {', '.join(READERS)}.")
+
+
+def _may_survey(caller: Principal) -> None:
+    """Creating and drawing a survey: the proponent's, or an admin's."""
+    if not (caller.is_admin or "proponent" in caller.roles):
+        raise Forbidden("This needs the proponent role.")
 
 
 async def _frame(session: AsyncSession, project: str) -> dict[str, tuple[str, int | None]]:

@@ -59,6 +59,8 @@ async def world(
         log_level="warning",
         twinhub_bootstrap_api_key=BOOTSTRAP_KEY,
         registry_rate_limit="1000000/minute",
+        # The world approves its claim by hand: a background oracle could approve it first.
+        oracle_enabled=False,
     )
     async with running_registry(settings) as registry:
         built: World = await build_world(registry)
@@ -216,6 +218,7 @@ def test_ledger_verify_cli_names_a_hand_made_balance(tmp_path: Path) -> None:
         pin_encryption_key=env["PIN_ENCRYPTION_KEY"],
         log_level="warning",
         twinhub_bootstrap_api_key=BOOTSTRAP_KEY,
+        oracle_enabled=False,
     )
 
     async def build() -> tuple[str, str]:

@@ -16,6 +16,7 @@ After every step the same facts are read back through every interface and compar
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -346,6 +347,19 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
                     "efficiency": 0.85,
                     "householdSize": 5,
                     "ownerCustomerId": customer_id,
+                    # A meter within the methodology's accuracy threshold, calibrated: its
+                    # register counts as read (no conservativeness adjustment).
+                    "meter": {
+                        "model": "KSM-M1",
+                        "serial": unique("M"),
+                        "accuracyClass": "1",
+                        "maxPermissibleError": 0.01,
+                        "calibratedOn": "2026-01-05",
+                        "calibrationDue": "2036-01-05",
+                        "certificate": "sha256:"
+                        + hashlib.sha256(b"KSM-M1 calibration").hexdigest(),
+                        "registerMax": None,
+                    },
                 },
                 "controller": [operator],
                 "relationships": {"project": [project["did"]]},
@@ -397,6 +411,7 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
         # Its meter is enrolled, and it reports a month of cooking.
         enrolled = await created(ops, f"/v1/domains/{stove['did']}/device-tokens", {})
         readings = []
+        register = 0.0  # the meter's cumulative register, reported with every reading
         # The phone report below speaks for the month just ended: 30 days of cooking in it
         # (a February holds them in its 28 or 29 days).
         this_month = datetime.now(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
@@ -411,14 +426,19 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
                     {
                         "seq": day * 100 + hour,
                         "time": at.isoformat(),
-                        "values": {"session": "start"},
+                        "values": {"session": "start", "meterKwh": round(register, 6)},
                     },
                     {
                         "seq": day * 100 + hour + 1,
                         "time": (at + timedelta(minutes=40)).isoformat(),
-                        "values": {"session": "end", "energyKwh": kwh},
+                        "values": {
+                            "session": "end",
+                            "energyKwh": kwh,
+                            "meterKwh": round(register + kwh, 6),
+                        },
                     },
                 ]
+                register += kwh
         async with httpx.AsyncClient(
             base_url=ui.served.registry, headers={"Authorization": f"Bearer {enrolled['token']}"}
         ) as meter:

@@ -24,15 +24,14 @@ the stove:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, NamedTuple
 
 from twinhub.kernel.errors import Problems
+from twinhub.security.jcs import DIGEST
 
-SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
 MAX_TEXT = 200
 
 
@@ -102,7 +101,7 @@ def check_meter(
     if calibrated is not None and due is not None and due < calibrated:
         problems.add(f"{where}.calibrationDue", "must not be before calibratedOn")
     certificate = value.get("certificate")
-    if not isinstance(certificate, str) or not SHA256.match(certificate):
+    if not isinstance(certificate, str) or not DIGEST.match(certificate):
         problems.add(f"{where}.certificate", "expected the calibration certificate's sha256:<hex>")
     top = value.get("registerMax")
     if top is not None and (

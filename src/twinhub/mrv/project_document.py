@@ -24,7 +24,7 @@ from typing import Any
 
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.methodology import Methodology
-from twinhub.security.jcs import digest
+from twinhub.security.jcs import DIGEST, digest
 
 STATUSES = ("checked", "source-unchecked", "placeholder")
 CHECKED, UNCHECKED, PLACEHOLDER = STATUSES
@@ -34,7 +34,6 @@ BASELINE_FUELS = ("wood", "charcoal")  # the displaced fuels the methodology has
 LEAKAGE_OPTIONS = ("default",)  # the methodology's default leakage share of (BE - PE)
 MEASURES = ("meter",)  # the meter register is the measure
 REQUIRED_PARAMETERS = ("fNRB", "EF_grid")  # set per country: the document or the table
-SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$")
 COUNTRY = re.compile(r"^[A-Z]{2}$")
@@ -193,7 +192,7 @@ def check_parameter(
     ):
         problems.add(f"{path}.year", "expected the source's year (1900-2200) or null")
     evidence = value.get("evidence")
-    if evidence is not None and (not isinstance(evidence, str) or not SHA256.match(evidence)):
+    if evidence is not None and (not isinstance(evidence, str) or not DIGEST.match(evidence)):
         problems.add(f"{path}.evidence", "expected sha256:<64 lower-case hex> or null")
     status = value.get("status")
     if status not in STATUSES:
@@ -399,7 +398,7 @@ def _stove_model(name: Any, entry: Any, at: str, problems: Problems) -> StoveMod
         reason = f"not used by case {case}" if extra in other else "not a field of a stove model"
         problems.add(f"{at}.{extra}", reason)
     certificate = entry.get("testCertificate")
-    if not isinstance(certificate, str) or not SHA256.match(certificate):
+    if not isinstance(certificate, str) or not DIGEST.match(certificate):
         problems.add(f"{at}.testCertificate", "expected the test certificate's sha256:<hex>")
     figures: dict[str, DocumentParameter | None] = {}
     for key in wanted:

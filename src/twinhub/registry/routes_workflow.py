@@ -20,6 +20,7 @@ from twinhub.registry.auth import Caller, WorkflowReader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.routes import DID_PATH
 from twinhub.registry.schemas import Body
+from twinhub.security.jcs import DIGEST
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 PeriodId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -54,7 +55,7 @@ class PeriodRequestIn(Body):
 async def put_attachment(
     request: Request,
     caller: Caller,
-    digest: Annotated[str, Query(description="sha256:<hex> of the body", max_length=80)],
+    digest: Annotated[str, Query(description="sha256:<hex> of the body", pattern=DIGEST.pattern)],
 ) -> JSONResponse:
     content = await request.body()
     media_type = request.headers.get("content-type", "application/octet-stream")
@@ -66,7 +67,9 @@ async def put_attachment(
 
 @router.get("/attachments/{digest}", tags=["workflow"])
 async def get_attachment(
-    request: Request, digest: Annotated[str, Path(max_length=80)], caller: WorkflowReader
+    request: Request,
+    digest: Annotated[str, Path(pattern=DIGEST.pattern)],
+    caller: WorkflowReader,
 ) -> Response:
     content, media_type = await _platform(request).project_documents.attachment(digest)
     return Response(content, media_type=media_type)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 import orjson
@@ -37,6 +38,11 @@ def canonical(value: Any) -> bytes:
         return orjson.dumps(_prepared(value), option=orjson.OPT_SORT_KEYS)
     except (_Slow, orjson.JSONEncodeError):
         return rfc8785.dumps(value)
+
+
+# What `digest` writes, and so the one form a document may cite another by (an attachment,
+# a certificate, a previous step).
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def digest(value: Any) -> str:

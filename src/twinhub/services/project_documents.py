@@ -17,7 +17,6 @@ Rules that live here:
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +32,11 @@ from twinhub.kernel.principals import Principal, require_workflow_role
 from twinhub.mrv import trust_chain as chain
 from twinhub.mrv.project_document import ProjectDocument as PddModel
 from twinhub.mrv.project_document import check_project_document
-from twinhub.security.jcs import CanonicalizationError
+from twinhub.security.jcs import DIGEST, CanonicalizationError
 from twinhub.services.credentials import steps, store_step
 from twinhub.services.domains import verified_project
 from twinhub.services.ledger import Ledger
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")  # as the documents cite attachments
 MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 1024 * 1024
 
@@ -109,7 +107,7 @@ class ProjectDocuments:
         if actual != claimed:
             raise Invalid(
                 "The attachment's content does not match its hash.",
-                [FieldProblem("digest", f"the content hashes to {actual}, not {claimed}")],
+                [FieldProblem("content", f"hashes to {actual}, not to the digest {claimed}")],
             )
         async with self._ledger.write() as write:
             row = await write.session.get(Attachment, actual)

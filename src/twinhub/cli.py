@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Coroutine
 from typing import Annotated, Any
@@ -488,6 +489,9 @@ def demo(
 
     from twinhub import demo as programme
 
+    # The demo's own thousands of telemetry posts would bury its progress bar in one audit
+    # line each; the ledger records every write, and the report below sums them up.
+    logging.getLogger("twinhub.audit").setLevel(logging.WARNING)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
     ) as bar:

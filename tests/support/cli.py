@@ -26,8 +26,17 @@ import structlog
 
 TWINHUB = [sys.executable, "-m", "twinhub"]
 
-# The loggers the command's logging set-up changes (twinhub.logging.configure_logging).
-_LOGGERS = ("", "uvicorn.access", "sqlalchemy.engine", "aiosqlite", "asyncio", "alembic")
+# The loggers a command's logging set-up changes (twinhub.logging.configure_logging, and
+# `twinhub demo`, which quiets the audit log).
+_LOGGERS = (
+    "",
+    "uvicorn.access",
+    "sqlalchemy.engine",
+    "aiosqlite",
+    "asyncio",
+    "alembic",
+    "twinhub.audit",
+)
 # One command at a time in a process: the runner swaps the process's standard streams and
 # environment while a command runs (concurrent callers, as asyncio.gather of threads, wait).
 _one_at_a_time = threading.Lock()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import calendar
 import contextlib
 import importlib.util
 import json
@@ -610,6 +611,9 @@ def open_platform(
         twinhub_bootstrap_api_key=api_key,
         pin_encryption_key=keys["PIN_ENCRYPTION_KEY"],
         credential_issuer_key=keys["CREDENTIAL_ISSUER_KEY"],
+        # The seeded claims' telemetry is history back to SEED_FLOOR_YEAR, backfilled now:
+        # the clock rule's past limit would quarantine it (0: no limit).
+        telemetry_past_skew_days=0,
     )
     return Platform(settings)
 
@@ -777,7 +781,9 @@ async def build_programme(
             protocol.effective_properties
         ):
             raise BenchError(f"{CLAIM_PROTOCOL} has no methodology or no reporting period")
-        least = int(document.get("parameters", {}).get("min_active_days", {}).get("value", 0))
+        from twinhub.mrv.claims import methodology_of
+
+        least = int(methodology_of(document).rule_values().get("min_active_days", 0))
         prog.metered_days = least + EXTRA_METERED_DAYS
         collection = await call(
             op,
@@ -950,16 +956,27 @@ async def seed(
 def month_readings(month: int, days: int) -> list[dict[str, Any]]:
     """A stove's readings for one calendar month: one cooking session a day on the first
     `days` days (a start, and an end with the energy used), like tests/support/claims_world.py's
-    `cook`. Seqs are unique per stove across months (the store keeps a device's seqs)."""
+    `cook`. Seqs are unique per stove across months (the store keeps a device's seqs); the
+    meter's register (the measure the methodology credits) rises by each session's energy,
+    from a value that grows with the month so later months continue it."""
     year, index = divmod(month, 12)
     readings: list[dict[str, Any]] = []
+    register = month * 31 * KWH_PER_SESSION
     for day in range(days):
         seq = month * 100 + day * 2
         at = datetime(year, index + 1, day + 1, 18, tzinfo=UTC)
-        readings.append({"seq": seq, "time": at.isoformat(), "values": {"session": "start"}})
+        start = {"session": "start", "meterKwh": round(register, 6)}
+        readings.append({"seq": seq, "time": at.isoformat(), "values": start})
+        register += KWH_PER_SESSION
         end = at.replace(minute=45)
-        values = {"session": "end", "energyKwh": KWH_PER_SESSION}
+        values = {"session": "end", "energyKwh": KWH_PER_SESSION, "meterKwh": round(register, 6)}
         readings.append({"seq": seq + 1, "time": end.isoformat(), "values": values})
+    # The meter reports its register every day, cooked on or not (the methodology's
+    # missing-data rule counts days without a register reading).
+    for day in range(days, calendar.monthrange(year, index + 1)[1]):
+        at = datetime(year, index + 1, day + 1, 12, tzinfo=UTC)
+        values = {"meterKwh": round(register, 6)}
+        readings.append({"seq": month * 100 + day * 2, "time": at.isoformat(), "values": values})
     return readings
 
 

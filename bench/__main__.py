@@ -45,6 +45,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "chain node read path: Entity and EntityList pages (h2load) vs a bare grpc.aio "
         "ceiling on the same core, REST vs node (wrk), paced p50",
     ),
+    "scale": (
+        "bench.scale",
+        "scale: 100,000 stoves with a week of hourly readings into PostgreSQL through HTTP "
+        "ingestion; readings/s, storage per stove-year, rollup sizes, a monitoring period",
+    ),
     "verify": (
         "bench.verify",
         "batch stove verification: one governance proposal verifying 100k stoves in chunks",

@@ -513,3 +513,36 @@ def test_only_formulas_whose_values_repeat_are_remembered() -> None:
     unshared = {names[index] for _, index in methodology._unshared}
     assert {"ER", "BE", "PE", "baseline_kwh"} <= unshared
     assert not {"EF_baseline_input", "meter_adjustment", "fleet_factor"} & unshared
+
+
+HUNDRED = "[" + ",".join(["1"] * 100) + "]"
+# Ten thousand iterations: past CEL's iteration budget whatever the inputs (a methodology's
+# inputs are scalars, so no comprehension's length depends on them).
+OVER_BUDGET = f"double({HUNDRED}.map(a, {HUNDRED}.map(b, 1)).size()) * amount"
+
+
+def test_a_formula_past_the_iteration_budget_is_refused_with_its_path() -> None:
+    """Issue 31 §3: accepted at registration, it failed every evaluation afterwards."""
+    formulas = [
+        {"name": "fine", "expression": "amount * factor", "unit": "kg"},
+        {"name": "out", "expression": OVER_BUDGET, "unit": "kg"},
+    ]
+    found = refusals(small(formulas=formulas))
+    assert "iteration budget" in found["methodology.formulas[1].expression"]
+    assert "methodology.formulas[0].expression" not in found
+    # A comprehension within the budget is a formula like any other.
+    within = "double([1, 2, 3].map(a, a * 2).size()) * amount * factor"
+    assert compiled(within).evaluate({"amount": 2.0, "count": 1}).result == 12.0
+
+
+def test_a_stored_formula_past_the_budget_fails_its_evaluation_with_the_reason() -> None:
+    """A document stored before the rule (compiled leniently) still loads; evaluating it is
+    a MethodologyError naming the formula (a flagged claim, a 422), never a crash."""
+    problems = Problems()
+    formulas = [{"name": "out", "expression": OVER_BUDGET, "unit": "kg"}]
+    stored = compile_methodology(small(formulas=formulas), problems, strict=False)
+    assert stored is not None, problems.items
+    with pytest.raises(MethodologyError) as failure:
+        stored.evaluate({"amount": 1.0, "count": 1})
+    assert failure.value.formula == "out"
+    assert "iteration budget" in failure.value.reason

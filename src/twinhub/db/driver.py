@@ -3,7 +3,7 @@ SQLAlchemy tells them.
 
 Hot writes (telemetry groups, domain checks under the ledger lock) skip SQLAlchemy's
 statement layer and talk to the driver. Their errors must still come out as `DBAPIError`,
-as from any other statement, so the API answers 503 and MQTT retries them alike."""
+as from any other statement, so every interface reads them alike (db/failures.py)."""
 
 from __future__ import annotations
 

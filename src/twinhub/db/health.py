@@ -1,8 +1,9 @@
 """Knowing whether the database answers, without asking it on every USSD request.
 
-A background probe runs every `DATABASE_HEALTH_INTERVAL_SECONDS`; any failed query marks the
-database down at once and the probe brings it back up when it answers again, so the gateway
-recovers by itself after an outage.
+A background probe runs every `DATABASE_HEALTH_INTERVAL_SECONDS`; a query that could not
+reach the database marks it down at once (`failed`) and the probe brings it back up when it
+answers again, so the gateway recovers by itself after an outage. A query the database
+refused for its values (db/failures.py) says nothing about its health and marks nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from twinhub.db.failures import Failure, classify
 from twinhub.logging import get_logger
 
 log = get_logger(__name__)
@@ -38,6 +40,14 @@ class DatabaseMonitor:
             log.info("database reachable again")
         self.healthy = True
         return True
+
+    def failed(self, error: BaseException) -> Failure:
+        """What a failed statement means (db/failures.py); only a failure to reach the
+        database marks it down. An error that is no database failure counts as a fault."""
+        found = classify(error) or Failure.FAULT
+        if found is Failure.UNREACHABLE:
+            self.mark_down(error)
+        return found
 
     def mark_down(self, error: BaseException) -> None:
         if self.healthy:

@@ -246,7 +246,10 @@ class Methodology:
             key = (bound, index, *[data[name] for name in uses]) if remembered else None
             value = memo.get(key) if remembered else None
             if value is None:
-                outcome = program.eval(data={name: data[name] for name in uses})
+                try:
+                    outcome = program.eval(data={name: data[name] for name in uses})
+                except RuntimeError as error:  # CEL's own limits (its iteration budget)
+                    raise MethodologyError(_limit_reason(error), formula.name) from None
                 value = outcome.value()
                 if type(value) is not float or not isfinite(value):  # else the common case
                     value = _checked(outcome, value, formula.name)
@@ -375,7 +378,17 @@ def _coerce_input(name: str, type_name: str, value: Any) -> float | int | str:
 
 
 def _runtime_reason(message: str) -> str:
-    return message.split(": ", 1)[-1] if ": " in message else message
+    """CEL's runtime message without its status words ("INTERNAL: ... [INTERNAL]")."""
+    message = message.split(": ", 1)[-1] if ": " in message else message
+    return _STATUS_WORDS.sub("", message).strip()
+
+
+def _limit_reason(error: RuntimeError) -> str:
+    """Why CEL stopped a formula at run time (it raises rather than give an error value)."""
+    reason = _runtime_reason(str(error))
+    if "budget" in reason.lower():
+        return "exceeds CEL's iteration budget (its comprehensions run too many steps)"
+    return reason
 
 
 def _compile_reason(message: str) -> str:
@@ -441,6 +454,8 @@ def compile_methodology(
     if not isinstance(result, str) or result not in {f.name for f in formulas}:
         problems.add(f"{where}.result", "expected the name of one of the formulas")
     uses = _references(formulas, parameters, inputs)
+    if strict and len(problems.items) == before:
+        _within_budget(formulas, programs, parameters, inputs, where, problems)
     if strict and len(problems.items) == before:
         used = {name for names in uses for name in names}
         for name in sorted(set(parameters) - used):
@@ -633,6 +648,35 @@ def _formulas(
         formulas.append(Formula(name, expression, unit, description))
         programs.append(program)
     return formulas, programs
+
+
+_SAMPLE: dict[str, Any] = {"double": 1.0, "int": 1, "string": "x"}
+
+
+def _within_budget(
+    formulas: list[Formula],
+    programs: list[Any],
+    parameters: dict[str, Parameter],
+    inputs: dict[str, Input],
+    where: str,
+    problems: Problems,
+) -> None:
+    """Refuse a formula that CEL's own limits stop (its iteration budget) with its path.
+    CEL gives no cost estimate before running, so each formula runs once here, on sample
+    inputs: a methodology's inputs are scalars and CEL has no loop over a number or over
+    text, so no comprehension's length depends on them, and a formula within the budget
+    here is within it for every input. Other failures on the sample (a division by zero)
+    depend on the inputs and are left to evaluation, which names them per claim."""
+    data: dict[str, Any] = {name: p.value for name, p in parameters.items()}
+    data |= {name: _SAMPLE[spec.type] for name, spec in inputs.items()}
+    for index, (formula, program) in enumerate(zip(formulas, programs, strict=True)):
+        try:
+            value = program.eval(data=data).value()
+        except RuntimeError as error:
+            problems.add(f"{where}.formulas[{index}].expression", _limit_reason(error))
+            return
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        data[formula.name] = value if numeric else 1.0
 
 
 def _compile(expression: str, variables: dict[str, cel.Type]) -> Any:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Match
 
+from twinhub.db.failures import DATABASE_ERRORS, Failure
 from twinhub.kernel.errors import (
     Conflict,
     Forbidden,
@@ -147,13 +146,40 @@ def database_unavailable(retry_after: int) -> Response:
 
 
 async def _database_error(request: Request, exc: Exception) -> Response:
-    """A database failure (down, timed out, pool exhausted) is an outage, not a bug: 503
-    with Retry-After. The database is marked down at once (later requests get their 503
-    without waiting) until the health monitor's next probe finds it answering again."""
+    """A failed statement, answered by what it means (db/failures.py): the database out of
+    reach (down, timed out, pool exhausted) is an outage, 503 with Retry-After, and is
+    marked down at once (later requests get their 503 without waiting) until the health
+    monitor's next probe finds it answering again; a value it refuses is this request's
+    422, a constraint its 409, a lost race its 503 alone, and none of those marks anything."""
     platform = request.app.state.platform
-    log.error("database error", path=request.url.path, error=type(exc).__name__)
-    platform.database.mark_down(exc)
-    return database_unavailable(platform.settings.storage.retry_after_seconds)
+    failure = platform.database.failed(exc)
+    return database_failure_response(failure, platform.settings.storage.retry_after_seconds)
+
+
+def database_failure_response(failure: Failure, retry_after: int) -> Response:
+    """The registry's answer to a failed statement, by what it means."""
+    if failure is Failure.UNREACHABLE:
+        log.error("database error", error="unreachable")
+        return database_unavailable(retry_after)
+    if failure is Failure.BUSY:
+        return error_response(
+            503,
+            "unavailable",
+            "The database is busy with a conflicting change; try again.",
+            headers={"Retry-After": "1"},
+        )
+    if failure is Failure.DATA:
+        return error_response(422, "validation_failed", DATA_REFUSED)
+    if failure is Failure.CONFLICT:
+        return error_response(409, "conflict", "The request conflicts with what is stored.")
+    log.exception("database statement failed")
+    return error_response(500, "internal_error", "Internal error; logged.")
+
+
+DATA_REFUSED = (
+    "A value of the request cannot be stored or compared: a number past its field's range, "
+    "a time outside the years 1970 to 2099, or text holding a NUL character."
+)
 
 
 def _internal_error(_: Request, exc: Exception) -> Response:
@@ -169,10 +195,8 @@ def _client_gone(_: Request, exc: Exception) -> Response:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ClientDisconnect, _client_gone)
-    app.add_exception_handler(SQLAlchemyError, _database_error)
-    app.add_exception_handler(TimeoutError, _database_error)
-    app.add_exception_handler(OSError, _database_error)
-    app.add_exception_handler(sqlite3.Error, _database_error)  # the read model's connection
+    for kind in DATABASE_ERRORS:  # SQLAlchemy's, the drivers' (the read model's), sockets
+        app.add_exception_handler(kind, _database_error)
     app.add_exception_handler(Exception, _internal_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

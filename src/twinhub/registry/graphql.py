@@ -25,7 +25,7 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from fastapi.security import HTTPAuthorizationCredentials
 from graphql import GraphQLError
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
 from strawberry.fastapi import BaseContext, GraphQLRouter
@@ -575,10 +575,23 @@ async def registry_context(
 _HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
 
 
+NOT_AN_OBJECT = 'Expected a JSON object: a GraphQL request is {"query": "...", "variables": {}}.'
+
+
+def http_error(status: int, message: str) -> Response:
+    """The router's own refusal of a request (not JSON, not an object, no query): in the
+    GraphQL error shape (`errors`, which GraphQL clients read) with the registry's `error`
+    object beside it (which every other registry client reads)."""
+    code = _HTTP_CODES.get(status, "http_error")
+    registry_shape = json.loads(error_response(status, code, message).body)
+    body = {"errors": [{"message": message, "extensions": {"code": code}}], **registry_shape}
+    return JSONResponse(body, status_code=status)
+
+
 class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
-    """Strawberry's router, answering its own HTTP errors (a body that is not JSON, no query)
-    in the registry's JSON error shape instead of plain text, and serving GraphiQL with the
-    scripts shipped in the package (no CDN: it must work offline)."""
+    """Strawberry's router, answering its own HTTP errors (a body that is not JSON or not
+    an object, no query) as `http_error` does instead of plain text or a 500, and serving
+    GraphiQL with the scripts shipped in the package (no CDN: it must work offline)."""
 
     @property
     def graphql_ide_html(self) -> str:
@@ -591,6 +604,14 @@ class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
         except UnicodeDecodeError as error:
             raise json.JSONDecodeError("the body is not UTF-8", "", 0) from error
 
+    def parse_json(self, data: str | bytes) -> Any:
+        """A request body (or GET `variables`) that is JSON but not an object (`"AAA"`,
+        `1`, `null`, a list: batching is off) is a 400; strawberry read it as a dict."""
+        parsed = super().parse_json(data)
+        if not isinstance(parsed, dict):
+            raise StrawberryHTTPError(400, NOT_AN_OBJECT)
+        return parsed
+
     async def run(  # type: ignore[override]
         self,
         request: Request | WebSocket,
@@ -600,8 +621,7 @@ class RegistryGraphQLRouter(GraphQLRouter[RegistryContext, None]):
         try:
             return await super().run(request, context, root_value)
         except StrawberryHTTPError as error:
-            code = _HTTP_CODES.get(error.status_code, "http_error")
-            return error_response(error.status_code, code, error.reason)
+            return http_error(error.status_code, error.reason)
 
 
 def create_graphql_router(settings: Settings) -> GraphQLRouter[RegistryContext, None]:

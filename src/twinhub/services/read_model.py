@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import orjson
 from sqlalchemy.engine import make_url
 
+from twinhub.db.failures import Failure, classify
 from twinhub.kernel.identifiers import is_did
 from twinhub.services.domains import DomainService, resolve_inheritance
 from twinhub.services.ledger import Ledger
@@ -432,7 +433,7 @@ class ReadModel:
                 pg, self._pg = self._pg, None
                 if pg is not None:
                     pg.terminate()
-                if isinstance(error, OSError):
+                if isinstance(error, OSError) or classify(error) is not Failure.UNREACHABLE:
                     raise
                 raise ConnectionError("the database is unavailable") from error
             self._pg_state = (snapshot, int(height))
@@ -458,7 +459,8 @@ class ReadModel:
 
     async def fetch(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
         """Rows of one statement on the records pool (asyncpg prepares and keeps each
-        statement per connection); a failed database is ConnectionError, as in `version`."""
+        statement per connection); a database out of reach is ConnectionError, as in
+        `version`; any other failure comes as the driver raised it."""
         import asyncpg
 
         try:
@@ -475,7 +477,8 @@ class ReadModel:
             async with self._pool.acquire() as connection:
                 return [tuple(row) for row in await connection.fetch(statement, *args)]
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-            if isinstance(error, OSError):
+            # A value the database refuses (db/failures.py) is the request's, not an outage.
+            if isinstance(error, OSError) or classify(error) is not Failure.UNREACHABLE:
                 raise
             raise ConnectionError("the database is unavailable") from error
 

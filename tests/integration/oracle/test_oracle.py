@@ -97,6 +97,33 @@ async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: R
     assert len(summary["digest"]) == 64
 
 
+async def test_a_formula_past_the_iteration_budget_is_refused_at_registration(
+    registry: Registry,
+) -> None:
+    """Issue 31 §3: it was accepted (201), then every approval under it answered 500."""
+    document = copy.deepcopy(builtin_document(CLEAN_COOKING))
+    hundred = "[" + ",".join(["1"] * 100) + "]"
+    last = len(document["formulas"]) - 1  # ER, the result: a double
+    document["formulas"][last]["expression"] = (
+        f"double({hundred}.map(a, {hundred}.map(b, 1)).size()) * ("
+        + document["formulas"][last]["expression"]
+        + ")"
+    )
+    response = await registry.client.post(
+        "/v1/protocols",
+        json={
+            "type": "Protocol",
+            "id": unique("costly-method"),
+            "name": "Costly",
+            "tokenClass": "CARBON",
+            "methodology": document,
+        },
+    )
+    assert response.status_code == 422, response.text
+    details = {d["field"]: d["error"] for d in response.json()["error"]["details"]}
+    assert "iteration budget" in details[f"methodology.formulas[{last}].expression"], details
+
+
 async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
     world = await build_world(registry)
     try:

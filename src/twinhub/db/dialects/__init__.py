@@ -78,6 +78,15 @@ class Dialect(ABC):
         """Each part's rows into its table, in order, then `then` (see db/bulk.py)."""
 
     @abstractmethod
+    def failure_of(self, error: BaseException) -> str | None:
+        """What a failure this database's driver reported means (a `db.failures.Failure`
+        value), read from its own codes; None when the error is not its driver's."""
+
+    @abstractmethod
+    def driver_errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions this database's driver raises on its own connections."""
+
+    @abstractmethod
     async def holders(
         self, raw: Any, dids: list[str], pairs: list[tuple[str, str]]
     ) -> list[tuple[Any, ...]]:
@@ -109,6 +118,23 @@ def _for_name(name: str) -> Dialect:
     from twinhub.db.dialects.sqlite import SQLite
 
     return SQLite()
+
+
+def causes(error: BaseException) -> list[BaseException]:
+    """`error`, what SQLAlchemy wraps (`orig`) and the chain of causes, each once: where a
+    dialect looks for its driver's own report of a failure (`Dialect.failure_of`)."""
+    found: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in found and len(found) < 8:
+        found.append(current)
+        wrapped = getattr(current, "orig", None)
+        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+    return found
+
+
+def every_dialect() -> tuple[Dialect, ...]:
+    """Both databases' ways: a failure is read by whichever driver raised it."""
+    return (_for_name("postgresql"), _for_name("sqlite"))
 
 
 def dialect_of(

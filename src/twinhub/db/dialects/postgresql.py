@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import Dialect, one_by_one
+from twinhub.db.dialects import Dialect, causes, one_by_one
 
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
 # One text whatever the batch's size (prepared once per connection), each key an index
@@ -36,6 +36,29 @@ _HOLDERS = (
     "FROM unnest($2::text[], $3::text[]) AS k(class_did, serial) "
     "JOIN domains d ON d.class_did = k.class_did AND d.serial = k.serial"
 )
+
+
+# SQLSTATE classes (the first two characters) by what they mean for the caller
+# (db/failures.py): PostgreSQL's appendix "PostgreSQL Error Codes".
+_FAILURE_BY_CLASS = {
+    "22": "data",  # data exception: out of range, invalid text (a NUL), a bad date
+    "23": "conflict",  # integrity constraint violation (a row no partition takes, too)
+    "40": "busy",  # transaction rollback: serialization failure, deadlock
+    "55": "busy",  # object not in prerequisite state: a lock not available
+    "08": "unreachable",  # connection exception
+    "53": "unreachable",  # insufficient resources: too many connections, disk full
+    "57": "unreachable",  # operator intervention: shutdown, statement timeout
+    "58": "unreachable",  # system error (I/O)
+    "XX": "unreachable",  # internal error, data corrupted
+}
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    for cause in causes(error):
+        state = getattr(cause, "sqlstate", None)
+        if isinstance(state, str) and len(state) == 5:
+            return state
+    return None
 
 
 class PostgreSQL(Dialect):
@@ -117,6 +140,20 @@ class PostgreSQL(Dialect):
         if clauses:
             statement = f"WITH {', '.join(clauses)} {statement}"
         await connection.exec_driver_sql(statement, (*values, *arguments))
+
+    def failure_of(self, error: BaseException) -> str | None:
+        """By the SQLSTATE asyncpg carries: its own client-side refusals of a value (an
+        integer past int32, a string with NUL) come as class 22 too. Any other state is
+        the registry's own fault (a statement that does not parse: class 42)."""
+        state = _sqlstate(error)
+        if state is None:
+            return None
+        return _FAILURE_BY_CLASS.get(state[:2], "fault")
+
+    def driver_errors(self) -> tuple[type[BaseException], ...]:
+        import asyncpg
+
+        return (asyncpg.PostgresError, asyncpg.InterfaceError)
 
     async def holders(
         self, raw: Any, dids: list[str], pairs: list[tuple[str, str]]

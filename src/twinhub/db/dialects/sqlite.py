@@ -3,6 +3,7 @@ lock (BEGIN IMMEDIATE) is what PostgreSQL's row and advisory locks are elsewhere
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,7 +13,28 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import Dialect, one_by_one
+from twinhub.db.dialects import Dialect, causes, one_by_one
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) by what they mean for
+# the caller (db/failures.py); any other code is the registry's own fault (SQLITE_ERROR: a
+# statement that does not parse, a missing table).
+_FAILURE_BY_CODE = {
+    5: "unreachable",  # SQLITE_BUSY: another writer holds the file past the busy timeout
+    6: "unreachable",  # SQLITE_LOCKED
+    7: "unreachable",  # SQLITE_NOMEM
+    8: "unreachable",  # SQLITE_READONLY
+    9: "unreachable",  # SQLITE_INTERRUPT: the statement's deadline (db/engine.py)
+    10: "unreachable",  # SQLITE_IOERR
+    11: "unreachable",  # SQLITE_CORRUPT
+    13: "unreachable",  # SQLITE_FULL
+    14: "unreachable",  # SQLITE_CANTOPEN
+    15: "unreachable",  # SQLITE_PROTOCOL
+    26: "unreachable",  # SQLITE_NOTADB
+    18: "data",  # SQLITE_TOOBIG
+    20: "data",  # SQLITE_MISMATCH
+    25: "data",  # SQLITE_RANGE
+    19: "conflict",  # SQLITE_CONSTRAINT
+}
 
 
 class SQLite(Dialect):
@@ -69,6 +91,26 @@ class SQLite(Dialect):
         then: tuple[str, tuple[Any, ...]],
     ) -> None:
         await one_by_one(self, connection, parts, then)
+
+    def failure_of(self, error: BaseException) -> str | None:
+        """By sqlite3's result code; a Python integer past 64 bits (which sqlite3 refuses
+        with OverflowError while binding it) is the request's value."""
+        for cause in causes(error):
+            if isinstance(cause, OverflowError):
+                return "data"
+            if isinstance(cause, sqlite3.Error):
+                code = getattr(cause, "sqlite_errorcode", None)
+                if isinstance(code, int):
+                    return _FAILURE_BY_CODE.get(code & 0xFF, "fault")
+                if isinstance(cause, sqlite3.DataError):
+                    return "data"
+                if isinstance(cause, sqlite3.IntegrityError):
+                    return "conflict"
+                return "unreachable" if isinstance(cause, sqlite3.OperationalError) else "fault"
+        return None
+
+    def driver_errors(self) -> tuple[type[BaseException], ...]:
+        return (sqlite3.Error,)
 
     async def holders(
         self, raw: Any, dids: list[str], pairs: list[tuple[str, str]]

@@ -150,6 +150,10 @@ def _prepare(settings: Settings) -> None:
     from twinhub.platform import Platform
     from twinhub.startup import database_failure
 
+    # No background work here: the parent would otherwise open an MQTT session of its own,
+    # subscribed to the shared group long after the parent moved on to supervising.
+    settings = settings.model_copy(update={"background_workers_enabled": False})
+
     async def main() -> None:
         try:
             platform = Platform(settings)
@@ -655,9 +659,7 @@ def simulate(
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        totals = _with_platform(
-            lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url), background=mqtt
-        )
+        totals = _with_platform(lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url))
     Console(soft_wrap=True).print(
         f"[green]simulated[/green] {totals.batches} batches: {totals.accepted} readings stored, "
         f"{totals.duplicates} duplicates, {totals.rejected} rejected, {totals.failed} failed; "

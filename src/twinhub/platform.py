@@ -25,7 +25,7 @@ from twinhub.services.ownership import adopt_legacy_owners
 from twinhub.services.read_model import ReadModel
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
-from twinhub.telemetry.bootstrap import build_telemetry, start_telemetry_work
+from twinhub.telemetry.bootstrap import build_telemetry, mqtt_client_id, start_telemetry_work
 
 log = get_logger(__name__)
 # Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
@@ -146,7 +146,14 @@ class Platform:
         self.telemetry.live.start()
         if self.settings.server.background_workers_enabled:
             self.background, self.mqtt = start_telemetry_work(
-                self.settings.telemetry, self.telemetry, self.device_tokens
+                self.settings.telemetry,
+                self.telemetry,
+                self.device_tokens,
+                mqtt_client_id(
+                    self.settings.telemetry,
+                    self.settings.storage,
+                    self.settings.server.worker_index,
+                ),
             )
             if self.settings.oracle.enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))

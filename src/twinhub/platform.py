@@ -12,8 +12,16 @@ from twinhub.db.bootstrap import build_storage
 from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
 from twinhub.events.types import CATALOGUE
-from twinhub.kernel.bus import DELIVERIES_MADE, EVENTS_WRITTEN, Bus, Handler
+from twinhub.kernel.bus import (
+    API_KEYS_REVOKED,
+    DELIVERIES_MADE,
+    EVENTS_WRITTEN,
+    SHARED_SIGNALS,
+    Bus,
+    Handler,
+)
 from twinhub.kernel.principals import Principal
+from twinhub.kernel.relay import Relay
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
@@ -44,6 +52,8 @@ HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
     (DELIVERIES_MADE, "dispatcher delivers", lambda p: p.events.deliveries_made),
     # Claim submitted -> the oracle evaluates it (approval: credential and mint with it).
     ("claim.submitted", "oracle evaluates", lambda p: p.oracle.claim_submitted),
+    # API key revoked (here, or on another process through the relay) -> key cache forgotten.
+    (API_KEYS_REVOKED, "key cache forgotten", lambda p: p.api_keys.revoked),
 )
 
 
@@ -123,6 +133,17 @@ class Platform:
         self.reads = ReadModel(self)
         for topic, _, handler in HANDLERS:
             self.bus.on(topic, handler(self))
+        # With Redis (several workers), the signals every process must hear cross over.
+        self.relay = (
+            Relay(
+                self.bus,
+                self.redis,
+                f"{settings.storage.redis_key_prefix}bus",
+                SHARED_SIGNALS,
+            )
+            if self.redis is not None
+            else None
+        )
         self.background: list[asyncio.Task[None]] = []
         self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set
         self.started_at = time.monotonic()
@@ -133,6 +154,8 @@ class Platform:
         if self._started:
             return
         self.bus.bind_loop()
+        if self.relay is not None:
+            await self.relay.start()
         await upgrade_database(self.engine)
         created = await ensure_builtin_protocols(self.protocols)
         if created:
@@ -199,6 +222,8 @@ class Platform:
         await self.telemetry.live.stop()
         await self.reads.aclose()
         await self.database.stop()
+        if self.relay is not None:
+            await self.relay.stop()
         if self.redis is not None:
             await self.redis.aclose()
         await self.engine.dispose()

@@ -91,7 +91,12 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
         target = upstream or (node.address if node is not None else None)
         return create_gateway_app(settings, target, routes_from)
 
-    keep_alive = settings.server.http_keep_alive_seconds
+    server = settings.server
+    guard = (
+        server.http_keep_alive_seconds,
+        server.http_header_timeout_seconds,
+        server.http_max_connections_per_client,
+    )
     builders = {
         "ussd": Listener(
             "ussd",
@@ -99,7 +104,7 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
             settings.server.host,
             settings.ussd.port,
             "PORT",
-            keep_alive,
+            *guard,
         ),
         "registry": Listener(
             "registry",
@@ -107,7 +112,7 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
             settings.server.host,
             settings.registry.port,
             "REGISTRY_PORT",
-            keep_alive,
+            *guard,
         ),
         "gateway": Listener(
             "gateway",
@@ -115,7 +120,7 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
             settings.server.host,
             settings.chain.gateway_port,
             "GATEWAY_PORT",
-            keep_alive,
+            *guard,
         ),
     }
     listeners = [builders[name] for name in interfaces if name in builders]

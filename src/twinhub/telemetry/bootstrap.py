@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -69,12 +68,11 @@ def mqtt_client_id(settings: TelemetrySettings, storage: StorageSettings, worker
     if settings.mqtt_client_id:
         base = settings.mqtt_client_id
         return base if worker == 0 else f"{base}-{worker}"
-    url = make_url(storage.resolved_database_url).set(password=None)
-    if url.get_backend_name() == "sqlite" and url.database:
-        url = url.set(database=str(Path(url.database).resolve()))
-    identity = "\n".join(
-        (url.render_as_string(), settings.mqtt_topic_prefix, settings.mqtt_shared_group)
-    )
+    # The database, without its password (rotating it makes no new deployment); the default
+    # SQLite file by its full path, whatever directory the process starts in.
+    database = storage.database_url or f"sqlite:///{storage.data_dir.resolve() / 'twinhub.db'}"
+    url = make_url(database)._replace(password=None).render_as_string(hide_password=False)
+    identity = "\n".join((url, settings.mqtt_topic_prefix, settings.mqtt_shared_group))
     return f"twinhub-{hashlib.sha256(identity.encode()).hexdigest()[:12]}-{worker}"
 
 

@@ -153,3 +153,88 @@ def test_slow_header_clients_are_closed_at_the_deadline_and_capped_per_address(
     p99 = latencies[max(int(len(latencies) * 0.99) - 1, 0)]
     print(f"USSD p99 while {2 * SLOW} slow clients held the API ports: {p99 * 1000:.1f} ms")
     assert len(latencies) >= 50, len(latencies)
+
+
+async def test_the_guard_leaves_idle_kept_alive_connections_to_the_keep_alive_timeout() -> None:
+    """The guard itself, on uvicorn with a bare app and real sockets: an idle kept-alive
+    connection outlives the header deadline (HTTP_KEEP_ALIVE_SECONDS governs it); the next
+    request's headers trickled past the deadline get 408; one connection more than the cap
+    gets 503 at once, and a freed place is usable again."""
+    import asyncio
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from tests.conftest import free_port
+    from twinhub.server import guarded_protocol
+
+    async def hello(_: object) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    port = free_port()
+    config = uvicorn.Config(
+        Starlette(routes=[Route("/", hello)]),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=30,
+        http=guarded_protocol(1.0, 3),
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event to wait on)
+        await asyncio.sleep(0.02)
+    whole = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+
+    def answer_of(sock: socket.socket) -> bytes:
+        """One whole answer: the head, and the body `hello` of a 200."""
+        received = b""
+        while b"\r\n\r\n" not in received or (
+            received.startswith(b"HTTP/1.1 200") and not received.endswith(b"hello")
+        ):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            received += chunk
+        return received
+
+    def scenario() -> None:
+        kept = socket.create_connection(("127.0.0.1", port), timeout=5)
+        kept.sendall(whole)
+        assert answer_of(kept).startswith(b"HTTP/1.1 200")
+        time.sleep(1.5)  # idle past the header deadline: still open
+        kept.sendall(whole)
+        assert answer_of(kept).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        for byte in whole[:-2]:  # the next request, a byte every 0.2 s, never finished
+            try:
+                kept.send(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.2)
+            if time.monotonic() - started > 3:
+                break
+        answer = answer_of(kept)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert 0.9 < time.monotonic() - started < 2.5
+        kept.close()
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+        extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert answer_of(extra).startswith(b"HTTP/1.1 503")
+        assert extra.recv(4096) == b""  # and closed
+        extra.close()
+        held.pop().close()
+        time.sleep(0.2)  # the server hears of the close
+        again = socket.create_connection(("127.0.0.1", port), timeout=5)
+        again.sendall(whole)
+        assert answer_of(again).startswith(b"HTTP/1.1 200")
+        for sock in [*held, again]:
+            sock.close()
+
+    try:
+        await asyncio.to_thread(scenario)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)

@@ -54,6 +54,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.verify",
         "batch stove verification: one governance proposal verifying 100k stoves in chunks",
     ),
+    "slowloris": (
+        "bench.slowloris",
+        "slow clients: USSD p99 while slow-header connections attack every HTTP port",
+    ),
 }
 
 

@@ -91,7 +91,12 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
         target = upstream or (node.address if node is not None else None)
         return create_gateway_app(settings, target, routes_from)
 
-    keep_alive = settings.server.http_keep_alive_seconds
+    server = settings.server
+    guard = (
+        server.http_keep_alive_seconds,
+        server.http_header_timeout_seconds,
+        server.http_max_connections_per_client,
+    )
     builders = {
         "ussd": Listener(
             "ussd",
@@ -99,7 +104,7 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
             settings.server.host,
             settings.ussd.port,
             "PORT",
-            keep_alive,
+            *guard,
         ),
         "registry": Listener(
             "registry",
@@ -107,7 +112,7 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
             settings.server.host,
             settings.registry.port,
             "REGISTRY_PORT",
-            keep_alive,
+            *guard,
         ),
         "gateway": Listener(
             "gateway",
@@ -115,7 +120,7 @@ def _serve(settings: Settings, interfaces: list[str], reuse_port: bool = False) 
             settings.server.host,
             settings.chain.gateway_port,
             "GATEWAY_PORT",
-            keep_alive,
+            *guard,
         ),
     }
     listeners = [builders[name] for name in interfaces if name in builders]
@@ -149,6 +154,10 @@ def _prepare(settings: Settings) -> None:
     workers start (they would otherwise race to do it)."""
     from twinhub.platform import Platform
     from twinhub.startup import database_failure
+
+    # No background work here: the parent would otherwise open an MQTT session of its own,
+    # subscribed to the shared group long after the parent moved on to supervising.
+    settings = settings.model_copy(update={"background_workers_enabled": False})
 
     async def main() -> None:
         try:
@@ -655,9 +664,7 @@ def simulate(
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        totals = _with_platform(
-            lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url), background=mqtt
-        )
+        totals = _with_platform(lambda p: run_simulation(p, stoves, days, mqtt, advance, url=url))
     Console(soft_wrap=True).print(
         f"[green]simulated[/green] {totals.batches} batches: {totals.accepted} readings stored, "
         f"{totals.duplicates} duplicates, {totals.rejected} rejected, {totals.failed} failed; "

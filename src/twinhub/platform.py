@@ -12,8 +12,16 @@ from twinhub.db.bootstrap import build_storage
 from twinhub.db.migrate import upgrade_database
 from twinhub.events.hub import EventsHub
 from twinhub.events.types import CATALOGUE
-from twinhub.kernel.bus import DELIVERIES_MADE, EVENTS_WRITTEN, Bus, Handler
+from twinhub.kernel.bus import (
+    API_KEYS_REVOKED,
+    DELIVERIES_MADE,
+    EVENTS_WRITTEN,
+    SHARED_SIGNALS,
+    Bus,
+    Handler,
+)
 from twinhub.kernel.principals import Principal
+from twinhub.kernel.relay import Relay
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
 from twinhub.security.bootstrap import load_keys
@@ -25,7 +33,7 @@ from twinhub.services.ownership import adopt_legacy_owners
 from twinhub.services.read_model import ReadModel
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
-from twinhub.telemetry.bootstrap import build_telemetry, start_telemetry_work
+from twinhub.telemetry.bootstrap import build_telemetry, mqtt_client_id, start_telemetry_work
 
 log = get_logger(__name__)
 # Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
@@ -44,6 +52,8 @@ HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
     (DELIVERIES_MADE, "dispatcher delivers", lambda p: p.events.deliveries_made),
     # Claim submitted -> the oracle evaluates it (approval: credential and mint with it).
     ("claim.submitted", "oracle evaluates", lambda p: p.oracle.claim_submitted),
+    # API key revoked (here, or on another process through the relay) -> key cache forgotten.
+    (API_KEYS_REVOKED, "key cache forgotten", lambda p: p.api_keys.revoked),
 )
 
 
@@ -123,6 +133,17 @@ class Platform:
         self.reads = ReadModel(self)
         for topic, _, handler in HANDLERS:
             self.bus.on(topic, handler(self))
+        # With Redis (several workers), the signals every process must hear cross over.
+        self.relay = (
+            Relay(
+                self.bus,
+                self.redis,
+                f"{settings.storage.redis_key_prefix}bus",
+                SHARED_SIGNALS,
+            )
+            if self.redis is not None
+            else None
+        )
         self.background: list[asyncio.Task[None]] = []
         self.mqtt: Any = None  # twinhub.telemetry.mqtt.MqttIngest when MQTT_URL is set
         self.started_at = time.monotonic()
@@ -133,6 +154,8 @@ class Platform:
         if self._started:
             return
         self.bus.bind_loop()
+        if self.relay is not None:
+            await self.relay.start()
         await upgrade_database(self.engine)
         created = await ensure_builtin_protocols(self.protocols)
         if created:
@@ -146,7 +169,14 @@ class Platform:
         self.telemetry.live.start()
         if self.settings.server.background_workers_enabled:
             self.background, self.mqtt = start_telemetry_work(
-                self.settings.telemetry, self.telemetry, self.device_tokens
+                self.settings.telemetry,
+                self.telemetry,
+                self.device_tokens,
+                mqtt_client_id(
+                    self.settings.telemetry,
+                    self.settings.storage,
+                    self.settings.server.worker_index,
+                ),
             )
             if self.settings.oracle.enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
@@ -192,6 +222,8 @@ class Platform:
         await self.telemetry.live.stop()
         await self.reads.aclose()
         await self.database.stop()
+        if self.relay is not None:
+            await self.relay.stop()
         if self.redis is not None:
             await self.redis.aclose()
         await self.engine.dispose()

@@ -2,8 +2,9 @@
 
 A phone session times out at the telecom within seconds, so no registry, GraphQL or chain
 request may delay a USSD reply: the parent runs no interface itself. It prepares the
-database and keys once, then starts `twinhub serve ussd` and `twinhub serve api` (registry,
-node and REST gateway) as child processes, `workers` of each, sharing their listening ports
+database and keys once (without background work: it opens no MQTT session), then starts
+`twinhub serve ussd` and `twinhub serve api` (registry, node and REST gateway) as child
+processes, `workers` of each, numbered by WORKER_INDEX, sharing their listening ports
 through SO_REUSEPORT (the kernel spreads connections among them). Several workers share
 sessions and rate-limit counters through Redis; without REDIS_URL only one is allowed.
 
@@ -86,9 +87,9 @@ def supervise(settings: Settings, workers: int) -> int:
     """Run the children until a signal or a child's own exit; the exit status."""
     reuse = ["--reuse-port"] if workers > 1 else []
     commands = [
-        [sys.executable, "-m", "twinhub", "serve", kind, *reuse]
+        ([sys.executable, "-m", "twinhub", "serve", kind, *reuse], index)
         for kind in ("ussd", "api")
-        for _ in range(workers)
+        for index in range(workers)
     ]
     env = child_environment(settings)
     stopping = False
@@ -98,9 +99,13 @@ def supervise(settings: Settings, workers: int) -> int:
         stopping = True
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # Each worker knows its number (WORKER_INDEX): it names the worker's MQTT session, so
+    # the worker restarted in its place resumes it.
     children = [
-        subprocess.Popen(command, env=env, preexec_fn=_die_with_parent)  # noqa: S603
-        for command in commands
+        subprocess.Popen(  # noqa: S603
+            command, env={**env, "WORKER_INDEX": str(index)}, preexec_fn=_die_with_parent
+        )
+        for command, index in commands
     ]
     log.info("workers started", ussd=workers, api=workers, pids=[c.pid for c in children])
     status = int(ExitCode.stopped)

@@ -20,7 +20,7 @@ import gc
 import signal
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -46,6 +46,88 @@ class Listener:
     # outlast the idle timeout of the client's pool (a USSD aggregator, a proxy): when the
     # server closes first, a request sent at that instant meets a closed socket and is lost.
     keep_alive_seconds: float = 75.0
+    header_timeout_seconds: float = 10.0  # HTTP_HEADER_TIMEOUT_SECONDS
+    max_connections_per_client: int = 100  # HTTP_MAX_CONNECTIONS_PER_CLIENT (0: no cap)
+
+
+_REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
+_TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def guarded_protocol(header_timeout: float, per_client: int) -> type[asyncio.Protocol]:
+    """Uvicorn's HTTP protocol with what uvicorn lacks against slow clients, for one port.
+
+    Uvicorn closes idle keep-alive connections (`timeout_keep_alive`) and caps everything
+    at once (`limit_concurrency`, 503 to all alike), but holds a connection whose headers
+    trickle in a byte at a time for as long as the bytes keep coming. Here, a request's
+    headers must be complete `header_timeout` seconds after its first byte (after the
+    connection opened, for the first request), else 408 and close; and one address holds
+    at most `per_client` connections (0: no cap), one more is answered 503 and closed
+    before uvicorn sees it. Parsing stays uvicorn's: a request's headers are complete when
+    uvicorn starts its request cycle (`cycle`)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    open_by_client: dict[str, int] = {}
+
+    class Guarded(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        _guard_client: str | None = None
+        _header_deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:  # uvloop's is no asyncio.Transport
+            peer = transport.get_extra_info("peername")
+            client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+            held = open_by_client.get(client, 0)
+            if per_client and held >= per_client:
+                transport.write(_REFUSED)
+                transport.close()  # uvicorn never tracked it: nothing else to undo
+                return
+            open_by_client[client] = held + 1
+            self._guard_client = client
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            client = self._guard_client
+            if client is None:  # refused in connection_made
+                return
+            self._guard_client = None
+            left = open_by_client.get(client, 1) - 1
+            if left > 0:
+                open_by_client[client] = left
+            else:
+                open_by_client.pop(client, None)
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            if self._header_deadline is None and (cycle is None or cycle.response_complete):
+                self._arm()  # the first byte of the next request on a kept-alive connection
+            super().data_received(data)
+            if self.cycle is not cycle:  # uvicorn parsed the headers: a request began
+                self._disarm()
+
+        def _arm(self) -> None:
+            self._header_deadline = self.loop.call_later(header_timeout, self._expired)
+
+        def _disarm(self) -> None:
+            if self._header_deadline is not None:
+                self._header_deadline.cancel()
+                self._header_deadline = None
+
+        def _expired(self) -> None:
+            self._header_deadline = None
+            transport = self.transport
+            # An upgraded connection belongs to another protocol; a closing one is gone.
+            if transport.is_closing() or transport.get_protocol() is not self:
+                return
+            transport.write(_TIMED_OUT)
+            transport.close()
+
+    return Guarded
 
 
 @dataclass
@@ -138,6 +220,9 @@ async def serve(
                 lifespan="on",
                 timeout_graceful_shutdown=10,
                 timeout_keep_alive=listener.keep_alive_seconds,
+                http=guarded_protocol(
+                    listener.header_timeout_seconds, listener.max_connections_per_client
+                ),
             )
         )
         for listener in listeners

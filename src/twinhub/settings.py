@@ -192,6 +192,18 @@ class ServerSettings(_Section):
             "needs `REDIS_URL`."
         ),
     )
+    worker_index: int = Field(
+        0,
+        validation_alias="WORKER_INDEX",
+        ge=0,
+        le=999,
+        description=(
+            "This process's number among the workers of its kind (0 to WORKERS-1); `twinhub "
+            "serve` sets it for each worker. It names the worker's MQTT session, so a "
+            "restarted worker resumes its own: give each process its own number when you run "
+            "`twinhub serve api` under a process manager yourself."
+        ),
+    )
     http_keep_alive_seconds: float = Field(
         75.0,
         validation_alias="HTTP_KEEP_ALIVE_SECONDS",
@@ -202,6 +214,31 @@ class ServerSettings(_Section):
             "longer than the idle timeout of the USSD aggregator's or proxy's connection "
             "pool, so the client always closes first and no request meets a socket the server"
             " just closed."
+        ),
+    )
+    http_header_timeout_seconds: float = Field(
+        10.0,
+        validation_alias="HTTP_HEADER_TIMEOUT_SECONDS",
+        gt=0,
+        le=600,
+        description=(
+            "Every HTTP port: a request's headers must have arrived this long after its "
+            "first byte (or after the connection opened); a client still sending them is "
+            "answered 408 and closed, so clients that trickle headers cannot hold "
+            "connections."
+        ),
+    )
+    http_max_connections_per_client: int = Field(
+        100,
+        validation_alias="HTTP_MAX_CONNECTIONS_PER_CLIENT",
+        ge=0,
+        le=100_000,
+        description=(
+            "Every HTTP port: open connections one client address may hold on one process "
+            "(`0`: no cap); one more is answered 503 and closed. Counted by the connecting "
+            "address: behind a reverse proxy or a USSD aggregator's pool every request comes "
+            "from its few addresses, so raise it above their connection pools (or set 0 and "
+            "let the proxy cap per client)."
         ),
     )
     background_workers_enabled: bool = Field(
@@ -760,8 +797,12 @@ class TelemetrySettings(_Section):
         validation_alias="MQTT_CLIENT_ID",
         max_length=64,
         description=(
-            "Empty: `twinhub-<host>-<pid>`. Set a stable id per process in production, so "
-            "its broker session (and unacknowledged messages) survives a restart."
+            "Empty: `twinhub-<deployment>-<worker>`, where `<deployment>` is a digest of the "
+            "database's identity (its URL without the password, or the SQLite file's path), "
+            "the topic prefix and the shared group, and `<worker>` is WORKER_INDEX: stable "
+            "across restarts, so a restarted worker resumes its own broker session and the "
+            "messages left unacknowledged in it. Set it when several hosts share one "
+            "database (one id per host); worker N>0 appends `-N`."
         ),
     )
     mqtt_qos: int = Field(

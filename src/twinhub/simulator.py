@@ -32,6 +32,7 @@ SIM_ORGANISATION = "did:ixo:entity/sim-organisation"
 SIM_PROJECT = "did:ixo:entity/sim-project"
 STOVE_PROTOCOL = "did:ixo:protocol/clean-cooking"
 WINDOW = 500  # messages published and not yet handled, at most
+STALLED_SECONDS = 30.0  # MQTT: a subscriber that handles nothing for this long is waited no more
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 Progress = Callable[[int, int], None]
 
@@ -228,19 +229,32 @@ async def send_mqtt(
     platform: Any,
     schedule: list[list[tuple[Stove, list[dict[str, Any]]]]],
     progress: Progress,
-    wait_seconds: float = 600,
+    stalled_seconds: float = STALLED_SECONDS,
 ) -> Totals:
-    """Publish every batch as a signed QoS 1 message; wait until the subscriber has handled
-    them all (stored or dropped)."""
+    """Publish every batch as a signed QoS 1 message and store them through a subscriber of
+    this run's own; wait until it has handled them all (stored or dropped), or until it has
+    handled nothing for `stalled_seconds` (a running server of the same shared group takes
+    its share: the rest is reported as not handled here, never waited for forever).
+
+    The subscriber's broker session is clean and named for this run alone: it ends with
+    the run, so a second run finds no session of the first still taking a share."""
+    import secrets
     from urllib.parse import urlsplit
 
     import gmqtt
 
-    from twinhub.telemetry.mqtt import device_properties, topic_for
+    from twinhub.telemetry.mqtt import MqttIngest, device_properties, topic_for
 
     settings = platform.settings
-    ingest = platform.mqtt
-    assert ingest is not None and settings.telemetry.mqtt_url is not None, "MQTT_URL is not set"
+    assert settings.telemetry.mqtt_url is not None, "MQTT_URL is not set"
+    ingest = MqttIngest(
+        settings.telemetry,
+        platform.telemetry,
+        platform.device_tokens,
+        f"twinhub-simulate-{secrets.token_hex(6)}",
+        persistent=False,
+    )
+    running = asyncio.create_task(ingest.run(), name="simulate-mqtt")
     for _ in range(200):
         if ingest.subscribed:
             break
@@ -251,45 +265,57 @@ async def send_mqtt(
     client.stop_reconnect()
     if url.username:
         client.set_auth_credentials(url.username, url.password)
-    await client.connect(url.hostname or "127.0.0.1", url.port or (8883 if tls else 1883), ssl=tls)
     before = platform.telemetry.counters.copy()
-    handled_before = ingest.stored + ingest.dropped
     sent = 0
     total = sum(len(day) for day in schedule)
+    loop = asyncio.get_running_loop()
+
+    def handled() -> int:
+        return ingest.stored + ingest.dropped
+
+    async def wait_below(outstanding: int) -> None:
+        """Until at most `outstanding` messages are unhandled, or nothing moves."""
+        last, moved_at = handled(), loop.time()
+        while sent - handled() > outstanding and loop.time() - moved_at < stalled_seconds:
+            progress(handled(), total)
+            await asyncio.sleep(0.01)
+            if handled() != last:
+                last, moved_at = handled(), loop.time()
+
     try:
-        for day in schedule:
-            for stove, batch in day:
-                payload = json.dumps({"readings": batch}).encode()
-                topic = topic_for(settings.telemetry.mqtt_topic_prefix, stove.did)
-                properties = device_properties(stove.token, payload)
-                while True:
-                    try:
-                        client.publish(topic, payload, qos=1, user_property=properties)
-                        break
-                    except OverflowError:  # the broker's Receive Maximum: wait for PUBACKs
-                        await asyncio.sleep(0.005)
-                sent += 1
-                # Stay within the broker's per-client queue (Mosquitto drops QoS 1
-                # messages beyond max_queued_messages, which no subscriber would see).
-                while sent - (ingest.stored + ingest.dropped - handled_before) > WINDOW:
-                    progress(ingest.stored + ingest.dropped - handled_before, total)
-                    await asyncio.sleep(0.01)
-        deadline = asyncio.get_running_loop().time() + wait_seconds
-        while ingest.stored + ingest.dropped - handled_before < sent:
-            if asyncio.get_running_loop().time() > deadline:
-                break
-            progress(ingest.stored + ingest.dropped - handled_before, total)
-            await asyncio.sleep(0.05)
-        progress(ingest.stored + ingest.dropped - handled_before, total)
+        await client.connect(
+            url.hostname or "127.0.0.1", url.port or (8883 if tls else 1883), ssl=tls
+        )
+        try:
+            for day in schedule:
+                for stove, batch in day:
+                    payload = json.dumps({"readings": batch}).encode()
+                    topic = topic_for(settings.telemetry.mqtt_topic_prefix, stove.did)
+                    properties = device_properties(stove.token, payload)
+                    while True:
+                        try:
+                            client.publish(topic, payload, qos=1, user_property=properties)
+                            break
+                        except OverflowError:  # the broker's Receive Maximum: wait for PUBACKs
+                            await asyncio.sleep(0.005)
+                    sent += 1
+                    # Stay within the broker's per-client queue (Mosquitto drops QoS 1
+                    # messages beyond max_queued_messages, which no subscriber would see).
+                    await wait_below(WINDOW)
+            await wait_below(0)
+            progress(handled(), total)
+        finally:
+            await client.disconnect()
     finally:
-        await client.disconnect()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
     after = platform.telemetry.counters
     return Totals(
         batches=sent,
         accepted=after["accepted"] - before["accepted"],
         duplicates=after["duplicates"] - before["duplicates"],
         rejected=after["rejected"] - before["rejected"],
-        failed=sent - (ingest.stored + ingest.dropped - handled_before),
+        failed=sent - handled(),
     )
 
 

@@ -104,6 +104,9 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "DATABASE_POOL_TIMEOUT_SECONDS": ("3.5", "3.5"),
     "DATABASE_RETRY_AFTER_SECONDS": ("6", "6"),
     "HTTP_KEEP_ALIVE_SECONDS": ("75.5", "75.5"),
+    "HTTP_HEADER_TIMEOUT_SECONDS": ("12.5", "12.5"),
+    "HTTP_MAX_CONNECTIONS_PER_CLIENT": ("250", "250"),
+    "WORKER_INDEX": ("3", "3"),
     "REGISTRY_REQUEST_TIMEOUT_SECONDS": ("8.5", "8.5"),
     "USSD_LOCKOUT_SECONDS": ("60.5", "60.5"),
     "USSD_LOCKOUT_MAX_SECONDS": ("3600.5", "3600.5"),
@@ -227,6 +230,9 @@ FLAT_DEFAULTS: dict[str, str] = {
     "DATABASE_POOL_TIMEOUT_SECONDS": "3.0",
     "DATABASE_RETRY_AFTER_SECONDS": "5",
     "HTTP_KEEP_ALIVE_SECONDS": "75.0",
+    "HTTP_HEADER_TIMEOUT_SECONDS": "10.0",
+    "HTTP_MAX_CONNECTIONS_PER_CLIENT": "100",
+    "WORKER_INDEX": "0",
     "REGISTRY_REQUEST_TIMEOUT_SECONDS": "8.0",
     "USSD_LOCKOUT_SECONDS": "60.0",
     "USSD_LOCKOUT_MAX_SECONDS": "3600.0",
@@ -305,7 +311,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 120
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 123
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

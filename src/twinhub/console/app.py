@@ -24,6 +24,7 @@ from twinhub.console.assets import STATIC_DIR
 from twinhub.console.auth import SignInRequired
 from twinhub.console.sessions import SessionStore
 from twinhub.platform import Platform
+from twinhub.web.key_failures import KeyFailures
 
 # Scripts only from the package, never inline. Styles may be inline: cytoscape injects its
 # own small stylesheet, and a style cannot run code.
@@ -95,7 +96,11 @@ async def _sessions_unavailable(request: Request, exc: Exception) -> Response:
     return response
 
 
-def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
+def create_console_app(
+    platform: Platform, sessions: SessionStore, key_failures: KeyFailures
+) -> Starlette:
+    """The console; `key_failures`: the registry's counter of wrong keys, so that sign-in
+    attempts and API calls share one allowance per address."""
     app = Starlette(
         routes=[
             Route("/", pages.dashboard, name="dashboard"),
@@ -148,4 +153,5 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
     state: Any = app.state
     state.platform = platform
     state.sessions = sessions
+    state.key_failures = key_failures
     return app

@@ -157,9 +157,17 @@ async def sign_in(request: Request) -> Response:
     api_key = _text(form, "api_key")
     if not api_key:
         return await sign_in_form(request, "Enter an API key.", 422)
-    principal = await _platform(request).api_keys.authenticate(api_key)
+    principal = await _platform(request).api_keys.authenticate(api_key, cached=False)
     if principal is None:
         log.info("console sign-in refused")
+        # The API's rule for wrong keys, on the same per-address counter (web/key_failures.py).
+        retry_after = await request.app.state.key_failures.failed(request.scope)
+        if retry_after is not None:
+            limited = await sign_in_form(
+                request, f"Too many wrong API keys; try again in {retry_after} s.", 429
+            )
+            limited.headers["retry-after"] = str(retry_after)
+            return limited
         return await sign_in_form(request, "That API key is unknown or revoked.", 401)
     sessions: SessionStore = request.app.state.sessions
     await sessions.drop(request.cookies.get(COOKIE))

@@ -1,8 +1,9 @@
 """Console sign-ins: a server-side session per browser, and its CSRF token.
 
 The browser holds only a random session id (HttpOnly, SameSite=Strict, Secure over https);
-the API key it signed in with stays on the server and is checked again on every request, so
-a key revoked or expired elsewhere ends the session at its next click.
+the API key it signed in with stays on the server and is looked up in the database again on
+every request (console/auth.py, past the key cache), so a key revoked anywhere (on another
+worker, by `twinhub keys revoke`) ends the session at its next click.
 
 Without Redis, sessions live in this process's memory. With `REDIS_URL` set they live in
 Redis, so every worker of `twinhub serve --workers N` (and every process behind a load

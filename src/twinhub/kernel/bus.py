@@ -37,7 +37,10 @@ _AFTER_COMMIT = "twinhub.bus.after_commit"
 # Signals: things that happened that are not events of the catalogue.
 EVENTS_WRITTEN = "events.written"  # a commit wrote events not numbered yet
 DELIVERIES_MADE = "webhook.deliveries_made"  # a commit made webhook deliveries
-SIGNALS = (EVENTS_WRITTEN, DELIVERIES_MADE)
+API_KEYS_REVOKED = "api_keys.revoked"  # a commit revoked an API key (every process hears it)
+SIGNALS = (EVENTS_WRITTEN, DELIVERIES_MADE, API_KEYS_REVOKED)
+# Signals every process must hear at once: relayed between processes (kernel/relay.py).
+SHARED_SIGNALS = (API_KEYS_REVOKED,)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from twinhub.settings import Settings
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
+from twinhub.web.key_failures import KeyFailures
 from twinhub.web.routes_ready import prepare_routes
 
 DESCRIPTION = """
@@ -570,12 +571,8 @@ def create_registry_app(
     app.state.rate_limiter = RateLimiter.create(
         settings.registry.rate_limit_item, redis_url, settings.storage.redis_key_prefix, "registry"
     )
-    app.state.key_failures = RateLimiter.create(
-        settings.security.api_key_failure_limit_item,
-        redis_url,
-        settings.storage.redis_key_prefix,
-        "key-failures",
-    )
+    # Wrong keys, at the API and at the console's sign-in alike (web/key_failures.py).
+    app.state.key_failures = KeyFailures(settings.security, settings.storage)
     metrics = RegistryMetrics()
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.evaluations.collector())
@@ -619,7 +616,10 @@ def create_registry_app(
     # code read GET routes of /v1 (see registry/auth.py).
     app.state.console_sessions = console_session_store(platform)
     if settings.console.enabled:
-        app.mount("/console", create_console_app(platform, app.state.console_sessions))
+        app.mount(
+            "/console",
+            create_console_app(platform, app.state.console_sessions, app.state.key_failures),
+        )
 
     if platform.settings.observability.metrics_enabled:
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)

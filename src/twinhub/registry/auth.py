@@ -13,7 +13,6 @@ from twinhub.console.auth import console_principal
 from twinhub.kernel.principals import Principal, require_role
 from twinhub.registry.errors import RateLimited, Unauthenticated
 from twinhub.web.audit import note_actor
-from twinhub.web.client_ip import client_ip
 
 bearer = HTTPBearer(auto_error=False, description="An API key made by `twinhub keys create`.")
 
@@ -63,11 +62,7 @@ async def principal(
         found = await request.app.state.platform.api_keys.authenticate(credentials.credentials)
     if found is None:
         # Guessing keys costs a client its address's allowance (API_KEY_FAILURE_LIMIT).
-        settings = request.app.state.platform.settings
-        address = client_ip(
-            request.scope, settings.security.trust_proxy_enabled, settings.security.trust_proxy_hops
-        )
-        retry_after = await request.app.state.key_failures.hit(address)
+        retry_after = await request.app.state.key_failures.failed(request.scope)
         if retry_after is not None:
             raise RateLimited(retry_after)
         raise Unauthenticated("The API key is unknown or revoked.")

@@ -18,6 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import ApiKey
+from twinhub.kernel.bus import API_KEYS_REVOKED, Message, mark
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Problems
 from twinhub.kernel.identifiers import is_did
@@ -28,7 +29,9 @@ from twinhub.security.signing import public_key_of
 log = get_logger(__name__)
 BOOTSTRAP_PRINCIPAL = "did:ixo:org/twinhub-admin"
 _PREFIX = "thk"
-_CACHE_SECONDS = 5.0  # a revoked key stops working within this time on every process
+# A revoked key stops working at once where the revocation's bus signal reaches (its own
+# process; every worker through Redis, kernel/relay.py), and within this time elsewhere.
+_CACHE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -109,19 +112,28 @@ class ApiKeyService:
                 .returning(ApiKey.id)
             )
             changed = result.first() is not None
-        self._cache.clear()
+            if changed:  # every process's key cache forgets, once this commits
+                mark(session, API_KEYS_REVOKED)
+        self._cache.clear()  # this process's, whatever its bus
         if changed:
             log.info("api key revoked", key_id=key_id)
         return changed
 
-    async def authenticate(self, token: str) -> Principal | None:
-        """The principal of a valid, unrevoked key; None otherwise."""
+    def revoked(self, _message: Message) -> None:
+        """A key was revoked (here, on another worker, or by the command line): the bus's
+        handler, so no cached answer outlives the revocation."""
+        self._cache.clear()
+
+    async def authenticate(self, token: str, cached: bool = True) -> Principal | None:
+        """The principal of a valid, unrevoked key; None otherwise. `cached=False` looks
+        the key up whatever the cache holds (the console's sessions: a revocation that no
+        message reached, say from a command without Redis, still ends them at once)."""
         if self._bootstrap is not None and hmac.compare_digest(token.encode(), self._bootstrap):
             return _BOOTSTRAP  # immutable: one for every request
         now = time.monotonic()
-        cached = self._cache.get(token)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        found = self._cache.get(token) if cached else None
+        if found is not None and found[0] > now:
+            return found[1]
         principal = await self._lookup(token)
         if len(self._cache) > 10_000:
             self._cache.clear()

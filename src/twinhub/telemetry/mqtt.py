@@ -31,8 +31,6 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -128,17 +126,21 @@ class MqttIngest:
         settings: TelemetrySettings,
         telemetry: TelemetryService,
         tokens: DeviceTokenService,
-        client_id: str | None = None,
+        client_id: str,
+        persistent: bool = True,
     ) -> None:
+        """`client_id`: this subscriber's broker session (telemetry/bootstrap.py derives a
+        stable one per deployment and worker). `persistent`: keep the session while away,
+        so a restart resumes it; a one-off subscriber (the simulator) makes a clean one that
+        ends with its connection and leaves nothing subscribed to the group."""
         self._settings = settings
         self._telemetry = telemetry
         self._tokens = tokens
         assert settings.mqtt_url is not None
         self._url = urlsplit(settings.mqtt_url.get_secret_value())
         self._prefix = settings.mqtt_topic_prefix.rstrip("/")
-        self.client_id = (
-            client_id or settings.mqtt_client_id or f"twinhub-{socket.gethostname()}-{os.getpid()}"
-        )
+        self.client_id = client_id
+        self._persistent = persistent
         self.connected = False
         self.subscribed = False
         self.stored = 0  # messages whose readings were committed
@@ -209,10 +211,10 @@ class MqttIngest:
     def _new_client(self, lost: asyncio.Event) -> gmqtt.Client:
         client = _OneConnection(
             self.client_id,
-            clean_session=False,
+            clean_session=not self._persistent,
             optimistic_acknowledgement=False,  # PUBACK once on_message has returned
             receive_maximum=RECEIVE_MAXIMUM,
-            session_expiry_interval=SESSION_EXPIRY_SECONDS,
+            session_expiry_interval=SESSION_EXPIRY_SECONDS if self._persistent else 0,
         )
         if self._url.username:
             client.set_auth_credentials(self._url.username, self._url.password)

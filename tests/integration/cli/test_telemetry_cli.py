@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 
 from tests.conftest import unavailable
-from tests.support.cli import base_env, run_cli
+from tests.support.cli import base_env, run_cli, run_process
 from twinhub import simulator
 from twinhub.platform import Platform
 from twinhub.settings import Settings
@@ -82,3 +82,24 @@ async def test_simulate_over_http_then_mqtt_stores_each_reading_once(tmp_path: P
     )
     assert again.returncode == 0, again.stderr
     assert "0 readings stored" in again.stdout and "0 failed" in again.stdout
+
+
+def test_simulate_over_mqtt_twice_ends_each_time(tmp_path: Path) -> None:
+    """Each run's subscriber has a clean session of its own: a second run (a process of its
+    own) finds no session of the first still subscribed to the shared group and taking a
+    share of its messages (before: the second run waited for them, 600 s)."""
+    try:
+        socket.create_connection(("127.0.0.1", 1883), timeout=2).close()
+    except OSError as error:
+        unavailable("Mosquitto", error)
+    env = {
+        **base_env(tmp_path),
+        "MQTT_URL": "mqtt://127.0.0.1:1883",
+        "MQTT_TOPIC_PREFIX": f"twinhub-sim/{secrets.token_hex(4)}",
+    }
+    for run in ("first", "second"):
+        done = run_process(
+            "simulate", "--stoves", "3", "--days", "2", "--mqtt", env=env, timeout=90
+        )
+        assert done.returncode == 0, f"{run}: {done.stderr[-2000:]}"
+        assert " 0 failed" in done.stdout, f"{run}: {done.stdout}"

@@ -354,7 +354,7 @@ async def test_a_small_group_waits_a_moment_for_the_messages_on_their_way(
     from twinhub.telemetry import mqtt as ingest_module
 
     settings = Settings(environment="test", data_dir=tmp_path, mqtt_url="mqtt://127.0.0.1:1883")
-    ingest = MqttIngest(settings.telemetry, None, None)  # type: ignore[arg-type]  # _handle is replaced
+    ingest = MqttIngest(settings.telemetry, None, None, "unused")  # type: ignore[arg-type]  # _handle is replaced
     handled: list[int] = []
     lingering = asyncio.Event()
     go_on = asyncio.Event()

@@ -35,7 +35,9 @@ from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
 from twinhub.console.assets import offline_graphiql
-from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.db.visibility import sees_domain, viewer_of
+from twinhub.events.store import check_types
+from twinhub.kernel.errors import Forbidden, NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
@@ -319,6 +321,25 @@ class ClaimsConnection:
     page_info: PageInfo
 
 
+@strawberry.type(description="An event, as GET /v1/events gives it (see docs/events.md).")
+class RegistryEvent:
+    id: str
+    position: Long = strawberry.field(description="Its place in the order; a cursor.")
+    type: str
+    subject: str
+    actor: str
+    timestamp: str
+    data: JSON
+
+
+@strawberry.type(description="A page of events the caller may read.")
+class EventsConnection:
+    nodes: list[RegistryEvent]
+    end_cursor: str = strawberry.field(
+        description="The last position read: `after` of the next page, also when empty."
+    )
+
+
 @strawberry.type(description="Credits of one class a holder has, and has retired.")
 class Balance:
     token: str
@@ -442,6 +463,15 @@ class Query:
     )
     async def telemetry_state(self, info: GraphQLInfo, id: str) -> TelemetryState | None:
         context = _authorised(info)
+        assert context.caller is not None
+        platform = context.platform
+        if not await sees_domain(platform.sessionmaker, id, viewer_of(context.caller)):
+            raise _graphql_error(
+                Forbidden(
+                    f"The telemetry of {id} is for its controllers, its parties and the "
+                    "registry role."
+                )
+            )
         try:
             state = await context.platform.telemetry.state(id)
         except NotFound:
@@ -457,6 +487,36 @@ class Query:
             meter_field=state["meterField"],
             meter_total=state["meterTotal"],
             readings=state["readings"],
+        )
+
+    @strawberry.field(
+        description="Events in order after `after` (a position), of `types` if given: those "
+        "of the caller's organisation's domains and households (every one for the registry "
+        "role and admins), as GET /v1/events."
+    )
+    async def events(
+        self,
+        info: GraphQLInfo,
+        after: str | None = None,
+        types: list[str] | None = None,
+        first: int | None = None,
+    ) -> EventsConnection:
+        context = _authorised(info)
+        assert context.caller is not None
+        limit = _page_limit(context.platform, first)
+        position = after or "0"
+        if not position.isdigit() or int(position) > MAX_SEQ:
+            raise _invalid("The cursor is not an event position.", "after")
+        try:
+            wanted = check_types(types) if types else None
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        found = await context.platform.events.store.after(
+            int(position), limit, wanted, viewer_of(context.caller)
+        )
+        return EventsConnection(
+            nodes=[RegistryEvent(**event.as_json()) for event in found],
+            end_cursor=str(found[-1].position if found else int(position)),
         )
 
     @strawberry.field(description="One entity by DID; null when the registry has no such DID.")

@@ -360,16 +360,32 @@ async def test_a_deleted_subscription_gets_nothing_more(
 
 
 # -- who may, and which URLs -----------------------------------------------------------------
-async def test_webhooks_are_for_admins_and_bad_bodies_are_422(
+async def test_webhooks_are_their_creators_and_bad_bodies_are_422(
     events_registry: EventsRegistry, receiver: Receiver
 ) -> None:
     registry = await events_registry()
+    reader = registry.as_key(await registry.key("did:ixo:org/hooks-reader", "reader"))
     writer = registry.as_key(await registry.key("did:ixo:org/hooks-writer", "writer", "reader"))
-    async with writer:
-        refused = await writer.post("/v1/webhooks", json={"url": receiver.url})
+    other = registry.as_key(await registry.key("did:ixo:org/hooks-other", "writer", "reader"))
+    admins = await subscribe(registry, receiver.url)
+    async with reader, writer, other:
+        refused = await reader.post("/v1/webhooks", json={"url": receiver.url})
         assert refused.status_code == 403
-        assert (await writer.get("/v1/webhooks")).status_code == 403
-        assert (await writer.get("/v1/events")).status_code == 200  # reading events is fine
+        assert (await reader.get("/v1/events")).status_code == 200  # reading events is fine
+        # A writer subscribes (for what its organisation may see) and manages its own.
+        made = await writer.post("/v1/webhooks", json={"url": receiver.url})
+        assert made.status_code == 201, made.text
+        mine = made.json()
+        assert [h["id"] for h in (await writer.get("/v1/webhooks")).json()["items"]] == [
+            mine["id"]
+        ]
+        assert (await writer.get(f"/v1/webhooks/{admins['id']}")).status_code == 404
+        assert (await other.get(f"/v1/webhooks/{mine['id']}")).status_code == 404
+        assert (await other.delete(f"/v1/webhooks/{mine['id']}")).status_code == 404
+        assert (await other.get("/v1/webhooks")).json()["items"] == []
+        listed = (await registry.client.get("/v1/webhooks")).json()["items"]
+        assert {h["id"] for h in listed} == {admins["id"], mine["id"]}  # an admin sees all
+        assert (await writer.delete(f"/v1/webhooks/{mine['id']}")).status_code == 204
     unknown = await registry.client.post(
         "/v1/webhooks", json={"url": receiver.url, "events": ["domain.exploded"]}
     )

@@ -32,6 +32,22 @@ def new_stove() -> str:
     return f"did:ixo:entity/{unique('jiko')}"
 
 
+async def owned_stove(registry: Registry, *controllers: str) -> str:
+    """A stove (a Device domain) the given principals control: they see its problems."""
+    made = await registry.client.post(
+        "/v1/domains",
+        json={
+            "type": "Device",
+            "class": "did:ixo:protocol/clean-cooking",
+            "id": unique("jiko"),
+            "metadata": {"name": "jiko"},
+            "controller": list(controllers),
+        },
+    )
+    assert made.status_code == 201, made.text
+    return str(made.json()["did"])
+
+
 def care(registry: Registry) -> StoveCare:
     found: StoveCare = registry.platform.stove_care
     return found
@@ -130,7 +146,7 @@ async def test_two_operators_resolving_at_once_one_wins(registry: Registry) -> N
 
 
 async def test_the_api_lists_filters_pages_and_resolves(registry: Registry) -> None:
-    stove, other = new_stove(), new_stove()
+    stove, other = await owned_stove(registry, OPERATOR), new_stove()
     first = await report(registry, stove, "smoke")
     second = await report(registry, stove, "noStart")
     third = await report(registry, stove, "other")
@@ -242,9 +258,10 @@ async def test_the_api_lists_filters_pages_and_resolves(registry: Registry) -> N
 async def test_the_api_needs_a_key_and_resolving_needs_the_writer_role(
     registry: Registry,
 ) -> None:
-    stove = new_stove()
+    reader_did = f"did:ixo:org/{unique('reader')}"
+    stove = await owned_stove(registry, reader_did)
     problem = await report(registry, stove)
-    reader_key = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+    reader_key = await registry.key(reader_did, "reader")
     async with registry.as_key(reader_key) as reader:
         listed = await reader.get("/v1/support/problems", params={"stove": stove})
         assert [p["reference"] for p in listed.json()["items"]] == [problem.reference]
@@ -266,20 +283,20 @@ async def test_the_api_needs_a_key_and_resolving_needs_the_writer_role(
 
 
 async def test_the_console_resolves_a_problem_from_the_support_list(registry: Registry) -> None:
-    stove = new_stove()
+    reader_did, writer_did = f"did:ixo:org/{unique('reader')}", f"did:ixo:org/{unique('support')}"
+    stove = await owned_stove(registry, reader_did, writer_did)
     problem = await report(registry, stove, "noStart")
     row = f'id="problem-{problem.reference}"'
     action = f"/console/support/{problem.reference}/resolution"
     async with console(registry) as browser:
         # A reader sees the list without the form, and may not post it.
-        reader_key = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+        reader_key = await registry.key(reader_did, "reader")
         token = await sign_in(browser, reader_key)
         page = await browser.get("/console/claims")
         assert row in page.text and action not in page.text
         refused = await browser.post(action, data={"csrf": token, "note": "Fixed."})
         assert refused.status_code == 403
     async with console(registry) as browser:
-        writer_did = f"did:ixo:org/{unique('support')}"
         token = await sign_in(browser, await registry.key(writer_did, "writer"))
         page = await browser.get("/console/claims")
         assert row in page.text and f'action="{action}"' in page.text
@@ -400,10 +417,10 @@ async def test_resolutions_are_in_the_write_log_without_their_note(
     registry: Registry,
     log_stream: io.StringIO,  # noqa: F811
 ) -> None:
-    api_problem = await report(registry, new_stove())
-    console_problem = await report(registry, new_stove(), "meter")
-    note = "Spoke to the household on +254700000001 about the seal."
     writer_did = f"did:ixo:org/{unique('support')}"
+    api_problem = await report(registry, await owned_stove(registry, writer_did))
+    console_problem = await report(registry, await owned_stove(registry, writer_did), "meter")
+    note = "Spoke to the household on +254700000001 about the seal."
     writer_key = await registry.key(writer_did, "writer")
     async with registry.as_key(writer_key) as writer:
         path = f"/v1/support/problems/{api_problem.reference}/resolve"

@@ -395,6 +395,7 @@ async def test_introspection_describes_the_entity(registry: Registry) -> None:
         "creditClass",
         "summary",
         "telemetryState",
+        "events",
     }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GatewayFactory, new_phone, unique
+from tests.conftest import GatewayFactory, new_phone
 from tests.integration.console.test_console import console, sign_in
 from tests.integration.ussd.test_ussd_stoves import PIN, Programme, programme  # noqa: F401 (fixture)
 from tests.support.ussd_flows import Journey, create_account, log_in
@@ -223,7 +223,9 @@ async def test_stove_status_reads_telemetry_and_problems_become_events(
     queue = await programme.platform.stove_care.open_problems(EVERYTHING)
     assert reference in [problem.reference for problem in queue]
     async with console(registry) as browser:
-        token, _ = await registry.platform.api_keys.create(f"did:ixo:org/{unique('r')}", ["reader"])
+        # A reader of the stove's organisation (its controller) sees its household's report.
+        controller = (await registry.client.get(f"/v1/domains/{stove}")).json()["controller"][0]
+        token, _ = await registry.platform.api_keys.create(controller, ["reader"])
         await sign_in(browser, token)
         page = await browser.get("/console/claims")
         assert page.status_code == 200

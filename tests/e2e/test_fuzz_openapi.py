@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.conftest import fresh_postgres_database
 from tests.support.served import serving
 
 EXAMPLES = int(os.environ.get("TWINHUB_FUZZ_EXAMPLES", "3"))
@@ -129,13 +130,25 @@ FUZZ_SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+async def fuzz_database() -> AsyncIterator[str]:
+    """A PostgreSQL database of the run's own: where bad data reaches a real server's data
+    errors (a NUL byte, an out-of-range integer or date), which must never read as an
+    outage (a 503) nor a 500."""
+    async with fresh_postgres_database("fuzz") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, fuzz_database: str
+) -> Iterator[dict[str, str]]:
     data = Path(tmp_path_factory.mktemp("fuzz")) / "data"
     with serving(
         data,
         "api",
         wait_for=("registry", "gateway"),
         LOG_LEVEL="error",
+        DATABASE_URL=fuzz_database,
         TWINHUB_BOOTSTRAP_API_KEY=KEY,
         REGISTRY_RATE_LIMIT="100000000/minute",
         GATEWAY_RATE_LIMIT="100000000/minute",

@@ -15,6 +15,7 @@ reader or writer role), failing before any GraphQL runs with the registry's JSON
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any, NewType
@@ -24,10 +25,17 @@ from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from fastapi.security import HTTPAuthorizationCredentials
-from graphql import GraphQLError
+from graphql import GraphQLError, StringValueNode, ValidationRule
 from starlette.responses import Response
 from starlette.websockets import WebSocket
-from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from strawberry.extensions import (
+    AddValidationRules,
+    MaskErrors,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
 from strawberry.fastapi import BaseContext, GraphQLRouter
 from strawberry.scalars import JSON
 from strawberry.schema.config import StrawberryConfig
@@ -578,6 +586,34 @@ def _authorised(info: GraphQLInfo) -> RegistryContext:
 
 
 # -- schema and router -----------------------------------------------------------------------
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+class NoNulLiterals(ValidationRule):
+    """A NUL character is in no DID, id, name or time: a string literal holding one is a
+    GraphQL error before anything runs (the database would refuse it as text)."""
+
+    def enter_string_value(self, node: StringValueNode, *_: object) -> None:
+        if "\x00" in node.value:
+            self.report_error(GraphQLError("A string holds a NUL character.", node))
+
+
+class NoNulVariables(SchemaExtension):
+    """The same for the request's variables, which validation does not see."""
+
+    def on_operation(self) -> Iterator[None]:
+        if _holds_nul(self.execution_context.variables):
+            raise GraphQLError("A variable holds a NUL character.")
+        yield
+
+
 def _unexpected(error: GraphQLError) -> bool:
     """A failure of the registry itself, rather than a caller's mistake or a service rule."""
     return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
@@ -605,6 +641,8 @@ def build_schema(max_tokens: int, max_depth: int, max_aliases: int) -> strawberr
                 should_ignore=lambda ignored: ignored.field_name.startswith("__"),
             ),
             lambda: MaxAliasesLimiter(max_alias_count=max_aliases),
+            lambda: AddValidationRules([NoNulLiterals]),
+            NoNulVariables,
             # Internal failures (a database error, say) must not leak SQL or hosts to callers.
             lambda: MaskErrors(
                 should_mask_error=_unexpected, error_message="Internal error; logged."

@@ -11,8 +11,10 @@ their problem reports, its telemetry, the webhook deliveries about it) is for:
 - the registry role and admins, who see everything.
 
 An event is about the DID in its `subject`: a domain, or a credit holder. A viewer sees the
-events about domains it may see, about itself (the credits it holds), about the households
-owning stoves it may see, about its own webhooks, and the public ones (protocols).
+events about domains it may see, about itself (the credits it holds), about its own webhooks,
+and the public ones (protocols). Events about a household's DID (the credits it holds) and
+customers' records are for who sees everything: any writer may name any existing customer as
+its stove's household, so owning a stove a household is named on proves nothing.
 
 Each rule is a SQL condition, so reads filter in the database and pages stay whole.
 """
@@ -26,7 +28,6 @@ from sqlalchemy import ColumnElement, Select, literal, or_, select, true, union
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Domain, DomainController, Event, Relationship, WebhookSubscription
-from twinhub.kernel.identifiers import customer_did
 from twinhub.kernel.principals import Principal
 
 SEES_EVERYTHING = frozenset({"admin", "registry"})
@@ -64,13 +65,6 @@ def visible_domains(viewer: Viewer) -> Select[Any]:
     )
 
 
-def households(viewer: Viewer) -> Select[Any]:
-    """The customer IDs of the households owning a stove `viewer` may see."""
-    return select(Domain.owner_customer_id).where(
-        Domain.owner_customer_id.is_not(None), Domain.did.in_(visible_domains(viewer))
-    )
-
-
 def domain_visible(column: Any, viewer: Viewer) -> ColumnElement[bool]:
     """`column` (a domain DID) names a domain whose private data `viewer` may see."""
     if viewer.everything:
@@ -78,20 +72,10 @@ def domain_visible(column: Any, viewer: Viewer) -> ColumnElement[bool]:
     return column.in_(visible_domains(viewer))
 
 
-def customer_visible(column: Any, viewer: Viewer) -> ColumnElement[bool]:
-    """`column` (a customer ID) names a household of a stove `viewer` may see."""
-    if viewer.everything:
-        return true()
-    return column.in_(households(viewer))
-
-
 def event_visible(viewer: Viewer) -> ColumnElement[bool]:
     """An events row `viewer` may read (and have delivered to its webhooks)."""
     if viewer.everything:
         return true()
-    household_dids = select(literal(customer_did("")) + Domain.owner_customer_id).where(
-        Domain.owner_customer_id.is_not(None), Domain.did.in_(visible_domains(viewer))
-    )
     own_webhooks = select(WebhookSubscription.webhook_id).where(
         WebhookSubscription.created_by == viewer.did
     )
@@ -99,7 +83,6 @@ def event_visible(viewer: Viewer) -> ColumnElement[bool]:
         Event.type.in_(PUBLIC_EVENT_TYPES),
         Event.subject == viewer.did,
         Event.subject.in_(visible_domains(viewer)),
-        Event.subject.in_(household_dids),
         Event.subject.in_(own_webhooks),
     )
 

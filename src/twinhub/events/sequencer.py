@@ -30,6 +30,7 @@ from twinhub.db.bulk import insert_rows
 from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription
 from twinhub.db.visibility import Viewer, event_visible
+from twinhub.events.dispatcher import ACTIVE
 from twinhub.kernel.bus import DELIVERIES_MADE, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
@@ -61,7 +62,7 @@ _UNNUMBERED = (
     .limit(bindparam("limit"))
 )
 # Subscriptions that get new deliveries: not deleted, not disabled.
-_LIVE = and_(WebhookSubscription.deleted_at.is_(None), WebhookSubscription.state == "active")
+_LIVE = and_(WebhookSubscription.deleted_at.is_(None), WebhookSubscription.state == ACTIVE)
 # What a fan-out needs of each: id, the types it wants, whose eyes it delivers for.
 _SUBSCRIPTION = (
     WebhookSubscription.id,

@@ -24,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Customer, PinLockout
-from twinhub.db.visibility import Viewer, customer_visible
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.security.pins import PinCipher
@@ -142,20 +141,6 @@ class CustomerService:
     async def by_customer_id(self, customer_id: str) -> CustomerView | None:
         async with self._sessions() as session:
             row = await session.scalar(select(Customer).where(Customer.customer_id == customer_id))
-            return _view(row) if row else None
-
-    async def seen_by(
-        self, viewer: Viewer, *, customer_id: str | None = None, phone: str | None = None
-    ) -> CustomerView | None:
-        """The customer with this ID (or phone), if `viewer` may see the household: it owns
-        a stove of the viewer's organisation (db.visibility); None otherwise."""
-        query = select(Customer).where(customer_visible(Customer.customer_id, viewer))
-        if customer_id is not None:
-            query = query.where(Customer.customer_id == customer_id)
-        if phone is not None:
-            query = query.where(Customer.phone_number == phone)
-        async with self._sessions() as session:
-            row = await session.scalar(query.limit(1))
             return _view(row) if row else None
 
     async def by_phone(self, phone_number: str) -> CustomerView | None:

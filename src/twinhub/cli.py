@@ -844,9 +844,11 @@ def support_list(
     wanted = None if status in (None, "all") else status
 
     async def work(platform: Any) -> list[Any]:
+        from twinhub.db.visibility import EVERYTHING  # the CLI's operator sees every stove
+
         found, cursor = [], None
         while True:
-            page = await platform.stove_care.problems(wanted, stove, cursor, 100)
+            page = await platform.stove_care.problems(wanted, stove, cursor, 100, viewer=EVERYTHING)
             found += page.items
             cursor = page.next_cursor
             if cursor is None:
@@ -867,7 +869,11 @@ def support_resolve(
     note: Annotated[str, typer.Option("--note", help="How the problem was resolved")],
 ) -> None:
     """Resolve an open stove problem (as the CLI operator), saying how."""
-    view = _device_call(lambda p: p.stove_care.resolve_problem(reference, _operator().did, note))
+    from twinhub.db.visibility import EVERYTHING  # the CLI's operator sees every stove
+
+    view = _device_call(
+        lambda p: p.stove_care.resolve_problem(reference, _operator().did, note, viewer=EVERYTHING)
+    )
     console.print(f"[green]problem {view.reference} resolved[/green] ({view.kind}, {view.stove})")
 
 

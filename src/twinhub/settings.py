@@ -45,6 +45,7 @@ class WebhookSettings:
 
     timeout: float
     retry_horizon: float
+    disable_after: float
     retry_base: float
     retry_max_delay: float
     concurrency: int
@@ -932,6 +933,15 @@ class EventsSettings(_Section):
         gt=0,
         description="How long a delivery is retried before it is marked failed.",
     )
+    webhook_disable_after_seconds: float = Field(
+        86_400.0,
+        validation_alias="WEBHOOK_DISABLE_AFTER_SECONDS",
+        gt=0,
+        description=(
+            "A subscription whose receiver has answered no attempt with a 2xx for this long "
+            "is disabled (event `webhook.disabled`) until re-enabled."
+        ),
+    )
     webhook_retry_base_seconds: float = Field(
         5.0,
         validation_alias="WEBHOOK_RETRY_BASE_SECONDS",
@@ -1290,6 +1300,7 @@ class Settings(BaseSettings):
         return WebhookSettings(
             timeout=events.webhook_timeout_seconds,
             retry_horizon=events.webhook_retry_horizon_seconds,
+            disable_after=events.webhook_disable_after_seconds,
             retry_base=events.webhook_retry_base_seconds,
             retry_max_delay=events.webhook_retry_max_delay_seconds,
             concurrency=events.webhook_concurrency,

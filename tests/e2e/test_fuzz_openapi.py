@@ -1,7 +1,10 @@
-"""Schema-driven fuzzing (issue 15.9) of the registry API (`/openapi.json`) and the chain
-REST gateway (`/swagger/openapi.json`) with Schemathesis, against a real `twinhub serve api`
-process: no answer may be a 5xx, and every answer must match the documented status codes,
-headers, content type and response schema.
+"""Schema-driven fuzzing (issue 15.9, 31.9) of the registry API (`/openapi.json`), its
+GraphQL schema (`/graphql`, by introspection) and the chain REST gateway
+(`/swagger/openapi.json`) with Schemathesis, against a real `twinhub serve api` process with
+a write-capable (admin) key and the rate limits raised: no answer may be a 5xx (a 503 too:
+the database is up all along, so a 503 is bad data taken for an outage), nor a GraphQL
+error masking an internal failure, and every REST answer must match the documented status
+codes, headers, content type and response schema.
 
 The default run keeps a short budget (`TWINHUB_FUZZ_EXAMPLES`, 3 examples an operation);
 `./dev fuzz` runs the same with a long one. The USSD gateway's property-based fuzz is
@@ -12,12 +15,15 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import schemathesis
+import schemathesis.graphql
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.graphql import nodes
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_headers_conformance,
@@ -25,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.conftest import fresh_postgres_database
 from tests.support.served import serving
 
 EXAMPLES = int(os.environ.get("TWINHUB_FUZZ_EXAMPLES", "3"))
@@ -74,6 +81,39 @@ def documented_parameters_accepted(
         raise AssertionError(f"documented parameters refused: {refused}: {response.text[:300]}")
 
 
+INTERNAL_ERROR = "Internal error; logged."  # registry.graphql's mask of its own failures
+
+
+@schemathesis.check
+def no_graphql_failure(
+    ctx: object, response: schemathesis.Response, case: schemathesis.Case
+) -> None:
+    """No 5xx, and no GraphQL error that masks a failure of the registry itself: a bad
+    argument is a GraphQL error naming it, never an internal one."""
+    no_server_failure(ctx, response, case)
+    if "json" not in response.headers.get("content-type", [""])[0]:
+        return
+    body = response.json()
+    errors = body.get("errors") if isinstance(body, dict) else None
+    for error in errors or []:
+        if error.get("message") == INTERNAL_ERROR:
+            raise AssertionError(f"internal GraphQL failure: {response.text[:300]}")
+
+
+# The registry's own scalars: what a client may send for each (schemathesis generates the
+# standard ones itself). Long holds 64-bit amounts; DateTime is ISO 8601; JSON any value.
+schemathesis.graphql.scalar(
+    "Long", st.integers(min_value=-(2**63), max_value=2**63 - 1).map(nodes.Int)
+)
+schemathesis.graphql.scalar(
+    "DateTime",
+    st.one_of(
+        st.datetimes().map(lambda moment: nodes.String(moment.isoformat() + "Z")),
+        st.text(max_size=30).map(nodes.String),
+    ),
+)
+schemathesis.graphql.scalar("JSON", st.text(max_size=30).map(nodes.String))
+
 CHECKS = [
     no_server_failure,
     status_code_conformance,
@@ -90,13 +130,25 @@ FUZZ_SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+async def fuzz_database() -> AsyncIterator[str]:
+    """A PostgreSQL database of the run's own: where bad data reaches a real server's data
+    errors (a NUL byte, an out-of-range integer or date), which must never read as an
+    outage (a 503) nor a 500."""
+    async with fresh_postgres_database("fuzz") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, fuzz_database: str
+) -> Iterator[dict[str, str]]:
     data = Path(tmp_path_factory.mktemp("fuzz")) / "data"
     with serving(
         data,
         "api",
         wait_for=("registry", "gateway"),
         LOG_LEVEL="error",
+        DATABASE_URL=fuzz_database,
         TWINHUB_BOOTSTRAP_API_KEY=KEY,
         REGISTRY_RATE_LIMIT="100000000/minute",
         GATEWAY_RATE_LIMIT="100000000/minute",
@@ -104,13 +156,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         yield urls
 
 
-def fuzz(schema_url: str, headers: dict[str, str], checks: list[object] = CHECKS) -> int:
+def fuzz(
+    schema: schemathesis.BaseSchema, headers: dict[str, str], checks: list[object] = CHECKS
+) -> int:
     """Every operation of the schema, EXAMPLES cases each, every check; the cases run.
+    Every operation runs even after one fails, so a run names each failing operation.
 
     (Schemathesis' own pytest integration does not run under this pytest; each operation
     becomes a hypothesis test here instead.)"""
-    schema = schemathesis.openapi.from_url(schema_url)
     ran = 0
+    failures: list[str] = []
     for result in schema.get_all_operations():
         operation = result.ok()
 
@@ -121,19 +176,31 @@ def fuzz(schema_url: str, headers: dict[str, str], checks: list[object] = CHECKS
             ran += 1
             case.call_and_validate(headers=headers, checks=checks)
 
-        check()
+        try:
+            check()
+        except Exception as failure:  # collected, reported together below
+            failures.append(f"{operation.label}: {failure}"[:2000])
+    assert not failures, "\n\n".join(failures)
     return ran
 
 
 def test_registry_answers_as_documented(served: dict[str, str]) -> None:
     ran = fuzz(
-        f"{served['registry']}/openapi.json",
+        schemathesis.openapi.from_url(f"{served['registry']}/openapi.json"),
         {"Authorization": f"Bearer {KEY}"},
         [*CHECKS, documented_parameters_accepted],
     )
     assert ran >= 40  # every operation was reached
 
 
+def test_graphql_never_fails(served: dict[str, str]) -> None:
+    """Every query field of the registry's GraphQL schema, with generated arguments."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    schema = schemathesis.graphql.from_url(f"{served['registry']}/graphql", headers=headers)
+    ran = fuzz(schema, headers, [no_graphql_failure])
+    assert ran >= 9  # every query field was reached
+
+
 def test_gateway_answers_as_documented(served: dict[str, str]) -> None:
-    ran = fuzz(f"{served['gateway']}/swagger/openapi.json", {})
+    ran = fuzz(schemathesis.openapi.from_url(f"{served['gateway']}/swagger/openapi.json"), {})
     assert ran >= 20

@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 from twinhub.console.assets import STATIC_URL, TEMPLATE_DIR
 from twinhub.console.auth import SignedIn, check_csrf, signed_in
 from twinhub.console.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore
+from twinhub.db.visibility import viewer_of
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import ROLES
@@ -365,7 +366,7 @@ async def claims(
     user = await signed_in(request)
     queue = await _queue(_platform(request))
     # Problems households reported over USSD (Stove Status): the support queue.
-    support = await _platform(request).stove_care.open_problems()
+    support = await _platform(request).stove_care.open_problems(viewer_of(user.principal))
     errors, support_errors = errors or {}, support_errors or {}
     shown = {claim["id"] for claim in queue}
     stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
@@ -398,7 +399,9 @@ async def resolve_problem(request: Request) -> Response:
     reference = request.path_params["reference"]
     note = _text(form, "note")
     try:
-        await _platform(request).stove_care.resolve_problem(reference, user.principal.did, note)
+        await _platform(request).stove_care.resolve_problem(
+            reference, user.principal.did, note, viewer=viewer_of(user.principal)
+        )
     except ServiceError as problem:
         details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
         status = {"not_found": 404, "conflict": 409}.get(problem.code, 422)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     text,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -550,6 +551,13 @@ class WebhookSubscription(Base):
     created_by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # Delivered for whose eyes (db.visibility): everything (an admin's or the registry's),
+    # or what `created_by` may see.
+    sees_everything: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # active, or disabled: its receiver failed for WEBHOOK_DISABLE_AFTER_SECONDS.
+    state: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
+    failing_since: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
 class WebhookDelivery(Base):

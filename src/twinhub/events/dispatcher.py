@@ -10,6 +10,9 @@ one slow receiver cannot take every slot. Every attempt has a whole-request dead
 at most WEBHOOK_MAX_RESPONSE_BYTES of the answer, follows no redirect, and connects only to
 an address the URL policy has just checked. A failure is retried with exponential back-off
 and jitter until the retry horizon has passed, then marked failed (replayable by hand).
+A subscription whose receiver has answered no attempt with a 2xx for WEBHOOK_DISABLE_AFTER
+seconds is disabled (a `webhook.disabled` event): its pending deliveries fail and no new
+ones are made until it is enabled again.
 
 Time comes from an injected clock, so tests can live through a day of retries in steps
 (`run_once`) without sleeping.
@@ -31,12 +34,13 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 import orjson
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub import __version__
 from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
+from twinhub.events.store import record_event
 from twinhub.events.webhooks import RefusedUrl, SecretBox, resolve, sign
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
@@ -44,6 +48,8 @@ from twinhub.settings import WebhookSettings
 
 log = get_logger(__name__)
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+ACTIVE, DISABLED = "active", "disabled"  # a subscription's states
+SYSTEM_ACTOR = "did:ixo:org/twinhub"  # who disables a failing subscription
 EXCERPT_CHARS = 500
 LEASE_MARGIN_SECONDS = 30.0
 
@@ -195,7 +201,11 @@ class Dispatcher:
                 await session.scalars(
                     select(WebhookDelivery.subscription_id)
                     .join(WebhookSubscription)
-                    .where(*due, WebhookSubscription.deleted_at.is_(None))
+                    .where(
+                        *due,
+                        WebhookSubscription.deleted_at.is_(None),
+                        WebhookSubscription.state == ACTIVE,
+                    )
                     .distinct()
                     .limit(1000)
                 )
@@ -352,6 +362,7 @@ class Dispatcher:
                 row.next_attempt_at = self.next_attempt(row, now, outcome.retry_after)
                 if row.next_attempt_at is None:
                     row.status = FAILED
+            await self._health(session, job, outcome, now)
         self.outcomes[_outcome_label(outcome)] += 1
         if outcome.ok:
             log.info("webhook delivered", webhook=job.webhook_id, event_id=job.event_id)
@@ -363,6 +374,66 @@ class Dispatcher:
                 status=outcome.status_code,
                 error=outcome.error,
             )
+
+    async def _health(
+        self, session: AsyncSession, job: Job, outcome: Outcome, now: datetime
+    ) -> None:
+        """Keep when the receiver began failing (cleared by a 2xx); disable the subscription
+        once that is WEBHOOK_DISABLE_AFTER seconds ago. Statements that change nothing in
+        the common case (a healthy receiver), so attempts do not queue on its row."""
+        subscription = WebhookSubscription.__table__.c
+        mine = (subscription.id == job.subscription, subscription.state == ACTIVE)
+        if outcome.ok:
+            await session.execute(
+                update(WebhookSubscription)
+                .where(*mine, subscription.failing_since.is_not(None))
+                .values(failing_since=None)
+            )
+            return
+        await session.execute(
+            update(WebhookSubscription)
+            .where(*mine, subscription.failing_since.is_(None))
+            .values(failing_since=now)
+        )
+        since = now - timedelta(seconds=self.policy.disable_after)
+        disabled = (
+            await session.execute(
+                update(WebhookSubscription)
+                .where(*mine, subscription.failing_since <= since)
+                .values(state=DISABLED, disabled_at=now)
+                .returning(subscription.failing_since, subscription.url)
+            )
+        ).first()
+        if disabled is None:
+            return
+        await session.execute(
+            update(WebhookDelivery)
+            .where(
+                WebhookDelivery.subscription_id == job.subscription,
+                WebhookDelivery.status == PENDING,
+            )
+            .values(status=FAILED, next_attempt_at=None, last_error="subscription disabled")
+        )
+        failing_since, url = disabled
+        record_event(
+            session,
+            "webhook.disabled",
+            job.webhook_id,
+            SYSTEM_ACTOR,
+            {
+                "webhook": job.webhook_id,
+                "url": url,
+                "failingSince": failing_since.isoformat().replace("+00:00", "Z"),
+                "lastError": outcome.error
+                or (f"HTTP {outcome.status_code}" if outcome.status_code else None),
+            },
+            occurred_at=now,
+        )
+        log.warning(
+            "webhook disabled",
+            webhook=job.webhook_id,
+            failing_since=failing_since.isoformat(),
+        )
 
     def in_flight(self) -> int:
         return sum(self._in_flight.values())

@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.visibility import Viewer
 from twinhub.events.dispatcher import Dispatcher, stop_between_steps
 from twinhub.events.sequencer import Sequencer
 from twinhub.events.store import EventStore, StoredEvent
@@ -153,15 +154,21 @@ class EventsHub:
                 await asyncio.wait_for(self._stop.wait(), interval)
 
     async def follow(
-        self, after: int, types: list[str] | None, heartbeat: float, batch: int = 100
+        self,
+        after: int,
+        types: list[str] | None,
+        heartbeat: float,
+        viewer: Viewer,
+        batch: int = 100,
     ) -> AsyncIterator[StoredEvent | None]:
-        """Events after `after`, then each new one as it is numbered, for ever; None when
-        nothing came for `heartbeat` seconds (the stream sends a comment to keep alive)."""
+        """Events `viewer` may see after `after`, then each new one as it is numbered, for
+        ever; None when nothing came for `heartbeat` seconds (the stream sends a comment to
+        keep alive)."""
         position = after
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while not self._closed:
-            events = await self.store.after(position, batch, types)
+            events = await self.store.after(position, batch, types, viewer)
             for event in events:
                 position = event.position
                 yield event

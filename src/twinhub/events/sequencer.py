@@ -22,13 +22,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.bulk import insert_rows
 from twinhub.db.dialects import dialect_of
 from twinhub.db.models import Event, WebhookDelivery, WebhookSubscription
+from twinhub.db.visibility import Viewer, event_visible
+from twinhub.events.dispatcher import ACTIVE
 from twinhub.kernel.bus import DELIVERIES_MADE, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
@@ -59,12 +61,20 @@ _UNNUMBERED = (
     .order_by(Event.id)
     .limit(bindparam("limit"))
 )
-_LIVE = WebhookSubscription.deleted_at.is_(None)
+# Subscriptions that get new deliveries: not deleted, not disabled.
+_LIVE = and_(WebhookSubscription.deleted_at.is_(None), WebhookSubscription.state == ACTIVE)
+# What a fan-out needs of each: id, the types it wants, whose eyes it delivers for.
+_SUBSCRIPTION = (
+    WebhookSubscription.id,
+    WebhookSubscription.event_types,
+    WebhookSubscription.created_by,
+    WebhookSubscription.sees_everything,
+)
 _TOP = select(func.max(Event.position).label("top")).subquery()
 _ANY_UNNUMBERED = select(Event.id).where(Event.position.is_(None)).limit(1)
-_TOP_AND_SUBSCRIPTIONS = select(
-    _TOP.c.top, WebhookSubscription.id, WebhookSubscription.event_types
-).select_from(_TOP.outerjoin(WebhookSubscription, _LIVE))
+_TOP_AND_SUBSCRIPTIONS = select(_TOP.c.top, *_SUBSCRIPTION).select_from(
+    _TOP.outerjoin(WebhookSubscription, _LIVE)
+)
 
 
 class Sequencer:
@@ -119,7 +129,7 @@ class Sequencer:
         top = found[0][0] or 0
         for n, row in enumerate(rows, start=top + 1):
             row["position"] = n
-        return [(id_, types) for _, id_, types in found if id_ is not None]
+        return [tuple(row[1:]) for row in found if row[1] is not None]
 
     async def insert_delivered(
         self, session: AsyncSession, rows: list[dict[str, Any]], subscriptions: list[Any]
@@ -181,21 +191,25 @@ class Sequencer:
 
     @staticmethod
     async def _subscriptions(session: AsyncSession) -> list[Any]:
-        """(id, event types) of the live webhook subscriptions."""
-        return list(
-            (
-                await session.execute(
-                    select(WebhookSubscription.id, WebhookSubscription.event_types).where(_LIVE)
-                )
-            ).all()
-        )
+        """(id, event types, creator, sees everything) of the live webhook subscriptions."""
+        return list((await session.execute(select(*_SUBSCRIPTION).where(_LIVE))).all())
 
     async def _deliver(
         self, session: AsyncSession, subscriptions: list[Any], rows: Iterable[tuple[int, str]]
     ) -> int:
-        """A delivery of each (event id, type) to each subscription that wants it."""
+        """A delivery of each (event id, type) to each subscription that wants it and whose
+        creator may see it (db.visibility, asked of the database: the rows are in it)."""
         if not subscriptions:
             return 0
+        rows = list(rows)
+        seen: dict[int, set[int]] = {}
+        for subscription, _, creator, everything in subscriptions:
+            if not everything:
+                visible = select(Event.id).where(
+                    Event.id.in_([pk for pk, _ in rows]),
+                    event_visible(Viewer(creator, everything=False)),
+                )
+                seen[subscription] = set(await session.scalars(visible))
         now = self.clock()
         deliveries = [
             {
@@ -208,8 +222,9 @@ class Sequencer:
                 "created_at": now,
             }
             for pk, type_ in rows
-            for subscription, types in subscriptions
-            if not types or type_ in types
+            for subscription, types, _, _ in subscriptions
+            if (not types or type_ in types)
+            and (subscription not in seen or pk in seen[subscription])
         ]
         if deliveries:
             await session.execute(WebhookDelivery.__table__.insert(), deliveries)

@@ -18,6 +18,7 @@ from sqlalchemy import and_, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
+from twinhub.db.visibility import Viewer, event_visible
 from twinhub.events.types import CATALOGUE, EventRecord, LedgerEntry, events_for_transaction
 from twinhub.kernel.bus import EVENTS_WRITTEN, Cause, mark, unmark
 from twinhub.kernel.clock import utcnow
@@ -187,17 +188,18 @@ def check_types(types: list[str]) -> list[str]:
 
 
 class EventStore:
-    """Reads: pages of numbered events after a position, optionally of some types."""
+    """Reads: pages of numbered events after a position, optionally of some types, of
+    those the viewer may see (db.visibility: filtered in the query, so a page is whole)."""
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
     async def after(
-        self, position: int, limit: int, types: list[str] | None = None
+        self, position: int, limit: int, types: list[str] | None, viewer: Viewer
     ) -> list[StoredEvent]:
         query = (
             select(Event)
-            .where(Event.position.is_not(None), Event.position > position)
+            .where(Event.position.is_not(None), Event.position > position, event_visible(viewer))
             .order_by(Event.position)
             .limit(limit)
         )

@@ -1,5 +1,10 @@
 """Webhook subscriptions as the registry manages them: create (the secret shown once),
-list, read, delete, the delivery log, and replays. No HTTP here; the routes render."""
+list, read, delete, the delivery log, replays, and re-enabling a disabled one. No HTTP
+here; the routes render.
+
+A subscription delivers for its creator's eyes (db.visibility): an admin's or the registry
+role's gets every event; an organisation's (a writer key) only the events its keys may
+read. Its creator (and admins) manage it; the registry role reads every one."""
 
 from __future__ import annotations
 
@@ -12,16 +17,18 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import Event, WebhookAttempt, WebhookDelivery, WebhookSubscription
-from twinhub.events.dispatcher import DELIVERED, FAILED, PENDING
+from twinhub.db.visibility import Viewer, event_visible, owned_webhook, viewer_of
+from twinhub.events.dispatcher import ACTIVE, DELIVERED, FAILED, PENDING
 from twinhub.events.store import check_types
 from twinhub.events.webhooks import RefusedUrl, SecretBox, new_secret, resolve
 from twinhub.kernel.clock import utcnow
-from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
-from twinhub.kernel.principals import Principal, require_role
+from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound
+from twinhub.kernel.principals import Principal
 from twinhub.settings import WebhookSettings
 
 STATUSES = (PENDING, DELIVERED, FAILED)
 MAX_REPLAY = 10_000
+_SUBSCRIBERS = frozenset({"admin", "writer", "registry"})
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -36,7 +43,15 @@ def subscription_view(row: WebhookSubscription) -> dict[str, Any]:
         "description": row.description,
         "createdBy": row.created_by,
         "createdAt": _iso(row.created_at),
+        "state": row.state,
+        "failingSince": _iso(row.failing_since),
+        "disabledAt": _iso(row.disabled_at),
     }
+
+
+def subscriber_of(row: WebhookSubscription) -> Viewer:
+    """Whose eyes the subscription delivers for."""
+    return Viewer(row.created_by, everything=row.sees_everything)
 
 
 def delivery_view(
@@ -83,7 +98,8 @@ class WebhookService:
         self, url: str, events: list[str] | None, description: str, actor: Principal
     ) -> dict[str, Any]:
         """A new subscription; the answer carries its signing secret, this once only."""
-        require_role(actor, "admin")
+        if not actor.roles & _SUBSCRIBERS:
+            raise Forbidden("This needs the writer, registry or admin role.")
         types = check_types(sorted(set(events or [])))
         try:
             await resolve(url, self._policy)
@@ -100,25 +116,26 @@ class WebhookService:
             description=description,
             created_by=actor.did,
             created_at=self.clock(),
+            sees_everything=viewer_of(actor).everything,
+            state=ACTIVE,
         )
         async with self._sessions.begin() as session:
             session.add(row)
         return {**subscription_view(row), "secret": secret}
 
     async def list(self, actor: Principal) -> list[dict[str, Any]]:
-        require_role(actor, "admin")
+        """The live subscriptions the actor may read."""
         async with self._sessions() as session:
             rows = await session.scalars(
                 select(WebhookSubscription)
-                .where(WebhookSubscription.deleted_at.is_(None))
+                .where(WebhookSubscription.deleted_at.is_(None), owned_webhook(viewer_of(actor)))
                 .order_by(WebhookSubscription.id)
             )
             return [subscription_view(row) for row in rows]
 
     async def get(self, webhook_id: str, actor: Principal) -> dict[str, Any]:
-        require_role(actor, "admin")
         async with self._sessions() as session:
-            row = await self._row(session, webhook_id)
+            row = await self._row(session, webhook_id, actor)
             if row.deleted_at is not None:
                 raise NotFound(f"The webhook {webhook_id} is deleted.")
             counts = dict(
@@ -134,9 +151,8 @@ class WebhookService:
 
     async def delete(self, webhook_id: str, actor: Principal) -> None:
         """No more deliveries; its log stays readable by id until then removed with it."""
-        require_role(actor, "admin")
         async with self._sessions.begin() as session:
-            row = await self._row(session, webhook_id, lock=True)
+            row = await self._row(session, webhook_id, actor, change=True)
             row.deleted_at = self.clock()
             await session.execute(
                 update(WebhookDelivery)
@@ -151,11 +167,10 @@ class WebhookService:
         self, webhook_id: str, actor: Principal, status: str | None, after: int, limit: int
     ) -> tuple[list[dict[str, Any]], int | None]:
         """The delivery log, newest first: each delivery with every attempt."""
-        require_role(actor, "admin")
         if status is not None and status not in STATUSES:
             raise Invalid("Unknown delivery status.", [FieldProblem("status", ", ".join(STATUSES))])
         async with self._sessions() as session:
-            row = await self._row(session, webhook_id)
+            row = await self._row(session, webhook_id, actor)
             query = (
                 select(WebhookDelivery, Event)
                 .join(Event, Event.id == WebhookDelivery.event_pk)
@@ -183,9 +198,8 @@ class WebhookService:
 
     async def retry(self, webhook_id: str, delivery_id: int, actor: Principal) -> dict[str, Any]:
         """Send a delivery again now (failed or delivered), with a fresh retry horizon."""
-        require_role(actor, "admin")
         async with self._sessions.begin() as session:
-            subscription = await self._row(session, webhook_id)
+            subscription = await self._row(session, webhook_id, actor, change=True)
             if subscription.deleted_at is not None:
                 raise NotFound(f"The webhook {webhook_id} is deleted.")
             row = await session.get(WebhookDelivery, delivery_id, with_for_update=True)
@@ -200,15 +214,18 @@ class WebhookService:
 
     async def replay(self, webhook_id: str, after: int, actor: Principal) -> int:
         """Queue again every event after position `after` that the subscription wants
-        (at most MAX_REPLAY of them); how many."""
-        require_role(actor, "admin")
+        (at most MAX_REPLAY of them, of those its creator may see); how many."""
         async with self._sessions.begin() as session:
-            subscription = await self._row(session, webhook_id, lock=True)
+            subscription = await self._row(session, webhook_id, actor, change=True)
             if subscription.deleted_at is not None:
                 raise NotFound(f"The webhook {webhook_id} is deleted.")
             query = (
                 select(Event.id)
-                .where(Event.position.is_not(None), Event.position > after)
+                .where(
+                    Event.position.is_not(None),
+                    Event.position > after,
+                    event_visible(subscriber_of(subscription)),
+                )
                 .order_by(Event.position)
                 .limit(MAX_REPLAY)
             )
@@ -253,12 +270,29 @@ class WebhookService:
                 )
         return len(wanted)
 
+    async def enable(self, webhook_id: str, actor: Principal) -> dict[str, Any]:
+        """A disabled subscription gets deliveries again, from the next event on (what it
+        missed: `replay`); enabling an active one changes nothing."""
+        async with self._sessions.begin() as session:
+            row = await self._row(session, webhook_id, actor, change=True)
+            if row.deleted_at is not None:
+                raise Conflict(f"The webhook {webhook_id} is deleted.")
+            row.state, row.failing_since, row.disabled_at = ACTIVE, None, None
+            return subscription_view(row)
+
     @staticmethod
     async def _row(
-        session: AsyncSession, webhook_id: str, lock: bool = False
+        session: AsyncSession, webhook_id: str, actor: Principal, change: bool = False
     ) -> WebhookSubscription:
-        query = select(WebhookSubscription).where(WebhookSubscription.webhook_id == webhook_id)
-        if lock:
+        """The subscription, if `actor` may read it (`change`: change it, which is for its
+        creator and admins); NotFound otherwise, as for one that does not exist."""
+        query = select(WebhookSubscription).where(
+            WebhookSubscription.webhook_id == webhook_id,
+            WebhookSubscription.created_by == actor.did
+            if change and not actor.is_admin
+            else owned_webhook(viewer_of(actor)),
+        )
+        if change:
             query = query.with_for_update()
         row = await session.scalar(query)
         if row is None:

@@ -46,6 +46,11 @@ CATALOGUE: dict[str, str] = {
         "(data: reference, stove, customer, kind, status, reportedAt, resolvedAt, "
         "resolvedBy, note)."
     ),
+    "webhook.disabled": (
+        "A webhook subscription was disabled: its receiver failed for longer than "
+        "WEBHOOK_DISABLE_AFTER_SECONDS (subject: the webhook; data: webhook, url, "
+        "failingSince, lastError)."
+    ),
 }
 
 

@@ -15,6 +15,7 @@ reader or writer role), failing before any GraphQL runs with the registry's JSON
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any, NewType
@@ -24,10 +25,17 @@ from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from fastapi.security import HTTPAuthorizationCredentials
-from graphql import GraphQLError
+from graphql import GraphQLError, StringValueNode, ValidationRule
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
-from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from strawberry.extensions import (
+    AddValidationRules,
+    MaskErrors,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
 from strawberry.fastapi import BaseContext, GraphQLRouter
 from strawberry.scalars import JSON
 from strawberry.schema.config import StrawberryConfig
@@ -35,7 +43,9 @@ from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
 from twinhub.console.assets import offline_graphiql
-from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.db.visibility import sees_domain, viewer_of
+from twinhub.events.store import check_types
+from twinhub.kernel.errors import Forbidden, NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
@@ -319,6 +329,25 @@ class ClaimsConnection:
     page_info: PageInfo
 
 
+@strawberry.type(description="An event, as GET /v1/events gives it (see docs/events.md).")
+class RegistryEvent:
+    id: str
+    position: Long = strawberry.field(description="Its place in the order; a cursor.")
+    type: str
+    subject: str
+    actor: str
+    timestamp: str
+    data: JSON
+
+
+@strawberry.type(description="A page of events the caller may read.")
+class EventsConnection:
+    nodes: list[RegistryEvent]
+    end_cursor: str = strawberry.field(
+        description="The last position read: `after` of the next page, also when empty."
+    )
+
+
 @strawberry.type(description="Credits of one class a holder has, and has retired.")
 class Balance:
     token: str
@@ -442,6 +471,15 @@ class Query:
     )
     async def telemetry_state(self, info: GraphQLInfo, id: str) -> TelemetryState | None:
         context = _authorised(info)
+        assert context.caller is not None
+        platform = context.platform
+        if not await sees_domain(platform.sessionmaker, id, viewer_of(context.caller)):
+            raise _graphql_error(
+                Forbidden(
+                    f"The telemetry of {id} is for its controllers, its parties and the "
+                    "registry role."
+                )
+            )
         try:
             state = await context.platform.telemetry.state(id)
         except NotFound:
@@ -457,6 +495,36 @@ class Query:
             meter_field=state["meterField"],
             meter_total=state["meterTotal"],
             readings=state["readings"],
+        )
+
+    @strawberry.field(
+        description="Events in order after `after` (a position), of `types` if given: those "
+        "of the caller's organisation's domains and households (every one for the registry "
+        "role and admins), as GET /v1/events."
+    )
+    async def events(
+        self,
+        info: GraphQLInfo,
+        after: str | None = None,
+        types: list[str] | None = None,
+        first: int | None = None,
+    ) -> EventsConnection:
+        context = _authorised(info)
+        assert context.caller is not None
+        limit = _page_limit(context.platform, first)
+        position = after or "0"
+        if not position.isdigit() or int(position) > MAX_SEQ:
+            raise _invalid("The cursor is not an event position.", "after")
+        try:
+            wanted = check_types(types) if types else None
+        except ServiceError as error:
+            raise _graphql_error(error) from error
+        found = await context.platform.events.store.after(
+            int(position), limit, wanted, viewer_of(context.caller)
+        )
+        return EventsConnection(
+            nodes=[RegistryEvent(**event.as_json()) for event in found],
+            end_cursor=str(found[-1].position if found else int(position)),
         )
 
     @strawberry.field(description="One entity by DID; null when the registry has no such DID.")
@@ -518,6 +586,34 @@ def _authorised(info: GraphQLInfo) -> RegistryContext:
 
 
 # -- schema and router -----------------------------------------------------------------------
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+class NoNulLiterals(ValidationRule):
+    """A NUL character is in no DID, id, name or time: a string literal holding one is a
+    GraphQL error before anything runs (the database would refuse it as text)."""
+
+    def enter_string_value(self, node: StringValueNode, *_: object) -> None:
+        if "\x00" in node.value:
+            self.report_error(GraphQLError("A string holds a NUL character.", node))
+
+
+class NoNulVariables(SchemaExtension):
+    """The same for the request's variables, which validation does not see."""
+
+    def on_operation(self) -> Iterator[None]:
+        if _holds_nul(self.execution_context.variables):
+            raise GraphQLError("A variable holds a NUL character.")
+        yield
+
+
 def _unexpected(error: GraphQLError) -> bool:
     """A failure of the registry itself, rather than a caller's mistake or a service rule."""
     return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
@@ -545,6 +641,8 @@ def build_schema(max_tokens: int, max_depth: int, max_aliases: int) -> strawberr
                 should_ignore=lambda ignored: ignored.field_name.startswith("__"),
             ),
             lambda: MaxAliasesLimiter(max_alias_count=max_aliases),
+            lambda: AddValidationRules([NoNulLiterals]),
+            NoNulVariables,
             # Internal failures (a database error, say) must not leak SQL or hosts to callers.
             lambda: MaskErrors(
                 should_mask_error=_unexpected, error_message="Internal error; logged."

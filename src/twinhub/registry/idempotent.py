@@ -24,8 +24,13 @@ def _response(status: int, body: bytes, location: str | None, replayed: bool) ->
 
 
 async def idempotent(
-    request: Request, caller: Principal, run: Callable[[], Awaitable[Created]]
+    request: Request,
+    caller: Principal,
+    run: Callable[[], Awaitable[Created]],
+    kept: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Response:
+    """`run`'s answer; with an Idempotency-Key, a repeat gets the first answer back. `kept`
+    is what of an answer may be stored and replayed (a webhook's secret is shown once)."""
     key = request.headers.get("idempotency-key")
     if key is None:
         status, body, location = await run()
@@ -47,6 +52,7 @@ async def idempotent(
     except BaseException:
         await service.release(caller.did, key)
         raise
-    envelope = orjson.dumps({"body": body, "location": location}).decode()
+    stored_body = kept(body) if kept is not None else body
+    envelope = orjson.dumps({"body": stored_body, "location": location}).decode()
     await service.complete(caller.did, key, StoredAnswer(status, envelope))
     return _response(status, orjson.dumps(body), location, replayed=False)

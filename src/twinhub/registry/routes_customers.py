@@ -1,8 +1,12 @@
-"""Households (USSD customers) for operators (admin keys only): find one by phone or ID, see
-their stoves, claims and PIN lock-outs, lift the lock-outs, and hand stoves to them.
+"""Households (USSD customers) for operators: find one by phone or ID, see their stoves,
+claims and PIN lock-outs (admin and registry keys), lift the lock-outs, and hand stoves to
+them (admin keys only).
 
-A customer's record holds a name and a phone number: personal data, so every route needs
-the admin role, and no phone number is written to a log (the write log masks it).
+A customer's record holds a name and a phone number: personal data. An organisation's keys
+do not read it, not even for the households of its own stoves: any writer may name any
+existing customer as its stove's household (`ownerCustomerId`), so "owns one of our stoves"
+proves nothing about whose person it is (db.visibility keeps those reads to the keys that
+see everything). No phone number is written to a log (the write log masks it).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse, Response
 
-from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
+from twinhub.db.visibility import viewer_of
+from twinhub.kernel.errors import FieldProblem, Forbidden, Invalid, NotFound
 from twinhub.kernel.identifiers import customer_did
-from twinhub.kernel.principals import require_role
+from twinhub.kernel.principals import Principal, require_role
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.schemas import DomainOut
@@ -104,6 +109,12 @@ async def _out(request: Request, customer: CustomerView) -> CustomerOut:
     )
 
 
+def _sees_people(caller: Principal) -> None:
+    """Customers' records are for the keys that see everything (admin, registry role)."""
+    if not viewer_of(caller).everything:
+        raise Forbidden("This needs the admin or registry role.")
+
+
 async def _customer(request: Request, customer_id: str) -> CustomerView:
     found = None
     if is_valid_customer_id(customer_id):
@@ -113,7 +124,7 @@ async def _customer(request: Request, customer_id: str) -> CustomerView:
     return found
 
 
-@router.get("", summary="Find a customer by phone number or customer ID (admin)")
+@router.get("", summary="Find a customer by phone number or customer ID (admin, registry)")
 async def find_customers(
     request: Request,
     caller: Reader,
@@ -122,7 +133,7 @@ async def find_customers(
     ),
     id: Annotated[str | None, Query(pattern=r"^[0-9]{8}$", description="Customer ID")] = None,
 ) -> CustomersOut:
-    require_role(caller, "admin")
+    _sees_people(caller)
     if (phone is None) == (id is None):
         raise Invalid(
             "Find a customer by exactly one of phone or id.",
@@ -135,23 +146,25 @@ async def find_customers(
     return CustomersOut(items=[await _out(request, found)] if found else [])
 
 
-@router.get("/{customer_id}", summary="A customer and their lock-outs (admin)")
+@router.get("/{customer_id}", summary="A customer and their lock-outs (admin, registry)")
 async def show_customer(request: Request, caller: Reader, customer_id: CUSTOMER_ID) -> CustomerOut:
-    require_role(caller, "admin")
+    _sees_people(caller)
     return await _out(request, await _customer(request, customer_id))
 
 
 @router.get(
-    "/{customer_id}/stoves", response_model=StovesOut, summary="The stoves of a household (admin)"
+    "/{customer_id}/stoves",
+    response_model=StovesOut,
+    summary="The stoves of a household (admin, registry)",
 )
 async def customer_stoves(request: Request, caller: Reader, customer_id: CUSTOMER_ID) -> Any:
-    require_role(caller, "admin")
+    _sees_people(caller)
     await _customer(request, customer_id)
     domains = request.app.state.platform.domains
     return {"items": await stoves_of_customer(domains, customer_id)}
 
 
-@router.get("/{customer_id}/claims", summary="A customer's claims, newest first (admin)")
+@router.get("/{customer_id}/claims", summary="A customer's claims, newest first (admin, registry)")
 async def customer_claims(
     request: Request,
     caller: Reader,
@@ -159,7 +172,7 @@ async def customer_claims(
     cursor: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> CustomerClaimsOut:
-    require_role(caller, "admin")
+    _sees_people(caller)
     await _customer(request, customer_id)
     page = await request.app.state.platform.stoves.claims_of(customer_id, cursor, limit)
     return CustomerClaimsOut(

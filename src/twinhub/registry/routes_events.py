@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import Field
 from starlette.responses import Response, StreamingResponse
 
+from twinhub.db.visibility import viewer_of
 from twinhub.events.hub import EventsHub
 from twinhub.events.store import check_types
 from twinhub.events.subscriptions import STATUSES as DELIVERY_STATUSES
@@ -18,6 +19,7 @@ from twinhub.events.types import CATALOGUE
 from twinhub.kernel.errors import FieldProblem, Invalid
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import POSITION_PATTERN, documented, one_of_list
 from twinhub.registry.routes import page_size
 from twinhub.registry.schemas import Body
@@ -72,8 +74,12 @@ async def list_events(
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
     """`after` is the `position` of the last event seen (0 from the start); `nextCursor`
-    is where the next call starts, also when there is nothing new yet."""
-    events = await _events(request).store.after(after, page_size(request, limit), _types(type))
+    is where the next call starts, also when there is nothing new yet. Only the events
+    the caller may see (its organisation's domains and households; everything for the
+    registry role and admins): see docs/events.md."""
+    events = await _events(request).store.after(
+        after, page_size(request, limit), _types(type), viewer_of(caller)
+    )
     return {
         "items": [event.as_json() for event in events],
         "nextCursor": str(events[-1].position if events else after),
@@ -110,7 +116,7 @@ async def stream_events(
 
     async def lines() -> AsyncIterator[bytes]:
         yield b"retry: 2000\n\n"
-        async for event in hub.follow(start, types, heartbeat):
+        async for event in hub.follow(start, types, heartbeat, viewer_of(caller)):
             if event is None:
                 yield b": keep-alive\n\n"
                 continue
@@ -124,20 +130,30 @@ async def stream_events(
     )
 
 
-@router.post("/webhooks", status_code=201, summary="Subscribe a URL to events (admin)")
+@router.post(
+    "/webhooks", status_code=201, summary="Subscribe a URL to events (writer, registry, admin)"
+)
 async def create_webhook(request: Request, body: WebhookIn, caller: Reader) -> Response:
-    """The answer carries the signing secret (`whsec_...`) this once; keep it. Not
-    idempotent by key: a stored answer would hold the secret."""
-    view = await _events(request).webhooks.create(body.url, body.events, body.description, caller)
-    return Response(
-        orjson.dumps(view),
-        201,
-        headers={"Location": f"/v1/webhooks/{view['id']}", "Cache-Control": "no-store"},
-        media_type="application/json",
-    )
+    """The answer carries the signing secret (`whsec_...`) this once; keep it. The
+    subscription gets the events its creator may read. With an `Idempotency-Key`, a repeat
+    answers the first subscription (without its secret) and makes no second one."""
+
+    async def run() -> Created:
+        view = await _events(request).webhooks.create(
+            body.url, body.events, body.description, caller
+        )
+        return 201, view, f"/v1/webhooks/{view['id']}"
+
+    response = await idempotent(request, caller, run, kept=_without_secret)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
-@router.get("/webhooks", summary="Webhook subscriptions (admin)")
+def _without_secret(view: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in view.items() if k != "secret"}
+
+
+@router.get("/webhooks", summary="Webhook subscriptions: the caller's (all: admin, registry)")
 async def list_webhooks(request: Request, caller: Reader) -> dict[str, Any]:
     return {"items": await _events(request).webhooks.list(caller)}
 
@@ -184,6 +200,14 @@ async def retry_delivery(
     view = await _events(request).webhooks.retry(webhook_id, delivery_id, caller)
     _events(request).dispatcher.wake()
     return view
+
+
+@router.post(
+    "/webhooks/{webhook_id}/enable",
+    summary="Enable a subscription again (one disabled for failing)",
+)
+async def enable_webhook(request: Request, webhook_id: str, caller: Reader) -> dict[str, Any]:
+    return await _events(request).webhooks.enable(webhook_id, caller)
 
 
 @router.post(

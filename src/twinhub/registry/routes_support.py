@@ -1,7 +1,8 @@
 """The support queue: problems households reported about their stoves over USSD (Stove
 Status), for a programme's support team to work. Reading the queue needs the reader role
-(the same problems are `stove.problem_reported` events readers see); resolving one needs
-the writer role, is recorded with who resolved it and why, and raises
+and shows the problems of the stoves the caller's organisation may see (db.visibility: the
+same problems are the `stove.problem_reported` events it reads); resolving one needs the
+writer role and such a stove, is recorded with who resolved it and why, and raises
 `stove.problem_resolved`. The write log (web/audit.py) logs each resolution.
 """
 
@@ -12,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
+from twinhub.db.visibility import viewer_of
 from twinhub.kernel.identifiers import customer_did
 from twinhub.registry.auth import Reader, Writer
 from twinhub.registry.errors import ERROR_RESPONSES
@@ -91,7 +93,7 @@ async def list_problems(
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> ProblemsOut:
     page = await _care(request).problems(
-        status or None, stove or None, cursor, page_size(request, limit)
+        status or None, stove or None, cursor, page_size(request, limit), viewer=viewer_of(caller)
     )
     return ProblemsOut(items=[_out(p) for p in page.items], nextCursor=page.next_cursor)
 
@@ -104,4 +106,7 @@ async def list_problems(
 async def resolve_problem(
     request: Request, caller: Writer, reference: Reference, body: ResolveIn
 ) -> ProblemOut:
-    return _out(await _care(request).resolve_problem(reference, caller.did, body.note))
+    care = _care(request)
+    return _out(
+        await care.resolve_problem(reference, caller.did, body.note, viewer=viewer_of(caller))
+    )

@@ -13,7 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import Field
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from twinhub.kernel.errors import FieldProblem, Invalid
+from twinhub.db.visibility import sees_domain, viewer_of
+from twinhub.kernel.errors import FieldProblem, Forbidden, Invalid
 from twinhub.kernel.principals import Principal, require_role
 from twinhub.mrv.telemetry_schema import loads, parse_time
 from twinhub.registry.auth import Reader, Writer, bearer
@@ -159,6 +160,15 @@ async def ingest(
 
 
 # -- reads ---------------------------------------------------------------------------------
+async def _private(request: Request, did: str, caller: Principal) -> None:
+    """A twin's telemetry is its organisation's (db.visibility): Forbidden for others."""
+    platform = request.app.state.platform
+    if not await sees_domain(platform.sessionmaker, did, viewer_of(caller)):
+        raise Forbidden(
+            f"The telemetry of {did} is for its controllers, its parties and the registry role."
+        )
+
+
 @router.get(f"/domains/{DID_PATH}/telemetry/aggregates", summary="Rolled-up statistics")
 async def aggregates(
     request: Request,
@@ -174,6 +184,7 @@ async def aggregates(
     from_: Annotated[str | None, Query(alias="from", json_schema_extra=TIME)] = None,
     to: Annotated[str | None, Query(json_schema_extra=TIME)] = None,
 ) -> dict[str, Any]:
+    await _private(request, did, caller)
     return await _telemetry(request).aggregates(
         did, interval, _time(from_, "from"), _time(to, "to")
     )
@@ -189,6 +200,7 @@ async def history(
     limit: Annotated[int | None, Query(ge=1)] = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
+    await _private(request, did, caller)
     return await _telemetry(request).history(
         did, _time(from_, "from"), _time(to, "to"), cursor, page_size(request, limit)
     )
@@ -204,16 +216,19 @@ async def quarantine(
     caller: Reader,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
+    await _private(request, did, caller)
     return await _telemetry(request).quarantined(did, page_size(request, limit))
 
 
 @router.get(f"/domains/{DID_PATH}/state", summary="The twin's live state")
 async def state(request: Request, did: str, caller: Reader) -> dict[str, Any]:
+    await _private(request, did, caller)
     return await _telemetry(request).state(did)
 
 
 @router.get(f"/domains/{DID_PATH}/events", summary="Server-sent events of a twin or project")
 async def events(request: Request, did: str, caller: Reader) -> StreamingResponse:
+    await _private(request, did, caller)
     telemetry = _telemetry(request)
     first = await telemetry.state(did)
 

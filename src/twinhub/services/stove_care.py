@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup
+from twinhub.db.visibility import Viewer, domain_visible
 from twinhub.events.store import record_event
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound
@@ -183,12 +184,12 @@ class StoveCare:
             record_event(session, PROBLEM_EVENT, stove, customer_did(customer_id), view.as_json())
         return view
 
-    async def open_problems(self, limit: int = 50) -> list[ProblemView]:
-        """The support queue: open problems, newest first."""
+    async def open_problems(self, viewer: Viewer, limit: int = 50) -> list[ProblemView]:
+        """The support queue: open problems `viewer` may see, newest first."""
         async with self._sessions() as session:
             rows = await session.scalars(
                 select(StoveProblem)
-                .where(StoveProblem.status == OPEN)
+                .where(StoveProblem.status == OPEN, domain_visible(StoveProblem.stove_did, viewer))
                 .order_by(StoveProblem.reported_at.desc(), StoveProblem.id.desc())
                 .limit(limit)
             )
@@ -200,14 +201,19 @@ class StoveCare:
         stove: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
+        *,
+        viewer: Viewer,
     ) -> Page[ProblemView]:
         """The support queue as the API and CLI page it: oldest first (the order to work
-        it in), optionally only one status or one stove's; `cursor` continues a page."""
+        it in), optionally only one status or one stove's; `cursor` continues a page. Only
+        the problems of stoves `viewer` may see (db.visibility)."""
         if status is not None and status not in PROBLEM_STATUSES:
             raise Invalid(
                 "Unknown problem status.", [FieldProblem("status", " or ".join(PROBLEM_STATUSES))]
             )
-        query = select(StoveProblem).where(StoveProblem.id > decode_cursor(cursor))
+        query = select(StoveProblem).where(
+            StoveProblem.id > decode_cursor(cursor), domain_visible(StoveProblem.stove_did, viewer)
+        )
         if status is not None:
             query = query.where(StoveProblem.status == status)
         if stove is not None:
@@ -217,16 +223,20 @@ class StoveCare:
         rows, next_cursor = split_page(rows, limit, lambda row: row.id)
         return Page([_view(row) for row in rows], next_cursor)
 
-    async def resolve_problem(self, reference: str, actor_did: str, note: str) -> ProblemView:
+    async def resolve_problem(
+        self, reference: str, actor_did: str, note: str, *, viewer: Viewer
+    ) -> ProblemView:
         """Resolve an open problem: who did and why, with its `stove.problem_resolved` event
-        in the same transaction. NotFound for an unknown reference; Conflict when it is
-        already resolved (also when two operators resolve it at once: one wins)."""
+        in the same transaction. NotFound for an unknown reference (or one of a stove
+        `viewer` may not see); Conflict when it is already resolved (also when two
+        operators resolve it at once: one wins)."""
         text = _note(note)
+        mine = (StoveProblem.reference == reference, domain_visible(StoveProblem.stove_did, viewer))
         async with self._sessions() as session, session.begin():
             # One conditional UPDATE: of two concurrent resolutions only one changes the row.
             changed = await session.execute(
                 update(StoveProblem)
-                .where(StoveProblem.reference == reference, StoveProblem.status == OPEN)
+                .where(*mine, StoveProblem.status == OPEN)
                 .values(
                     status=RESOLVED,
                     closed_at=utcnow(),
@@ -236,9 +246,7 @@ class StoveCare:
                 .execution_options(synchronize_session=False)
             )
             row = await session.scalar(
-                select(StoveProblem)
-                .where(StoveProblem.reference == reference)
-                .execution_options(populate_existing=True)
+                select(StoveProblem).where(*mine).execution_options(populate_existing=True)
             )
             if row is None:
                 raise NotFound(f"No stove problem {reference}.")

@@ -98,6 +98,10 @@ class Period:
     def of(cls, start: datetime | None, end: datetime | None) -> Period:
         """The asked period, defaulting to the last 30 days; at most 366 days long."""
         end = _aware(end, "to") if end else utcnow()
+        if start is None and end - datetime.min.replace(tzinfo=UTC) < timedelta(
+            days=DEFAULT_PERIOD_DAYS
+        ):  # the default start would fall before the calendar's first day
+            raise Invalid("The period ends too early.", [FieldProblem("to", "give 'from' too")])
         start = _aware(start, "from") if start else end - timedelta(days=DEFAULT_PERIOD_DAYS)
         if start >= end:
             raise Invalid("The period is empty.", [FieldProblem("from", "must be before 'to'")])

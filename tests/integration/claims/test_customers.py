@@ -66,6 +66,9 @@ async def test_find_show_and_unlock_a_customer(registry: Registry) -> None:
 
 
 async def test_customer_routes_are_for_admins_and_refuse_bad_input(registry: Registry) -> None:
+    """An organisation's keys never read people's records (even of its stoves' households:
+    any writer may name any customer as its stove's household); admins and the registry
+    role do (tests/integration/events/test_tenancy.py)."""
     customer = await new_customer(registry)
     writer = registry.as_key(await registry.key("did:ixo:org/field-team", "reader", "writer"))
     async with writer:

@@ -17,6 +17,7 @@ from tests.integration.console.test_console import console, csrf_of, sign_in
 from tests.integration.registry.test_write_log import writes
 from tests.integration.ussd.test_logging import log_stream  # noqa: F401 (the fixture)
 from tests.support.cli import base_env, run_cli
+from twinhub.db.visibility import EVERYTHING
 from twinhub.kernel.errors import Conflict, Invalid, NotFound
 from twinhub.kernel.identifiers import customer_did
 from twinhub.platform import Platform
@@ -29,6 +30,22 @@ OPERATOR = "did:ixo:org/support-desk"
 def new_stove() -> str:
     """A stove DID no other test uses (the run's PostgreSQL database is shared)."""
     return f"did:ixo:entity/{unique('jiko')}"
+
+
+async def owned_stove(registry: Registry, *controllers: str) -> str:
+    """A stove (a Device domain) the given principals control: they see its problems."""
+    made = await registry.client.post(
+        "/v1/domains",
+        json={
+            "type": "Device",
+            "class": "did:ixo:protocol/clean-cooking",
+            "id": unique("jiko"),
+            "metadata": {"name": "jiko"},
+            "controller": list(controllers),
+        },
+    )
+    assert made.status_code == 201, made.text
+    return str(made.json()["did"])
 
 
 def care(registry: Registry) -> StoveCare:
@@ -51,11 +68,13 @@ async def test_resolving_a_problem_closes_it_once_and_a_new_report_opens_another
     stove = new_stove()
     problem = await report(registry, stove)
     assert problem.status == "open"
-    resolved = await care(registry).resolve_problem(problem.reference, OPERATOR, "  New seal.  ")
+    resolved = await care(registry).resolve_problem(
+        problem.reference, OPERATOR, "  New seal.  ", viewer=EVERYTHING
+    )
     assert resolved.status == "resolved" and resolved.reference == problem.reference
     assert resolved.resolved_by == OPERATOR and resolved.note == "New seal."
     assert resolved.resolved_at is not None and resolved.resolved_at >= problem.reported_at
-    open_now = [p.reference for p in await care(registry).open_problems(limit=1000)]
+    open_now = [p.reference for p in await care(registry).open_problems(EVERYTHING, limit=1000)]
     assert problem.reference not in open_now
 
     # The resolution is an event, written with it, about the stove, by the operator.
@@ -75,13 +94,17 @@ async def test_resolving_a_problem_closes_it_once_and_a_new_report_opens_another
 
     # Twice: a conflict, and no second event.
     with pytest.raises(Conflict, match="already resolved"):
-        await care(registry).resolve_problem(problem.reference, OPERATOR, "again")
+        await care(registry).resolve_problem(
+            problem.reference, OPERATOR, "again", viewer=EVERYTHING
+        )
     assert len(await events_about(registry, stove, "stove.problem_resolved")) == 1
 
     # The same problem reported after the fix is a new problem, with its own reference.
     again = await report(registry, stove)
     assert again.reference != problem.reference and again.status == "open"
-    assert again.reference in [p.reference for p in await care(registry).open_problems(1000)]
+    assert again.reference in [
+        p.reference for p in await care(registry).open_problems(EVERYTHING, 1000)
+    ]
     assert len(await events_about(registry, stove, "stove.problem_reported")) == 2
     # ... and reported once more while open, it is that new one.
     assert (await report(registry, stove)).reference == again.reference
@@ -89,15 +112,19 @@ async def test_resolving_a_problem_closes_it_once_and_a_new_report_opens_another
 
 async def test_resolving_refuses_unknown_references_and_missing_notes(registry: Registry) -> None:
     with pytest.raises(NotFound):
-        await care(registry).resolve_problem("00000000", OPERATOR, "Fixed.")
+        await care(registry).resolve_problem("00000000", OPERATOR, "Fixed.", viewer=EVERYTHING)
     stove = new_stove()
     problem = await report(registry, stove, "meter")
     for note in ("", "   ", "x" * 501):
         with pytest.raises(Invalid) as refused:
-            await care(registry).resolve_problem(problem.reference, OPERATOR, note)
+            await care(registry).resolve_problem(
+                problem.reference, OPERATOR, note, viewer=EVERYTHING
+            )
         assert [d.field for d in refused.value.details] == ["note"]
     assert await events_about(registry, stove, "stove.problem_resolved") == []
-    done = await care(registry).resolve_problem(problem.reference, OPERATOR, "x" * 500)
+    done = await care(registry).resolve_problem(
+        problem.reference, OPERATOR, "x" * 500, viewer=EVERYTHING
+    )
     assert done.status == "resolved"
 
 
@@ -106,7 +133,9 @@ async def test_two_operators_resolving_at_once_one_wins(registry: Registry) -> N
     problem = await report(registry, stove, "broken")
     outcomes = await asyncio.gather(
         *(
-            care(registry).resolve_problem(problem.reference, f"{OPERATOR}-{n}", "Replaced.")
+            care(registry).resolve_problem(
+                problem.reference, f"{OPERATOR}-{n}", "Replaced.", viewer=EVERYTHING
+            )
             for n in range(4)
         ),
         return_exceptions=True,
@@ -117,7 +146,7 @@ async def test_two_operators_resolving_at_once_one_wins(registry: Registry) -> N
 
 
 async def test_the_api_lists_filters_pages_and_resolves(registry: Registry) -> None:
-    stove, other = new_stove(), new_stove()
+    stove, other = await owned_stove(registry, OPERATOR), new_stove()
     first = await report(registry, stove, "smoke")
     second = await report(registry, stove, "noStart")
     third = await report(registry, stove, "other")
@@ -229,9 +258,10 @@ async def test_the_api_lists_filters_pages_and_resolves(registry: Registry) -> N
 async def test_the_api_needs_a_key_and_resolving_needs_the_writer_role(
     registry: Registry,
 ) -> None:
-    stove = new_stove()
+    reader_did = f"did:ixo:org/{unique('reader')}"
+    stove = await owned_stove(registry, reader_did)
     problem = await report(registry, stove)
-    reader_key = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+    reader_key = await registry.key(reader_did, "reader")
     async with registry.as_key(reader_key) as reader:
         listed = await reader.get("/v1/support/problems", params={"stove": stove})
         assert [p["reference"] for p in listed.json()["items"]] == [problem.reference]
@@ -253,20 +283,20 @@ async def test_the_api_needs_a_key_and_resolving_needs_the_writer_role(
 
 
 async def test_the_console_resolves_a_problem_from_the_support_list(registry: Registry) -> None:
-    stove = new_stove()
+    reader_did, writer_did = f"did:ixo:org/{unique('reader')}", f"did:ixo:org/{unique('support')}"
+    stove = await owned_stove(registry, reader_did, writer_did)
     problem = await report(registry, stove, "noStart")
     row = f'id="problem-{problem.reference}"'
     action = f"/console/support/{problem.reference}/resolution"
     async with console(registry) as browser:
         # A reader sees the list without the form, and may not post it.
-        reader_key = await registry.key(f"did:ixo:org/{unique('reader')}", "reader")
+        reader_key = await registry.key(reader_did, "reader")
         token = await sign_in(browser, reader_key)
         page = await browser.get("/console/claims")
         assert row in page.text and action not in page.text
         refused = await browser.post(action, data={"csrf": token, "note": "Fixed."})
         assert refused.status_code == 403
     async with console(registry) as browser:
-        writer_did = f"did:ixo:org/{unique('support')}"
         token = await sign_in(browser, await registry.key(writer_did, "writer"))
         page = await browser.get("/console/claims")
         assert row in page.text and f'action="{action}"' in page.text
@@ -348,7 +378,7 @@ async def test_the_same_problem_reported_at_once_opens_one(registry: Registry) -
     reported = await asyncio.gather(*(report(registry, stove, "meter") for _ in range(6)))
     assert len({problem.reference for problem in reported}) == 1
     assert len(await events_about(registry, stove, "stove.problem_reported")) == 1
-    page = await care(registry).problems("open", stove, None, 50)
+    page = await care(registry).problems("open", stove, None, 50, viewer=EVERYTHING)
     assert [problem.reference for problem in page.items] == [reported[0].reference]
 
 
@@ -362,7 +392,7 @@ async def test_the_migration_adds_and_drops_the_resolution_columns(registry: Reg
 
     stove = new_stove()
     problem = await report(registry, stove)
-    await care(registry).resolve_problem(problem.reference, OPERATOR, "Fixed.")
+    await care(registry).resolve_problem(problem.reference, OPERATOR, "Fixed.", viewer=EVERYTHING)
     platform = registry.platform
     await platform.stop()  # no background work while the schema moves
     config = alembic_config()
@@ -387,10 +417,10 @@ async def test_resolutions_are_in_the_write_log_without_their_note(
     registry: Registry,
     log_stream: io.StringIO,  # noqa: F811
 ) -> None:
-    api_problem = await report(registry, new_stove())
-    console_problem = await report(registry, new_stove(), "meter")
-    note = "Spoke to the household on +254700000001 about the seal."
     writer_did = f"did:ixo:org/{unique('support')}"
+    api_problem = await report(registry, await owned_stove(registry, writer_did))
+    console_problem = await report(registry, await owned_stove(registry, writer_did), "meter")
+    note = "Spoke to the household on +254700000001 about the seal."
     writer_key = await registry.key(writer_did, "writer")
     async with registry.as_key(writer_key) as writer:
         path = f"/v1/support/problems/{api_problem.reference}/resolve"

@@ -21,6 +21,7 @@ from tests.integration.events.test_webhooks import EventsRegistry
 from tests.integration.registry.test_registry_basics import make_domain
 from tests.support.claims_world import METERED_AMOUNT, build_world
 from twinhub.db.models import Event
+from twinhub.db.visibility import EVERYTHING
 from twinhub.events.store import record_event
 from twinhub.events.types import CATALOGUE, events_for_transaction
 from twinhub.services.ledger import Transaction
@@ -171,7 +172,7 @@ async def test_a_late_commit_is_not_skipped(events_registry: EventsRegistry) -> 
     registry = await events_registry()
     platform = registry.platform
     await platform.events.sequencer.run_until_idle()
-    top = (await platform.events.store.after(0, 10_000))[-1].position
+    top = (await platform.events.store.after(0, 10_000, None, EVERYTHING))[-1].position
     async with platform.sessionmaker() as held:
         await held.begin()
         record_event(held, "device.online", "did:ixo:entity/late", "did:ixo:org/t", {})
@@ -179,12 +180,12 @@ async def test_a_late_commit_is_not_skipped(events_registry: EventsRegistry) -> 
         async with platform.sessionmaker.begin() as quick:
             record_event(quick, "device.offline", "did:ixo:entity/early", "did:ixo:org/t", {})
         assert await platform.events.sequencer.run_once() == 1
-        seen = await platform.events.store.after(top, 100)
+        seen = await platform.events.store.after(top, 100, None, EVERYTHING)
         assert [e.subject for e in seen] == ["did:ixo:entity/early"]
         cursor = seen[-1].position
         await held.commit()
     await platform.events.sequencer.run_until_idle()
-    after = await platform.events.store.after(cursor, 100)
+    after = await platform.events.store.after(cursor, 100, None, EVERYTHING)
     assert [e.subject for e in after] == ["did:ixo:entity/late"]
     async with platform.sessionmaker() as session:
         ids = dict(
@@ -206,7 +207,7 @@ async def test_concurrent_writers_and_a_following_reader(events_registry: Events
     registry = await events_registry()
     platform = registry.platform
     await platform.events.sequencer.run_until_idle()
-    start = (await platform.events.store.after(0, 10_000))[-1].position
+    start = (await platform.events.store.after(0, 10_000, None, EVERYTHING))[-1].position
     other = type(platform.events.sequencer)(platform.sessionmaker)  # a second "process"
     writers_done = asyncio.Event()
 
@@ -227,7 +228,7 @@ async def test_concurrent_writers_and_a_following_reader(events_registry: Events
     async def reader() -> None:
         cursor = start
         while len(seen) < 40:
-            for event in await platform.events.store.after(cursor, 7):
+            for event in await platform.events.store.after(cursor, 7, None, EVERYTHING):
                 seen.append(event.subject)
                 cursor = event.position
             await asyncio.sleep(0.003)
@@ -238,7 +239,9 @@ async def test_concurrent_writers_and_a_following_reader(events_registry: Events
 
     await asyncio.wait_for(asyncio.gather(write_all(), sequencing(), reader()), 30)
     assert sorted(seen) == sorted(f"did:ixo:entity/w{n}" for n in range(40))
-    positions = [e.position for e in await platform.events.store.after(start, 100)]
+    positions = [
+        e.position for e in await platform.events.store.after(start, 100, None, EVERYTHING)
+    ]
     assert positions == list(range(start + 1, start + 41))
 
 
@@ -250,9 +253,11 @@ async def test_ledger_batches_number_their_own_events(events_registry: EventsReg
     registry = await events_registry()
     platform = registry.platform
     await platform.events.sequencer.run_until_idle()
-    start = (await platform.events.store.after(0, 10_000))[-1].position
+    start = (await platform.events.store.after(0, 10_000, None, EVERYTHING))[-1].position
     made = await make_domain(registry)
-    seen_now = await platform.events.store.after(start, 100)  # no sequencer has run
+    seen_now = await platform.events.store.after(
+        start, 100, None, EVERYTHING
+    )  # no sequencer has run
     assert ("domain.created", made["did"]) in {(e.type, e.subject) for e in seen_now}
     start = seen_now[-1].position
 
@@ -293,7 +298,7 @@ async def test_ledger_batches_number_their_own_events(events_registry: EventsReg
             cursor = start
             # 30 organisations and their groups (two domain.created each) and 20 others.
             while len(seen) < 30 * 2 + 20:
-                for event in await platform.events.store.after(cursor, 7):
+                for event in await platform.events.store.after(cursor, 7, None, EVERYTHING):
                     seen.append(event.subject)
                     cursor = event.position
                 await asyncio.sleep(0.003)

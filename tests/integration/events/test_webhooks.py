@@ -360,16 +360,30 @@ async def test_a_deleted_subscription_gets_nothing_more(
 
 
 # -- who may, and which URLs -----------------------------------------------------------------
-async def test_webhooks_are_for_admins_and_bad_bodies_are_422(
+async def test_webhooks_are_their_creators_and_bad_bodies_are_422(
     events_registry: EventsRegistry, receiver: Receiver
 ) -> None:
     registry = await events_registry()
+    reader = registry.as_key(await registry.key("did:ixo:org/hooks-reader", "reader"))
     writer = registry.as_key(await registry.key("did:ixo:org/hooks-writer", "writer", "reader"))
-    async with writer:
-        refused = await writer.post("/v1/webhooks", json={"url": receiver.url})
+    other = registry.as_key(await registry.key("did:ixo:org/hooks-other", "writer", "reader"))
+    admins = await subscribe(registry, receiver.url)
+    async with reader, writer, other:
+        refused = await reader.post("/v1/webhooks", json={"url": receiver.url})
         assert refused.status_code == 403
-        assert (await writer.get("/v1/webhooks")).status_code == 403
-        assert (await writer.get("/v1/events")).status_code == 200  # reading events is fine
+        assert (await reader.get("/v1/events")).status_code == 200  # reading events is fine
+        # A writer subscribes (for what its organisation may see) and manages its own.
+        made = await writer.post("/v1/webhooks", json={"url": receiver.url})
+        assert made.status_code == 201, made.text
+        mine = made.json()
+        assert [h["id"] for h in (await writer.get("/v1/webhooks")).json()["items"]] == [mine["id"]]
+        assert (await writer.get(f"/v1/webhooks/{admins['id']}")).status_code == 404
+        assert (await other.get(f"/v1/webhooks/{mine['id']}")).status_code == 404
+        assert (await other.delete(f"/v1/webhooks/{mine['id']}")).status_code == 404
+        assert (await other.get("/v1/webhooks")).json()["items"] == []
+        listed = (await registry.client.get("/v1/webhooks")).json()["items"]
+        assert {h["id"] for h in listed} == {admins["id"], mine["id"]}  # an admin sees all
+        assert (await writer.delete(f"/v1/webhooks/{mine['id']}")).status_code == 204
     unknown = await registry.client.post(
         "/v1/webhooks", json={"url": receiver.url, "events": ["domain.exploded"]}
     )
@@ -499,3 +513,102 @@ async def test_a_process_dying_mid_delivery_leaves_it_to_be_sent_again(
     clock.now += timedelta(hours=1)
     assert await dispatcher.run_once() == 0
     assert len(receiver.received) == 1
+
+
+# -- a receiver that keeps failing is disabled; idempotent subscribing ------------------------
+async def test_a_receiver_failing_too_long_is_disabled_then_enabled_again(
+    events_registry: EventsRegistry, receiver: Receiver
+) -> None:
+    registry = await events_registry(
+        webhook_disable_after_seconds=6 * 3600, webhook_retry_horizon_seconds=3 * 3600
+    )
+    clock = FakeClock()
+    registry.platform.events.set_clock(clock)
+    receiver.status = 503
+    failing = await subscribe(registry, receiver.url, ["domain.created"])
+    watcher = await subscribe(registry, receiver.url, ["webhook.disabled"])
+    assert failing["state"] == "active" and failing["failingSince"] is None
+    started = clock.now
+    await make_domain(registry)
+    await step(registry)
+    hook = (await registry.client.get(f"/v1/webhooks/{failing['id']}")).json()
+    assert hook["state"] == "active" and hook["failingSince"] is not None
+
+    # A success in between starts the count again.
+    receiver.status = 200
+    clock.now += timedelta(hours=1)
+    await make_domain(registry)
+    await step(registry)
+    healed = (await registry.client.get(f"/v1/webhooks/{failing['id']}")).json()
+    assert healed["failingSince"] is None and healed["state"] == "active"
+    receiver.status = 503
+    failing_from = clock.now
+    await make_domain(registry)  # each new event is tried once and retried
+    while True:
+        await step(registry)
+        hook = (await registry.client.get(f"/v1/webhooks/{failing['id']}")).json()
+        if hook["state"] == "disabled" or clock.now - failing_from > timedelta(days=2):
+            break
+        clock.now += timedelta(minutes=30)
+        await make_domain(registry)
+    assert hook["state"] == "disabled"
+    elapsed = datetime.fromisoformat(hook["disabledAt"].replace("Z", "+00:00")) - failing_from
+    assert timedelta(hours=6) <= elapsed <= timedelta(hours=7), elapsed
+    assert clock.now - started > timedelta(hours=6)
+    # Its pending deliveries are failed (replayable), and no new ones are made.
+    counts = hook["deliveries"]
+    assert counts["pending"] == 0 and counts["failed"] >= 1
+    before = len(receiver.received)
+    receiver.status = 200
+    await make_domain(registry)
+    await step(registry)
+    domain_created = [
+        r for r in receiver.received[before:] if orjson.loads(r.body)["type"] == "domain.created"
+    ]
+    assert domain_created == []
+    # Said so as an event, to readers of events and to the other subscription.
+    events = (await registry.client.get("/v1/events", params={"type": "webhook.disabled"})).json()
+    [disabled] = events["items"]
+    assert disabled["subject"] == failing["id"] and disabled["data"]["url"] == receiver.url
+    assert "503" in disabled["data"]["lastError"]
+    told = [orjson.loads(r.body) for r in receiver.received if r.body]
+    assert disabled["id"] in [body["id"] for body in told if body["type"] == "webhook.disabled"]
+    assert watcher["id"] != failing["id"]
+
+    # Enabled again: new events are delivered; what it missed comes by replay.
+    enabled = await registry.client.post(f"/v1/webhooks/{failing['id']}/enable")
+    assert enabled.status_code == 200, enabled.text
+    assert enabled.json()["state"] == "active" and enabled.json()["disabledAt"] is None
+    domain = await make_domain(registry)
+    await step(registry)
+    subjects = [orjson.loads(r.body)["subject"] for r in receiver.received[before:]]
+    assert domain["did"] in subjects
+    missing = await registry.client.post("/v1/webhooks/wh_0000000000000000/enable")
+    assert missing.status_code == 404
+
+
+async def test_an_idempotency_key_returns_the_first_subscription(
+    events_registry: EventsRegistry, receiver: Receiver
+) -> None:
+    registry = await events_registry()
+    headers = {"Idempotency-Key": "subscribe-once"}
+    body = {"url": receiver.url, "events": ["domain.created"]}
+    first = await registry.client.post("/v1/webhooks", json=body, headers=headers)
+    assert first.status_code == 201, first.text
+    assert first.json()["secret"].startswith("whsec_")
+    again = await registry.client.post("/v1/webhooks", json=body, headers=headers)
+    assert again.status_code == 201, again.text
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["Location"] == first.headers["Location"]
+    assert again.headers["Cache-Control"] == "no-store"
+    assert again.json()["id"] == first.json()["id"]
+    assert "secret" not in again.json()  # shown once, never stored
+    listed = (await registry.client.get("/v1/webhooks")).json()["items"]
+    assert [hook["id"] for hook in listed] == [first.json()["id"]]
+    other = await registry.client.post(
+        "/v1/webhooks", json={**body, "description": "another"}, headers=headers
+    )
+    assert other.status_code == 422  # the same key with another body
+    await make_domain(registry)
+    await step(registry)
+    assert len({r.headers["webhook-id"] for r in receiver.received}) == len(receiver.received)

@@ -266,6 +266,27 @@ async def test_a_bad_cursor_is_a_graphql_error(registry: Registry) -> None:
         assert error["path"] == ["entities"]
 
 
+async def test_a_nul_character_is_a_graphql_error_before_anything_runs(
+    registry: Registry,
+) -> None:
+    """PostgreSQL refuses NUL in text: found by the GraphQL fuzzing as an internal error."""
+    as_variable = await post(
+        registry.client, "query($id: String!) { entity(id: $id) { id } }", id="did:x\x00y"
+    )
+    as_literal = await post(registry.client, '{ summary(id: "did:x\\u0000y") { stoves } }')
+    for response, message in (
+        (as_variable, "A variable holds a NUL character."),
+        (as_literal, "A string holds a NUL character."),
+    ):
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body.get("data") is None and [e["message"] for e in body["errors"]] == [message]
+    # The registry still answers (nothing was taken for an outage).
+    assert (await data(registry, '{ entity(id: "did:ixo:entity/none") { id } }')) == {
+        "entity": None
+    }
+
+
 async def test_an_internal_failure_is_masked(registry: Registry, monkeypatch: Any) -> None:
     async def broken(*_: Any, **__: Any) -> dict[str, Any]:
         raise RuntimeError("connection to db.internal:5432 refused")
@@ -395,6 +416,7 @@ async def test_introspection_describes_the_entity(registry: Registry) -> None:
         "creditClass",
         "summary",
         "telemetryState",
+        "events",
     }
 
 

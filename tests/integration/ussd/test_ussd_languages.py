@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GatewayFactory, new_phone, unique
+from tests.conftest import GatewayFactory, new_phone
 from tests.integration.console.test_console import console, sign_in
 from tests.integration.ussd.test_ussd_stoves import PIN, Programme, programme  # noqa: F401 (fixture)
 from tests.support.ussd_flows import Journey, create_account, log_in
 from tests.unit.test_ussd_screens import GSM7
 from twinhub.db.engine import sqlite_file
+from twinhub.db.visibility import EVERYTHING
 from twinhub.kernel.identifiers import customer_did
 from twinhub.ussd.i18n import LANGUAGES
 from twinhub.ussd.languages import LanguageMemory, phone_key
@@ -219,10 +220,12 @@ async def test_stove_status_reads_telemetry_and_problems_become_events(
     assert items[0]["subject"] == stove
     assert items[0]["actor"] == customer_did(customer_id)
     assert items[0]["data"]["kind"] == "smoke"
-    queue = await programme.platform.stove_care.open_problems()
+    queue = await programme.platform.stove_care.open_problems(EVERYTHING)
     assert reference in [problem.reference for problem in queue]
     async with console(registry) as browser:
-        token, _ = await registry.platform.api_keys.create(f"did:ixo:org/{unique('r')}", ["reader"])
+        # A reader of the stove's organisation (its controller) sees its household's report.
+        controller = (await registry.client.get(f"/v1/domains/{stove}")).json()["controller"][0]
+        token, _ = await registry.platform.api_keys.create(controller, ["reader"])
         await sign_in(browser, token)
         page = await browser.get("/console/claims")
         assert page.status_code == 200

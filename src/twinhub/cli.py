@@ -6,7 +6,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -1089,6 +1089,16 @@ def keys_new(
     typer.echo(did)
 
 
+def _refuse(message: str, code: int) -> NoReturn:
+    """One line on standard error (however long, whatever the server sent), then exit
+    `code`: 2 when the command could not do its work (no registry, no usable key), 1 when
+    the registry refused the step."""
+    from rich.text import Text
+
+    console.print(Text(" ".join(message.split()), style="red"), soft_wrap=True)
+    raise typer.Exit(code)
+
+
 def _signer(file: str) -> Any:
     from pathlib import Path
 
@@ -1096,44 +1106,66 @@ def _signer(file: str) -> Any:
 
     from twinhub.security.signing import Issuer
 
+    if not file:
+        _refuse("no key file: give the role's key file with --key (twinhub keys new)", 2)
     try:
         stored = orjson.loads(Path(file).read_bytes())
-        return Issuer(bytes.fromhex(stored["seed"]))
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-        console.print(f"[red]cannot read the key file {file}: {error}[/red]")
-        raise typer.Exit(2) from None
+        signer = Issuer(bytes.fromhex(stored["seed"]))
+    except OSError as error:
+        _refuse(f"cannot read the key file {file}: {error.strerror or error}", 2)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        _refuse(
+            f"{file} is not a key file: expected the JSON that `twinhub keys new` writes "
+            '({"did": ..., "seed": <64 hex>})',
+            2,
+        )
+    if stored.get("did") not in (None, signer.did):
+        _refuse(f"{file} is damaged: its did is not the one its seed makes", 2)
+    return signer
 
 
 def _signed_step(
     url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str
 ) -> None:
     """Ask the registry for the step's unsigned credential, sign it with the key file,
-    post it; print the answer, or the refusal (exit 1)."""
+    post it; print the answer, or one line saying why not (exit 1 when the registry
+    refused, 2 when the command could not ask it)."""
     import httpx
     import orjson
 
     signer = _signer(key)
+    if not api_key:
+        _refuse("no API key: give the role's API key with --api-key or TWINHUB_API_KEY", 2)
+    address = url or DEFAULT_URL
     headers = {"Authorization": f"Bearer {api_key}"}
     try:
-        with httpx.Client(base_url=url or DEFAULT_URL, headers=headers, timeout=60) as client:
+        with httpx.Client(base_url=address, headers=headers, timeout=60) as client:
             offered = client.post(request, json=body)
+            answer = offered
             if offered.status_code == 200:
-                credential = offered.json()
-                signed = signer.sign(credential, credential["validFrom"])
+                try:
+                    credential = offered.json()
+                    issuer, valid_from = credential["issuer"], credential["validFrom"]
+                except (ValueError, KeyError, TypeError):
+                    _refuse(f"{address} answered no credential: is it a twinhub registry?", 2)
+                if issuer != signer.did:
+                    _refuse(
+                        f"the key file {key} is {signer.did}, but the API key acts as "
+                        f"{issuer}: sign with the key file of the API key's own DID",
+                        2,
+                    )
+                signed = signer.sign(credential, valid_from)
                 answer = client.post(post, json={"credential": signed})
-            else:
-                answer = offered
-    except httpx.HTTPError as error:
-        console.print(f"[red]cannot reach the registry at {url}: {error}[/red]")
-        raise typer.Exit(2) from None
+    except (httpx.HTTPError, httpx.InvalidURL) as error:
+        _refuse(f"cannot reach the registry at {address}: {error or type(error).__name__}", 2)
     if answer.status_code >= 400:
         try:
             problem = answer.json()["error"]
             details = "; ".join(f"{d['field']}: {d['error']}" for d in problem["details"])
-            console.print(f"[red]{problem['message']}[/red]" + (f" ({details})" if details else ""))
+            message = f"{problem['message']}" + (f" ({details})" if details else "")
         except (ValueError, KeyError, TypeError):
-            console.print(f"[red]{answer.status_code}: {answer.text}[/red]")
-        raise typer.Exit(1)
+            message = f"{answer.status_code}: {answer.text[:300]}"
+        _refuse(f"refused ({answer.status_code}): {message}", 1)
     print(orjson.dumps(answer.json(), option=orjson.OPT_INDENT_2).decode())
 
 

@@ -124,6 +124,7 @@ class Platform:
             self.ledger,
             settings.telemetry.evidence_retention_years,
             self.surveys,  # a period reads the sampled parameters the project's surveys fixed
+            settings.registry.max_attachment_bytes,
         )
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring

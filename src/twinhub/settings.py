@@ -349,12 +349,32 @@ class RegistrySettings(_Section):
         ge=1024,
         description="Larger registry request bodies get 413.",
     )
+    max_attachment_bytes: int = Field(
+        10_485_760,
+        validation_alias="REGISTRY_MAX_ATTACHMENT_BYTES",
+        ge=1024,
+        le=1_073_741_824,
+        description=(
+            "Largest evidence attachment (`POST /v1/attachments`: test certificates, "
+            "calibration records), stored whole in the database; larger ones get 413. "
+            "Applies to that route only; every other body keeps `REGISTRY_MAX_BODY_BYTES`."
+        ),
+    )
     rate_limit: str = Field(
         "1200/minute",
         validation_alias="REGISTRY_RATE_LIMIT",
         description=(
             "Per API key principal (all its keys together); 429 with `Retry-After` beyond it;"
             " shared through Redis when `REDIS_URL` is set."
+        ),
+    )
+    certificate_rate_limit: str = Field(
+        "60/minute",
+        validation_alias="REGISTRY_CERTIFICATE_RATE_LIMIT",
+        description=(
+            "Per client IP (see `TRUST_PROXY_ENABLED`) on the public retirement-certificate "
+            "routes, which need no API key; 429 with `Retry-After` beyond it; shared "
+            "through Redis when `REDIS_URL` is set."
         ),
     )
     page_size: int = Field(
@@ -495,7 +515,7 @@ class RegistrySettings(_Section):
         ),
     )
 
-    @field_validator("rate_limit")
+    @field_validator("rate_limit", "certificate_rate_limit")
     @classmethod
     def _rate_limit_parses(cls, value: str) -> str:
         return checked_rate_limit(value)
@@ -515,6 +535,10 @@ class RegistrySettings(_Section):
     @cached_property
     def rate_limit_item(self) -> RateLimitItem:
         return parse(self.rate_limit)
+
+    @cached_property
+    def certificate_rate_limit_item(self) -> RateLimitItem:
+        return parse(self.certificate_rate_limit)
 
     @cached_property
     def compliance_members(self) -> dict[str, int]:

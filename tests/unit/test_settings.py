@@ -61,6 +61,8 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
         "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk",
     ),
     "REGISTRY_MAX_BODY_BYTES": ("1048577", "1048577"),
+    "REGISTRY_MAX_ATTACHMENT_BYTES": ("2097152", "2097152"),
+    "REGISTRY_CERTIFICATE_RATE_LIMIT": ("7", "'7/minute'"),
     "REGISTRY_RATE_LIMIT": ("99", "'99/minute'"),
     "REGISTRY_PAGE_SIZE": ("51", "51"),
     "REGISTRY_MAX_PAGE_SIZE": ("501", "501"),
@@ -196,6 +198,8 @@ FLAT_DEFAULTS: dict[str, str] = {
     "REGISTRY_PORT": "8000",
     "TWINHUB_BOOTSTRAP_API_KEY": "None",
     "REGISTRY_MAX_BODY_BYTES": "1048576",
+    "REGISTRY_MAX_ATTACHMENT_BYTES": "10485760",
+    "REGISTRY_CERTIFICATE_RATE_LIMIT": "'60/minute'",
     "REGISTRY_RATE_LIMIT": "'1200/minute'",
     "REGISTRY_PAGE_SIZE": "50",
     "REGISTRY_MAX_PAGE_SIZE": "500",
@@ -311,7 +315,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 123
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 124
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

@@ -429,11 +429,27 @@ def _stove_model(name: Any, entry: Any, at: str, problems: Problems) -> StoveMod
     return StoveModel(name, case, str(fuel), efficiency, project, baseline, certificate)
 
 
+_DEFAULTS: dict[int, tuple[Methodology, ProjectDocument]] = {}
+
+
 def default_document(methodology: Methodology) -> ProjectDocument:
     """The document a project with none stored is computed under: the methodology's own
     defaults, its country-level figures marked placeholder (they block issuance), the
     charcoal baseline, the default leakage option, the meter as the measure, no stove
-    models (each stove's registry efficiency is taken as a case 1 model). Reports say so."""
+    models (each stove's registry efficiency is taken as a case 1 model). Reports say so.
+    Made once per methodology (both are frozen): every claim approved computes under it,
+    and building and hashing it cost about a tenth of a claim's computation."""
+    found = _DEFAULTS.get(id(methodology))
+    if found is not None and found[0] is methodology:
+        return found[1]
+    if len(_DEFAULTS) > 64:
+        _DEFAULTS.clear()
+    made = _default_document(methodology)
+    _DEFAULTS[id(methodology)] = (methodology, made)
+    return made
+
+
+def _default_document(methodology: Methodology) -> ProjectDocument:
     parameters = {
         name: DocumentParameter(
             name, p.value, p.unit, p.source, None, None, PLACEHOLDER, METHODOLOGY

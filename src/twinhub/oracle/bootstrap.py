@@ -36,8 +36,9 @@ def build_oracle(
     ledger: Ledger,
     evidence_years: int = 0,
     surveys: SurveyService | None = None,
+    max_attachment_bytes: int = 10_485_760,
 ) -> Oracle:
-    documents = ProjectDocuments(sessions, ledger)
+    documents = ProjectDocuments(sessions, ledger, max_attachment_bytes)
     monitoring = MonitoringService(sessions, ledger, protocols, documents, surveys)
     return Oracle(
         OracleService(

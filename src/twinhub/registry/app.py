@@ -70,18 +70,29 @@ Errors share one shape: `{"error": {"code", "message", "details": [{"field", "er
 POST requests accept an `Idempotency-Key` header; PATCH and DELETE accept `If-Match`.
 """
 
+ATTACHMENTS_PATH = "/v1/attachments"  # its bodies: REGISTRY_MAX_ATTACHMENT_BYTES
+
 
 class BodyLimit:
     """413 for bodies over the limit, whether announced by Content-Length or streamed.
 
     A streamed body is read here, up to the limit, before the app sees it: raising from
     inside the app's own body reading would surface as a parse error (400) instead.
+    Evidence attachments (`POST /v1/attachments`) have a limit of their own
+    (REGISTRY_MAX_ATTACHMENT_BYTES), which no other route gets.
     """
 
-    def __init__(self, app: ASGIApp, limit: int, graphql_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        graphql_limit: int | None = None,
+        attachment_limit: int | None = None,
+    ) -> None:
         self._app = app
-        self._default = limit
-        self._graphql = graphql_limit or limit
+        self._default = (limit, "REGISTRY_MAX_BODY_BYTES")
+        self._graphql = (graphql_limit or limit, "GRAPHQL_MAX_BODY_BYTES")
+        self._attachment = (attachment_limit or limit, "REGISTRY_MAX_ATTACHMENT_BYTES")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -89,13 +100,21 @@ class BodyLimit:
             return
         # GraphQL documents are parsed in one go on the event loop: a smaller limit keeps
         # that parse short (GRAPHQL_MAX_BODY_BYTES), beside the token limit of the schema.
-        limit = self._graphql if scope["path"].startswith("/graphql") else self._default
+        path = scope["path"]
+        if path.startswith("/graphql"):
+            limit = self._graphql
+        elif path == ATTACHMENTS_PATH and scope.get("method") == "POST":
+            limit = self._attachment
+        else:
+            limit = self._default
         await self._limited(scope, receive, send, limit)
 
-    async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    async def _limited(
+        self, scope: Scope, receive: Receive, send: Send, limit: tuple[int, str]
+    ) -> None:
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None:
-            if not declared.isdigit() or int(declared) > limit:
+            if not declared.isdigit() or int(declared) > limit[0]:
                 await self._too_large(scope, receive, send, limit)
             else:
                 await self._app(scope, receive, send)
@@ -107,7 +126,7 @@ class BodyLimit:
             if message["type"] != "http.request":
                 return  # the client went away mid-body: nobody to answer, nothing to log
             size += len(message.get("body", b""))
-            if size > limit:
+            if size > limit[0]:
                 await self._too_large(scope, receive, send, limit)
                 return
             chunks.append(message.get("body", b""))
@@ -124,8 +143,13 @@ class BodyLimit:
 
         await self._app(scope, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = error_response(413, "too_large", f"Request bodies are limited to {limit} bytes.")
+    async def _too_large(
+        self, scope: Scope, receive: Receive, send: Send, limit: tuple[int, str]
+    ) -> None:
+        size, setting = limit
+        response = error_response(
+            413, "too_large", f"Request bodies are limited to {size} bytes here ({setting})."
+        )
         await response(scope, receive, send)
 
 
@@ -573,6 +597,13 @@ def create_registry_app(
     )
     # Wrong keys, at the API and at the console's sign-in alike (web/key_failures.py).
     app.state.key_failures = KeyFailures(settings.security, settings.storage)
+    # The public retirement-certificate routes answer without a key: a limit per address.
+    app.state.certificate_limiter = RateLimiter.create(
+        settings.registry.certificate_rate_limit_item,
+        redis_url,
+        settings.storage.redis_key_prefix,
+        "certificates",
+    )
     metrics = RegistryMetrics()
     metrics.registry.register(platform.events.collector())
     metrics.registry.register(platform.claims.evaluations.collector())
@@ -630,6 +661,7 @@ def create_registry_app(
         BodyLimit,
         limit=settings.registry.max_body_bytes,
         graphql_limit=settings.registry.graphql_max_body_bytes,
+        attachment_limit=settings.registry.max_attachment_bytes,
     )
     app.add_middleware(WriteLog)  # one info line per write: actor, route, object, status
     app.add_middleware(ObserveRequests, metrics=metrics)

@@ -51,7 +51,12 @@ class PeriodRequestIn(Body):
     sampledStoves: list[str] = Field(default_factory=list, max_length=10_000)
 
 
-@router.post("/attachments", tags=["workflow"], summary="Store evidence by its SHA-256")
+@router.post(
+    "/attachments",
+    tags=["workflow"],
+    summary="Store evidence by its SHA-256",
+    responses={413: {"description": "Larger than REGISTRY_MAX_ATTACHMENT_BYTES"}},
+)
 async def put_attachment(
     request: Request,
     caller: Caller,

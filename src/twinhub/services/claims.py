@@ -80,7 +80,7 @@ from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credited_days import day_rows, held_days, insert_days
+from twinhub.services.credited_days import day_rows, held_over, insert_days
 from twinhub.services.credits import Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
@@ -392,19 +392,26 @@ class Credited:
         projects: Iterable[str],
         days: Iterable[tuple[date, date]],
         devices: Mapping[str, str] | None = None,
+        spans_of: Mapping[str, Iterable[tuple[date, date]]] | None = None,
     ) -> Credited:
         """For approvals of `stoves` (claims of `projects`) over `days` (first, last);
-        `devices`: each stove's device identity, whose days held anywhere are read too."""
+        `devices`: each stove's device identity, whose days held anywhere are read too:
+        over the days `spans_of` gives the stove (its claims' days), or else over every
+        day from the first of `days` to the last."""
         credited = cls()
         spans = list(days)
         if devices and spans:
             credited._devices = dict(devices)
-            credited._held = await held_days(
-                session,
-                list(devices.values()),
-                min(first for first, _ in spans),
-                max(last for _, last in spans),
-            )
+            asked: dict[tuple[date, date], list[str]] = {}
+            if spans_of is None:
+                whole = (min(first for first, _ in spans), max(last for _, last in spans))
+                asked[whole] = list(devices.values())
+            else:
+                for stove, stove_spans in spans_of.items():
+                    if stove in devices:
+                        for span in stove_spans:
+                            asked.setdefault(span, []).append(devices[stove])
+            credited._held = await held_over(session, asked)
         stoves, projects = sorted(set(stoves)), sorted(set(projects))
         # A periodic claim lies within the calendar month its `period` names: only claims
         # of the spans' months can overlap them (and claims with no period: older ones).
@@ -473,15 +480,14 @@ class Credited:
         if device is None or computation is None:
             return []
         held = self._held.setdefault(device, [])
-        taken = {day for day, _ in held}
-        rows = [
-            row
-            for row in day_rows(
-                device, claim.asset_did, project, computation.start, computation.end, claim.id
-            )
-            if row["day"] not in taken
-        ]
-        held.extend((row["day"], f"claim {claim.id}") for row in rows)  # type: ignore[misc]
+        rows = day_rows(
+            device, claim.asset_did, project, computation.start, computation.end, claim.id
+        )
+        if held:  # only days nobody holds (an approval checked `doubled` first)
+            taken = {day for day, _ in held}
+            rows = [row for row in rows if row["day"] not in taken]
+        holder = f"claim {claim.id}"
+        held.extend([(row["day"], holder) for row in rows])  # type: ignore[misc]
         return rows
 
 
@@ -1076,16 +1082,18 @@ class ClaimEvaluations:
                 dids.append(claim.asset_did)
         domains = await self._domains(session, dids)
         assets = [c.asset_did for c, _ in rows.values() if c.id in approving and c.asset_did]
+        spans_of = self._spans(requests, live, rows, prepared)
         credited = await Credited.load(
             session,
             assets,
             [collection.project_did for c, collection in rows.values() if c.id in approving],
-            self._spans(requests, live, rows, prepared),
+            [span for spans in spans_of.values() for span in spans],
             {
                 did: device_identity(did, domains[did].properties)
                 for did in assets
                 if did in domains
             },
+            spans_of,
         )
         turn = _Turn(write, domains, credited, Minting(write))
         applied: list[_Applied] = []
@@ -1111,23 +1119,24 @@ class ClaimEvaluations:
         live: list[int],
         rows: dict[str, tuple[Claim, ClaimCollection]],
         prepared: dict[str, _Prepared],
-    ) -> list[tuple[date, date]]:
-        """The days the approvals' credits cover, as far as known before the turn: what
-        double counting is checked over."""
-        spans = []
+    ) -> dict[str, set[tuple[date, date]]]:
+        """The days each stove's approvals' credits cover, as far as known before the turn:
+        what double counting is checked over (stove -> (first, last) spans)."""
+        spans: dict[str, set[tuple[date, date]]] = {}
         for index in live:
             request = requests[index]
             found = rows.get(request.claim)
             if request.status != APPROVED or found is None or found[0].asset_did is None:
                 continue
+            stove = found[0].asset_did
             computed = request.computation or getattr(
                 prepared.get(request.claim), "computation", None
             )
             if computed is not None:
-                spans.append((computed.start, computed.end))
+                spans.setdefault(stove, set()).add((computed.start, computed.end))
                 continue
             try:
-                spans.append(claim_days(found[0].data, FAR_FUTURE))
+                spans.setdefault(stove, set()).add(claim_days(found[0].data, FAR_FUTURE))
             except NotComputable:
                 continue
         return spans

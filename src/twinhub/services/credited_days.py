@@ -12,7 +12,7 @@ rejection release a period's days; a stove moved to another project keeps its hi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import date, timedelta
 
 from sqlalchemy import bindparam, delete, insert, select
@@ -83,14 +83,29 @@ async def held_days(
     session: AsyncSession, devices: list[str], first: date, last: date
 ) -> dict[str, list[tuple[date, str]]]:
     """Each device's held days from `first` to `last` with their holders."""
+    return await held_over(session, {(first, last): devices})
+
+
+async def held_over(
+    session: AsyncSession, spans: Mapping[tuple[date, date], Iterable[str]]
+) -> dict[str, list[tuple[date, str]]]:
+    """Each device's held days within the spans asked of it ((first, last) -> devices),
+    with their holders: a statement per span and chunk of devices. A batch of approvals
+    asks each stove about its claim's days only (a programme's month, typically one span
+    for the whole batch), not about every day from the batch's first to its last, which
+    read back every day the stoves' earlier approvals hold."""
     found: dict[str, list[tuple[date, str]]] = {}
-    wanted = sorted(set(devices))
-    for offset in range(0, len(wanted), _CHUNK):
-        rows = await session.execute(
-            _HELD, {"devices": wanted[offset : offset + _CHUNK], "first": first, "last": last}
-        )
-        for device, day, _stove, project, period, claim in rows:
-            found.setdefault(device, []).append((day, holder_name(period, claim, project)))
+    seen: set[tuple[str, date]] = set()
+    for (first, last), devices in spans.items():
+        wanted = sorted(set(devices))
+        for offset in range(0, len(wanted), _CHUNK):
+            rows = await session.execute(
+                _HELD, {"devices": wanted[offset : offset + _CHUNK], "first": first, "last": last}
+            )
+            for device, day, _stove, project, period, claim in rows:
+                if (device, day) not in seen:  # overlapping spans read a day twice
+                    seen.add((device, day))
+                    found.setdefault(device, []).append((day, holder_name(period, claim, project)))
     return found
 
 
@@ -99,22 +114,18 @@ def day_rows(
 ) -> list[dict[str, object]]:
     """The rows holding a claim's days (written with its approval)."""
     now = utcnow()
-    rows: list[dict[str, object]] = []
-    day = first
-    while day <= last:
-        rows.append(
-            {
-                "device": device,
-                "day": day,
-                "stove_did": stove,
-                "project_did": project,
-                "period_id": None,
-                "claim_id": claim_id,
-                "created_at": now,
-            }
-        )
-        day += timedelta(days=1)
-    return rows
+    return [
+        {
+            "device": device,
+            "day": first + timedelta(days=offset),
+            "stove_did": stove,
+            "project_did": project,
+            "period_id": None,
+            "claim_id": claim_id,
+            "created_at": now,
+        }
+        for offset in range((last - first).days + 1)
+    ]
 
 
 async def reserve(

@@ -37,7 +37,6 @@ from twinhub.services.credentials import steps, store_step
 from twinhub.services.domains import verified_project
 from twinhub.services.ledger import Ledger
 
-MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 1024 * 1024
 
 
@@ -84,9 +83,17 @@ def placeholders(document: dict[str, Any]) -> list[str]:
 
 
 class ProjectDocuments:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ledger: Ledger) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        ledger: Ledger,
+        max_attachment_bytes: int = 10_485_760,
+    ) -> None:
         self._sessions = sessions
         self._ledger = ledger
+        # REGISTRY_MAX_ATTACHMENT_BYTES: the API's body limit for the route is the same
+        # figure, so an over-size upload over HTTP is refused (413) before it is read.
+        self._max_attachment_bytes = max_attachment_bytes
 
     # -- attachments -------------------------------------------------------------------------
     async def put_attachment(
@@ -100,8 +107,11 @@ class ProjectDocuments:
             problems.add("digest", "sha256:<64 lower-case hex> of the content")
         if not content:
             problems.add("content", "the attachment is empty")
-        elif len(content) > MAX_ATTACHMENT_BYTES:
-            problems.add("content", f"at most {MAX_ATTACHMENT_BYTES} bytes")
+        elif len(content) > self._max_attachment_bytes:
+            problems.add(
+                "content",
+                f"at most {self._max_attachment_bytes} bytes (REGISTRY_MAX_ATTACHMENT_BYTES)",
+            )
         problems.raise_if_any("The attachment is invalid.")
         actual = "sha256:" + hashlib.sha256(content).hexdigest()
         if actual != claimed:

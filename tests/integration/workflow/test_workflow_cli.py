@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -15,6 +16,7 @@ from tests.conftest import BOOTSTRAP_KEY, free_port, running_registry
 from tests.integration.cli.test_cli import wait_healthy
 from tests.support.cli import TWINHUB, base_env, run_cli
 from tests.support.workflow_world import build_workflow
+from twinhub.security.signing import Issuer
 from twinhub.settings import Settings
 
 
@@ -75,6 +77,17 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
         )
         assert verified.returncode == 0, verified.stderr
         assert orjson.loads(verified.stdout)["state"] == "verified"
+        # The verifier's key file with the registry's API key: said before anything is
+        # posted, and nothing issued.
+        mixed = run_cli(
+            "period",
+            "issue",
+            *step,
+            "--key",
+            made["verifier"],
+            env={**url, "TWINHUB_API_KEY": made["registry-api"]},
+        )
+        assert mixed.returncode == 2 and "sign with the key file" in _one_line(mixed)
         issued = run_cli(
             "period",
             "issue",
@@ -94,7 +107,60 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
             made["verifier"],
             env={**url, "TWINHUB_API_KEY": made["verifier-api"]},
         )
-        assert wrong.returncode == 1 and "registry role" in wrong.stderr
+        assert wrong.returncode == 1 and "registry role" in _one_line(wrong)
+        # A refusal of the step itself (issued already): one line, exit 1, the reason.
+        again = run_cli(
+            "period",
+            "issue",
+            *step,
+            "--key",
+            made["registry"],
+            env={**url, "TWINHUB_API_KEY": made["registry-api"]},
+        )
+        assert again.returncode == 1 and "issued already" in _one_line(again)
     finally:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=20)
+
+
+def _one_line(done: Any) -> str:
+    """The command's error: exactly one line on standard error, nothing on standard output."""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and not done.stdout.strip(), (done.stdout, done.stderr)
+    return lines[0]
+
+
+def test_workflow_commands_say_in_one_line_what_is_wrong(tmp_path: Path) -> None:
+    """No registry to reach, no key file, a key file that is none, no API key: each said in
+    one line, exit 2, before or without anything sent."""
+    seed = os.urandom(32)
+    key = tmp_path / "verifier.key"
+    key.write_bytes(orjson.dumps({"did": Issuer(seed).did, "seed": seed.hex()}))
+    nowhere = f"http://127.0.0.1:{free_port()}"  # nobody listens there
+    env = {**base_env(tmp_path), "TWINHUB_URL": nowhere, "TWINHUB_API_KEY": "th_" + "x" * 40}
+    issue = ("period", "issue", "did:ixo:entity/p", "1")
+
+    unreachable = run_cli(*issue, "--key", str(key), env=env)
+    assert unreachable.returncode == 2
+    assert f"cannot reach the registry at {nowhere}" in _one_line(unreachable)
+
+    missing = run_cli(*issue, "--key", str(tmp_path / "no.key"), env=env)
+    assert missing.returncode == 2
+    assert "cannot read the key file" in _one_line(missing) and "no.key" in missing.stderr
+
+    garbage = tmp_path / "garbage.key"
+    for content in (b"not json", b'{"seed": "zz"}', b'{"did": "did:key:z6MkOther", "seed": "'):
+        garbage.write_bytes(content)
+        bad = run_cli(*issue, "--key", str(garbage), env=env)
+        assert bad.returncode == 2 and "is not a key file" in _one_line(bad), bad.stderr
+    other = tmp_path / "other.key"
+    other.write_bytes(orjson.dumps({"did": "did:key:z6MkOther", "seed": seed.hex()}))
+    damaged = run_cli(*issue, "--key", str(other), env=env)
+    assert damaged.returncode == 2 and "is damaged" in _one_line(damaged)
+
+    no_api_key = run_cli(*issue, "--key", str(key), env={**env, "TWINHUB_API_KEY": ""})
+    assert no_api_key.returncode == 2
+    assert "no API key" in _one_line(no_api_key) and "TWINHUB_API_KEY" in no_api_key.stderr
+
+    bad_url = run_cli(*issue, "--key", str(key), "--url", "ftp://example.org", env=env)
+    assert bad_url.returncode == 2 and "cannot reach the registry" in _one_line(bad_url)

@@ -306,7 +306,7 @@ def test_a_fleet_below_its_reporting_share_scales_the_credits() -> None:
 
 def test_without_register_readings_an_electric_stove_has_no_measure() -> None:
     unread = stove("a-electric", days=daily("a-electric", 30, 2, 1.0, register=None))
-    unread = replace(unread, days=[replace(d, meter_delta=None) for d in unread.days])
+    unread = replace(unread, days=[d._replace(meter_delta=None) for d in unread.days])
     report = compute_period(SPEC, builtin_methodology(), [unread], [])
     assert report["exclusions"][0]["reason"] == (
         "no meter register reading (meterKwh) in the period: the meter is the measure"

@@ -19,11 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from itertools import combinations
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class StoveDay:
-    """One stove's cooking on one day, as the telemetry rollups give it."""
+class StoveDay(NamedTuple):
+    """One stove's cooking on one day, as the telemetry rollups give it. A named tuple, not
+    a dataclass: a 10,000-stove month makes 300,000 of them, and a tuple is made in a
+    tenth of a frozen dataclass's time."""
 
     stove: str
     day: date

@@ -26,7 +26,7 @@ from twinhub.kernel.errors import (
     NotFound,
 )
 from twinhub.kernel.principals import Principal
-from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days
+from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
 from twinhub.mrv.period_inputs import freeze, readings_digest, report_of
 from twinhub.mrv.periods import (
     PeriodSpec,
@@ -172,7 +172,8 @@ class MonitoringService:
         assert protocol.effective_methodology is not None and protocol.effective_token_class
         if stoves is None:
             stoves = await self.stoves_of(session, project)
-        periods = await stove_periods(session, stoves, start, end)
+        measure = methodology_of(protocol.effective_methodology).measure
+        periods = await stove_periods(session, stoves, start, end, measure)
         identities = await device_identities(session, stoves)
         credited = {
             stove: f"claim {claim}"

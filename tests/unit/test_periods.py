@@ -23,6 +23,7 @@ from twinhub.mrv.periods import (
 )
 from twinhub.mrv.plausibility import Finding, StoveDay
 from twinhub.mrv.project_document import check_project_document
+from twinhub.mrv.rollups import stove_period
 
 SPEC = PeriodSpec("did:ixo:entity/project", date(2026, 10, 1), date(2026, 10, 30), "CARBON", 6)
 
@@ -390,3 +391,45 @@ def test_bad_sampled_parameters_are_refused_with_their_paths() -> None:
         "sampled.householdSize.sampleSize",
         "sampled.householdSize.confidence",
     }
+
+
+def test_the_report_says_whose_household_size_a_survey_confirmed() -> None:
+    """The stove's record names the survey answer that confirmed its size (written by the
+    survey service); a record edited since, or none, leaves the size unconfirmed."""
+    answer = {
+        "householdSize": 5,
+        "enrolled": 4,
+        "surveyId": "sv_00000000000000aa",
+        "sessionId": "ATUid_1",
+        "question": "people",
+        "answeredAt": "2026-10-03T08:00:00+00:00",
+    }
+    confirmed = stove_period(
+        "a-confirmed",
+        ({"householdSize": 5, "householdSizeConfirmation": answer}, True, "active"),
+        True,
+        {},
+    )
+    edited = stove_period(
+        "b-edited",
+        ({"householdSize": 6, "householdSizeConfirmation": answer}, True, "active"),
+        True,
+        {},
+    )
+    assert confirmed.household == answer and edited.household is None
+    fleet = [
+        stove("a-confirmed", household=confirmed.household),
+        stove("b-edited"),
+        stove("c-none", household_size=None),
+    ]
+    report = compute_period(SPEC, builtin_methodology(), fleet, [])
+    assert report["households"] == {
+        "confirmed": 1,
+        "unconfirmed": 1,
+        "notRecorded": 1,
+        "confirmedBy": {"a-confirmed": answer},
+    }
+    rows = {line.split(",")[0]: line for line in report_csv(report).splitlines()[1:]}
+    assert ",5,confirmed," in rows["a-confirmed"] and ",5,unconfirmed," in rows["b-edited"]
+    again = compute_period(SPEC, builtin_methodology(), fleet, [])
+    assert compare_reports(report, again) == []

@@ -433,3 +433,38 @@ def test_the_report_says_whose_household_size_a_survey_confirmed() -> None:
     assert ",5,confirmed," in rows["a-confirmed"] and ",5,unconfirmed," in rows["b-edited"]
     again = compute_period(SPEC, builtin_methodology(), fleet, [])
     assert compare_reports(report, again) == []
+
+
+def test_stove_use_and_fuel_stacking_are_monitoring_checks_not_parameters() -> None:
+    """Under metered cooking the meter is the measure: the survey's household size enters
+    the baseline cap, stove use and fuel stacking are reported with their sample and
+    whether they met 90/10, and no figure moves with them."""
+
+    def sampled(use: float, stacking: float) -> dict[str, Any]:
+        base = {"sampleSize": 40, "confidence": 0.9, "surveyId": "sv_1", "seed": "s"}
+        return {
+            "householdSize": {**base, "value": 4.8, "precision": 0.06},
+            "stoveUse": {**base, "value": use, "precision": 0.05},
+            "fuelStacking": {**base, "value": stacking, "precision": 0.3},
+        }
+
+    one = compute_period(
+        SPEC, builtin_methodology(), stoves(), FINDINGS, None, None, sampled(0.95, 0.4)
+    )
+    other = compute_period(
+        SPEC, builtin_methodology(), stoves(), FINDINGS, None, None, sampled(0.5, 0.9)
+    )
+    assert set(one["sampled"]) == {"householdSize"}
+    checks = one["monitoringChecks"]
+    assert set(checks) == {"stoveUse", "fuelStacking"}
+    assert checks["stoveUse"]["meetsTarget"] is True
+    assert checks["fuelStacking"]["meetsTarget"] is False  # 30 % misses 90/10: reported
+    assert "enters no formula" in checks["fuelStacking"]["use"]
+    assert [row["reductions"] for row in one["stoves"]] == [
+        row["reductions"] for row in other["stoves"]
+    ]
+    assert one["credits"] == other["credits"]
+    assert (
+        one["monitoringChecks"]["stoveUse"]["value"]
+        != other["monitoringChecks"]["stoveUse"]["value"]
+    )

@@ -29,7 +29,7 @@ from twinhub.mrv.project_document import (
     document_overrides,
 )
 from twinhub.mrv.rules import ACTIVE, takes_part
-from twinhub.mrv.sampling import check_sampled
+from twinhub.mrv.sampling import CHECK, ROLES, check_sampled
 
 # Findings that keep a stove out of a period. A stove whose sessions disagree with its
 # register ("tampered") is not among them: the register is the measure and the smaller of
@@ -268,21 +268,38 @@ def _measure(
     return usage
 
 
-def _sample(sampled: Mapping[str, Any] | None) -> tuple[dict[str, float], dict[str, Any]]:
+def _sample(
+    sampled: Mapping[str, Any] | None, parameters: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
     """The household-size sample's confidence and precision (0, 0 when not sampled: the
-    90/10 rule then applies its discount), and what the report says of every sampled
-    parameter. Bad sampled parameters raise Invalid with their paths."""
+    90/10 rule then applies its discount); what the report says of the sampled parameters
+    a formula reads; and of the monitoring checks (stove use, fuel stacking: sampled, used
+    by no formula, mrv.sampling.ROLES), each with whether it met the methodology's target.
+    Bad sampled parameters raise Invalid with their paths."""
     problems = Problems()
     found = check_sampled(sampled, problems)
     problems.raise_if_any("The sampled parameters are invalid.")
-    record = {name: entry.as_record() for name, entry in sorted(found.items())}
+    confidence = float(parameters.get("sampling_confidence", 0.9))
+    precision = float(parameters.get("sampling_precision", 0.1))
+    record: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    for name, entry in sorted(found.items()):
+        if ROLES.get(name) == CHECK:
+            checks[name] = {
+                **entry.as_record(),
+                "meetsTarget": entry.meets(confidence, precision),
+                "use": "monitoring check: enters no formula (the meter is the measure)",
+            }
+        else:
+            record[name] = entry.as_record()
     household = found.get(SAMPLED_HOUSEHOLD)
     if household is None:
-        return {"sample_confidence": 0.0, "sample_precision": 0.0}, record
-    return {
-        "sample_confidence": household.confidence,
-        "sample_precision": household.precision,
-    }, record
+        return {"sample_confidence": 0.0, "sample_precision": 0.0}, record, checks
+    return (
+        {"sample_confidence": household.confidence, "sample_precision": household.precision},
+        record,
+        checks,
+    )
 
 
 def _stove_inputs(
@@ -353,7 +370,7 @@ def compute_period(
     rules = methodology.rule_values()
     parameters = {**methodology.parameter_values(), **overrides}
     fleet = fleet_of(stoves, float(parameters.get("min_fleet_reporting_share", 0.0)))
-    sample, sampled_record = _sample(sampled)
+    sample, sampled_record, checks = _sample(sampled, parameters)
     common = {"baseline_fuel": document.baseline_fuel, "fleet_share": fleet.share, **sample}
     included: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
@@ -413,6 +430,7 @@ def compute_period(
         "document": document.summary(),
         "fleet": fleet.as_record(),
         "sampled": sampled_record,
+        "monitoringChecks": checks,
         "households": households_record(stoves),
         "stoves": included,
         "exclusions": excluded,

@@ -44,6 +44,7 @@ from twinhub.logging import mask_phone
 from twinhub.mrv.rollups import HOUSEHOLD_CONFIRMATION, household_record
 from twinhub.mrv.rules import ACTIVE
 from twinhub.mrv.sampling import (
+    ROLES,
     Estimate,
     draw,
     estimate,
@@ -476,6 +477,7 @@ class SurveyService:
                 name: {
                     **parameter(survey, result),
                     "unit": PARAMETER_UNITS[name],
+                    "role": ROLES[name],  # a formula's parameter, or a monitoring check
                     "targetPrecision": survey.target_precision,
                     "meetsTarget": result.meets(survey.target_precision),
                 }

@@ -108,7 +108,8 @@ class Platform:
         self.api_keys = registry.api_keys
         self.device_tokens = registry.device_tokens
         self.customers = build_customers(sessions, settings.ussd, keys.pin_cipher)
-        self.surveys = build_surveys(sessions, settings.ussd)  # household surveys over USSD
+        # Household surveys over USSD; an answered household size is a ledger write.
+        self.surveys = build_surveys(sessions, settings.ussd, self.ledger, self.domains)
         telemetry = build_telemetry(
             settings.telemetry, storage, settings.storage, self.protocols, self.domains, self.bus
         )

@@ -23,6 +23,7 @@ from twinhub.mrv.periods import (
 )
 from twinhub.mrv.plausibility import Finding, StoveDay
 from twinhub.mrv.project_document import check_project_document
+from twinhub.mrv.rollups import stove_period
 
 SPEC = PeriodSpec("did:ixo:entity/project", date(2026, 10, 1), date(2026, 10, 30), "CARBON", 6)
 
@@ -306,7 +307,7 @@ def test_a_fleet_below_its_reporting_share_scales_the_credits() -> None:
 
 def test_without_register_readings_an_electric_stove_has_no_measure() -> None:
     unread = stove("a-electric", days=daily("a-electric", 30, 2, 1.0, register=None))
-    unread = replace(unread, days=[replace(d, meter_delta=None) for d in unread.days])
+    unread = replace(unread, days=[d._replace(meter_delta=None) for d in unread.days])
     report = compute_period(SPEC, builtin_methodology(), [unread], [])
     assert report["exclusions"][0]["reason"] == (
         "no meter register reading (meterKwh) in the period: the meter is the measure"
@@ -390,3 +391,80 @@ def test_bad_sampled_parameters_are_refused_with_their_paths() -> None:
         "sampled.householdSize.sampleSize",
         "sampled.householdSize.confidence",
     }
+
+
+def test_the_report_says_whose_household_size_a_survey_confirmed() -> None:
+    """The stove's record names the survey answer that confirmed its size (written by the
+    survey service); a record edited since, or none, leaves the size unconfirmed."""
+    answer = {
+        "householdSize": 5,
+        "enrolled": 4,
+        "surveyId": "sv_00000000000000aa",
+        "sessionId": "ATUid_1",
+        "question": "people",
+        "answeredAt": "2026-10-03T08:00:00+00:00",
+    }
+    confirmed = stove_period(
+        "a-confirmed",
+        ({"householdSize": 5, "householdSizeConfirmation": answer}, True, "active"),
+        True,
+        {},
+    )
+    edited = stove_period(
+        "b-edited",
+        ({"householdSize": 6, "householdSizeConfirmation": answer}, True, "active"),
+        True,
+        {},
+    )
+    assert confirmed.household == answer and edited.household is None
+    fleet = [
+        stove("a-confirmed", household=confirmed.household),
+        stove("b-edited"),
+        stove("c-none", household_size=None),
+    ]
+    report = compute_period(SPEC, builtin_methodology(), fleet, [])
+    assert report["households"] == {
+        "confirmed": 1,
+        "unconfirmed": 1,
+        "notRecorded": 1,
+        "confirmedBy": {"a-confirmed": answer},
+    }
+    rows = {line.split(",")[0]: line for line in report_csv(report).splitlines()[1:]}
+    assert ",5,confirmed," in rows["a-confirmed"] and ",5,unconfirmed," in rows["b-edited"]
+    again = compute_period(SPEC, builtin_methodology(), fleet, [])
+    assert compare_reports(report, again) == []
+
+
+def test_stove_use_and_fuel_stacking_are_monitoring_checks_not_parameters() -> None:
+    """Under metered cooking the meter is the measure: the survey's household size enters
+    the baseline cap, stove use and fuel stacking are reported with their sample and
+    whether they met 90/10, and no figure moves with them."""
+
+    def sampled(use: float, stacking: float) -> dict[str, Any]:
+        base = {"sampleSize": 40, "confidence": 0.9, "surveyId": "sv_1", "seed": "s"}
+        return {
+            "householdSize": {**base, "value": 4.8, "precision": 0.06},
+            "stoveUse": {**base, "value": use, "precision": 0.05},
+            "fuelStacking": {**base, "value": stacking, "precision": 0.3},
+        }
+
+    one = compute_period(
+        SPEC, builtin_methodology(), stoves(), FINDINGS, None, None, sampled(0.95, 0.4)
+    )
+    other = compute_period(
+        SPEC, builtin_methodology(), stoves(), FINDINGS, None, None, sampled(0.5, 0.9)
+    )
+    assert set(one["sampled"]) == {"householdSize"}
+    checks = one["monitoringChecks"]
+    assert set(checks) == {"stoveUse", "fuelStacking"}
+    assert checks["stoveUse"]["meetsTarget"] is True
+    assert checks["fuelStacking"]["meetsTarget"] is False  # 30 % misses 90/10: reported
+    assert "enters no formula" in checks["fuelStacking"]["use"]
+    assert [row["reductions"] for row in one["stoves"]] == [
+        row["reductions"] for row in other["stoves"]
+    ]
+    assert one["credits"] == other["credits"]
+    assert (
+        one["monitoringChecks"]["stoveUse"]["value"]
+        != other["monitoringChecks"]["stoveUse"]["value"]
+    )

@@ -4,7 +4,6 @@ flagged with an explanation, normal households are not."""
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from datetime import date, timedelta
 
 from twinhub.mrv.plausibility import PlausibilityRules, StoveDay, assess
@@ -51,9 +50,9 @@ def kinds(findings: list, stove: str) -> set[str]:
 def test_a_tampered_meter_and_a_cloned_stove_are_flagged_and_normal_households_are_not() -> None:
     stoves = programme()
     # Tampered: the sessions are inflated 2.5x, the cumulative register still tells the truth.
-    stoves["stove-010"] = [replace(d, energy=round(d.energy * 2.5, 4)) for d in stoves["stove-010"]]
+    stoves["stove-010"] = [d._replace(energy=round(d.energy * 2.5, 4)) for d in stoves["stove-010"]]
     # Cloned: a second stove id replays stove-020's days, to be paid twice.
-    stoves["stove-clone"] = [replace(d, stove="stove-clone") for d in stoves["stove-020"]]
+    stoves["stove-clone"] = [d._replace(stove="stove-clone") for d in stoves["stove-020"]]
     findings = assess(d for days in stoves.values() for d in days)
 
     tampered = [f for f in findings if f.stove == "stove-010" and f.kind == "tampered"]
@@ -76,10 +75,10 @@ def test_a_broken_register_is_explained() -> None:
     rng = random.Random(3)
     days = household("stove-x", rng)
     stuck = [
-        replace(d, meter_delta=0.0) if 5 <= i < 9 and d.sessions else d for i, d in enumerate(days)
+        d._replace(meter_delta=0.0) if 5 <= i < 9 and d.sessions else d for i, d in enumerate(days)
     ]
-    stuck = [replace(d, sessions=max(d.sessions, 1)) for d in stuck]
-    backwards = [replace(d, meter_delta=-1.5) if i == 12 else d for i, d in enumerate(stuck)]
+    stuck = [d._replace(sessions=max(d.sessions, 1)) for d in stuck]
+    backwards = [d._replace(meter_delta=-1.5) if i == 12 else d for i, d in enumerate(stuck)]
     findings = assess(backwards)
     explanations = [f.explanation for f in findings if f.kind == "broken"]
     assert any("went backwards on 2026-10-13" in e for e in explanations), findings
@@ -97,13 +96,13 @@ def test_a_frozen_series_is_flagged() -> None:
 
 def test_too_little_data_is_not_judged() -> None:
     days = household("stove-short", random.Random(1), days=4)
-    inflated = [replace(d, energy=d.energy * 3) for d in days]
+    inflated = [d._replace(energy=d.energy * 3) for d in days]
     assert [f for f in assess(inflated) if f.kind != "broken"] == []
 
 
 def test_thresholds_are_settings() -> None:
     stoves = programme(size=40, seed=11)
-    stoves["stove-005"] = [replace(d, energy=round(d.energy * 1.3, 4)) for d in stoves["stove-005"]]
+    stoves["stove-005"] = [d._replace(energy=round(d.energy * 1.3, 4)) for d in stoves["stove-005"]]
     every = [d for days in stoves.values() for d in days]
     assert "tampered" in kinds(assess(every), "stove-005")
     lenient = PlausibilityRules(meter_tolerance=0.5)

@@ -5,8 +5,10 @@ refused with its path."""
 from __future__ import annotations
 
 import copy
+from importlib import resources
 from typing import Any
 
+import orjson
 import pytest
 
 from twinhub.kernel.errors import Problems
@@ -220,3 +222,19 @@ def test_a_bad_country_table_is_refused_with_paths() -> None:
     fields = {p.field for p in problems.items}
     assert "table.countries.zm" in fields
     assert "table.countries.KE.fNRB.unit" in fields
+
+
+def test_sources_still_to_check_carry_no_value_and_set_nothing() -> None:
+    """The table lists published sources whose values could not be read (Kenya's grid
+    standardized baseline, its fNRB study, ...): named with their year and why, never a
+    number, and no country's figures come from them."""
+    raw = orjson.loads(
+        resources.files("twinhub.mrv").joinpath("data", "country_defaults.json").read_bytes()
+    )
+    pending = raw["sourcesToCheck"]
+    assert {"KE", "*"} <= set(pending)
+    for entries in pending.values():
+        for entry in entries:
+            assert set(entry) == {"parameter", "source", "year", "why"}
+            assert entry["parameter"] in ("fNRB", "EF_grid") and entry["source"] and entry["why"]
+    assert set(country_defaults()) == set(raw["countries"]) == {"ZM"}

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from twinhub.mrv import trust_chain as chain
-from twinhub.mrv.claims import NotComputable
+from twinhub.mrv.claims import NotComputable, methodology_of
 from twinhub.mrv.period_inputs import (
     differing_days,
     figures_from_readings,
@@ -190,6 +190,10 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
     if report.get("reportDigest") != report_digest(report):
         out.append("report.reportDigest: does not match the report's content (it was edited)")
     readings = bundle.get("readings") or {}
+    try:
+        measure = methodology_of(frozen["methodology"]).measure
+    except NotComputable:
+        measure = "meter"  # reported below, where the report is recomputed
     for stove in frozen["stoves"]:
         name = stove["stove"]
         rows = readings.get(name, [])
@@ -206,7 +210,7 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
                 )
         if stove["days"] or rows:
             for day, field, then, given in differing_days(
-                stove, figures_from_readings(name, stove["unit"], rows, stove.get("meter"))
+                stove, figures_from_readings(name, stove["unit"], rows, stove.get("meter"), measure)
             ):
                 out.append(f"{name} {day} {field}: frozen {then!r}, the readings give {given!r}")
     try:

@@ -47,6 +47,10 @@ RULES = {
     "max_missing_share": "fraction",
     "creditLateData": "flag",  # 1: a later period may credit readings that came late
 }
+# The one rule whose value is a choice, not a number: what quantity a stove is credited with.
+# "meter": the meter register's rise (2.0.0 on), corroborated by the sessions; "sessions":
+# the sum of the per-session figures the device reports (how 1.0.0 was issued).
+MEASURE, MEASURES, MEASURE_UNIT = "measure", ("sessions", "meter"), "measure"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*?)(?:\n|$)")
 _STATUS_WORDS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")  # "CANCELLED: ... [CANCELLED]"
@@ -157,6 +161,9 @@ class Methodology:
     document: dict[str, Any] = field(repr=False)
     rules: dict[str, Parameter] = field(default_factory=dict)
     digest: str = ""
+    # rules.measure; undeclared: "sessions" for a document with no rules section (the form
+    # of 1.0.0, which credited the sessions' sum), "meter" for one with it (2.0.0)
+    measure: str = "meter"
     _programs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     # Per formula, the names it can refer to: each evaluation hands CEL only those (CEL
     # converts every variable it is given, and a formula reads a handful of thirty).
@@ -442,7 +449,7 @@ def compile_methodology(
     title = _text(document, "title", where, problems, limits, required=True)
     reference = _text(document, "reference", where, problems, limits, required=False)
     parameters = _parameters(document.get("parameters"), f"{where}.parameters", problems, limits)
-    rules = _rules(document.get("rules"), where, problems, limits)
+    rules, measure = _rules(document.get("rules"), where, problems, limits)
     inputs = _inputs(document.get("inputs"), where, problems, limits)
     clash = set(parameters) & set(inputs)
     for name in sorted(clash):
@@ -478,6 +485,7 @@ def compile_methodology(
         document=document,
         digest=digest_of(document),
         rules=rules,
+        measure=measure,
         _programs=tuple(programs),
         _uses=uses,
         limits=limits,
@@ -523,20 +531,43 @@ def _entries(
 
 def _rules(
     value: Any, where: str, problems: Problems, limits: MethodologyLimits
-) -> dict[str, Parameter]:
-    """The thresholds section: only names the platform applies, each in its own unit."""
+) -> tuple[dict[str, Parameter], str]:
+    """The thresholds section (only names the platform applies, each in its own unit) and
+    the measure it declares (see MEASURE; undeclared, it follows the document's form)."""
     if value is None:
-        return {}
+        return {}, "sessions"  # 1.0.0's form: no rules section, the sessions' sum credited
+    measure = "meter"
+    if isinstance(value, dict) and MEASURE in value:
+        value = dict(value)
+        measure = _measure(value.pop(MEASURE), f"{where}.rules.{MEASURE}", problems, limits)
     found = _parameters(value, f"{where}.rules", problems, limits)
     for name, rule in found.items():
         if name not in RULES:
             problems.add(
                 f"{where}.rules.{name}",
-                f"not a rule the platform applies (one of {', '.join(sorted(RULES))})",
+                f"not a rule the platform applies (one of {', '.join(sorted([*RULES, MEASURE]))})",
             )
         elif rule.unit != RULES[name]:
             problems.add(f"{where}.rules.{name}.unit", f"expected {RULES[name]}")
-    return found
+    return found, measure
+
+
+def _measure(entry: Any, at: str, problems: Problems, limits: MethodologyLimits) -> str:
+    """rules.measure: {"value": "sessions" | "meter", "unit": "measure", "source": ...}."""
+    if not isinstance(entry, dict):
+        problems.add(at, "expected an object with value, unit and source")
+        return "meter"
+    if entry.get("value") not in MEASURES:
+        problems.add(f"{at}.value", f"expected one of {', '.join(MEASURES)}")
+    if entry.get("unit") != MEASURE_UNIT:
+        problems.add(f"{at}.unit", f"expected {MEASURE_UNIT}")
+    source = entry.get("source")
+    if not isinstance(source, str) or not source or len(source) > limits.max_text_chars:
+        problems.add(f"{at}.source", "every rule names its source")
+    for extra in sorted(set(entry) - {"value", "unit", "source"}):
+        problems.add(f"{at}.{extra}", "not a field of a rule")
+    value = entry.get("value")
+    return value if value in MEASURES else "meter"
 
 
 def _parameters(

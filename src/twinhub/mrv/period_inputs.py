@@ -13,7 +13,6 @@ is its serial and its meter's serial, whichever project lists it.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
@@ -96,7 +95,7 @@ def freeze(
     for stove in sorted(stoves, key=lambda s: s.stove):
         days = []
         for day in stove.days:
-            figures = dataclasses.asdict(day)
+            figures = day._asdict()
             figures.pop("stove")
             figures["day"] = day.day.isoformat()
             figures["readings"] = readings.get((stove.stove, day.day))
@@ -116,6 +115,7 @@ def freeze(
                 "fuel": stove.fuel,
                 "meter": stove.meter,
                 "registerEvents": list(stove.register_events),
+                "householdConfirmation": stove.household,
                 "days": days,
             }
         )
@@ -170,6 +170,7 @@ def thaw(frozen: dict[str, Any]) -> tuple[PeriodSpec, list[StovePeriod]]:
             fuel=row.get("fuel"),
             meter=row.get("meter"),
             register_events=tuple(row.get("registerEvents") or ()),
+            household=row.get("householdConfirmation"),
         )
         for row in frozen["stoves"]
     ]
@@ -240,9 +241,14 @@ def day_cells(readings: Iterable[Mapping[str, Any]]) -> Cells:
 
 
 def figures_from_readings(
-    stove: str, unit: str, readings: Iterable[Mapping[str, Any]], meter: Any = None
+    stove: str,
+    unit: str,
+    readings: Iterable[Mapping[str, Any]],
+    meter: Any = None,
+    measure: str = "meter",
 ) -> list[StoveDay]:
-    return day_figures(stove, day_cells(readings), unit, meter)[0]
+    """A stove's day figures from its raw readings, read by the methodology's measure."""
+    return day_figures(stove, day_cells(readings), unit, meter, measure)[0]
 
 
 def differing_days(

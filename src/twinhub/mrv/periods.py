@@ -29,7 +29,7 @@ from twinhub.mrv.project_document import (
     document_overrides,
 )
 from twinhub.mrv.rules import ACTIVE, takes_part
-from twinhub.mrv.sampling import check_sampled
+from twinhub.mrv.sampling import CHECK, ROLES, check_sampled
 
 # Findings that keep a stove out of a period. A stove whose sessions disagree with its
 # register ("tampered") is not among them: the register is the measure and the smaller of
@@ -56,6 +56,9 @@ class StovePeriod:
     fuel: str | None = None  # the project fuel its fuelType names (mrv.rollups.FUEL_TYPES)
     meter: Any = None  # properties.meter as stored (checked here: mrv.meter.check_meter)
     register_events: tuple[str, ...] = ()  # resets, rollovers, falls (mrv.meter)
+    # The survey answer that confirmed household_size (survey, session, when, the size it
+    # replaced); None: the size is as recorded at enrolment, unconfirmed.
+    household: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,12 @@ def _exclusion(
     rules: Mapping[str, float],
     findings: list[Finding],
     credited: Mapping[str, str],
+    sessions_measure: bool = False,
 ) -> str | None:
     """Why the stove earns nothing this period, or None. The first reason found is given;
-    the order puts registry facts before data quality before suspicion."""
+    the order puts registry facts before data quality before suspicion. Under the sessions
+    measure (1.0.0) as that version decided: the registry's efficiency is required, and a
+    stove whose sessions disagree with its register is out ("tampered")."""
     if stove.stove in credited:
         return (
             f"credited already by {credited[stove.stove]} for an overlapping period "
@@ -137,6 +143,8 @@ def _exclusion(
         return "the stove has no enrolled device"
     if stove.household_size is None or stove.household_size < 1:
         return "the household size is not recorded"
+    if sessions_measure and (stove.stove_efficiency is None or not 0 < stove.stove_efficiency <= 1):
+        return "the stove type's tested efficiency is not recorded"
     if not stove.days:
         return "no telemetry in the period"
     outside = [d for d in stove.days if not spec.start <= d.day <= spec.end]
@@ -157,8 +165,9 @@ def _exclusion(
                 f"{d.energy / d.sessions:.2f} {stove.unit} a session on {d.day.isoformat()}, "
                 f"more than {limit:g}"
             )
+    kinds = (*REVIEW_KINDS, "tampered") if sessions_measure else REVIEW_KINDS
     for finding in findings:
-        if finding.stove == stove.stove and finding.kind in REVIEW_KINDS:
+        if finding.stove == stove.stove and finding.kind in kinds:
             return f"flagged for review ({finding.kind}): {finding.explanation}"
     return None
 
@@ -259,21 +268,38 @@ def _measure(
     return usage
 
 
-def _sample(sampled: Mapping[str, Any] | None) -> tuple[dict[str, float], dict[str, Any]]:
+def _sample(
+    sampled: Mapping[str, Any] | None, parameters: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
     """The household-size sample's confidence and precision (0, 0 when not sampled: the
-    90/10 rule then applies its discount), and what the report says of every sampled
-    parameter. Bad sampled parameters raise Invalid with their paths."""
+    90/10 rule then applies its discount); what the report says of the sampled parameters
+    a formula reads; and of the monitoring checks (stove use, fuel stacking: sampled, used
+    by no formula, mrv.sampling.ROLES), each with whether it met the methodology's target.
+    Bad sampled parameters raise Invalid with their paths."""
     problems = Problems()
     found = check_sampled(sampled, problems)
     problems.raise_if_any("The sampled parameters are invalid.")
-    record = {name: entry.as_record() for name, entry in sorted(found.items())}
+    confidence = float(parameters.get("sampling_confidence", 0.9))
+    precision = float(parameters.get("sampling_precision", 0.1))
+    record: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    for name, entry in sorted(found.items()):
+        if ROLES.get(name) == CHECK:
+            checks[name] = {
+                **entry.as_record(),
+                "meetsTarget": entry.meets(confidence, precision),
+                "use": "monitoring check: enters no formula (the meter is the measure)",
+            }
+        else:
+            record[name] = entry.as_record()
     household = found.get(SAMPLED_HOUSEHOLD)
     if household is None:
-        return {"sample_confidence": 0.0, "sample_precision": 0.0}, record
-    return {
-        "sample_confidence": household.confidence,
-        "sample_precision": household.precision,
-    }, record
+        return {"sample_confidence": 0.0, "sample_precision": 0.0}, record, checks
+    return (
+        {"sample_confidence": household.confidence, "sample_precision": household.precision},
+        record,
+        checks,
+    )
 
 
 def _stove_inputs(
@@ -332,7 +358,11 @@ def compute_period(
     "monitoring period <id> of <project>"): they are excluded.
     `document` is the project's design document (None: the methodology's defaults, and
     the report says so); `sampled` the sampled parameters of the project's surveys.
-    A document that does not fit the methodology raises Invalid with the paths."""
+    A document that does not fit the methodology raises Invalid with the paths.
+    A methodology whose measure is the sessions' sum (1.0.0) is computed as it was issued
+    (`sessions_report`), so its reports recompute."""
+    if methodology.measure == "sessions":
+        return sessions_report(spec, methodology, stoves, findings, credited or {})
     document = document or default_document(methodology)
     problems = Problems()
     overrides = document_overrides(methodology, document, problems)
@@ -340,7 +370,7 @@ def compute_period(
     rules = methodology.rule_values()
     parameters = {**methodology.parameter_values(), **overrides}
     fleet = fleet_of(stoves, float(parameters.get("min_fleet_reporting_share", 0.0)))
-    sample, sampled_record = _sample(sampled)
+    sample, sampled_record, checks = _sample(sampled, parameters)
     common = {"baseline_fuel": document.baseline_fuel, "fleet_share": fleet.share, **sample}
     included: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
@@ -393,12 +423,114 @@ def compute_period(
                 name: {"value": p.value, "unit": p.unit, "source": p.source}
                 for name, p in methodology.rules.items()
             },
+            "measure": methodology.measure,
             "result": methodology.result,
             "resultUnit": methodology.result_unit,
         },
         "document": document.summary(),
         "fleet": fleet.as_record(),
         "sampled": sampled_record,
+        "monitoringChecks": checks,
+        "households": households_record(stoves),
+        "stoves": included,
+        "exclusions": excluded,
+        "totals": {
+            "stoves": len(stoves),
+            "included": len(included),
+            "excluded": len(excluded),
+            "reductions": total,
+            "unit": methodology.result_unit,
+        },
+        "credits": {
+            "token": spec.token,
+            "decimals": spec.decimals,
+            "amount": to_smallest_unit(total, spec.decimals),
+        },
+        "inputsDigest": digest_of_digests(
+            row["inputsDigest"] for row in sorted(included + excluded, key=lambda r: r["stove"])
+        ),
+    }
+    report["reportDigest"] = report_digest(report)
+    return report
+
+
+def households_record(stoves: Sequence[StovePeriod]) -> dict[str, Any]:
+    """Whose household size a survey answer confirmed (services.surveys writes the answer
+    into the stove's record, the enrolment value kept in its history) and whose is as
+    typed at enrolment: counts, and each confirmed stove's survey, session and when."""
+    confirmed = {s.stove: s.household for s in sorted(stoves, key=lambda s: s.stove) if s.household}
+    recorded = sum(1 for s in stoves if s.household_size is not None)
+    return {
+        "confirmed": len(confirmed),
+        "unconfirmed": recorded - len(confirmed),
+        "notRecorded": len(stoves) - recorded,
+        "confirmedBy": confirmed,
+    }
+
+
+def sessions_report(
+    spec: PeriodSpec,
+    methodology: Methodology,
+    stoves: Sequence[StovePeriod],
+    findings: list[Finding],
+    credited: Mapping[str, str],
+) -> dict[str, Any]:
+    """A period under a methodology whose measure is the sessions' sum (1.0.0), computed
+    and shaped as that version issued it: the sessions' energy or fuel credited, the
+    registry's efficiency and household size its only other inputs, no document, fleet or
+    samples. Kept so a report issued under 1.0.0 still recomputes to the last unit."""
+    rules = methodology.rule_values()
+    included: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    total = 0.0
+    for stove in sorted(stoves, key=lambda s: s.stove):
+        base = {
+            "stove": stove.stove,
+            "serial": stove.serial,
+            "usage": _plain_usage(stove),
+            "inputsDigest": inputs_digest(stove.days),
+        }
+        reason = _exclusion(stove, spec, rules, findings, credited, sessions_measure=True)
+        if reason is None:
+            quantity = base["usage"]["quantity"]
+            values = {
+                "energy_kwh": quantity if stove.unit == "kWh" else 0.0,
+                "fuel_kg": quantity if stove.unit == "kg" else 0.0,
+                "stove_efficiency": stove.stove_efficiency,
+                "household_size": stove.household_size,
+                "days": spec.days,
+            }
+            try:
+                evaluation = methodology.evaluate(values)
+            except MethodologyError as error:
+                reason = f"the methodology could not be applied: {error}"
+            else:
+                included.append(
+                    {
+                        **base,
+                        "inputs": evaluation.inputs,
+                        "values": {step.name: step.value for step in evaluation.steps},
+                        "reductions": evaluation.result,
+                    }
+                )
+                total += evaluation.result
+                continue
+        excluded.append({**base, "reason": reason})
+    report: dict[str, Any] = {
+        "project": spec.project,
+        "period": {"from": spec.start.isoformat(), "to": spec.end.isoformat(), "days": spec.days},
+        "methodology": {
+            "id": methodology.id,
+            "version": methodology.version,
+            "digest": methodology.digest,
+            "reference": methodology.reference,
+            "parameters": {
+                name: {"value": p.value, "unit": p.unit, "source": p.source}
+                for name, p in methodology.parameters.items()
+            },
+            "result": methodology.result,
+            "resultUnit": methodology.result_unit,
+        },
         "stoves": included,
         "exclusions": excluded,
         "totals": {
@@ -518,6 +650,7 @@ CSV_COLUMNS = [
     "case",
     "project_fuel",
     "household_size",
+    "household_size_survey",
     "stove_efficiency",
     "meter_adjustment",
     "household_discount",
@@ -539,6 +672,8 @@ def report_csv(report: dict[str, Any]) -> str:
     rows = [(row, True) for row in report["stoves"]] + [
         (row, False) for row in report["exclusions"]
     ]
+    households = report.get("households")  # absent from a report made before surveys
+    confirmed = households["confirmedBy"] if households else {}
     for row, included in sorted(rows, key=lambda pair: pair[0]["stove"]):
         usage, values, inputs = row["usage"], row.get("values", {}), row.get("inputs", {})
         register = usage.get("register")
@@ -560,6 +695,7 @@ def report_csv(report: dict[str, Any]) -> str:
                 inputs.get("case", ""),
                 inputs.get("project_fuel", ""),
                 inputs.get("household_size", ""),
+                ("confirmed" if row["stove"] in confirmed else "unconfirmed") if households else "",
                 inputs.get("stove_efficiency", ""),
                 values.get("meter_adjustment", ""),
                 values.get("household_discount", ""),

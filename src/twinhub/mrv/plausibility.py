@@ -14,16 +14,18 @@ for. Findings only ever flag a claim for review: nothing here approves or mints.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from itertools import combinations
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class StoveDay:
-    """One stove's cooking on one day, as the telemetry rollups give it."""
+class StoveDay(NamedTuple):
+    """One stove's cooking on one day, as the telemetry rollups give it. A named tuple, not
+    a dataclass: a 10,000-stove month makes 300,000 of them, and a tuple is made in a
+    tenth of a frozen dataclass's time."""
 
     stove: str
     day: date
@@ -190,11 +192,12 @@ def _clone_findings(by_stove: dict[str, list[StoveDay]], rules: PlausibilityRule
         for d in days:
             if d.sessions:
                 buckets[(d.day, d.sessions, round(d.energy, 3))].append(stove)
-    shared: dict[tuple[str, str], int] = defaultdict(int)
+    shared: Counter[tuple[str, str]] = Counter()
     for stoves in buckets.values():
         if 1 < len(stoves) <= 50:  # a larger bucket is a common value, not a copy
-            for pair in combinations(sorted(set(stoves)), 2):
-                shared[pair] += 1
+            # Counter.update counts an iterable in C: a month of 10,000 stoves whose
+            # energy is read to the watt-hour shares a million pairs of days.
+            shared.update(combinations(sorted(set(stoves)), 2))
     findings: list[Finding] = []
     least = rules.clone_share * rules.min_days  # fewer shared days can never be a clone
     for (first, second), same in shared.items():

@@ -9,8 +9,10 @@ inputs. The telemetry store writes rollups under these names and the dashboard's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from twinhub.mrv.meter import RegisterDay, register_rise
 from twinhub.mrv.periods import StovePeriod
@@ -40,6 +42,8 @@ SESSIONS = counted_field("session", "start")  # one per cooking session started
 METER = "meterKwh"  # the stove's cumulative meter
 METER_RESET = counted_field("meterEvent", "reset")  # a reading declaring the register reset
 FIELDS = (ENERGY, FUEL, SESSIONS, METER, METER_RESET)
+# The stove property that records which survey answer confirmed its householdSize.
+HOUSEHOLD_CONFIRMATION = "householdSizeConfirmation"
 FUEL_TYPES = {  # a stove's `fuelType` property -> the methodology's project fuel
     "electric": "electricity",
     "electricity": "electricity",
@@ -57,6 +61,36 @@ MASS_FUELS = ("lpg", "ethanol", "pellets", "biogas", "charcoal", "wood")  # mete
 Cells = dict[date, dict[str, tuple[int, float, float, float]]]
 
 
+class DayRow(NamedTuple):
+    """One stove-day of rollups as the period reads them, one column a figure (what
+    services.mrv_inputs reads through the driver, one row per stove and day): the day (a
+    date, or its ISO text as the driver gives it), the sessions started, the energy and
+    fuel the readings reported (None: no such field that day), how many register readings
+    came with their lowest and highest values, and the resets declared. The period reads
+    any tuple of this layout (the driver's rows are not copied into this class)."""
+
+    day: date | str
+    sessions: int | None
+    energy: float | None
+    fuel: float | None
+    meter_readings: int | None
+    meter_low: float | None
+    meter_high: float | None
+    resets: int | None
+
+
+# The rollup columns a DayRow is made of, in its order after the day: (field, aggregate).
+DAY_COLUMNS = (
+    (SESSIONS, "count"),
+    (ENERGY, "sum"),
+    (FUEL, "sum"),
+    (METER, "count"),
+    (METER, "min"),
+    (METER, "max"),
+    (METER_RESET, "count"),
+)
+
+
 def day_start(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
@@ -67,20 +101,43 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def rows_of(cells: Cells) -> list[DayRow]:
+    """Day cells (as raw readings give them) as DayRows, in day order."""
+    rows = []
+    for day in sorted(cells):
+        fields = cells[day]
+        sessions, energy, fuel = fields.get(SESSIONS), fields.get(ENERGY), fields.get(FUEL)
+        meter, reset = fields.get(METER), fields.get(METER_RESET)
+        rows.append(
+            DayRow(
+                day,
+                int(sessions[0]) if sessions else 0,
+                float(energy[1]) if energy else None,
+                float(fuel[1]) if fuel else None,
+                int(meter[0]) if meter else 0,
+                meter[2] if meter else None,
+                meter[3] if meter else None,
+                int(reset[0]) if reset else 0,
+            )
+        )
+    return rows
+
+
 def stove_period(
     did: str,
     facts: tuple[dict[str, Any], bool, str] | None,
     enrolled: bool,
-    cells: Cells,
+    days: Cells | Sequence[tuple[Any, ...]],
+    measure: str = "meter",
 ) -> StovePeriod:
     """One stove's period from its registry facts (properties, verified, status; None when
-    it is not a domain), whether a device is enrolled, and its day rollups."""
+    it is not a domain), whether a device is enrolled, and its day rollups (DayRows in day
+    order, or cells), read by the methodology's `measure` rule."""
+    rows = rows_of(days) if isinstance(days, dict) else days
     properties: dict[str, Any] = facts[0] if facts is not None else {}
-    unit = _unit(properties, cells)
+    unit = _unit(properties, rows)
     meter = properties.get("meter")
-    top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
-    register_max = top if top is not None and top > 0 else None
-    days, events = _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
+    figures, events = _days(did, rows, unit, meter, measure)
     household = properties.get("householdSize")
     model, fuel = properties.get("stoveModel"), properties.get("fuelType")
     return StovePeriod(
@@ -93,58 +150,86 @@ def stove_period(
         else None,
         stove_efficiency=_number(properties.get("efficiency")),
         unit=unit,
-        days=days,
+        days=figures,
         status=facts[2] if facts is not None else None,
         stove_model=model if isinstance(model, str) else None,
         fuel=FUEL_TYPES.get(fuel.lower()) if isinstance(fuel, str) else None,
         meter=meter if facts is not None and "meter" in properties else None,
         register_events=events,
+        household=household_record(properties),
     )
 
 
+def household_record(properties: dict[str, Any]) -> dict[str, Any] | None:
+    """The survey answer that confirmed the recorded household size (HOUSEHOLD_CONFIRMATION,
+    written with the size by services.surveys), when it confirms the size recorded now."""
+    found = properties.get(HOUSEHOLD_CONFIRMATION)
+    size = properties.get("householdSize")
+    if isinstance(found, dict) and found.get("householdSize") == size:
+        return found
+    return None
+
+
 def day_figures(
-    did: str, cells: Cells, unit: str, meter: Any = None
+    did: str, cells: Cells, unit: str, meter: Any = None, measure: str = "meter"
 ) -> tuple[list[StoveDay], tuple[str, ...]]:
     """The stove's days and register events from its day cells, for a stove of `unit` (kWh
     or kg) with `meter` (properties.meter): how an evidence bundle's raw readings are turned
     into the figures a period froze, by the same rules as `stove_period`."""
-    top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
-    register_max = top if top is not None and top > 0 else None
-    return _days(did, cells, FUEL if unit == "kg" else ENERGY, register_max)
+    return _days(did, rows_of(cells), unit, meter, measure)
 
 
-def _unit(properties: dict[str, Any], cells: Cells) -> str:
+def _unit(properties: dict[str, Any], rows: Sequence[tuple[Any, ...]]) -> str:
     """kWh for an electric stove, kg for a fuel stove: the stove's fuelType says, else the
     telemetry it sends (fuel and no energy)."""
     kind = properties.get("fuelType")
     if isinstance(kind, str) and FUEL_TYPES.get(kind.lower()) in MASS_FUELS:
         return "kg"
-    energy = any(ENERGY in fields for fields in cells.values())
-    fuel = any(FUEL in fields for fields in cells.values())
+    energy = any(row[2] is not None for row in rows)
+    fuel = any(row[3] is not None for row in rows)
     return "kg" if fuel and not energy else "kWh"
 
 
+@lru_cache(maxsize=4096)
+def _date(text: str) -> date:
+    return date.fromisoformat(text)
+
+
 def _days(
-    did: str, cells: Cells, quantity: str = ENERGY, register_max: float | None = None
+    did: str, rows: Sequence[tuple[Any, ...]], unit: str, meter: Any, measure: str
 ) -> tuple[list[StoveDay], tuple[str, ...]]:
-    """One StoveDay per day with telemetry, and the register's events. A day's meter rise is
-    read by the declared rules of mrv.meter (resets, rollovers, gaps); None on a day with no
-    register reading."""
-    register: list[RegisterDay] = []
-    rows: list[tuple[date, int, float]] = []
-    for day in sorted(cells):
-        fields = cells[day]
-        meter = fields.get(METER)
-        if meter is not None and meter[0]:
-            reset = fields.get(METER_RESET)
-            register.append(RegisterDay(day, meter[2], meter[3], int(reset[0]) if reset else 0))
-        sessions = fields.get(SESSIONS)
-        energy = fields.get(quantity)
-        rows.append((day, int(sessions[0]) if sessions else 0, float(energy[1]) if energy else 0.0))
-    rise = register_rise(register, register_max)
-    deltas = rise.deltas
-    days = [
-        StoveDay(did, day, sessions, energy, 0.0, 0, 0, deltas.get(day))
-        for day, sessions, energy in rows
-    ]
-    return days, rise.events
+    """One StoveDay per day with telemetry (`rows`: DayRow's layout, in day order), and the
+    register's events. Under the `meter` measure a day's meter rise is read by the declared
+    rules of mrv.meter (resets, rollovers, gaps; None on a day with no register reading);
+    under `sessions` (1.0.0) as that version read it, for its reports to recompute: the
+    day's lowest register reading less the previous such day's (the first: None), with no
+    events. Tuples are made with tuple.__new__ (a named tuple's own __new__ is a Python
+    call: a 10,000-stove month makes 600,000 of them)."""
+    new = tuple.__new__
+    days = [row[0] if type(row[0]) is not str else _date(row[0]) for row in rows]
+    if measure == "sessions":
+        deltas: dict[date, float] = {}
+        previous: float | None = None
+        for day, row in zip(days, rows, strict=True):
+            if row[5] is not None:
+                if previous is not None:
+                    deltas[day] = row[5] - previous
+                previous = row[5]
+        events: tuple[str, ...] = ()
+    else:
+        top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
+        rise = register_rise(
+            [
+                new(RegisterDay, (day, row[5], row[6], row[7] or 0))
+                for day, row in zip(days, rows, strict=True)
+                if row[4]
+            ],
+            top if top is not None and top > 0 else None,
+        )
+        deltas, events = rise.deltas, rise.events
+    get = deltas.get
+    at = 3 if unit == "kg" else 2
+    return [
+        new(StoveDay, (did, day, row[1] or 0, row[at] or 0.0, 0.0, 0, 0, get(day)))
+        for day, row in zip(days, rows, strict=True)
+    ], events

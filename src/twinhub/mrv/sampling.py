@@ -26,11 +26,19 @@ The statistics, stated once (docs/surveys.md repeats them for readers):
 - **The planned size** for a target: n0 = (z * cv / precision)^2 with z the normal quantile
   and cv the expected coefficient of variation, corrected for the frame: n = n0 / (1 + (n0 -
   1) / N), rounded up. The achieved precision is what counts; the plan only sizes the draw.
-The sampled parameters a period reads (household size, stove use, fuel stacking) come in one
-shape, each with the sample's size and the confidence and precision it reached:
-`check_sampled` below checks it; the methodology's 90/10 rule
-(mrv/methodologies/clean-cooking-mecd.json, `household_discount`) reads the confidence and
-precision of `householdSize`.
+What a survey fixes (household size, stove use, fuel stacking) comes in one shape, each
+with the sample's size and the confidence and precision it reached: `check_sampled` below
+checks it. Under metered cooking the meter is the measure, so only one of them is a
+parameter (ROLES):
+
+- **household size** enters the baseline cap (person-days); the methodology's 90/10 rule
+  (`household_discount`) reads its confidence and precision, and a sample that misses it
+  lowers the size the cap counts;
+- **stove use** and **fuel stacking** are monitoring checks, reported with their sample
+  and precision and whether they met the target, and used by no formula: a stove that is
+  not used meters nothing and earns nothing, and the baseline fuel displaced is computed
+  from the energy the project stove metered, so a household that also cooks on charcoal
+  is credited only for what the meter recorded (docs/methodology.md, "Surveys").
 """
 
 from __future__ import annotations
@@ -159,6 +167,9 @@ def planned_size(population: int, confidence: float, precision: float, cv: float
 
 
 FIELDS = ("value", "sampleSize", "confidence", "precision", "surveyId", "seed")
+PARAMETER, CHECK = "parameter", "check"
+# What each surveyed figure is to a metered-cooking methodology (module docstring).
+ROLES = {"householdSize": PARAMETER, "stoveUse": CHECK, "fuelStacking": CHECK}
 
 
 @dataclass(frozen=True)
@@ -170,6 +181,10 @@ class SampledParameter:
     precision: float
     survey: str | None
     seed: str | None
+
+    def meets(self, confidence: float, precision: float) -> bool:
+        """Whether the sample reached `confidence` with `precision` or better (90/10)."""
+        return self.confidence >= confidence and self.precision <= precision
 
     def as_record(self) -> dict[str, Any]:
         return {

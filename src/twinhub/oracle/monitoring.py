@@ -26,7 +26,9 @@ from twinhub.kernel.errors import (
     NotFound,
 )
 from twinhub.kernel.principals import Principal
-from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days
+from twinhub.mrv.builtin import past_document
+from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
+from twinhub.mrv.methodology import digest_of
 from twinhub.mrv.period_inputs import freeze, readings_digest, report_of
 from twinhub.mrv.periods import (
     PeriodSpec,
@@ -164,15 +166,19 @@ class MonitoringService:
         protocol: ProtocolView,
         stoves: list[str] | None = None,
         period_id: int | None = None,
+        methodology: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The period's inputs from the stored telemetry, as a draft freezes them: every
         stove's facts and days, the digests of each day's readings, and what is credited
         elsewhere already (other claims, other periods' days of the same device, or a
-        second domain of one device)."""
+        second domain of one device). `methodology`: another document than the protocol's
+        (a report issued under an earlier version, recomputed as it was issued)."""
         assert protocol.effective_methodology is not None and protocol.effective_token_class
+        methodology = methodology or protocol.effective_methodology
         if stoves is None:
             stoves = await self.stoves_of(session, project)
-        periods = await stove_periods(session, stoves, start, end)
+        measure = methodology_of(methodology).measure
+        periods = await stove_periods(session, stoves, start, end, measure)
         identities = await device_identities(session, stoves)
         credited = {
             stove: f"claim {claim}"
@@ -204,7 +210,7 @@ class MonitoringService:
         return freeze(
             spec,
             protocol.did,
-            protocol.effective_methodology,
+            methodology,
             periods,
             credited,
             digests,
@@ -223,9 +229,12 @@ class MonitoringService:
         protocol: ProtocolView,
         stoves: list[str] | None = None,
         period_id: int | None = None,
+        methodology: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The report for the period from the stored telemetry (pure after the reads)."""
-        frozen = await self.snapshot(session, project, start, end, protocol, stoves, period_id)
+        frozen = await self.snapshot(
+            session, project, start, end, protocol, stoves, period_id, methodology
+        )
         return report_of(frozen)
 
     @staticmethod
@@ -328,8 +337,15 @@ class MonitoringService:
                 # data (reported apart), never a change of the issued report.
                 recomputed = report_of(orjson.loads(row.inputs))
             else:
+                # The methodology the report names, when the protocol has moved on since
+                # (1.0.0's reports after 2.0.0): each version recomputes as it was issued.
+                named = (report.get("methodology") or {}).get("digest")
+                ours = protocol.effective_methodology
+                past = None
+                if isinstance(named, str) and ours is not None and named != digest_of(ours):
+                    past = past_document(named)
                 recomputed = await self.compute(
-                    session, project, start, end, protocol, stoves, row.id if row else None
+                    session, project, start, end, protocol, stoves, row.id if row else None, past
                 )
         return compare_reports(report, recomputed)
 

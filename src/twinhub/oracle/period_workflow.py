@@ -32,6 +32,7 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound
 from twinhub.kernel.principals import Principal, require_workflow_role
 from twinhub.mrv import trust_chain as chain
+from twinhub.mrv.claims import methodology_of
 from twinhub.mrv.period_inputs import (
     behind_snapshot,
     differing_days,
@@ -385,7 +386,10 @@ class PeriodWorkflow:
                 }
             frozen = _frozen(row)
             dids = [s["stove"] for s in frozen["stoves"]]
-            now = {p.stove: p for p in await stove_periods(session, dids, row.start, row.end)}
+            measure = methodology_of(frozen["methodology"]).measure
+            now = {
+                p.stove: p for p in await stove_periods(session, dids, row.start, row.end, measure)
+            }
             readings = await stove_readings(session, dids, row.start, row.end)
         late = []
         for stove in frozen["stoves"]:

@@ -48,7 +48,7 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
-from twinhub.mrv.claims import ClaimComputation, NotComputable
+from twinhub.mrv.claims import ClaimComputation, NotComputable, methodology_of
 from twinhub.mrv.plausibility import assess
 from twinhub.mrv.rules import takes_part
 from twinhub.security.signing import Issuer
@@ -374,12 +374,16 @@ class OracleService:
                 decision.reasons.append(error.reason)
                 return decision
             decision.inputs_digest = computation.inputs_digest
-            rules = {name: spec["value"] for name, spec in document.get("parameters", {}).items()}
-            tolerance = float(rules.get("corroboration_tolerance", 0.2))
+            methodology = methodology_of(document)
+            tolerance = float(methodology.rule_values().get("corroboration_tolerance", 0.2))
             rejects, flags = self._corroborate(claim.data, computation, tolerance)
             rejects += await double_counted(session, claim, computation)
             (period,) = await stove_periods(
-                session, [computation.stove["stove"]], computation.start, computation.end
+                session,
+                [computation.stove["stove"]],
+                computation.start,
+                computation.end,
+                methodology.measure,
             )
             for finding in assess(period.days):
                 if finding.kind in REVIEW_KINDS:

@@ -110,9 +110,13 @@ def build_customers(
 
 
 def build_surveys(
-    sessions: async_sessionmaker[AsyncSession], settings: UssdSettings
+    sessions: async_sessionmaker[AsyncSession],
+    settings: UssdSettings,
+    ledger: Ledger | None = None,
+    domains: DomainService | None = None,
 ) -> SurveyService:
-    """Household surveys, under the USSD_SURVEY_* defaults and limits."""
+    """Household surveys, under the USSD_SURVEY_* defaults and limits; an answered household
+    size is written to the stove's record through `ledger` and `domains`."""
     return SurveyService(
         sessions,
         SurveyRules(
@@ -124,4 +128,6 @@ def build_surveys(
             max_sample=settings.survey_max_sample,
             refresh_seconds=settings.survey_refresh_seconds,
         ),
+        ledger=ledger,
+        domains=domains,
     )

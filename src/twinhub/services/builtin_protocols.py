@@ -93,6 +93,8 @@ BUILTIN: list[ProtocolSpec] = [
             # figures), and its meter's record (mrv/meter.py): the methodology reads both.
             "stoveModel": "string",
             "meter": "object",
+            # The survey answer that confirmed householdSize (services.surveys writes both).
+            "householdSizeConfirmation": "object",
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
         telemetry=STOVE_TELEMETRY,

@@ -66,7 +66,7 @@ async def compute_claims(
     of a programme's claims reads a handful of statements, not one set per claim."""
     results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
     methodologies: dict[int, Methodology] = {}
-    by_days: dict[tuple[date, date], list[int]] = {}
+    by_days: dict[tuple[date, date, str], list[int]] = {}  # by days and measure
     for index, job in enumerate(jobs):
         try:
             if job.methodology is None:
@@ -81,14 +81,16 @@ async def compute_claims(
         except NotComputable as error:
             results[index] = error
             continue
-        by_days.setdefault(days, []).append(index)
+        by_days.setdefault((*days, methodologies[index].measure), []).append(index)
     decimals = {
         token: await token_decimals(session, token)
         for token in dict.fromkeys(jobs[i].token for group in by_days.values() for i in group)
     }
-    for (start, end), members in by_days.items():
+    for (start, end, measure), members in by_days.items():
         stoves = [jobs[i].asset for i in members]
-        periods = await stove_periods(session, [s for s in stoves if s is not None], start, end)
+        periods = await stove_periods(
+            session, [s for s in stoves if s is not None], start, end, measure
+        )
         for index, stove in zip(members, periods, strict=True):
             job = jobs[index]
             results[index] = claim_credits(

@@ -763,15 +763,19 @@ class DomainService:
             raise Conflict(f"{did} is deactivated; its record can no longer change.")
         return row
 
-    async def record_governed_change(
-        self, write: LedgerWrite, row: Domain, actor: Principal, kind: str, proposal_id: int
+    async def record_change(
+        self,
+        write: LedgerWrite,
+        row: Domain,
+        actor: Principal,
+        kind: str,
+        extra: dict[str, Any],
     ) -> dict[str, Any]:
-        """A change governance made (the verified flag), recorded as a new version; only
-        GovernanceService calls this, inside its own ledger write."""
+        """A change another service made to `row` inside its own ledger write, recorded as a
+        new version with `extra` (what caused it) beside the record: governance's verified
+        flag (the proposal), a survey's confirmed household size (the answer's session)."""
         protocol = await self._protocols.get(row.class_did)
-        return await self._commit_change(
-            write, row, actor, kind, protocol, extra={"proposal": proposal_id}
-        )
+        return await self._commit_change(write, row, actor, kind, protocol, extra=extra)
 
     async def _commit_change(
         self,

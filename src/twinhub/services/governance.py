@@ -619,8 +619,8 @@ class GovernanceService:
             domain.verified = proposal.action == VERIFY
             proposal.status = EXECUTED
             proposal.executed_at = self._now()
-            await self._domains.record_governed_change(
-                write, domain, actor, f"domain.{proposal.action}", proposal_id
+            await self._domains.record_change(
+                write, domain, actor, f"domain.{proposal.action}", {"proposal": proposal_id}
             )
             view = await self._view(session, proposal, group)
         return view

@@ -15,7 +15,11 @@ Rules that live here (the statistics are mrv/sampling.py's):
   asked the next unanswered question when it dials again; answers outside their range are
   refused (Invalid, with the question as the field) and stored nowhere;
 - the household size recorded at enrolment (the stove's `householdSize` when the sample
-  was drawn) is kept beside the answer, and the answer confirms it when they agree;
+  was drawn) is kept beside the answer; the answer then becomes the stove's recorded size
+  in a ledger write (a new version of the stove, `domain.update`, naming the survey, the
+  USSD session and the size it replaced; the enrolment value stays in the stove's
+  history), with `householdSizeConfirmation` saying which answer confirmed it: a period
+  reports each stove's size as confirmed or as enrolled (unconfirmed);
 - the sampled parameters a period computation reads come from `sampled_parameters`.
 """
 
@@ -37,8 +41,10 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound
 from twinhub.kernel.principals import Principal
 from twinhub.logging import mask_phone
+from twinhub.mrv.rollups import HOUSEHOLD_CONFIRMATION, household_record
 from twinhub.mrv.rules import ACTIVE
 from twinhub.mrv.sampling import (
+    ROLES,
     Estimate,
     draw,
     estimate,
@@ -46,6 +52,8 @@ from twinhub.mrv.sampling import (
     frame_digest,
     planned_size,
 )
+from twinhub.services.domains import DomainService
+from twinhub.services.ledger import Ledger
 from twinhub.services.stoves import stove_name
 from twinhub.services.twin_classes import same_kind
 
@@ -275,10 +283,14 @@ class SurveyService:
         sessions: async_sessionmaker[AsyncSession],
         rules: SurveyRules,
         clock: Callable[[], float] = time.monotonic,
+        ledger: Ledger | None = None,
+        domains: DomainService | None = None,
     ) -> None:
         self._sessions = sessions
         self.rules = rules
         self._clock = clock
+        # Where a confirmed household size is written (None: answers are stored only).
+        self._ledger, self._domains = ledger, domains
         # The phones of households a drawn survey still asks, read at most every
         # refresh_seconds: a new USSD session is answered without the database when its
         # phone is surely not asked (the hot path), and asks the database otherwise.
@@ -457,6 +469,7 @@ class SurveyService:
         estimates = survey_estimates(survey, households)
         return {
             "survey": survey.as_json(),
+            "householdSizes": await self.household_confirmations(survey.project),
             "answered": sum(1 for h in households if h.answers),
             "completed": sum(1 for h in households if h.completed_at is not None),
             "confirmedHouseholdSizes": sum(1 for h in households if h.confirmed),
@@ -464,6 +477,7 @@ class SurveyService:
                 name: {
                     **parameter(survey, result),
                     "unit": PARAMETER_UNITS[name],
+                    "role": ROLES[name],  # a formula's parameter, or a monitoring check
                     "targetPrecision": survey.target_precision,
                     "meetsTarget": result.meets(survey.target_precision),
                 }
@@ -584,6 +598,8 @@ class SurveyService:
                 ).first()
                 if found is None:
                     raise NotFound("This phone's household is not in that survey's sample.")
+            answered_at = utcnow()
+            stored = True
             try:
                 async with session.begin():
                     session.add(
@@ -595,11 +611,13 @@ class SurveyService:
                             session_id=session_id,
                             phone_number=phone,
                             language=language,
-                            answered_at=utcnow(),
+                            answered_at=answered_at,
                         )
                     )
             except IntegrityError:  # answered meanwhile in another session: the first stays
-                pass
+                stored = False
+            if stored and question.question == PEOPLE:
+                await self._confirm_size(question, int(value), session_id, answered_at)
             async with session.begin():
                 household, survey = found
                 following = await _next_question(session, survey, question.stove)
@@ -616,6 +634,60 @@ class SurveyService:
         if following is None:
             self._asking = None  # read again: this phone may have nothing left to answer
         return following
+
+    async def _confirm_size(
+        self, question: Question, size: int, session_id: str, answered_at: datetime
+    ) -> None:
+        """The answered household size becomes the stove's recorded one, in one ledger
+        write whose evidence is the survey and the USSD session (never the phone); the
+        size it replaces (the enrolment value) stays in the stove's history. A stove
+        deactivated since the draw keeps its record: the answer stays as evidence."""
+        if self._ledger is None or self._domains is None:
+            return
+        async with self._ledger.write() as write:
+            row = await write.session.get(Domain, question.stove, with_for_update=True)
+            if row is None or row.status != ACTIVE:
+                return
+            before = row.properties.get("householdSize")
+            evidence = {
+                "surveyId": question.survey_id,
+                "sessionId": session_id,
+                "question": PEOPLE,
+                "answeredAt": answered_at.isoformat(),
+            }
+            row.properties = {
+                **row.properties,
+                "householdSize": size,
+                HOUSEHOLD_CONFIRMATION: {"householdSize": size, "enrolled": before, **evidence},
+            }
+            actor = Principal(f"survey:{question.survey_id}", frozenset())
+            change = {"householdSize": {"from": before, "to": size, "evidence": evidence}}
+            await self._domains.record_change(write, row, actor, "domain.update", change)
+
+    async def household_confirmations(self, project: str) -> dict[str, int]:
+        """How many of the project's household stoves have their recorded size confirmed
+        by a survey answer, and how many carry only the size typed at enrolment (or none)."""
+        async with self._sessions() as session:
+            rows = await session.execute(
+                select(Domain.properties)
+                .join(Relationship, Relationship.source_did == Domain.did)
+                .where(
+                    Relationship.type == "project",
+                    Relationship.target_did == project,
+                    Domain.owner_customer_id.is_not(None),
+                    Domain.status == ACTIVE,
+                )
+            )
+            confirmed = unconfirmed = missing = 0
+            for (properties,) in rows:
+                properties = properties or {}
+                if household_record(properties) is not None:
+                    confirmed += 1
+                elif isinstance(properties.get("householdSize"), int):
+                    unconfirmed += 1
+                else:
+                    missing += 1
+        return {"confirmed": confirmed, "unconfirmed": unconfirmed, "notRecorded": missing}
 
 
 def require_reader(caller: Principal) -> None:

@@ -74,7 +74,7 @@ async def survey(make_gateway: GatewayFactory) -> AsyncIterator[Survey]:
             },
         )
         households = {}
-        for n, recorded in enumerate((4, 6, 5)):
+        for n, recorded in enumerate((3, 6, 5)):
             phone = new_phone()
             customer = await platform.customers.create(phone, f"Mama Jiko {n}", "58213")
             stove = await _domain(
@@ -257,6 +257,35 @@ async def test_households_answer_in_their_languages_and_feed_the_parameters(
     assert swahili not in str(sw)  # the phone is masked
     fr = by_stove[await survey.stove_of(french)]
     assert fr["householdSize"]["answered"] == 6 and fr["householdSize"]["confirmed"] is True
+
+    # Each answered size is now the stove's recorded one, written to the ledger with the
+    # survey and the USSD session as evidence; the enrolment value stays in the history.
+    swahili_stove = sw["stove"]
+    enrolled = survey.households[swahili_stove][2]
+    assert enrolled == 3  # the enrolment typed 3; the household answered 4
+    record = (await admin.get(f"/v1/domains/{swahili_stove}")).json()
+    assert record["properties"]["householdSize"] == 4
+    assert record["properties"]["householdSizeConfirmation"] == {
+        "householdSize": 4,
+        "enrolled": 3,
+        "surveyId": made["id"],
+        "sessionId": first.session_id,
+        "question": "people",
+        "answeredAt": sw["answers"][0]["answeredAt"],
+    }
+    history = (await admin.get(f"/v1/domains/{swahili_stove}/history")).json()["items"]
+    versions = [
+        (h["kind"], h["version"], h["record"]["properties"]["householdSize"]) for h in history
+    ]
+    assert versions == [("domain.create", 1, 3), ("domain.update", 2, 4)]
+    assert history[-1]["actor"] == f"survey:{made['id']}"
+    assert swahili not in str(history)  # the evidence is the session, never the phone
+    french_record = (await admin.get(f"/v1/domains/{fr['stove']}")).json()["properties"]
+    assert french_record["householdSize"] == 6
+    assert french_record["householdSizeConfirmation"]["enrolled"] == 6
+    silent_record = (await admin.get(f"/v1/domains/{await survey.stove_of(silent)}")).json()
+    assert "householdSizeConfirmation" not in silent_record["properties"]
+    assert silent_record["version"] == 1
     assert [a["value"] for a in fr["answers"]] == ["6", "no", "none"]
     assert by_stove[await survey.stove_of(silent)]["answers"] == []
 
@@ -265,6 +294,7 @@ async def test_households_answer_in_their_languages_and_feed_the_parameters(
     assert size["value"] == 5 and size["sampleSize"] == 2 and size["meetsTarget"] is False
     assert results["parameters"]["stoveUse"]["value"] == 0.5
     assert (results["answered"], results["completed"]) == (2, 2)
+    assert results["householdSizes"] == {"confirmed": 2, "unconfirmed": 1, "notRecorded": 0}
     parameters = (
         await admin.get("/v1/surveys/parameters", params={"project": survey.project})
     ).json()
@@ -287,4 +317,11 @@ async def test_households_answer_in_their_languages_and_feed_the_parameters(
         assert page.status_code == 200
         assert "3 of 3 stoves" in page.text and first.session_id in page.text
         assert 'id="parameter-householdSize"' in page.text and "(not met)" in page.text
+        # Confirmed against enrolled sizes across the project, and the corrected answer.
+        assert (
+            "2 of the project&#39;s stoves confirmed by a survey answer, 1 as enrolled"
+            in (page.text)
+            or "2 of the project's stoves confirmed by a survey answer, 1 as enrolled" in page.text
+        )
+        assert "corrected" in page.text
         assert (await browser.get("/console/surveys/sv_0000000000000000")).status_code == 404

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -92,6 +93,36 @@ class Dialect(ABC):
     ) -> list[tuple[Any, ...]]:
         """(did, class_did, serial) of the domains `dids` and of those holding a (protocol,
         serial) of `pairs`, asked of the driver's connection `raw` (domains.holders_of)."""
+
+    @abstractmethod
+    async def day_rollups(
+        self,
+        raw: Any,
+        scopes: list[str],
+        columns: tuple[tuple[str, str], ...],
+        low: datetime,
+        high: datetime,
+    ) -> list[tuple[Any, ...]]:
+        """The day rollups of `scopes` from `low` to `high` (excluded), one row per scope and
+        day, in (scope, day) order: the scope, the day as ISO text, then per (field,
+        aggregate) of `columns` that field's count, sum, min or max that day (None when
+        the field has no rollup that day). Asked of the driver's connection `raw`, so a
+        monitoring period's 300,000 stove-days come as plain rows, no ORM type per value
+        (services.mrv_inputs)."""
+
+
+AGGREGATES = ("count", "sum", "min", "max")  # a rollup's columns (telemetry_rollups)
+
+
+def pivot_columns(columns: tuple[tuple[str, str], ...], mark: Callable[[int], str]) -> str:
+    """One `MAX(CASE WHEN field = <mark> THEN <aggregate> END)` per column (a field has one
+    rollup row per scope and day, so MAX is its value); `mark(n)` is the n-th placeholder."""
+    parts = []
+    for n, (_, aggregate) in enumerate(columns):
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"not a rollup column: {aggregate}")
+        parts.append(f"MAX(CASE WHEN field = {mark(n)} THEN {aggregate} END)")
+    return ", ".join(parts)
 
 
 async def one_by_one(

@@ -13,6 +13,7 @@ CPU than writing the rows. So the rows go as one array per column to
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -23,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import Dialect, causes, one_by_one
+from twinhub.db.dialects import Dialect, causes, one_by_one, pivot_columns
 
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
 # One text whatever the batch's size (prepared once per connection), each key an index
@@ -163,6 +164,32 @@ class PostgreSQL(Dialect):
             dids,
             [protocol for protocol, _ in pairs],
             [serial for _, serial in pairs],
+        )
+
+    async def day_rollups(
+        self,
+        raw: Any,
+        scopes: list[str],
+        columns: tuple[tuple[str, str], ...],
+        low: datetime,
+        high: datetime,
+    ) -> list[tuple[Any, ...]]:
+        first = len(columns) + 1  # $1.. name the columns' fields, then the arguments
+        pivot = pivot_columns(columns, lambda n: f"${n + 1}::text")
+        sql = (  # placeholders only
+            "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "  # noqa: S608
+            f"{pivot} FROM telemetry_rollups WHERE scope = ANY(${first}::text[]) "
+            f"AND interval = 'day' AND bucket >= ${first + 1} AND bucket < ${first + 2} "
+            f"AND field = ANY(${first + 3}::text[]) "
+            "GROUP BY scope, bucket ORDER BY scope, bucket"
+        )
+        return await raw.driver_connection.fetch(  # type: ignore[no-any-return]
+            sql,
+            *(name for name, _ in columns),
+            scopes,
+            low,
+            high,
+            sorted({name for name, _ in columns}),
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, func, insert, text
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import Dialect, causes, one_by_one
+from twinhub.db.dialects import Dialect, causes, one_by_one, pivot_columns
 
 # SQLite's primary result codes (https://sqlite.org/rescode.html) by what they mean for
 # the caller (db/failures.py); any other code is the registry's own fault (SQLITE_ERROR: a
@@ -123,3 +124,36 @@ class SQLite(Dialect):
             f"SELECT did, class_did, serial FROM domains WHERE {sql}",  # noqa: S608 (placeholders only)
             (*dids, *(value for pair in pairs for value in pair)),
         )
+
+    async def day_rollups(
+        self,
+        raw: Any,
+        scopes: list[str],
+        columns: tuple[tuple[str, str], ...],
+        low: datetime,
+        high: datetime,
+    ) -> list[tuple[Any, ...]]:
+        # The bucket is SQLAlchemy's text of a UTC time (`2026-09-01 00:00:00.000000`): its
+        # first ten characters are the day. The primary key (scope, interval, bucket,
+        # field) gives the rows in (scope, bucket) order, grouped without a sort.
+        fields = sorted({name for name, _ in columns})
+        sql = (
+            f"SELECT scope, substr(bucket, 1, 10), {pivot_columns(columns, lambda n: '?')} "  # noqa: S608 (placeholders only)
+            f"FROM telemetry_rollups WHERE scope IN ({', '.join('?' * len(scopes))}) "
+            f"AND interval = 'day' AND bucket >= ? AND bucket < ? "
+            f"AND field IN ({', '.join('?' * len(fields))}) "
+            "GROUP BY scope, bucket ORDER BY scope, bucket"
+        )
+        arguments = (
+            *(name for name, _ in columns),
+            *scopes,
+            _text(low),
+            _text(high),
+            *fields,
+        )
+        return await raw.driver_connection.execute_fetchall(sql, arguments)  # type: ignore[no-any-return]
+
+
+def _text(moment: datetime) -> str:
+    """A UtcDateTime as SQLAlchemy keeps it on SQLite (naive UTC text, microseconds)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")

@@ -54,7 +54,7 @@ from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.registry.routes_workflow import router as workflow_router
-from twinhub.settings import Settings
+from twinhub.settings import Settings, setting_name
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
@@ -124,7 +124,10 @@ class BodyLimit:
         await self._app(scope, replay, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = error_response(413, "too_large", f"Request bodies are limited to {limit} bytes.")
+        graphql = scope["path"].startswith("/graphql")
+        name = setting_name("registry", "graphql_max_body_bytes" if graphql else "max_body_bytes")
+        message = f"Request bodies are limited to {limit} bytes ({name})."
+        response = error_response(413, "too_large", message)
         await response(scope, receive, send)
 
 

@@ -1206,6 +1206,7 @@ def keys_new(
         raise typer.Exit(2) from None
     with os.fdopen(descriptor, "wb") as out:
         out.write(orjson.dumps({"type": "Ed25519", "did": did, "seed": seed.hex()}))
+    console.print(f"signing key written to {file} (readable by you alone); its DID:")
     typer.echo(did)
 
 
@@ -1225,10 +1226,11 @@ def _signer(file: str) -> Any:
 
 
 def _signed_step(
-    url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str
+    url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str, done: str
 ) -> None:
     """Ask the registry for the step's unsigned credential, sign it with the key file,
-    post it; print the answer, or the refusal (exit 1)."""
+    post it; print the answer (and `done`, what happened, on standard error), or the
+    refusal (exit 1)."""
     import httpx
     import orjson
 
@@ -1255,6 +1257,7 @@ def _signed_step(
             console.print(f"[red]{answer.status_code}: {answer.text}[/red]")
         raise typer.Exit(1)
     print(orjson.dumps(answer.json(), option=orjson.OPT_INDENT_2).decode())
+    console.print(f"[green]{done}[/green], signed by {signer.did}", highlight=False)
 
 
 def _period_path(project: str, period: int) -> str:
@@ -1277,6 +1280,7 @@ def project_accredit(
         f"/v1/domains/{project}/credential-request",
         {"step": "accreditation", "verifier": verifier},
         f"/v1/domains/{project}/accreditations",
+        f"{verifier} accredited for {project}",
     )
 
 
@@ -1292,6 +1296,7 @@ def project_validate(
         f"/v1/domains/{project}/credential-request",
         {"step": "validation"},
         f"/v1/domains/{project}/validation",
+        f"{project} validated",
     )
 
 
@@ -1306,7 +1311,13 @@ def period_submit(
     """The proponent submits a draft period: its inputs freeze, its stove-days are held."""
     base = _period_path(project, period)
     _signed_step(
-        url, api_key, key, f"{base}/credential-request", {"step": "submission"}, f"{base}/submit"
+        url,
+        api_key,
+        key,
+        f"{base}/credential-request",
+        {"step": "submission"},
+        f"{base}/submit",
+        f"monitoring period {period} of {project} submitted",
     )
 
 
@@ -1331,7 +1342,15 @@ def period_verify(
         "findings": finding or [],
         "sampledStoves": sample or [],
     }
-    _signed_step(url, api_key, key, f"{base}/credential-request", body, f"{base}/verification")
+    _signed_step(
+        url,
+        api_key,
+        key,
+        f"{base}/credential-request",
+        body,
+        f"{base}/verification",
+        f"monitoring period {period} of {project} verified: {outcome}",
+    )
 
 
 @period_app.command("issue")
@@ -1345,7 +1364,13 @@ def period_issue(
     """The registry issues a verified period: its credits are minted to the proponent."""
     base = _period_path(project, period)
     _signed_step(
-        url, api_key, key, f"{base}/credential-request", {"step": "issuance"}, f"{base}/issuance"
+        url,
+        api_key,
+        key,
+        f"{base}/credential-request",
+        {"step": "issuance"},
+        f"{base}/issuance",
+        f"monitoring period {period} of {project} issued",
     )
 
 

@@ -120,8 +120,10 @@ def test_serve_registry_alone(tmp_path: Path) -> None:
             assert time.monotonic() - started < 4
     finally:
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=20)
+        _, stderr = process.communicate(timeout=20)
     assert process.returncode == 0
+    # A server logs (a one-shot command shows its result instead, its logs at --verbose).
+    assert "platform started" in stderr
 
 
 def test_serve_node_and_a_gateway_fronting_it(tmp_path: Path) -> None:

@@ -504,7 +504,7 @@ def keys_list(as_json: JsonOption = False) -> None:
         [
             ("key id", lambda r: r["keyId"]),
             ("owner", lambda r: r["principal"]),  # in full, folded over lines when narrow
-            ("roles", lambda r: ",".join(r["roles"])),
+            ("roles", lambda r: ", ".join(r["roles"])),  # wraps between roles
             ("label", lambda r: r["label"]),
             ("created", lambda r: r["createdAt"][:10]),
             ("state", lambda r: f"revoked {r['revokedAt'][:10]}" if r["revokedAt"] else "active"),
@@ -1489,7 +1489,7 @@ def stoves_show(
         ("model", (record.get("properties") or {}).get("stoveModel")),
         ("readings", state.get("readings")),
         ("last seen", state.get("lastSeen")),
-        ("online", None if state.get("lastSeen") is None else state.get("online")),
+        ("online", None if state.get("lastSeen") is None else "yes" if state["online"] else "no"),
         ("meter total", state.get("meterTotal")),
         (
             "device tokens",

@@ -310,6 +310,22 @@ async def test_a_protocol_read_can_be_written_back(registry: Registry) -> None:
     assert {k: copied.json()[k] for k in body} == body
 
 
+async def test_a_governance_group_read_can_be_written_back(registry: Registry) -> None:
+    body = {
+        "name": unique("Compliance"),
+        "members": [{"did": "did:ixo:org/a", "weight": 2}, {"did": "did:ixo:org/b", "weight": 1}],
+        "threshold": {"kind": "absolute_count", "value": 2, "quorum": None},
+        "votingPeriodSeconds": 3600,
+    }
+    made = await registry.client.post("/v1/governance/groups", json=body)
+    assert made.status_code == 201, made.text
+    read = (await registry.client.get(f"/v1/governance/groups/{made.json()['did']}")).json()
+    again = {k: read[k] for k in (*body, "default")} | {"id": unique("copy")}
+    copied = await registry.client.post("/v1/governance/groups", json=again)
+    assert copied.status_code == 201, copied.text
+    assert {k: copied.json()[k] for k in body} == {k: read[k] for k in body}
+
+
 async def test_graph(registry: Registry) -> None:
     org = await make_domain(registry)
     project = await make_domain(

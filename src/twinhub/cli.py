@@ -16,26 +16,97 @@ from twinhub import __version__
 from twinhub.logging import configure_logging
 from twinhub.settings import Settings
 
-app = typer.Typer(
-    help="twinhub: digital-twin domains, a USSD gateway and a chain REST gateway.",
+
+def _group(help: str, **options: Any) -> typer.Typer:
+    """A command group; help is read as Markdown, so a docstring's line breaks do not cut
+    its sentences in the terminal."""
+    return typer.Typer(help=help, rich_markup_mode="markdown", **options)
+
+
+app = _group(
+    "twinhub: digital-twin domains, a USSD gateway and a chain REST gateway.",
     no_args_is_help=True,
     add_completion=False,
 )
-serve_app = typer.Typer(help="Run the platform's interfaces (all of them by default).")
-ussd_app = typer.Typer(help="USSD gateway operator tasks.", no_args_is_help=True)
-keys_app = typer.Typer(help="API keys of the registry API.", no_args_is_help=True)
-ledger_app = typer.Typer(
-    help="The ledger: the registry's append-only history.", no_args_is_help=True
-)
+serve_app = _group("Run the platform's interfaces (all of them by default).")
+ussd_app = _group("USSD gateway operator tasks.", no_args_is_help=True)
+keys_app = _group("API keys of the registry API.", no_args_is_help=True)
+ledger_app = _group("The ledger: the registry's append-only history.", no_args_is_help=True)
 app.add_typer(serve_app, name="serve")
 app.add_typer(ussd_app, name="ussd")
 app.add_typer(keys_app, name="keys")
 app.add_typer(ledger_app, name="ledger")
-devices_app = typer.Typer(
-    help="Device tokens of physical twins (telemetry credentials).", no_args_is_help=True
+devices_app = _group(
+    "Device tokens of physical twins (telemetry credentials).", no_args_is_help=True
 )
 app.add_typer(devices_app, name="devices")
 console = Console(stderr=True)
+_verbose = False  # `twinhub --verbose`: a one-shot command's log lines on standard error
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show the log lines of a one-shot command on standard error (servers always log).",
+        ),
+    ] = False,
+) -> None:
+    """twinhub: digital-twin domains, a USSD gateway and a chain REST gateway."""
+    global _verbose
+    _verbose = verbose
+
+
+def _out() -> Console:
+    """Standard output, where a command says what it did (or prints its data): made at each
+    use, so that it reads the terminal's width of the moment."""
+    return Console(soft_wrap=True, emoji=False, highlight=False)
+
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")
+]
+LimitOption = Annotated[
+    int, typer.Option("--limit", min=1, max=10_000, help="Show at most this many rows.")
+]
+
+
+def _print_json(value: Any) -> None:
+    import orjson
+
+    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+
+
+def _show_rows(
+    rows: list[dict[str, Any]],
+    as_json: bool,
+    noun: str,
+    columns: list[tuple[str, Any]],
+    more: bool = False,
+) -> None:
+    """`rows` as JSON (the whole records) or as a table of `columns` (header, cell of a
+    row) on standard output, and how many there are on standard error; long cells fold
+    over lines instead of being cut. `more`: there were more than the rows shown."""
+    from rich.table import Table
+
+    if as_json:
+        _print_json(rows)
+    else:
+        table = Table(*(header for header, _ in columns), highlight=False)
+        for column in table.columns:
+            column.overflow = "fold"
+        for row in rows:
+            table.add_row(*(str(cell(row) or "") for _, cell in columns))
+        if rows:
+            Console(emoji=False, highlight=False).print(table)
+    plural = noun if len(rows) == 1 else f"{noun}s"
+    console.print(
+        f"{len(rows)} {plural}" + (" shown; there are more (raise --limit)" if more else "")
+    )
+
 
 HostOption = Annotated[
     str | None, typer.Option("--host", help="Interface to bind (default HOST, 127.0.0.1).")
@@ -45,8 +116,11 @@ PortOption = Annotated[
 ]
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment; a clear message and exit code 2 when they are wrong."""
+def load_settings(serving: bool = False, **overrides: Any) -> Settings:
+    """Settings from the environment; a clear message and exit code 2 when they are wrong.
+
+    A server (`serving`) logs at LOG_LEVEL; a one-shot command shows its own progress and
+    result, so its log lines are kept to errors unless `twinhub --verbose` asks for them."""
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
@@ -59,7 +133,8 @@ def load_settings(**overrides: Any) -> Settings:
         console.print(f"[red]refusing to start[/red]: {problem}")
     if problems:
         raise typer.Exit(2)
-    configure_logging(settings.observability.log_level, settings.observability.log_format)
+    level = settings.observability.log_level if serving or _verbose else "error"
+    configure_logging(level, settings.observability.log_format)
     return settings
 
 
@@ -212,6 +287,7 @@ def serve_all(
         from twinhub.startup import StartupError
 
         settings = load_settings(
+            serving=True,
             host=host,
             port=port,
             registry_port=registry_port,
@@ -243,7 +319,7 @@ ReusePortOption = Annotated[
 def serve_api(host: HostOption = None, reuse_port: ReusePortOption = False) -> None:
     """The registry API, the chain node and the chain REST gateway, in one process (the
     ports come from REGISTRY_PORT, NODE_PORT and GATEWAY_PORT)."""
-    _serve(load_settings(host=host), ["registry", "node", "gateway"], reuse_port)
+    _serve(load_settings(serving=True, host=host), ["registry", "node", "gateway"], reuse_port)
 
 
 @serve_app.command("registry")
@@ -254,7 +330,7 @@ def serve_registry(
     ] = None,
 ) -> None:
     """Only the registry API (interface A, with GraphQL)."""
-    _serve(load_settings(host=host, registry_port=port), ["registry"])
+    _serve(load_settings(serving=True, host=host, registry_port=port), ["registry"])
 
 
 @serve_app.command("ussd")
@@ -263,7 +339,7 @@ def serve_ussd(
 ) -> None:
     """Only the USSD gateway. No background work (events, webhooks, telemetry) runs here:
     the phones' process serves the phones only."""
-    settings = load_settings(host=host, port=port, background_workers_enabled=False)
+    settings = load_settings(serving=True, host=host, port=port, background_workers_enabled=False)
     _serve(settings, ["ussd"], reuse_port)
 
 
@@ -275,7 +351,7 @@ def serve_node(
     ] = None,
 ) -> None:
     """Only the chain node: ixo's gRPC query services, reflection and health."""
-    _serve(load_settings(host=host, node_port=port), ["node"])
+    _serve(load_settings(serving=True, host=host, node_port=port), ["node"])
 
 
 @serve_app.command("gateway")
@@ -304,6 +380,7 @@ def serve_gateway(
 ) -> None:
     """The chain REST gateway (with its own node unless --grpc-upstream names one)."""
     settings = load_settings(
+        serving=True,
         host=host,
         gateway_port=port,
         gateway_grpc_upstream=grpc_upstream,
@@ -351,7 +428,9 @@ def ussd_locks() -> None:
 
 
 @ussd_app.command("unlock")
-def ussd_unlock(customer_id: str) -> None:
+def ussd_unlock(
+    customer_id: Annotated[str, typer.Argument(help="A customer ID, or a phone number (+E.164).")],
+) -> None:
     """Lift the PIN lock-outs of a customer ID, or of a phone (+E.164), after checking who
     is asking."""
     from twinhub.platform import Platform
@@ -369,7 +448,7 @@ def ussd_unlock(customer_id: str) -> None:
     if not _run(main()):
         console.print(f"[red]no customer or lock-out for {customer_id}[/red]")
         raise typer.Exit(1)
-    console.print(f"[green]customer {customer_id} unlocked[/green]")
+    _out().print(f"[green]customer {customer_id} unlocked[/green]: its PIN lock-outs are lifted")
 
 
 def _with_platform(work: Any, background: bool = False) -> Any:
@@ -393,11 +472,12 @@ def _with_platform(work: Any, background: bool = False) -> Any:
 
 @keys_app.command("create")
 def keys_create(
-    principal: Annotated[str, typer.Argument(help="The key owner's DID, e.g. did:ixo:org/acme")],
+    principal: Annotated[str, typer.Argument(help="The key owner's DID, e.g. did:ixo:org/acme.")],
     role: Annotated[
-        list[str], typer.Option("--role", "-r", help="admin, writer or reader (repeatable)")
+        list[str],
+        typer.Option("--role", "-r", help="A role: admin, writer or reader (repeatable)."),
     ],
-    label: Annotated[str, typer.Option(help="A note to recognise the key by")] = "",
+    label: Annotated[str, typer.Option(help="A note to recognise the key by.")] = "",
 ) -> None:
     """Make an API key; the key is printed once, on standard output, and never again."""
     from twinhub.kernel.errors import Invalid
@@ -413,31 +493,41 @@ def keys_create(
 
 
 @keys_app.command("list")
-def keys_list() -> None:
-    """Every API key (never the secret): id, owner, roles, state."""
-    from rich.table import Table
-
-    table = Table("key id", "principal", "roles", "label", "created", "state")
-    for key in _with_platform(lambda p: p.api_keys.list()):
-        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
-        table.add_row(
-            key.key_id,
-            key.principal,
-            ",".join(key.roles),
-            key.label,
-            f"{key.created_at:%Y-%m-%d}",
-            state,
-        )
-    Console().print(table)
+def keys_list(as_json: JsonOption = False) -> None:
+    """Every API key (never the secret): id, owner, roles, label, created, state."""
+    rows = [
+        {
+            "keyId": key.key_id,
+            "principal": key.principal,
+            "roles": list(key.roles),
+            "label": key.label,
+            "createdAt": key.created_at.isoformat(),
+            "revokedAt": key.revoked_at.isoformat() if key.revoked_at else None,
+        }
+        for key in _with_platform(lambda p: p.api_keys.list())
+    ]
+    _show_rows(
+        rows,
+        as_json,
+        "API key",
+        [
+            ("key id", lambda r: r["keyId"]),
+            ("owner", lambda r: r["principal"]),  # in full, folded over lines when narrow
+            ("roles", lambda r: ", ".join(r["roles"])),  # wraps between roles
+            ("label", lambda r: r["label"]),
+            ("created", lambda r: r["createdAt"][:10]),
+            ("state", lambda r: f"revoked {r['revokedAt'][:10]}" if r["revokedAt"] else "active"),
+        ],
+    )
 
 
 @keys_app.command("revoke")
-def keys_revoke(key_id: str) -> None:
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id.")]) -> None:
     """Revoke a key; it stops working within seconds on every process."""
     if not _with_platform(lambda p: p.api_keys.revoke(key_id)):
         console.print(f"[red]no active key {key_id}[/red]")
         raise typer.Exit(1)
-    console.print(f"[green]key {key_id} revoked[/green]")
+    _out().print(f"[green]key {key_id} revoked[/green]; it stops working within seconds")
 
 
 @ledger_app.command("verify")
@@ -584,8 +674,8 @@ def _device_call(work: Any) -> Any:
 
 @devices_app.command("create")
 def devices_create(
-    did: Annotated[str, typer.Argument(help="The physical twin's DID")],
-    label: Annotated[str, typer.Option(help="A note to recognise the device by")] = "",
+    did: Annotated[str, typer.Argument(help="The physical twin's DID.")],
+    label: Annotated[str, typer.Option(help="A note to recognise the device by.")] = "",
 ) -> None:
     """Enrol a device: its token is printed once, on standard output, and never again."""
     token, view = _device_call(lambda p: p.device_tokens.create(did, _operator(), label))
@@ -594,19 +684,30 @@ def devices_create(
 
 
 @devices_app.command("list")
-def devices_list(did: Annotated[str, typer.Argument(help="The physical twin's DID")]) -> None:
-    """A twin's device tokens (never the secret)."""
-    from rich.table import Table
-
-    table = Table("token id", "label", "created", "state")
-    for view in _device_call(lambda p: p.device_tokens.list(did, _operator())):
-        state = f"revoked {view.revoked_at:%Y-%m-%d}" if view.revoked_at else "active"
-        table.add_row(view.id, view.label, f"{view.created_at:%Y-%m-%d}", state)
-    Console().print(table)
+def devices_list(
+    did: Annotated[str, typer.Argument(help="The physical twin's DID.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A twin's device tokens (never the secret): id, label, created, state."""
+    views = _device_call(lambda p: p.device_tokens.list(did, _operator()))
+    _show_rows(
+        [view.as_record() for view in views],
+        as_json,
+        "device token",
+        [
+            ("token id", lambda r: r["id"]),
+            ("label", lambda r: r["label"]),
+            ("created", lambda r: r["createdAt"][:10]),
+            ("state", lambda r: f"revoked {r['revokedAt'][:10]}" if r["revokedAt"] else "active"),
+        ],
+    )
 
 
 @devices_app.command("rotate")
-def devices_rotate(did: str, token_id: str) -> None:
+def devices_rotate(
+    did: Annotated[str, typer.Argument(help="The physical twin's DID.")],
+    token_id: Annotated[str, typer.Argument(help="The token's id.")],
+) -> None:
     """Revoke a token and print its successor (once)."""
     token, view = _device_call(lambda p: p.device_tokens.rotate(did, token_id, _operator()))
     console.print(f"token {token_id} revoked; new device token {view.id}")
@@ -614,10 +715,13 @@ def devices_rotate(did: str, token_id: str) -> None:
 
 
 @devices_app.command("revoke")
-def devices_revoke(did: str, token_id: str) -> None:
+def devices_revoke(
+    did: Annotated[str, typer.Argument(help="The physical twin's DID.")],
+    token_id: Annotated[str, typer.Argument(help="The token's id.")],
+) -> None:
     """Revoke a device token; it stops working within seconds on every process."""
     _device_call(lambda p: p.device_tokens.revoke(did, token_id, _operator()))
-    console.print(f"[green]device token {token_id} revoked[/green]")
+    _out().print(f"[green]device token {token_id} of {did} revoked[/green]")
 
 
 def _telemetry_bar() -> Any:
@@ -683,6 +787,7 @@ def config() -> None:
 
 @app.command()
 def version() -> None:
+    """Print the installed version of twinhub."""
     typer.echo(__version__)
 
 
@@ -691,8 +796,8 @@ def main() -> None:
 
 
 # -- households (issue 17) -------------------------------------------------------------------
-customers_app = typer.Typer(
-    help="Households (USSD customers): find, show, unlock, hand stoves to them.",
+customers_app = _group(
+    "Households (USSD customers): find, show, unlock, hand stoves to them.",
     no_args_is_help=True,
 )
 app.add_typer(customers_app, name="customers")
@@ -717,7 +822,7 @@ async def _customer_or_fail(platform: Any, customer_id: str) -> Any:
 
 @customers_app.command("find")
 def customers_find(
-    who: Annotated[str, typer.Argument(help="A phone number (+E.164) or a customer ID")],
+    who: Annotated[str, typer.Argument(help="A phone number (+E.164) or a customer ID.")],
 ) -> None:
     """Find a customer by phone number or customer ID: ID, name, phone, locked or not."""
 
@@ -737,7 +842,9 @@ def customers_find(
 
 
 @customers_app.command("show")
-def customers_show(customer_id: str) -> None:
+def customers_show(
+    customer_id: Annotated[str, typer.Argument(help="The household's customer ID.")],
+) -> None:
     """A customer: their account, lock-outs, stoves and latest claims."""
     from twinhub.services.ownership import stoves_of_customer
 
@@ -768,7 +875,9 @@ def customers_show(customer_id: str) -> None:
 
 
 @customers_app.command("unlock")
-def customers_unlock(customer_id: str) -> None:
+def customers_unlock(
+    customer_id: Annotated[str, typer.Argument(help="The household's customer ID.")],
+) -> None:
     """Lift every PIN lock-out keeping the customer out, their phone's included."""
 
     async def work(platform: Any) -> bool:
@@ -778,7 +887,10 @@ def customers_unlock(customer_id: str) -> None:
     if not _customer_call(work):
         console.print(f"[yellow]customer {customer_id} was not locked out[/yellow]")
         raise typer.Exit(1)
-    console.print(f"[green]customer {customer_id} unlocked[/green]")
+    _out().print(
+        f"[green]customer {customer_id} unlocked[/green]: every PIN lock-out of the account "
+        "and of its phone is lifted"
+    )
 
 
 def _assign(
@@ -798,34 +910,38 @@ def _assign(
 
 @customers_app.command("assign-stove")
 def customers_assign_stove(
-    stove: Annotated[str, typer.Argument(help="The stove's DID")],
-    customer_id: Annotated[str, typer.Argument(help="The household's customer ID")],
+    stove: Annotated[str, typer.Argument(help="The stove's DID.")],
+    customer_id: Annotated[str, typer.Argument(help="The household's customer ID.")],
 ) -> None:
     """Give a stove to a household (sets its ownerCustomerId); a stove that belongs to
     another household is refused: use move-stove."""
     record = _assign(stove, customer_id, None, free_only=True)
-    console.print(f"[green]{stove} belongs to customer {customer_id}[/green]")
-    typer.echo(f"version {record['version']}")
+    _out().print(
+        f"[green]stove {stove} now belongs to customer {customer_id}[/green] "
+        f"(the stove's record is at version {record['version']})"
+    )
 
 
 @customers_app.command("move-stove")
 def customers_move_stove(
-    stove: Annotated[str, typer.Argument(help="The stove's DID")],
-    to: Annotated[str, typer.Option("--to", help="The new household's customer ID")],
+    stove: Annotated[str, typer.Argument(help="The stove's DID.")],
+    to: Annotated[str, typer.Option("--to", help="The new household's customer ID.")],
     from_: Annotated[
         str | None,
-        typer.Option("--from", help="The household expected to hold it now (checked)"),
+        typer.Option("--from", help="The household expected to hold it now (checked)."),
     ] = None,
 ) -> None:
     """Move a stove to another household; with --from, only if that household holds it."""
     record = _assign(stove, to, from_)
-    console.print(f"[green]{stove} moved to customer {to}[/green]")
-    typer.echo(f"version {record['version']}")
+    _out().print(
+        f"[green]stove {stove} moved to customer {to}[/green] "
+        f"(the stove's record is at version {record['version']})"
+    )
 
 
 # -- support: the stove problems households report ------------------------------------------
-support_app = typer.Typer(
-    help="The support queue: stove problems households reported over USSD.",
+support_app = _group(
+    "The support queue: stove problems households reported over USSD.",
     no_args_is_help=True,
 )
 app.add_typer(support_app, name="support")
@@ -835,9 +951,10 @@ app.add_typer(support_app, name="support")
 def support_list(
     status: Annotated[
         str | None,
-        typer.Option("--status", help="open or resolved (default: open); all: both"),
+        typer.Option("--status", help="open or resolved (default: open); all: both."),
     ] = "open",
-    stove: Annotated[str | None, typer.Option("--stove", help="Only this stove's (DID)")] = None,
+    stove: Annotated[str | None, typer.Option("--stove", help="Only this stove's (DID).")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Reported stove problems, oldest first: reference, status, kind, stove, customer,
     reported, and for resolved ones who resolved them and how."""
@@ -855,6 +972,9 @@ def support_list(
                 return found
 
     problems = _device_call(work)
+    if as_json:
+        _print_json([p.as_json() for p in problems])
+        return
     for p in problems:
         line = [p.reference, p.status, p.kind, p.stove, p.customer_id, p.reported_at.isoformat()]
         if p.resolved_at is not None:
@@ -865,22 +985,25 @@ def support_list(
 
 @support_app.command("resolve")
 def support_resolve(
-    reference: Annotated[str, typer.Argument(help="The problem's reference")],
-    note: Annotated[str, typer.Option("--note", help="How the problem was resolved")],
+    reference: Annotated[str, typer.Argument(help="The problem's reference.")],
+    note: Annotated[str, typer.Option("--note", help="How the problem was resolved.")],
 ) -> None:
     """Resolve an open stove problem (as the CLI operator), saying how."""
+    from rich.markup import escape
+
     from twinhub.db.visibility import EVERYTHING  # the CLI's operator sees every stove
 
     view = _device_call(
         lambda p: p.stove_care.resolve_problem(reference, _operator().did, note, viewer=EVERYTHING)
     )
-    console.print(f"[green]problem {view.reference} resolved[/green] ({view.kind}, {view.stove})")
+    _out().print(
+        f"[green]problem {view.reference} resolved[/green] ({view.kind}, stove {view.stove}); "
+        f"note: {escape(view.note or '')}"
+    )
 
 
 # -- oracle (issue 18) ---------------------------------------------------------------------
-oracle_app = typer.Typer(
-    help="The claim oracle: monitoring periods and their reports.", no_args_is_help=True
-)
+oracle_app = _group("The claim oracle: monitoring periods and their reports.", no_args_is_help=True)
 app.add_typer(oracle_app, name="oracle")
 
 
@@ -892,7 +1015,7 @@ def serve_oracle() -> None:
     from twinhub.server import run, serve
     from twinhub.startup import StartupError
 
-    settings = load_settings(background_workers_enabled=False)
+    settings = load_settings(serving=True, background_workers_enabled=False)
 
     async def main() -> None:
         try:
@@ -920,9 +1043,9 @@ def _day(value: str, option: str) -> Any:
 
 @oracle_app.command("run-period")
 def oracle_run_period(
-    project: Annotated[str, typer.Argument(help="The project's DID")],
-    start: Annotated[str, typer.Option("--from", help="First day (UTC), e.g. 2026-10-01")],
-    end: Annotated[str, typer.Option("--to", help="Last day (UTC), inclusive")],
+    project: Annotated[str, typer.Argument(help="The project's DID.")],
+    start: Annotated[str, typer.Option("--from", help="First day (UTC), e.g. 2026-10-01.")],
+    end: Annotated[str, typer.Option("--to", help="Last day (UTC), inclusive.")],
 ) -> None:
     """Compute a project's monitoring period as a draft (a second run recomputes the draft;
     a submitted period stays as frozen); prints the period as JSON. Credits come with the
@@ -987,7 +1110,7 @@ def _no_database(problem: str) -> None:
 
 @oracle_app.command("verify-report")
 def oracle_verify_report(
-    file: Annotated[str, typer.Argument(help="A monitoring report (JSON) as the API gave it")],
+    file: Annotated[str, typer.Argument(help="A monitoring report (JSON) as the API gave it.")],
 ) -> None:
     """Recompute a monitoring report from the stored telemetry; print each difference and
     exit 1 when there is any."""
@@ -1016,7 +1139,7 @@ def oracle_verify_report(
 
 @oracle_app.command("verify-evidence")
 def oracle_verify_evidence(
-    file: Annotated[str, typer.Argument(help="An evidence bundle (JSON) as the API gave it")],
+    file: Annotated[str, typer.Argument(help="An evidence bundle (JSON) as the API gave it.")],
 ) -> None:
     """Check a monitoring period's evidence bundle from the bundle alone (no database, no
     network): every signature and digest of its chain, the readings behind its frozen
@@ -1042,29 +1165,39 @@ def oracle_verify_evidence(
 
 
 # -- the verification workflow's signed steps (issue 29) ------------------------------------
-period_app = typer.Typer(
-    help="A monitoring period's signed steps: submit, verify, issue.", no_args_is_help=True
+period_app = _group(
+    "A monitoring period's signed steps: submit, verify, issue.", no_args_is_help=True
 )
-project_app = typer.Typer(
-    help="A project's accreditation of verifiers and its validation.", no_args_is_help=True
+project_app = _group(
+    "A project's accreditation of verifiers and its validation.", no_args_is_help=True
 )
 app.add_typer(period_app, name="period")
 app.add_typer(project_app, name="project")
-KeyFile = Annotated[str, typer.Option("--key", help="The role's key file (twinhub keys new)")]
+KeyFile = Annotated[
+    str, typer.Option("--key", help="The role's key file (made by `twinhub keys new`).")
+]
 UrlOption = Annotated[
     str,
-    typer.Option("--url", envvar="TWINHUB_URL", help="The registry API's address"),
+    typer.Option(
+        "--url",
+        envvar="TWINHUB_URL",
+        help="The registry API's address (default http://127.0.0.1:8000).",
+    ),
 ]
 ApiKeyOption = Annotated[
     str,
-    typer.Option("--api-key", envvar="TWINHUB_API_KEY", help="The role's API key"),
+    typer.Option("--api-key", envvar="TWINHUB_API_KEY", help="The role's API key."),
 ]
 DEFAULT_URL = "http://127.0.0.1:8000"
+ProjectArg = Annotated[str, typer.Argument(help="The project's DID.")]
+PeriodArg = Annotated[int, typer.Argument(help="The monitoring period's number.")]
 
 
 @keys_app.command("new")
 def keys_new(
-    file: Annotated[str, typer.Argument(help="Where to write the new key (must not exist)")],
+    file: Annotated[
+        str, typer.Argument(help="Where to write the new key (a file that must not exist yet).")
+    ],
 ) -> None:
     """Make a role's signing key (Ed25519) in FILE, readable by you alone; prints its DID
     (did:key), which an admin gives the role: `twinhub keys create DID --role verifier`."""
@@ -1086,6 +1219,7 @@ def keys_new(
         raise typer.Exit(2) from None
     with os.fdopen(descriptor, "wb") as out:
         out.write(orjson.dumps({"type": "Ed25519", "did": did, "seed": seed.hex()}))
+    console.print(f"signing key written to {file} (readable by you alone); its DID:")
     typer.echo(did)
 
 
@@ -1125,11 +1259,11 @@ def _signer(file: str) -> Any:
 
 
 def _signed_step(
-    url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str
+    url: str, api_key: str, key: str, request: str, body: dict[str, Any], post: str, done: str
 ) -> None:
     """Ask the registry for the step's unsigned credential, sign it with the key file,
-    post it; print the answer, or one line saying why not (exit 1 when the registry
-    refused, 2 when the command could not ask it)."""
+    post it; print the answer (and `done`, what happened, on standard error), or one line
+    saying why not (exit 1 when the registry refused, 2 when the command could not ask it)."""
     import httpx
     import orjson
 
@@ -1167,6 +1301,7 @@ def _signed_step(
             message = f"{answer.status_code}: {answer.text[:300]}"
         _refuse(f"refused ({answer.status_code}): {message}", 1)
     print(orjson.dumps(answer.json(), option=orjson.OPT_INDENT_2).decode())
+    console.print(f"[green]{done}[/green], signed by {signer.did}", highlight=False)
 
 
 def _period_path(project: str, period: int) -> str:
@@ -1175,7 +1310,11 @@ def _period_path(project: str, period: int) -> str:
 
 @project_app.command("accredit")
 def project_accredit(
-    project: str, verifier: str, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+    project: ProjectArg,
+    verifier: Annotated[str, typer.Argument(help="The verifier's DID (a did:key).")],
+    key: KeyFile,
+    url: UrlOption = "",
+    api_key: ApiKeyOption = "",
 ) -> None:
     """The registry accredits VERIFIER (a did:key) for PROJECT, signed with its key."""
     _signed_step(
@@ -1185,12 +1324,13 @@ def project_accredit(
         f"/v1/domains/{project}/credential-request",
         {"step": "accreditation", "verifier": verifier},
         f"/v1/domains/{project}/accreditations",
+        f"{verifier} accredited for {project}",
     )
 
 
 @project_app.command("validate")
 def project_validate(
-    project: str, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+    project: ProjectArg, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
 ) -> None:
     """An accredited verifier validates PROJECT's newest project document, signed."""
     _signed_step(
@@ -1200,29 +1340,40 @@ def project_validate(
         f"/v1/domains/{project}/credential-request",
         {"step": "validation"},
         f"/v1/domains/{project}/validation",
+        f"{project} validated",
     )
 
 
 @period_app.command("submit")
 def period_submit(
-    project: str, period: int, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+    project: ProjectArg,
+    period: PeriodArg,
+    key: KeyFile,
+    url: UrlOption = "",
+    api_key: ApiKeyOption = "",
 ) -> None:
     """The proponent submits a draft period: its inputs freeze, its stove-days are held."""
     base = _period_path(project, period)
     _signed_step(
-        url, api_key, key, f"{base}/credential-request", {"step": "submission"}, f"{base}/submit"
+        url,
+        api_key,
+        key,
+        f"{base}/credential-request",
+        {"step": "submission"},
+        f"{base}/submit",
+        f"monitoring period {period} of {project} submitted",
     )
 
 
 @period_app.command("verify")
 def period_verify(
-    project: str,
-    period: int,
+    project: ProjectArg,
+    period: PeriodArg,
     key: KeyFile,
-    outcome: Annotated[str, typer.Option(help="approved, rejected or corrections")],
-    finding: Annotated[list[str] | None, typer.Option(help="A finding (repeatable)")] = None,
+    outcome: Annotated[str, typer.Option(help="The verdict: approved, rejected or corrections.")],
+    finding: Annotated[list[str] | None, typer.Option(help="A finding (repeatable).")] = None,
     sample: Annotated[
-        list[str] | None, typer.Option(help="A stove sampled (repeatable), its DID")
+        list[str] | None, typer.Option(help="A stove sampled, by its DID (repeatable).")
     ] = None,
     url: UrlOption = "",
     api_key: ApiKeyOption = "",
@@ -1235,18 +1386,320 @@ def period_verify(
         "findings": finding or [],
         "sampledStoves": sample or [],
     }
-    _signed_step(url, api_key, key, f"{base}/credential-request", body, f"{base}/verification")
+    _signed_step(
+        url,
+        api_key,
+        key,
+        f"{base}/credential-request",
+        body,
+        f"{base}/verification",
+        f"monitoring period {period} of {project} verified: {outcome}",
+    )
 
 
 @period_app.command("issue")
 def period_issue(
-    project: str, period: int, key: KeyFile, url: UrlOption = "", api_key: ApiKeyOption = ""
+    project: ProjectArg,
+    period: PeriodArg,
+    key: KeyFile,
+    url: UrlOption = "",
+    api_key: ApiKeyOption = "",
 ) -> None:
     """The registry issues a verified period: its credits are minted to the proponent."""
     base = _period_path(project, period)
     _signed_step(
-        url, api_key, key, f"{base}/credential-request", {"step": "issuance"}, f"{base}/issuance"
+        url,
+        api_key,
+        key,
+        f"{base}/credential-request",
+        {"step": "issuance"},
+        f"{base}/issuance",
+        f"monitoring period {period} of {project} issued",
     )
+
+
+# -- programme views: stoves, claims, monitoring periods, webhooks (issue 32) -----------------
+stoves_app = _group(
+    "The stoves of the programme (physical twins): list them, show one.", no_args_is_help=True
+)
+claims_app = _group("Claims: list them, show one with its evaluations.", no_args_is_help=True)
+webhooks_app = _group("Webhook subscriptions: list them, show one.", no_args_is_help=True)
+app.add_typer(stoves_app, name="stoves")
+app.add_typer(claims_app, name="claims")
+app.add_typer(webhooks_app, name="webhooks")
+STOVE_PROTOCOL = "did:ixo:protocol/clean-cooking"
+
+
+def _read(work: Any) -> Any:
+    """A read for a list or show command: the database must be there already (a read never
+    makes one), and service errors become a message and exit code 1."""
+    _require_database()
+    return _device_call(work)
+
+
+async def _pages(fetch: Any, limit: int) -> tuple[list[Any], bool]:
+    """Up to `limit` items of a paged service call `fetch(cursor, size)`, and whether
+    there were more."""
+    found: list[Any] = []
+    cursor = None
+    while len(found) <= limit:
+        page = await fetch(cursor, min(500, limit + 1 - len(found)))
+        found += page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found[:limit], len(found) > limit or cursor is not None
+
+
+def _stove_row(record: dict[str, Any]) -> dict[str, Any]:
+    properties = record.get("properties") or {}
+    projects = [r["target"] for r in record.get("relationships", []) if r["type"] == "project"]
+    return {
+        "did": record["did"],
+        "name": (record.get("metadata") or {}).get("name"),
+        "serial": properties.get("serialNumber"),
+        "customer": properties.get("ownerCustomerId"),
+        "project": projects[0] if projects else None,
+        "status": record["status"],
+        "verified": record["verified"],
+    }
+
+
+STOVE_COLUMNS = [
+    ("stove", lambda r: r["did"]),
+    ("name", lambda r: r["name"]),
+    ("serial", lambda r: r["serial"]),
+    ("customer", lambda r: r["customer"]),
+    ("status", lambda r: r["status"]),
+    ("verified", lambda r: "yes" if r["verified"] else "no"),
+]
+
+
+@stoves_app.command("list")
+def stoves_list(
+    customer: Annotated[
+        str | None, typer.Option("--customer", help="Only the stoves of this customer ID.")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only active or only deactivated stoves.")
+    ] = None,
+    verified: Annotated[
+        bool | None,
+        typer.Option("--verified/--unverified", help="Only verified or only unverified stoves."),
+    ] = None,
+    protocol: Annotated[
+        str, typer.Option("--protocol", help="The stoves' protocol (DID).")
+    ] = STOVE_PROTOCOL,
+    limit: LimitOption = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """The stoves, oldest first: DID, name, serial number, customer, status, verified."""
+    from twinhub.services.domains import DomainFilter
+
+    where = DomainFilter(protocol=protocol, owner=customer, status=status, verified=verified)
+
+    async def work(platform: Any) -> Any:
+        return await _pages(lambda c, n: platform.domains.list(where, c, n), limit)
+
+    records, more = _read(work)
+    _show_rows([_stove_row(r) for r in records], as_json, "stove", STOVE_COLUMNS, more)
+
+
+@stoves_app.command("show")
+def stoves_show(
+    did: Annotated[str, typer.Argument(help="The stove's DID.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A stove: its record, its latest telemetry and its device tokens."""
+
+    async def work(platform: Any) -> Any:
+        record = await platform.domains.get(did)
+        state = await platform.telemetry.state(did)
+        tokens = await platform.device_tokens.list(did, _operator())
+        return record, state, [t.as_record() for t in tokens]
+
+    record, state, tokens = _read(work)
+    if as_json:
+        _print_json({"stove": record, "telemetry": state, "deviceTokens": tokens})
+        return
+    row = _stove_row(record)
+    out = _out()
+    out.print(f"stove {row['did']}: {row['name'] or '(no name)'}", markup=False)
+    for label, value in (
+        ("serial", row["serial"]),
+        ("customer", row["customer"]),
+        ("project", row["project"]),
+        ("status", f"{row['status']}, {'verified' if row['verified'] else 'not verified'}"),
+        ("model", (record.get("properties") or {}).get("stoveModel")),
+        ("readings", state.get("readings")),
+        ("last seen", state.get("lastSeen")),
+        ("online", None if state.get("lastSeen") is None else "yes" if state["online"] else "no"),
+        ("meter total", state.get("meterTotal")),
+        (
+            "device tokens",
+            f"{sum(1 for t in tokens if not t['revokedAt'])} active of {len(tokens)}",
+        ),
+    ):
+        if value is not None:
+            out.print(f"  {label:<14}{value}", markup=False)
+
+
+CLAIM_COLUMNS = [
+    ("claim", lambda r: r["id"]),
+    ("collection", lambda r: r["collection"]),
+    ("stove", lambda r: r["asset"]),
+    ("status", lambda r: r["status"]),
+    ("report", lambda r: (r.get("data") or {}).get("reportType")),
+    ("submitted", lambda r: (r["submittedAt"] or "")[:16]),
+    ("amount", lambda r: r["amount"]),
+]
+
+
+@claims_app.command("list")
+def claims_list(
+    collection: Annotated[
+        int | None, typer.Option("--collection", help="Only the claims of this collection.")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            help="Only claims in this state: pending, approved, rejected, flagged, disputed "
+            "or invalidated.",
+        ),
+    ] = None,
+    stove: Annotated[
+        str | None, typer.Option("--stove", help="Only the claims about this stove (DID).")
+    ] = None,
+    limit: LimitOption = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """Claims, oldest first: id, collection, stove, status, report, submitted, amount."""
+    from twinhub.services.claims import ClaimFilter
+
+    where = ClaimFilter(collection=collection, status=status, asset=stove)
+
+    async def work(platform: Any) -> Any:
+        return await _pages(lambda c, n: platform.claims.views.claims(where, c, n), limit)
+
+    views, more = _read(work)
+    _show_rows(views, as_json, "claim", CLAIM_COLUMNS, more)
+
+
+@claims_app.command("show")
+def claims_show(
+    claim_id: Annotated[str, typer.Argument(help="The claim's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A claim: what it says, its state and every evaluation, with the reasons given."""
+    view = _read(lambda p: p.claims.views.claim(claim_id))
+    if as_json:
+        _print_json(view)
+        return
+    out = _out()
+    out.print(f"claim {view['id']} ({view['status']})", markup=False)
+    for label, value in (
+        ("collection", view["collection"]),
+        ("by", view["agent"]),
+        ("stove", view["asset"]),
+        ("submitted", view["submittedAt"]),
+        ("evaluated", view["evaluatedAt"]),
+        ("amount", view["amount"]),
+        ("reason", view["reason"]),
+    ):
+        if value is not None:
+            out.print(f"  {label:<12}{value}", markup=False)
+    for name, value in (view.get("data") or {}).items():
+        out.print(f"  data.{name}: {value}", markup=False)
+    for e in view.get("evaluations", []):
+        said = f" ({e['reason']})" if e["reason"] else ""
+        out.print(f"  evaluated {e['status']} by {e['by']} at {e['at']}{said}", markup=False)
+
+
+PERIOD_COLUMNS = [
+    ("period", lambda r: r["id"]),
+    ("from", lambda r: r["from"]),
+    ("to", lambda r: r["to"]),
+    ("state", lambda r: r["state"]),
+    ("credits", lambda r: r["credits"]),
+    ("claim", lambda r: r["claim"]),
+]
+
+
+@period_app.command("list")
+def period_list(
+    project: Annotated[str, typer.Argument(help="The project's DID.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A project's monitoring periods, oldest first: id, days, state, credits, claim."""
+    periods = _read(lambda p: p.monitoring.periods(project))
+    _show_rows(periods, as_json, "monitoring period", PERIOD_COLUMNS)
+
+
+@period_app.command("show")
+def period_show(
+    project: Annotated[str, typer.Argument(help="The project's DID.")],
+    period: Annotated[int, typer.Argument(help="The period's number.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A monitoring period: its days, state, credits, totals and the verifier's findings."""
+    view = _read(lambda p: p.monitoring.period(project, period))
+    if as_json:
+        _print_json(view)
+        return
+    out = _out()
+    out.print(
+        f"monitoring period {view['id']} of {view['project']}: {view['from']} to {view['to']}, "
+        f"{view['state']}",
+        markup=False,
+    )
+    for label, value in (
+        ("proponent", view["proponent"]),
+        ("credits", view["credits"]),
+        ("claim", view["claim"]),
+        ("report digest", view["reportDigest"]),
+    ):
+        if value is not None:
+            out.print(f"  {label:<14}{value}", markup=False)
+    for name, value in (view.get("totals") or {}).items():
+        out.print(f"  totals.{name}: {value}", markup=False)
+    for finding in view.get("findings") or []:
+        out.print(f"  finding: {finding}", markup=False)
+
+
+WEBHOOK_COLUMNS = [
+    ("webhook", lambda r: r["id"]),
+    ("url", lambda r: r["url"]),
+    ("events", lambda r: ", ".join(r["events"]) or "all"),
+    ("description", lambda r: r["description"]),
+    ("created", lambda r: (r["createdAt"] or "")[:10]),
+]
+
+
+@webhooks_app.command("list")
+def webhooks_list(as_json: JsonOption = False) -> None:
+    """The webhook subscriptions (never their secrets): id, URL, events, description."""
+    views = _read(lambda p: p.events.webhooks.list(_operator()))
+    _show_rows(views, as_json, "webhook", WEBHOOK_COLUMNS)
+
+
+@webhooks_app.command("show")
+def webhooks_show(
+    webhook_id: Annotated[str, typer.Argument(help="The webhook's id (wh_...).")],
+    as_json: JsonOption = False,
+) -> None:
+    """A webhook subscription and how many of its deliveries are in each state."""
+    view = _read(lambda p: p.events.webhooks.get(webhook_id, _operator()))
+    if as_json:
+        _print_json(view)
+        return
+    out = _out()
+    out.print(f"webhook {view['id']}: {view['url']}", markup=False)
+    out.print(f"  events        {', '.join(view['events']) or 'all'}", markup=False)
+    if view.get("description"):
+        out.print(f"  description   {view['description']}", markup=False)
+    counts = ", ".join(f"{n} {status}" for status, n in view["deliveries"].items())
+    out.print(f"  deliveries    {counts}", markup=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1377,6 +1377,16 @@ def _variable_of(name: str, field: FieldInfo) -> str:
 _routes: dict[str, tuple[str | None, str]] = {}
 
 
+def setting_name(section: str, field: str) -> str:
+    """The environment variable of `section.field`, for an error message that depends on
+    it (a refusal names the setting that would allow the request); KeyError for a field
+    that is no setting, so a renamed one fails its tests instead of naming nothing."""
+    for env, route in _routes_by_name().items():
+        if route == (section, field):
+            return env
+    raise KeyError(f"{section}.{field} is no setting")
+
+
 def _routes_by_name() -> dict[str, tuple[str | None, str]]:
     """VARIABLE -> (section or None, field name), built once from the models."""
     if not _routes:

@@ -16,6 +16,7 @@ After every step the same facts are read back through every interface and compar
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import os
@@ -55,7 +56,12 @@ from twinhub.kernel.identifiers import customer_did
 PIN = "40517"
 FOOTER = "0. Back\n*. Exit"
 CLAIM_PROTOCOL = "did:ixo:protocol/clean-cooking-claim"
-SENT = re.compile(r"^CON Report sent\. Claim ([0-9a-f]{6}) is pending\.\n0\. Back\n\*\. Exit$")
+# The month a phone report covers (the one just ended), as the English menus name it.
+REPORTED_MONTH = calendar.month_name[(datetime.now(UTC).replace(day=1) - timedelta(days=1)).month]
+SENT = re.compile(
+    rf"^CON Report for {REPORTED_MONTH} sent\. Claim ([0-9a-f]{{6}}) is pending\."
+    r"\n0\. Back\n\*\. Exit$"
+)
 GRAPHQL_FACTS = """
 query($project: String!, $stove: String!, $holder: String!) {
   project: entity(id: $project) { entityVerified registryStatus controller version }
@@ -373,7 +379,10 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
         assert await journey.send("4") == listing
         await journey.send("1")
         await journey.send("1")  # Report cooking
-        assert await journey.send("3") == f"CON Report 3 meals for Jiko K1?\n1. Confirm\n{FOOTER}"
+        assert (
+            await journey.send("3")
+            == f"CON Report 3 meals in {REPORTED_MONTH} for Jiko K1?\n1. Confirm\n{FOOTER}"
+        )
         refused = await journey.send("1")
         assert refused == f"CON Project not verified yet.\n{FOOTER}"
 
@@ -467,7 +476,7 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
         assert (await journey.send("1")).startswith("CON Jiko K1\nactive, project verified\n")
         await journey.send("1")
         assert await journey.send("14") == (
-            f"CON Report 14 meals for Jiko K1?\n1. Confirm\n{FOOTER}"
+            f"CON Report 14 meals in {REPORTED_MONTH} for Jiko K1?\n1. Confirm\n{FOOTER}"
         )
         sent = SENT.match(await journey.send("1"))
         assert sent, "the report was not sent"

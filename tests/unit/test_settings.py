@@ -415,3 +415,14 @@ def test_a_copy_takes_flat_names_too() -> None:
     copied = settings.model_copy(update={"oracle_enabled": True, "oracle_poll_seconds": 9.0})
     assert (copied.oracle.enabled, copied.oracle.poll_seconds) == (True, 9.0)
     assert copied.chain.chain_id == "one" and settings.oracle.enabled is False
+
+
+def test_a_refusal_names_its_setting_by_its_variable() -> None:
+    from twinhub.settings import setting_name
+
+    assert setting_name("events", "webhook_allow_private_networks") == (
+        "WEBHOOK_ALLOW_PRIVATE_NETWORKS"
+    )
+    assert setting_name("registry", "max_body_bytes") == "REGISTRY_MAX_BODY_BYTES"
+    with pytest.raises(KeyError):
+        setting_name("registry", "no_such_limit")

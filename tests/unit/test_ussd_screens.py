@@ -7,13 +7,20 @@ it; tests/integration/ussd/test_ussd_languages.py walks the real flows over HTTP
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
 from twinhub.services.customers import CustomerView
 from twinhub.services.stove_care import PROBLEM_KINDS, StoveHealth
-from twinhub.services.stoves import COOKING, FUEL, ClaimLine, StoveView
+from twinhub.services.stoves import (
+    COOKING,
+    FUEL,
+    REJECTION_REASONS,
+    ClaimLine,
+    StoveView,
+    rejection_reason,
+)
 from twinhub.ussd.i18n import LANGUAGES
 from twinhub.ussd.menu import Reply, State
 from twinhub.ussd.navigation import FIXED_SCREENS
@@ -27,6 +34,7 @@ from twinhub.ussd.screens import (
     Plural,
     all_contents,
 )
+from twinhub.ussd.screens.words import MONTHS, REJECTION_WORDS
 
 # GSM 03.38 default alphabet (without the escape to the extension table): a reply made
 # of these characters goes as GSM-7, 182 to a USSD screen.
@@ -83,6 +91,12 @@ WORST_CLAIM = ClaimLine(
     asset=None,
     submitted_at=datetime(2099, 12, 31, tzinfo=UTC),
 )
+REJECTED_CLAIMS = [
+    ClaimLine("r" * 32, "rejected", COOKING, None, datetime(2099, 12, 31, tzinfo=UTC), reason)
+    for reason in REJECTION_REASONS
+]
+# The longest month's name of every language (September, mostly).
+LONG_MONTH = date(2099, 9, 1)
 LATE = datetime(2099, 12, 31, 23, 59, tzinfo=UTC)
 WORST_HEALTH = [
     StoveHealth(False, LATE, LATE, 9999, 99_999.9),  # four sessions an hour all month
@@ -116,12 +130,24 @@ def fixed_screens(content: Content) -> list[tuple[str, str]]:
             for kind in (COOKING, FUEL)
             for state, render in (
                 (State.report_quantity, content.stoves.report_quantity),
-                (State.report_confirm, lambda s, k: content.stoves.report_confirm(s, k, 1000)),
+                (
+                    State.report_confirm,
+                    lambda s, k: content.stoves.report_confirm(s, k, 1000, LONG_MONTH),
+                ),
             )
         ],
         *[
-            ("reportResult", content.stoves.report_result(outcome, "c" * 6))
-            for outcome in ("sent", "notVerified", "noCollection", "inactive", "gone", "refused")
+            ("reportResult", content.stoves.report_result(outcome, "c" * 6, LONG_MONTH))
+            for outcome in (
+                "sent",
+                "notVerified",
+                "noCollection",
+                "inactive",
+                "gone",
+                "periodClaimed",
+                "outOfRange",
+                "refused",
+            )
         ],
         *[
             ("stoveStatus", content.status.stove_status(stove, health))
@@ -154,6 +180,9 @@ def list_screens(content: Content) -> list[tuple[str, str]]:
         screens.append(
             ("claims", content.claims.claims([WORST_CLAIM] * CLAIMS_PER_PAGE, page, pages))
         )
+        for first in range(len(REJECTED_CLAIMS)):  # every reason, a page full of them
+            claims = (REJECTED_CLAIMS * 2)[first : first + CLAIMS_PER_PAGE]
+            screens.append(("claims", content.claims.claims(claims, page, pages)))
     screens += [
         ("stoves", content.stoves.stoves([], 0, 1)),
         ("claims", content.claims.claims([], 0, 1)),
@@ -269,3 +298,109 @@ def test_languages_really_differ() -> None:
     assert welcomes["fr"].startswith("Bienvenue ")
     assert CONTENTS["fr"].notice(Notice.wrong_pin(2)) == "PIN incorrect. 2 essais restants."
     assert CONTENTS["fr"].notice(Notice.wrong_pin(1)) == "PIN incorrect. 1 essai restant."
+
+
+# Stoves a household may well hold several of: names alike but for a number, names the same
+# (told apart by their serial numbers), long names of several words.
+ALIKE = [
+    [
+        StoveView(f"did:ixo:entity/s{n}", f"Induction Njira {n}", "active", "p", True)
+        for n in (1, 2, 3)
+    ],
+    [
+        StoveView(f"did:ixo:entity/j{n}", "Jiko Bora", "active", "p", True, f"JK-2026-{n:05d}")
+        for n in (17, 18, 117)
+    ],
+    [
+        StoveView(f"did:ixo:entity/x{n}", name, "deactivated", None, False)
+        for n, name in enumerate(
+            (
+                "Improved Induction Cooker Model 2024 Unit 12",
+                "Improved Induction Cooker Model 2024 Unit 13",
+                "Kitchen stove of the Mwale family",
+            )
+        )
+    ],
+]
+
+
+def stove_labels(screen: str) -> list[str]:
+    """The text after the number of each stove row: "1. Jiko #017 (active)"."""
+    return [line.split(". ", 1)[1] for line in screen.splitlines() if line[:1] in "123"]
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_stove_lists_read_well_in_every_language(code: str) -> None:
+    """Names are shortened by whole words, two stoves never read the same on one page, and
+    the page fits with its notice."""
+    content = CONTENTS[code]
+    notice = content.notice(Notice.invalid_choice)
+    for stoves in ALIKE:
+        words_of = {word for stove in stoves for word in stove.name.split()}
+        for page, pages in ((0, 1), (98, 99), (99_998, 99_999)):
+            for screen in (
+                content.stoves.stoves(stoves, page, pages),
+                content.status.stove_pick(stoves, page, pages),
+            ):
+                rendered = Reply(False, f"{notice}\n{screen}").render()
+                assert len(rendered) <= MAX_SCREEN, (code, len(rendered), rendered)
+                labels = stove_labels(screen)
+                assert len(labels) == len(stoves) and len(set(labels)) == len(labels), screen
+                for label in labels:
+                    name = label.split(" (")[0]  # without the state
+                    for word in name.split():  # whole words of the name, or a tag
+                        assert word in words_of or word.startswith("#"), (code, word, screen)
+                    # A row's state is whole: never cut in a word.
+                    if " (" in label:
+                        state = label.split(" (", 1)[1]
+                        assert state.endswith(")"), (code, label)
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_confirmations_say_what_and_which_month(code: str) -> None:
+    content = CONTENTS[code]
+    names = [content.stoves.month(date(2026, month, 1)) for month in range(1, 13)]
+    assert len(set(names)) == 12  # twelve months, in this language's words
+    if code != "en":
+        assert names != [str(m) for m in MONTHS]
+    stove = ALIKE[0][0]
+    for month, name in enumerate(names, start=1):
+        day = date(2026, month, 1)
+        for kind, quantity in ((COOKING, 7), (FUEL, 12)):
+            confirm = content.stoves.report_confirm(stove, kind, quantity, day)
+            assert name in confirm and str(quantity) in confirm and stove.name in confirm
+        sent = content.stoves.report_result("sent", "abc123", day)
+        assert name in sent and "abc123" in sent
+        assert name in content.stoves.report_result("periodClaimed", "", day)
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_a_rejected_claim_says_why(code: str) -> None:
+    content = CONTENTS[code]
+    screen = content.claims.claims(REJECTED_CLAIMS[:CLAIMS_PER_PAGE], 0, 1)
+    for claim, row in zip(REJECTED_CLAIMS[:CLAIMS_PER_PAGE], screen.splitlines()[1:], strict=False):
+        assert row.endswith(content.claims._(REJECTION_WORDS[claim.reason])), (code, row)
+    said = {content.claims._(REJECTION_WORDS[reason]) for reason in REJECTION_REASONS}
+    assert len(said) == len(REJECTION_REASONS)  # each reason in words of its own
+
+
+def test_an_evaluators_reason_reads_as_a_few_words() -> None:
+    """The evaluators' own words (the oracle's corroboration and double-counting checks,
+    services.claims; a person's) become the codes the screens translate."""
+    assert (
+        rejection_reason(
+            "the claim says 90 meals; the telemetry recorded 30 cooking sessions "
+            "(more than 20% over)"
+        )
+        == "tooMany"
+    )
+    assert (
+        rejection_reason(
+            "the stove-period 2026-10-01..2026-10-31 was credited already by claim abc "
+            "(double counting)"
+        )
+        == "counted"
+    )
+    assert rejection_reason("no meter readings for the period") == "noData"
+    assert rejection_reason("Household moved away") == "other"
+    assert rejection_reason(None) == "other"

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from twinhub.settings import WebhookSettings
+from twinhub.settings import WebhookSettings, setting_name
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - the format marker, not a secret
 _FORMAT_V1 = b"\x01"
@@ -120,14 +120,19 @@ def address_problem(ip: IpAddress, port: int, policy: WebhookSettings) -> str | 
     if policy.allow_private_networks:
         return None
     if ip.is_multicast:
-        return f"{ip} is a multicast address"
-    if ip.is_loopback or ip.is_unspecified:
-        return f"{ip} is this machine"
-    if ip.is_link_local:
-        return f"{ip} is link-local (cloud metadata services live there)"
-    if ip.is_private or ip.is_reserved or not ip.is_global:
-        return f"{ip} is a private or reserved address"
-    return None
+        problem = f"{ip} is a multicast address"
+    elif ip.is_loopback or ip.is_unspecified:
+        problem = f"{ip} is this machine"
+    elif ip.is_link_local:
+        problem = f"{ip} is link-local (cloud metadata services live there)"
+    elif ip.is_private or ip.is_reserved or not ip.is_global:
+        problem = f"{ip} is a private or reserved address"
+    else:
+        return None
+    return f"{problem}; {_ALLOW_PRIVATE}=true allows such addresses (tests, closed networks)"
+
+
+_ALLOW_PRIVATE = setting_name("events", "webhook_allow_private_networks")
 
 
 async def resolve(url: str, policy: WebhookSettings) -> Target:
@@ -136,8 +141,14 @@ async def resolve(url: str, policy: WebhookSettings) -> Target:
     the checked address, so a later DNS answer (rebinding) cannot redirect it."""
     scheme, host, port = check_syntax(url)
     local_name = host == "localhost" or host.endswith(".localhost")
-    if host in policy.denied_hosts or (local_name and not policy.allow_private_networks):
-        raise RefusedUrl(f"{host} may not receive webhooks")
+    if host in policy.denied_hosts:
+        denied = setting_name("events", "webhook_denied_hosts")
+        raise RefusedUrl(f"{host} may not receive webhooks (it is listed in {denied})")
+    if local_name and not policy.allow_private_networks:
+        raise RefusedUrl(
+            f"{host} is this machine; {_ALLOW_PRIVATE}=true allows such addresses "
+            "(tests, closed networks)"
+        )
     try:
         literal: IpAddress | None = ipaddress.ip_address(host.strip("[]"))
     except ValueError:

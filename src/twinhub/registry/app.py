@@ -54,7 +54,7 @@ from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.registry.routes_workflow import router as workflow_router
-from twinhub.settings import Settings
+from twinhub.settings import Settings, setting_name
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
 from twinhub.web.health import health, metrics_endpoint, root
@@ -90,9 +90,12 @@ class BodyLimit:
         attachment_limit: int | None = None,
     ) -> None:
         self._app = app
-        self._default = (limit, "REGISTRY_MAX_BODY_BYTES")
-        self._graphql = (graphql_limit or limit, "GRAPHQL_MAX_BODY_BYTES")
-        self._attachment = (attachment_limit or limit, "REGISTRY_MAX_ATTACHMENT_BYTES")
+        self._default = (limit, setting_name("registry", "max_body_bytes"))
+        self._graphql = (graphql_limit or limit, setting_name("registry", "graphql_max_body_bytes"))
+        self._attachment = (
+            attachment_limit or limit,
+            setting_name("registry", "max_attachment_bytes"),
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -24,6 +24,7 @@ from twinhub.kernel.errors import (
     TooLarge,
 )
 from twinhub.logging import get_logger
+from twinhub.settings import setting_name
 from twinhub.web.errors import error_response
 
 log = get_logger(__name__)
@@ -46,7 +47,10 @@ class RateLimited(Exception):
     """The key's principal sent more than REGISTRY_RATE_LIMIT allows."""
 
     def __init__(self, retry_after: int) -> None:
-        super().__init__(f"Too many requests; try again in {retry_after} s.")
+        super().__init__(
+            f"Too many requests (the limit per key owner is "
+            f"{setting_name('registry', 'rate_limit')}); try again in {retry_after} s."
+        )
         self.retry_after = retry_after
 
 

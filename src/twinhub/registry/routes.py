@@ -239,10 +239,7 @@ def _spec(body: DomainIn, protocol: str) -> DomainSpec:
         controller=controller or [],
         services=[s.model_dump() for s in body.services],
         credentials=[c.model_dump() for c in body.verifiableCredential],
-        relationships={
-            role: [dids] if isinstance(dids, str) else dids
-            for role, dids in body.relationships.items()
-        },
+        relationships=body.relationships_by_role(),
         valid_from=body.validFrom,
         valid_until=body.validUntil,
         local_id=body.id,

@@ -26,6 +26,7 @@ from twinhub.services.claims import (
     EvaluationOutcome,
     EvaluationRequest,
 )
+from twinhub.settings import setting_name
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 CollectionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -243,7 +244,8 @@ async def evaluate_claims(request: Request, body: EvaluationsIn, caller: Writer)
     limit = platform.settings.registry.claims_evaluation_batch_max
     if len(body.evaluations) > limit:
         raise TooLarge(
-            f"One request evaluates at most {limit} claims; this one has "
+            f"One request evaluates at most {limit} claims "
+            f"({setting_name('registry', 'claims_evaluation_batch_max')}); this one has "
             f"{len(body.evaluations)}. Send the rest in further requests.",
             [FieldProblem("evaluations", f"at most {limit}")],
         )

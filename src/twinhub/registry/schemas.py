@@ -129,6 +129,11 @@ class ProtocolIn(Body):
     )
 
 
+class RelationshipIn(Body):
+    type: str = Field(examples=["implements"], description="Relationship role.")
+    target: str = Field(description="DID of the related domain.")
+
+
 class DomainIn(Body):
     type: str = Field(examples=["Organisation"], description="Entity type.")
     class_: str | None = Field(
@@ -143,9 +148,10 @@ class DomainIn(Body):
     )
     services: list[ServiceIn] = Field(default_factory=list)
     verifiableCredential: list[CredentialIn] = Field(default_factory=list)
-    relationships: dict[str, str | list[str]] = Field(
+    relationships: dict[str, str | list[str]] | list[RelationshipIn] = Field(
         default_factory=dict,
-        description="Relationship role to a domain DID (or several).",
+        description="Relationship role to a domain DID (or several); or, as reads return "
+        "them, a list of {type, target}.",
         examples=[{"implementedBy": "did:ixo:entity/abc"}],
     )
     validFrom: datetime | None = None
@@ -155,6 +161,19 @@ class DomainIn(Body):
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return as_utc(value)
+
+    def relationships_by_role(self) -> dict[str, list[str]]:
+        """The relationships as role -> DIDs, whichever of the two shapes was sent: what a
+        read returns (a list of {type, target}) can be written back as it is."""
+        if isinstance(self.relationships, list):
+            grouped: dict[str, list[str]] = {}
+            for edge in self.relationships:
+                grouped.setdefault(edge.type, []).append(edge.target)
+            return grouped
+        return {
+            role: [dids] if isinstance(dids, str) else dids
+            for role, dids in self.relationships.items()
+        }
 
 
 class EntityIn(DomainIn):
@@ -176,11 +195,6 @@ class DomainPatchIn(Body):
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return as_utc(value)
-
-
-class RelationshipIn(Body):
-    type: str = Field(examples=["implements"], description="Relationship role.")
-    target: str = Field(description="DID of the related domain.")
 
 
 class ServiceOut(BaseModel):

@@ -16,13 +16,13 @@ screen words). Rules that live here:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from twinhub.kernel.errors import Conflict, FieldProblem, Invalid, NotFound, NotVerified
 from twinhub.kernel.identifiers import customer_did
 from twinhub.kernel.principals import Principal
-from twinhub.services.claims import OPEN, ClaimFilter, ClaimService, last_month_start
+from twinhub.services.claims import OPEN, REJECTED, ClaimFilter, ClaimService, last_month_start
 from twinhub.services.credentials import rfc3339
 from twinhub.services.credits import CreditService
 from twinhub.services.domains import ACTIVE, DomainService
@@ -35,6 +35,11 @@ COOKING, FUEL = "cooking", "fuel"
 REPORT_FIELDS = {COOKING: "mealsCooked", FUEL: "fuelKg"}
 MIN_QUANTITY, MAX_QUANTITY = 1, 1000
 _SCAN = 200  # rows per registry page while reading a customer's stoves or claims
+
+
+def report_month(now: datetime) -> date:
+    """The first day of the month a phone report sent at `now` covers (report_period)."""
+    return last_month_start(now).date()
 
 
 def report_period(now: datetime) -> dict[str, str]:
@@ -76,6 +81,27 @@ class ClaimLine:
     report_type: str | None
     asset: str | None
     submitted_at: datetime
+    reason: str | None = None  # a rejected claim's: one of REJECTION_REASONS
+
+
+# Why a claim was rejected, in a few words a household can act on (a code the screens
+# translate), read from the evaluator's own words: the oracle's (services.claims'
+# double-counting check, the oracle's corroboration) or a person's.
+REJECTION_REASONS = ("tooMany", "counted", "noData", "other")
+_REASON_MARKERS = (
+    ("counted", ("double counting", "credited already", "counted already", "duplicate")),
+    ("tooMany", ("the telemetry recorded", "over-claim", "overclaim", "too many", "too much")),
+    ("noData", ("no meter", "no telemetry", "no readings", "no reading", "no data", "offline")),
+)
+
+
+def rejection_reason(reason: str | None) -> str:
+    """The REJECTION_REASONS code of an evaluator's reason ("other" when none says it)."""
+    said = (reason or "").lower()
+    for code, markers in _REASON_MARKERS:
+        if any(marker in said for marker in markers):
+            return code
+    return "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +269,7 @@ class StoveService:
                 report_type=view["data"].get("reportType"),
                 asset=view["asset"],
                 submitted_at=datetime.fromisoformat(view["submittedAt"]),
+                reason=rejection_reason(view["reason"]) if view["status"] == REJECTED else None,
             )
             for view in reversed(views[start:end])
         ]

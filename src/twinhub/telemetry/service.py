@@ -48,7 +48,7 @@ from twinhub.services.device_tokens import DeviceCredential
 from twinhub.services.domains import DomainService
 from twinhub.services.evidence import quarantine_record, reading_record, receipts_by_id
 from twinhub.services.protocols import ProtocolService
-from twinhub.settings import TelemetrySettings
+from twinhub.settings import TelemetrySettings, setting_name
 from twinhub.telemetry.live import LiveHub
 from twinhub.telemetry.rows import Batch, Origin, Quarantined
 from twinhub.telemetry.store import TelemetryStore
@@ -67,7 +67,10 @@ class Throttled(ServiceError):
     code = "rate_limited"
 
     def __init__(self, retry_after: int) -> None:
-        super().__init__(f"Too many telemetry requests from this device; retry in {retry_after} s.")
+        super().__init__(
+            "Too many telemetry requests from this device (the limit per device is "
+            f"{setting_name('telemetry', 'rate_limit')}); retry in {retry_after} s."
+        )
         self.retry_after = retry_after
 
 
@@ -470,7 +473,8 @@ class TelemetryService:
         limit = self.settings.batch_size
         if len(readings) > limit:
             raise TooLarge(
-                f"A batch holds at most {limit} readings; this one has {len(readings)}.",
+                f"A batch holds at most {limit} readings "
+                f"({setting_name('telemetry', 'batch_size')}); this one has {len(readings)}.",
                 [FieldProblem("readings", f"at most {limit}")],
             )
         return readings

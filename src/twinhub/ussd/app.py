@@ -28,7 +28,7 @@ from twinhub.db.engine import sqlite_file
 from twinhub.kernel.ratelimit import MemoryCounter, RateLimiter
 from twinhub.logging import get_logger, scrub
 from twinhub.platform import Platform
-from twinhub.settings import Environment, Settings
+from twinhub.settings import Environment, Settings, setting_name
 from twinhub.ussd.engine import UssdEngine
 from twinhub.ussd.i18n import ServiceDefaults
 from twinhub.ussd.languages import LanguageMemory
@@ -115,7 +115,9 @@ class RateLimitMiddleware:
             scope["app"].state.metrics.replies.labels("rate_limited").inc()
             response = PlainTextResponse(self._text, status_code=429, headers=headers)
         else:
-            response = error_response(429, "rate_limited", "Too many requests.", headers=headers)
+            limit = setting_name("ussd", "rate_limit")
+            message = f"Too many requests (the limit per client address is {limit})."
+            response = error_response(429, "rate_limited", message, headers=headers)
         await response(scope, receive, send)
 
 

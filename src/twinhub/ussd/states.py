@@ -159,6 +159,7 @@ PAGE = "page"  # the stove list's page, from 0
 STOVE = "stove"  # the chosen stove's DID
 KIND, QUANTITY = "kind", "quantity"  # the report being typed: cooking|fuel, a number
 OUTCOME, CLAIM = "outcome", "claim"  # how the report went; the new claim's short id
+MONTH = "month"  # the first day of the month the report covers (ISO date)
 CLAIM_PAGES = "claimPages"  # cursors of the claim pages walked, space-separated
 REPORT_KINDS = {"1": COOKING, "2": FUEL}
 ONLY_STOVE = "onlyStove"  # Stove Status went straight to the customer's one stove

@@ -349,7 +349,8 @@ def test_support_cli(tmp_path: Path) -> None:
     ]
     resolved = run_cli("support", "resolve", one, "--note", "New chimney seal.", env=env)
     assert resolved.returncode == 0, resolved.stderr
-    assert f"problem {one} resolved" in resolved.stderr  # messages go to stderr
+    # What the command did, on standard output; errors and counts go to standard error.
+    assert f"problem {one} resolved" in resolved.stdout and "New chimney seal." in resolved.stdout
     twice = run_cli("support", "resolve", one, "--note", "Again.", env=env)
     assert twice.returncode == 1 and "already resolved" in twice.stderr
     unknown = run_cli("support", "resolve", "0badc0de", "--note", "x", env=env)

@@ -417,7 +417,12 @@ async def test_private_addresses_are_refused(events_registry: EventsRegistry) ->
         response = await registry.client.post("/v1/webhooks", json={"url": url})
         assert response.status_code == 422, (url, response.text)
         assert response.json()["error"]["details"][0]["field"] == "url"
+        # The refusal names the setting that would allow it.
+        assert "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true" in response.text, url
     assert (await registry.client.get("/v1/webhooks")).json()["items"] == []
+    denied = await events_registry(webhook_denied_hosts="hooks.example.org")
+    response = await denied.client.post("/v1/webhooks", json={"url": "https://hooks.example.org/"})
+    assert response.status_code == 422 and "WEBHOOK_DENIED_HOSTS" in response.text
 
 
 async def test_the_platform_itself_is_refused_even_on_private_networks(

@@ -233,6 +233,99 @@ async def test_idempotency_key_creates_once(registry: Registry) -> None:
     assert different.status_code == 422
 
 
+# What a domain's read returns that a write takes: the rest (did, version, status, ...)
+# is the registry's own.
+WRITABLE = (
+    "type",
+    "protocol",
+    "metadata",
+    "properties",
+    "controller",
+    "services",
+    "verifiableCredential",
+    "relationships",
+    "validFrom",
+    "validUntil",
+)
+
+
+async def test_what_a_read_returns_can_be_written_back(registry: Registry) -> None:
+    """Relationships read as a list of {type, target} and are written as a map or as that
+    list; an entity and a domain copied from their reads come back the same."""
+    protocol = await make_protocol(registry, relationships={"verifier": "Oracle"})
+    oracle = await make_domain(
+        registry, type="Oracle", **{"class": "did:ixo:protocol/oracle"}, metadata={"name": "E"}
+    )
+    org = await make_domain(registry)
+    original = await registry.client.post(
+        "/v1/entities",
+        json={
+            "type": "Device",
+            "protocol": protocol["did"],
+            "metadata": {"name": "Jiko 1"},
+            "relationships": {"verifier": oracle["did"], "operator": [org["did"]]},
+            "services": [{"id": "#ingest", "type": "DataIngestion", "endpoint": "https://x.org"}],
+            "validFrom": "2026-01-01T00:00:00Z",
+        },
+    )
+    assert original.status_code == 201, original.text
+    read = (await registry.client.get(f"/v1/domains/{original.json()['did']}")).json()
+    assert isinstance(read["relationships"], list)
+    for path in ("/v1/entities", "/v1/domains"):
+        copied = await registry.client.post(path, json={k: read[k] for k in WRITABLE})
+        assert copied.status_code == 201, (path, copied.text)
+        again = (await registry.client.get(f"/v1/domains/{copied.json()['did']}")).json()
+        assert {k: again[k] for k in WRITABLE} == {k: read[k] for k in WRITABLE}
+    # The list is checked as the map is: a role pointing at the wrong kind is refused.
+    wrong = await registry.client.post(
+        "/v1/entities",
+        json={
+            "type": "Device",
+            "protocol": protocol["did"],
+            "relationships": [{"type": "verifier", "target": org["did"]}],
+        },
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["error"]["details"][0]["field"] == "relationships.verifier[0]"
+    malformed = await registry.client.post(
+        "/v1/entities",
+        json={"type": "Device", "protocol": protocol["did"], "relationships": [{"type": "x"}]},
+    )
+    assert malformed.status_code == 422
+
+
+async def test_a_protocol_read_can_be_written_back(registry: Registry) -> None:
+    read = await make_protocol(
+        registry,
+        name="Stove",
+        properties={"serialNumber": "string"},
+        required=["serialNumber"],
+        relationships={"verifier": "Oracle"},
+        services=[{"id": "#ingest", "type": "DataIngestion", "endpoint": "https://x.org"}],
+    )
+    fields = ("type", "name", "entityType", "twinClass", "properties", "required")
+    body = {k: read[k] for k in (*fields, "relationships", "services", "extends")}
+    copied = await registry.client.post("/v1/protocols", json=body | {"id": unique("copy")})
+    assert copied.status_code == 201, copied.text
+    assert {k: copied.json()[k] for k in body} == body
+
+
+async def test_a_governance_group_read_can_be_written_back(registry: Registry) -> None:
+    body = {
+        "name": unique("Compliance"),
+        "members": [{"did": "did:ixo:org/a", "weight": 2}, {"did": "did:ixo:org/b", "weight": 1}],
+        "threshold": {"kind": "absolute_count", "value": 2, "quorum": None},
+        "votingPeriodSeconds": 3600,
+    }
+    made = await registry.client.post("/v1/governance/groups", json=body)
+    assert made.status_code == 201, made.text
+    read = (await registry.client.get(f"/v1/governance/groups/{made.json()['did']}")).json()
+    again = {k: read[k] for k in (*body, "default")} | {"id": unique("copy")}
+    copied = await registry.client.post("/v1/governance/groups", json=again)
+    assert copied.status_code == 201, copied.text
+    assert {k: copied.json()[k] for k in body} == {k: read[k] for k in body}
+
+
 async def test_graph(registry: Registry) -> None:
     org = await make_domain(registry)
     project = await make_domain(
@@ -269,6 +362,7 @@ async def test_rate_limit_per_principal(make_registry) -> None:
     limited = await registry.client.get("/v1/protocols")
     assert limited.status_code == 429
     assert limited.json()["error"]["code"] == "rate_limited"
+    assert "REGISTRY_RATE_LIMIT" in limited.json()["error"]["message"]  # the setting to raise
     assert 1 <= int(limited.headers["retry-after"]) <= 60
     other = registry.as_key(await registry.key("did:ixo:org/other", "reader"))
     assert (await other.get("/v1/protocols")).status_code == 200  # a budget of its own

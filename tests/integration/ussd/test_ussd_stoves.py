@@ -7,6 +7,7 @@ through the registry API as tests/support/claims_world.py does, the customer thr
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from twinhub.kernel.identifiers import customer_did
 from twinhub.kernel.principals import Principal
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.stoves import NoOpenCollection, StoveInactive
+from twinhub.ussd.screens import CLAIMS_PER_PAGE
 
 PIN = "58213"
 NAME = "Amina Wanjiru"
@@ -38,7 +40,13 @@ MAIN_MENU = (
     "CON Hello Amina\n1. My Account\n2. Change PIN\n3. Log Out\n"
     "4. My Stoves\n5. My Claims\n6. My Credits\n7. Stove Status\n8. Language\n*. Exit"
 )
-SENT = re.compile(r"^CON Report sent\. Claim ([0-9a-f]{6}) is pending\.\n0\. Back\n\*\. Exit$")
+# The month a phone report covers (the one just ended), as the English menus name it.
+REPORTED_MONTH = calendar.month_name[(datetime.now(UTC).replace(day=1) - timedelta(days=1)).month]
+PER_PAGE = CLAIMS_PER_PAGE
+SENT = re.compile(
+    rf"^CON Report for {REPORTED_MONTH} sent\. Claim ([0-9a-f]{{6}}) is pending\."
+    r"\n0\. Back\n\*\. Exit$"
+)
 
 
 def this_month() -> dict[str, str]:
@@ -159,7 +167,7 @@ async def test_report_cooking_then_approval_shows_in_claims_and_credits(
         assert await journey.send(typed) == f"CON {notice}\n{question[4:]}", typed
     assert await journey.send("0") == details
     await journey.send("1")
-    confirm = f"CON Report 5 meals for Jiko A12?\n1. Confirm\n{FOOTER}"
+    confirm = f"CON Report 5 meals in {REPORTED_MONTH} for Jiko A12?\n1. Confirm\n{FOOTER}"
     assert await journey.send("5") == confirm
     assert await journey.send("2") == "CON Invalid choice.\n" + confirm[4:]
     assert await journey.send("0") == question  # back to change the number
@@ -198,7 +206,9 @@ async def test_report_cooking_then_approval_shows_in_claims_and_credits(
     )
     assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
     assert await journey.send("0") == MAIN_MENU
-    assert await journey.send("5") == f"CON My Claims\n{match.group(1)} {day} rejected\n{FOOTER}"
+    # A rejected claim says why, in a few words (not the evaluator's own).
+    rejected = f"CON My Claims\n{match.group(1)} {day} rejected: no data\n{FOOTER}"
+    assert await journey.send("5") == rejected
     assert (await journey.exit()) == "END Thank you for using twinhub. Goodbye."
 
 
@@ -211,7 +221,7 @@ async def test_report_fuel(programme: Programme) -> None:
         f"CON Report fuel\nJiko B7\nHow many kg of fuel were bought?\nEnter 1 to 1000\n{FOOTER}"
     )
     assert await journey.send("1000") == (
-        f"CON Report 1000 kg of fuel for Jiko B7?\n1. Confirm\n{FOOTER}"
+        f"CON Report 1000 kg of fuel in {REPORTED_MONTH} for Jiko B7?\n1. Confirm\n{FOOTER}"
     )
     assert SENT.match(await journey.send("1"))
     [claim] = await programme.claims_of(customer_id)
@@ -299,6 +309,7 @@ async def test_a_project_without_an_open_collection_refuses_the_report(
 
 
 async def test_my_claims_pages_newest_first(programme: Programme) -> None:
+    assert 3 <= PER_PAGE <= 5  # six claims: two pages
     customer_id, journey = await programme.customer()
     stoves = programme.platform.stoves
     owned = [await programme.stove(customer_did(customer_id), f"Jiko E{n}") for n in range(7)]
@@ -311,16 +322,16 @@ async def test_my_claims_pages_newest_first(programme: Programme) -> None:
 
     first = await journey.send("5")
     assert first.startswith("CON My Claims 1/2\n") and "\n9. More\n" in first
-    assert rows(first) == newest_first[:4]
+    assert rows(first) == newest_first[:PER_PAGE]
     second = await journey.send("9")
     assert second.startswith("CON My Claims 2/2\n") and "9. More" not in second
-    assert rows(second) == newest_first[4:]
+    assert rows(second) == newest_first[PER_PAGE:]
     assert await journey.send("9") == "CON Invalid choice.\n" + second[4:]
     # A report made meanwhile (another channel) shifts nothing on the pages already cut.
     await stoves.report(customer_id, owned[0], "fuel", 2)
-    assert rows(await journey.send("0")) == newest_first[:4]
+    assert rows(await journey.send("0")) == newest_first[:PER_PAGE]
     assert await journey.send("0") == MAIN_MENU
-    assert rows(await journey.send("5"))[1:] == newest_first[:3]
+    assert rows(await journey.send("5"))[1:] == newest_first[: PER_PAGE - 1]
 
 
 async def test_the_service_keeps_to_the_customers_own_stoves(programme: Programme) -> None:
@@ -389,7 +400,7 @@ async def test_a_stove_month_is_counted_once_whatever_the_channel(programme: Pro
     for answer in ("2", "1", "5"):
         await journey.send(answer)
     assert await journey.send("1") == (
-        f"CON This stove's report for last month was sent already.\n{FOOTER}"
+        f"CON This stove's report for {REPORTED_MONTH} was sent already.\n{FOOTER}"
     )
     assert len(await programme.claims_of(customer_id)) == 2  # one per stove, one by API
     stored = await programme.platform.claims.views.claims(ClaimFilter(asset=other), None, 10)

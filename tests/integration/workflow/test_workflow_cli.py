@@ -98,6 +98,9 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
         )
         assert issued.returncode == 0, issued.stderr
         assert orjson.loads(issued.stdout)["state"] == "issued"
+        assert f"monitoring period {made['period']} of {made['project']} issued" in " ".join(
+            issued.stderr.split()
+        )  # and what it did, in words
         # The verifier's key cannot issue: refused by the API, said, exit 1.
         wrong = run_cli(
             "period",

@@ -37,7 +37,7 @@ from twinhub.chain.gateway.transcode import build_request
 from twinhub.chain.gateway.upstream import HEIGHT_HEADER, Upstream
 from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger, scrub
-from twinhub.settings import Settings
+from twinhub.settings import Settings, setting_name
 from twinhub.web.client_ip import client_ip
 
 log = get_logger(__name__)
@@ -321,7 +321,8 @@ class GatewayApp:
         if retry_after is not None:
             raise GatewayError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "too many requests; slow down",
+                f"too many requests (the limit per client address is "
+                f"{setting_name('chain', 'gateway_rate_limit')}); slow down",
                 headers={"retry-after": str(retry_after)},
             )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
+
 from twinhub.kernel.errors import Conflict, Invalid, NotFound, NotVerified, ServiceError
 from twinhub.logging import get_logger
 from twinhub.services.claims import PeriodClaimed
@@ -12,6 +14,7 @@ from twinhub.services.stoves import (
     StoveService,
     StoveView,
     quantity_problem,
+    report_month,
 )
 from twinhub.ussd.inputs import BACK
 from twinhub.ussd.navigation import Navigator
@@ -20,6 +23,7 @@ from twinhub.ussd.sessions import Session
 from twinhub.ussd.states import (
     CLAIM,
     KIND,
+    MONTH,
     OUTCOME,
     PAGE,
     QUANTITY,
@@ -123,11 +127,15 @@ class StoveFlow:
         if stove is None:
             return content.stoves.stove_gone
         kind, quantity = session.scratch[KIND], int(session.scratch[QUANTITY])
-        return content.stoves.report_confirm(stove, kind, quantity)
+        month = report_month(datetime.now(UTC))
+        return content.stoves.report_confirm(stove, kind, quantity, month)
 
     async def _result_screen(self, session: Session, content: Content) -> str:
+        month = session.scratch.get(MONTH)
         return content.stoves.report_result(
-            session.scratch.get(OUTCOME, ""), session.scratch.get(CLAIM, "")
+            session.scratch.get(OUTCOME, ""),
+            session.scratch.get(CLAIM, ""),
+            date.fromisoformat(month) if month else None,
         )
 
     async def _stove_list(self, session: Session, answer: str) -> Reply:
@@ -154,11 +162,13 @@ class StoveFlow:
             return await self._nav.show(session, State.report_confirm, Notice.invalid_choice)
         scratch = session.scratch
         outcome, claim = "sent", ""
+        month = report_month(datetime.now(UTC))
         try:
             view = await self._stoves.report(
                 customer_of(session), scratch[STOVE], scratch[KIND], int(scratch[QUANTITY])
             )
             claim = short_id(view["id"])
+            month = date.fromisoformat(view["data"]["periodStart"][:10])  # what it counts
         except NotVerified:
             outcome = "notVerified"
         except StoveInactive:
@@ -176,5 +186,5 @@ class StoveFlow:
             outcome = "refused"
         for key in (KIND, QUANTITY):
             scratch.pop(key, None)
-        scratch[OUTCOME], scratch[CLAIM] = outcome, claim
+        scratch[OUTCOME], scratch[CLAIM], scratch[MONTH] = outcome, claim, month.isoformat()
         return await self._nav.show(session, State.report_result)

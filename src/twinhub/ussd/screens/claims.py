@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from twinhub.services.stoves import ClaimLine
 from twinhub.ussd.screens.words import (
-    LIST_ROW,
+    CLAIM_ROW,
     MAX_TOKENS,
+    REJECTION_WORDS,
     STATUS_WORDS,
     TOKEN_WIDTH,
     Wording,
@@ -31,14 +32,17 @@ class ClaimScreens(Wording):
         if not shown:
             return self.no_claims
         rows = [
-            fit(
-                f"{short_id(c.id)} {c.submitted_at:%d/%m/%y} {self._word(c.status, STATUS_WORDS)}",
-                LIST_ROW,
-            )
+            fit(f"{short_id(c.id)} {c.submitted_at:%d/%m/%y} {self._state(c)}", CLAIM_ROW)
             for c in shown
         ]
         title = list_title(self._("My Claims"), page, pages)
         return f"{title}\n" + "\n".join(rows) + f"\n{self._more(page, pages)}{self.footer}"
+
+    def _state(self, claim: ClaimLine) -> str:
+        """A claim's state on its row; a rejected one says why, in a few words."""
+        if claim.reason is not None and claim.reason in REJECTION_WORDS:
+            return self._(REJECTION_WORDS[claim.reason])
+        return self._word(claim.status, STATUS_WORDS)
 
     def credits(self, balances: Sequence[tuple[str, str]]) -> str:
         title = self._("My Credits")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 
 from twinhub.services.stoves import COOKING, StoveView
 from twinhub.ussd.screens.words import (
@@ -31,8 +32,12 @@ class StoveScreens(Wording):
         # Translators: the stove chosen earlier is no longer the customer's. 30 characters.
         return self._("Stove not found.") + "\n" + self.footer
 
-    def stove_state(self, stove: StoveView) -> str:
-        """The short status a stove's list row shows: its own, then its project's."""
+    def stove_state(self, stove: StoveView, whole: bool = True) -> str:
+        """The short status a stove's list row shows: its own, then its project's (`whole`),
+        or its own alone where the row has no room for both."""
+        status = self._word(stove.status, STATUS_WORDS)
+        if not whole:
+            return status
         if stove.project is None:
             # Translators: a stove's project state in the stove list; 12 characters at most.
             project = self._("no project")
@@ -42,7 +47,7 @@ class StoveScreens(Wording):
         else:
             # Translators: a stove's project state in the stove list; 12 characters at most.
             project = self._("unverified")
-        return f"{self._word(stove.status, STATUS_WORDS)}, {project}"
+        return f"{status}, {project}"
 
     def stoves(self, shown: Sequence[StoveView], page: int, pages: int) -> str:
         """One page of the customer's stoves, numbered from 1 on every page."""
@@ -88,29 +93,40 @@ class StoveScreens(Wording):
         bounds = self._("Enter {low} to {high}")
         return f"{title}\n{fit(stove.name, NAME_WIDTH)}\n{question}\n{bounds}\n{self.footer}"
 
-    def report_confirm(self, stove: StoveView, kind: str, quantity: int) -> str:
+    def report_confirm(self, stove: StoveView, kind: str, quantity: int, month: date) -> str:
+        """What the report says and which month it covers (the month just ended)."""
         name = fit(stove.name, NAME_WIDTH)
         if kind == COOKING:
-            # Translators: confirmation; {stove} is a name of 24 characters. 60 characters.
+            # Translators: confirmation; {month} is a month's name (11 characters), {stove}
+            # a name of 24 characters. 70 characters at most.
             question = self._n(
-                "Report {n} meal for {stove}?",
-                "Report {n} meals for {stove}?",
+                "Report {n} meal in {month} for {stove}?",
+                "Report {n} meals in {month} for {stove}?",
                 quantity,
                 stove=name,
+                month=self.month(month),
             )
         else:
-            # Translators: confirmation; {stove} is a name of 24 characters. 60 characters.
-            question = self._("Report {n} kg of fuel for {stove}?", n=quantity, stove=name)
+            # Translators: confirmation; {month} is a month's name (11 characters), {stove}
+            # a name of 24 characters. 70 characters at most.
+            question = self._(
+                "Report {n} kg of fuel in {month} for {stove}?",
+                n=quantity,
+                stove=name,
+                month=self.month(month),
+            )
         return f"{question}\n1. {self._confirm()}\n{self.footer}"
 
-    def report_result(self, outcome: str, claim: str = "") -> str:
+    def report_result(self, outcome: str, claim: str = "", month: date | None = None) -> str:
         """`outcome` is "sent" (then `claim` is its short id) or why the report was refused:
-        notVerified, noCollection, inactive, gone, periodClaimed, outOfRange, refused."""
+        notVerified, noCollection, inactive, gone, periodClaimed, outOfRange, refused;
+        `month` is the month the report covers."""
         # Translators: why a report is refused (any other reason); 40 characters at most.
         refused = N_("Report not accepted. Try again later.")
         words = {
-            # Translators: a report was accepted; {claim} is a 6-character id. 60 characters.
-            "sent": N_("Report sent. Claim {claim} is pending."),
+            # Translators: a report was accepted; {month} is a month's name (11 characters),
+            # {claim} a 6-character id. 70 characters at most.
+            "sent": N_("Report for {month} sent. Claim {claim} is pending."),
             # Translators: why a report is refused; 40 characters at most.
             "notVerified": N_("Project not verified yet."),
             # Translators: why a report is refused; 40 characters at most.
@@ -118,10 +134,11 @@ class StoveScreens(Wording):
             # Translators: why a report is refused; 40 characters at most.
             "inactive": N_("This stove is not active."),
             "gone": N_("Stove not found."),
-            # Translators: the stove's report for last month was already sent (by phone or
-            # by the programme); 60 characters at most.
-            "periodClaimed": N_("This stove's report for last month was sent already."),
+            # Translators: the stove's report for {month} (a month's name, 11 characters) was
+            # already sent, by phone or by the programme; 70 characters at most.
+            "periodClaimed": N_("This stove's report for {month} was sent already."),
             # Translators: a reported number is outside what the programme allows; 60 at most.
             "outOfRange": N_("Report not accepted: the number is outside the allowed range."),
         }.get(outcome, refused)
-        return self._(words, claim=claim) + "\n" + self.footer
+        named = self.month(month) if month is not None else ""
+        return self._(words, claim=claim, month=named) + "\n" + self.footer

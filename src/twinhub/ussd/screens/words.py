@@ -16,10 +16,11 @@ from __future__ import annotations
 import gettext
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from twinhub.security.pins import PIN_LENGTH
 from twinhub.services.stove_care import PROBLEM_KINDS
-from twinhub.services.stoves import MAX_QUANTITY, MIN_QUANTITY, StoveView
+from twinhub.services.stoves import MAX_QUANTITY, MIN_QUANTITY, REJECTION_REASONS, StoveView
 from twinhub.ussd.i18n import ENGLISH, LANGUAGES, translations
 
 MAX_SCREEN = 182  # characters of a whole reply, "CON " included
@@ -27,12 +28,15 @@ MORE = "9"  # the key that turns a list's page
 # Lists have fixed page sizes so that a number typed after a notice picks the same row.
 # Their rows are cut to LIST_ROW characters; with a title, "9. More" and the footer, a
 # full page leaves room for the one notice a list screen carries ("Invalid choice.").
-STOVES_PER_PAGE, CLAIMS_PER_PAGE, MAX_TOKENS = 3, 4, 4
+# A claim's row may say why it was rejected, so a page holds three.
+STOVES_PER_PAGE, CLAIMS_PER_PAGE, MAX_TOKENS = 3, 3, 4
 LIST_ROW = 34
-NAME_WIDTH = 24
-MIN_NAME = (
-    8  # a list row shows at least this much of a stove's name  # a stove's name on its own screens
-)
+CLAIM_ROW = 38  # a claim's row: id, date and state, a rejected one's with why
+NAME_WIDTH = 24  # a stove's name on its own screens
+# A list row keeps at least this much room for a stove's name: where the stove's whole state
+# would leave less (a long translation), the row shows its status alone, and the stove's own
+# screen the rest.
+MIN_NAME = 12
 FIRST_NAME_WIDTH = 16  # the greeting of the main menu
 SERIAL_WIDTH = 16
 SHORT_ID = 6  # characters of a claim id shown to the customer
@@ -68,9 +72,56 @@ NoticeText = str | Plural | Filled
 
 
 def fit(text: str, width: int) -> str:
-    """`text` on one line of at most `width` characters (names come from the registry)."""
+    """`text` on one line of at most `width` characters (names come from the registry),
+    shortened by whole words: the first words that fit, and a last word holding a digit
+    (the number that tells one stove from the next) kept. Only a first word longer than the
+    width is cut by letters, marked with "."."""
     clean = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return clean if len(clean) <= width else clean[: width - 1].rstrip() + "."
+    if len(clean) <= width:
+        return clean
+    words = clean.split(" ")
+    last = words[-1]
+    keep_last = len(words) > 1 and any(c.isdigit() for c in last) and len(last) <= width // 2
+    tail = f" {last}" if keep_last else ""
+    room = width - len(tail)
+    head = ""
+    for word in words[:-1] if keep_last else words:
+        longer = f"{head} {word}" if head else word
+        if len(longer) > room:
+            break
+        head = longer
+    if not head:  # one word longer than the room: letters are the only way to cut it
+        head = words[0][: room - 1].rstrip() + "."
+    return head + tail
+
+
+def _tags(stoves: Sequence[StoveView]) -> list[str]:
+    """Short tags telling `stoves` apart: the shortest tail of their serial numbers, else of
+    their DIDs, that differs for each; else their order."""
+    for source in (lambda s: s.serial or "", lambda s: s.did):
+        for length in (3, 4, 6, 8):
+            tags = [source(stove)[-length:] for stove in stoves]
+            if all(tags) and len(set(tags)) == len(tags):
+                return tags
+    return [str(n) for n in range(1, len(stoves) + 1)]
+
+
+def stove_labels(stoves: Sequence[StoveView], widths: Sequence[int]) -> list[str]:
+    """The names of the stoves on one screen, each at most its width of `widths` and no two
+    the same: stoves whose names read the same there carry a tag ("Jiko #012")."""
+    labels = [fit(stove.name, width) for stove, width in zip(stoves, widths, strict=True)]
+    same = [n for n, label in enumerate(labels) if labels.count(label) > 1]
+    if same:
+        tags = _tags([stoves[n] for n in same])
+        for n, tag in zip(same, tags, strict=True):
+            mark = f" #{tag}"
+            labels[n] = fit(stoves[n].name, max(widths[n] - len(mark), 1)) + mark
+    if len(set(labels)) < len(labels):  # a tagged name met an untagged one: number them all
+        labels = [
+            f"{fit(s.name, max(width - 3, 1))} #{n}"
+            for n, (s, width) in enumerate(zip(stoves, widths, strict=True), start=1)
+        ]
+    return labels
 
 
 def short_id(claim_id: str) -> str:
@@ -108,6 +159,50 @@ STATUS_WORDS = {
     # Translators: a claim's state in the claims list, 12 characters at most.
     "invalidated": N_("invalidated"),
 }
+# The months, as a report's confirmation names the month it covers.
+MONTHS = (
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("January"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("February"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("March"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("April"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("May"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("June"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("July"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("August"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("September"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("October"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("November"),
+    # Translators: a month, in "Report 5 meals in {month} for ...?"; 11 characters at most.
+    N_("December"),
+)
+# Why a claim was rejected, as the claims list says it in place of "rejected"
+# (services.stoves.rejection_reason reads the evaluator's words into these codes).
+REJECTION_WORDS = {
+    # Translators: a rejected claim's row in the claims list: rejected because the report
+    # said more than the stove's meter recorded. 22 characters at most.
+    "tooMany": N_("rejected: too many"),
+    # Translators: a rejected claim's row: the stove's month was counted already by another
+    # claim or period. 22 characters at most.
+    "counted": N_("rejected: repeated"),
+    # Translators: a rejected claim's row: the stove's meter sent no data for the month.
+    # 22 characters at most.
+    "noData": N_("rejected: no data"),
+    # Translators: a rejected claim's row, any other reason: the customer should call the
+    # programme. 22 characters at most.
+    "other": N_("rejected: call us"),
+}
+assert set(REJECTION_WORDS) == set(REJECTION_REASONS)
 # The problems a customer can report about a stove, in the order of the menu.
 PROBLEM_WORDS = {
     # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.
@@ -124,16 +219,27 @@ PROBLEM_WORDS = {
 assert tuple(PROBLEM_WORDS) == PROBLEM_KINDS
 
 
-def stove_rows(shown: Sequence[StoveView], state: Callable[[StoveView], str] | None) -> str:
-    """Numbered rows of stoves' names, each followed by its state when `state` is given."""
-    rows = []
-    for number, stove in enumerate(shown, start=1):
-        prefix = f"{number}. "
-        suffix = f" ({state(stove)})" if state is not None else ""
-        width = max(LIST_ROW - len(prefix) - len(suffix), MIN_NAME)
-        # A long status (some languages) may cut the row's end: the page must fit.
-        rows.append(fit(f"{prefix}{fit(stove.name, width)}{suffix}", LIST_ROW))
-    return "\n".join(rows)
+def stove_rows(shown: Sequence[StoveView], state: Callable[[StoveView, bool], str] | None) -> str:
+    """Numbered rows of stoves' names, each followed by its state when `state` is given
+    (`state(stove, whole)`: the whole state, or its shortest form). Every row fits LIST_ROW
+    without a word cut: a state that would leave a long name less than MIN_NAME is
+    shortened, and left out if even its shortest form would."""
+    prefix_width = len(f"{len(shown)}. ")
+    suffixes = []
+    for stove in shown:
+        needed = min(len(fit(stove.name, LIST_ROW)), MIN_NAME)
+        suffix = ""
+        for whole in (True, False) if state is not None else ():
+            candidate = f" ({state(stove, whole)})"  # type: ignore[misc]
+            if LIST_ROW - prefix_width - len(candidate) >= needed:
+                suffix = candidate
+                break
+        suffixes.append(suffix)
+    labels = stove_labels(shown, [LIST_ROW - prefix_width - len(s) for s in suffixes])
+    return "\n".join(
+        f"{number}. {label}{suffix}"
+        for number, (label, suffix) in enumerate(zip(labels, suffixes, strict=True), start=1)
+    )
 
 
 class Wording:
@@ -169,6 +275,10 @@ class Wording:
                 **{**FIXED, **dict(notice.values)}
             )
         return self._(notice)
+
+    def month(self, day: date) -> str:
+        """The name of `day`'s month in this language."""
+        return self._(MONTHS[day.month - 1])
 
     def _word(self, word: str, words: dict[str, str]) -> str:
         """A registry word (a status) translated when known, else as the registry says it."""

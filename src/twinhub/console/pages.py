@@ -109,6 +109,10 @@ def _text(form: FormData, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+# For the other page modules: the posted form, a field of it, and the redirect after it.
+posted, text, done = _form, _text, _done
+
+
 # -- sign in and out -------------------------------------------------------------------------
 def _safe_next(target: str | None) -> str:
     """Only console paths: never an open redirect to another site."""
@@ -337,96 +341,6 @@ async def _telemetry_units(platform: Platform, record: dict[str, Any]) -> dict[s
         return {}
     fields = parse_schema(protocol.effective_telemetry).fields.values()
     return {f.name: f.unit or "" for f in fields}
-
-
-# -- claims queue ----------------------------------------------------------------------------
-async def _queue(platform: Platform) -> list[dict[str, Any]]:
-    pending = await platform.claims.views.claims(ClaimFilter(status="pending"), None, 100)
-    flagged = await platform.claims.views.claims(ClaimFilter(status="flagged"), None, 100)
-    return [*flagged.items, *pending.items]
-
-
-async def claims(
-    request: Request,
-    errors: dict[str, str] | None = None,
-    status: int = 200,
-    sent: dict[str, dict[str, str]] | None = None,
-    support_errors: dict[str, str] | None = None,
-    support_sent: dict[str, str] | None = None,
-) -> Response:
-    user = await signed_in(request)
-    queue = await _queue(_platform(request))
-    # Problems households reported over USSD (Stove Status): the support queue.
-    support = await _platform(request).stove_care.open_problems()
-    errors, support_errors = errors or {}, support_errors or {}
-    shown = {claim["id"] for claim in queue}
-    stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
-    listed = {problem.reference for problem in support}
-    stray += [
-        f"Problem {ref}: {error}" for ref, error in support_errors.items() if ref not in listed
-    ]
-    return render(
-        request,
-        "claims.html",
-        {
-            "queue": queue,
-            "errors": errors,
-            "stray": stray,
-            "sent": sent or {},
-            "support": [problem.as_json() for problem in support],
-            "support_errors": support_errors,
-            "support_sent": support_sent or {},
-        },
-        status_code=status,
-        user=user,
-    )
-
-
-async def resolve_problem(request: Request) -> Response:
-    """Resolve a reported stove problem from the Support list (writers): it leaves the list."""
-    user, form = await _form(request)
-    if not user.can("writer"):
-        raise HTTPException(403, "Stove problems are resolved by writers.")
-    reference = request.path_params["reference"]
-    note = _text(form, "note")
-    try:
-        await _platform(request).stove_care.resolve_problem(reference, user.principal.did, note)
-    except ServiceError as problem:
-        details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
-        status = {"not_found": 404, "conflict": 409}.get(problem.code, 422)
-        error = problem.message + (f" ({details})" if details else "")
-        return await claims(
-            request,
-            status=status,
-            support_errors={reference: error},
-            support_sent={reference: note},
-        )
-    return _done("/claims", f"Problem {reference} resolved.")
-
-
-async def evaluate(request: Request) -> Response:
-    user, form = await _form(request)
-    claim_id = request.path_params["claim_id"]
-    decision = _text(form, "decision")
-    reason = _text(form, "reason") or None
-    error = None
-    if decision not in ("approved", "rejected", "flagged"):
-        error = "Choose approve, reject or flag."
-    elif decision != "approved" and reason is None:
-        error = f"Say why the claim is {decision}."
-    if error is None:
-        try:
-            # An approval mints what the methodology computes; nobody types an amount.
-            await _platform(request).claims.evaluations.evaluate(
-                claim_id, decision, user.principal, reason
-            )
-        except ServiceError as problem:
-            details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
-            error = problem.message + (f" ({details})" if details else "")
-    if error is not None:
-        sent = {"decision": decision, "reason": reason or ""}
-        return await claims(request, {claim_id: error}, 422, {claim_id: sent})
-    return _done("/claims", f"Claim {claim_id} {decision}.")
 
 
 # -- governance ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 from twinhub.console.assets import STATIC_URL, TEMPLATE_DIR
 from twinhub.console.auth import SignedIn, check_csrf, signed_in
 from twinhub.console.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore
+from twinhub.console.tables import Column, Filter, TableSpec, table
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import ROLES
@@ -37,6 +38,7 @@ templates = Jinja2Templates(
 PERIODS = {"7": 7, "30": 30, "90": 90, "365": 365}
 GRAPH_ASSETS = 50  # assets whose claims the graph shows
 GRAPH_CLAIMS = 5  # newest claims shown per asset
+INCOMING_SHOWN = 10  # twins named per relationship type pointing at a twin
 _PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _SERVICE_CODE = re.compile(r"^\*[0-9]+(\*[0-9]+)*#$")
 
@@ -312,7 +314,9 @@ async def twin(request: Request) -> Response:
         raise HTTPException(404, problem.message) from problem
     claims = await platform.claims.views.claims(ClaimFilter(asset=did), None, 20)
     minted = await platform.credits.minted_for([claim["id"] for claim in claims.items])
-    incoming = await platform.domains.graph(did, 1)
+    # What points here, counted by type with the first few named: a project's thousands of
+    # stoves are a count and a link to its stove list, never a page of links.
+    incoming = await platform.lists.incoming(did, INCOMING_SHOWN)
     return render(
         request,
         "twin.html",
@@ -322,8 +326,9 @@ async def twin(request: Request) -> Response:
             "proposals": proposals,
             "claims": claims.items,
             "minted": minted,
-            "neighbours": [n for n in incoming["nodes"] if n["did"] != did],
-            "edges": incoming["edges"],
+            "outgoing": record["relationships"],
+            "incoming": incoming,
+            "shown": INCOMING_SHOWN,
             "events_url": f"/v1/domains/{did}/events",
             "units": await _telemetry_units(platform, record),
         },
@@ -429,6 +434,24 @@ async def ussd_send(request: Request) -> Response:
 
 
 # -- API keys --------------------------------------------------------------------------------
+KEYS = TableSpec(
+    name="keys",
+    caption="API keys",
+    columns=(
+        Column("Key id"),
+        Column("Principal", "principal"),
+        Column("Roles"),
+        Column("Label"),
+        Column("Created", "created"),
+        Column("State"),
+        Column("Actions"),
+    ),
+    filters=(Filter("state", "State", (("", "all"), ("active", "active"), ("revoked", "revoked"))),),
+    search="principal, label or key id",
+    default_sort="created",
+)
+
+
 async def _admin(request: Request) -> SignedIn:
     user = await signed_in(request)
     if not user.principal.is_admin:
@@ -457,11 +480,15 @@ async def keys(
             tokens = await _platform(request).device_tokens.list(twin, user.principal)
         except ServiceError as problem:
             error = error or problem.message
+    shown = None
+    if user.principal.is_admin:
+        keep = {"twin": twin} if twin else None
+        shown = await table(request, KEYS, _platform(request).lists.api_keys, url("/keys"), keep)
     return render(
         request,
         "keys.html",
         {
-            "keys": await _platform(request).api_keys.list() if user.principal.is_admin else [],
+            "t": shown,
             "roles": ROLES,
             "created": created,
             "error": error,

@@ -9,6 +9,7 @@ TELEMETRY_OFFLINE_AFTER_SECONDS (the telemetry store's rule, the same setting).
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,6 +38,7 @@ PROBLEM_STATUSES = ("open", "resolved")
 KEY_STATES = ("active", "revoked")
 PROJECT_EDGE = "project"
 FACETS = 60  # region or village choices offered at most
+PLACES_SECONDS = 60.0  # how long the filters' choices of regions and villages are kept
 
 
 def region_of(column: Any) -> Any:
@@ -45,6 +47,13 @@ def region_of(column: Any) -> Any:
 
 def village_of(column: Any) -> Any:
     return column[("location", "village")].as_string()
+
+
+def _linked_to(project: str) -> Select[Any]:
+    """The twins with a `project` relationship to `project`."""
+    return select(Relationship.source_did).where(
+        Relationship.target_did == project, Relationship.type == PROJECT_EDGE
+    )
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -62,45 +71,39 @@ class ProgrammeLists:
     ) -> None:
         self._sessions = sessions
         self._offline_after = timedelta(seconds=offline_after_seconds)
+        self._places: dict[str | None, tuple[float, dict[str, list[str]]]] = {}
 
     # -- stoves ------------------------------------------------------------------------------
     def _stove_query(self, asked: ListQuery, project: str | None) -> Select[Any]:
+        """The filtered stoves; joined to their devices' state only when a filter or the
+        sort reads it (the count of 30,000 stoves then scans one table, not two)."""
         since = datetime.now(UTC) - self._offline_after
         last = TelemetryDevice.last_time
-        query = (
-            select(
-                Domain.did,
-                Domain.meta,
-                Domain.status,
-                Domain.verified,
-                Domain.owner_customer_id,
-                Domain.created_at,
-                region_of(Domain.properties).label("region"),
-                village_of(Domain.properties).label("village"),
-                last.label("last_time"),
-            )
-            .outerjoin(TelemetryDevice, TelemetryDevice.did == Domain.did)
-            .where(Domain.twin_class == "physical")
-        )
+        query = select(
+            Domain.did,
+            Domain.meta,
+            Domain.status,
+            Domain.verified,
+            Domain.owner_customer_id,
+            Domain.created_at,
+            region_of(Domain.properties).label("region"),
+            village_of(Domain.properties).label("village"),
+        ).where(Domain.twin_class == "physical")
+        online = choose(asked.filter("online"), YES_NO, "online")
+        if online or asked.sort == "seen":
+            query = query.outerjoin(TelemetryDevice, TelemetryDevice.did == Domain.did)
+        if online == "yes":
+            query = query.where(last >= since)
+        elif online == "no":
+            query = query.where((last.is_(None)) | (last < since))
         if project:
-            query = query.where(
-                Domain.did.in_(
-                    select(Relationship.source_did).where(
-                        Relationship.target_did == project, Relationship.type == PROJECT_EDGE
-                    )
-                )
-            )
+            query = query.where(Domain.did.in_(_linked_to(project)))
         status = choose(asked.filter("status"), STOVE_STATUSES, "status")
         if status:
             query = query.where(Domain.status == status)
         verified = choose(asked.filter("verified"), YES_NO, "verified")
         if verified:
             query = query.where(Domain.verified.is_(verified == "yes"))
-        online = choose(asked.filter("online"), YES_NO, "online")
-        if online == "yes":
-            query = query.where(last >= since)
-        elif online == "no":
-            query = query.where((last.is_(None)) | (last < since))
         if asked.filter("region"):
             query = query.where(region_of(Domain.properties) == asked.filter("region"))
         if asked.filter("village"):
@@ -132,50 +135,78 @@ class ProgrammeLists:
         since = datetime.now(UTC) - self._offline_after
         async with self._sessions() as session:
             page = await fetch_page(session, query, asked, sorts, "registered", Domain.seq)
-        items = [
-            {
-                "did": row.did,
-                "name": (row.meta or {}).get("name") or row.did,
-                "region": row.region,
-                "village": row.village,
-                "status": row.status,
-                "verified": row.verified,
-                "owner": row.owner_customer_id,
-                "lastSeen": _iso(row.last_time),
-                "online": row.last_time is not None and _aware(row.last_time) >= since,
-                "registered": _iso(row.created_at),
-            }
-            for row in page.items
-        ]
+            dids = [row.did for row in page.items]
+            seen = dict(
+                (
+                    await session.execute(
+                        select(TelemetryDevice.did, TelemetryDevice.last_time).where(
+                            TelemetryDevice.did.in_(dids)
+                        )
+                    )
+                ).all()
+            )
+        items = []
+        for row in page.items:
+            last = seen.get(row.did)
+            items.append(
+                {
+                    "did": row.did,
+                    "name": (row.meta or {}).get("name") or row.did,
+                    "region": row.region,
+                    "village": row.village,
+                    "status": row.status,
+                    "verified": row.verified,
+                    "owner": row.owner_customer_id,
+                    "lastSeen": _iso(last),
+                    "online": last is not None and _aware(last) >= since,
+                    "registered": _iso(row.created_at),
+                }
+            )
         return ListPage(items, page.total, page.page, page.per_page)
 
     async def places(self, project: str | None = None) -> dict[str, list[str]]:
-        """The regions and villages stoves are in (for the filters' choices)."""
+        """The regions and villages stoves are in, for the filters' choices: read from every
+        stove (a scan of the table), so kept for PLACES_SECONDS; a stove in a new village
+        is listed, and found by search, at once, and offered as a choice soon after."""
+        kept = self._places.get(project)
+        if kept is not None and time.monotonic() - kept[0] < PLACES_SECONDS:
+            return kept[1]
         region, village = region_of(Domain.properties), village_of(Domain.properties)
         query = select(region, village).where(Domain.twin_class == "physical", region.is_not(None))
         if project:
-            query = query.where(
-                Domain.did.in_(
-                    select(Relationship.source_did).where(
-                        Relationship.target_did == project, Relationship.type == PROJECT_EDGE
-                    )
-                )
-            )
+            query = query.where(Domain.did.in_(_linked_to(project)))
         async with self._sessions() as session:
             rows = (await session.execute(query.group_by(region, village))).all()
-        regions = sorted({r for r, _ in rows if r})[:FACETS]
-        villages = sorted({v for _, v in rows if v})[: FACETS * 10]
-        return {"regions": regions, "villages": villages}
+        found = {
+            "regions": sorted({r for r, _ in rows if r})[:FACETS],
+            "villages": sorted({v for _, v in rows if v})[: FACETS * 10],
+        }
+        if len(self._places) > 100:  # one entry per project asked about
+            self._places.clear()
+        self._places[project] = (time.monotonic(), found)
+        return found
 
-    async def related(self, did: str) -> dict[str, int]:
-        """How many domains point at `did`, by relationship type (a project's stoves)."""
+    async def incoming(self, did: str, shown: int = 10) -> dict[str, dict[str, Any]]:
+        """What points at `did`, by relationship type: how many, and the first `shown`
+        (a project's 30,000 stoves are a count and a link, not a page of links)."""
         async with self._sessions() as session:
-            rows = await session.execute(
+            counts = await session.execute(
                 select(Relationship.type, func.count())
                 .where(Relationship.target_did == did)
                 .group_by(Relationship.type)
             )
-            return {kind: int(count) for kind, count in rows}
+            found: dict[str, dict[str, Any]] = {
+                kind: {"count": int(count), "sources": []} for kind, count in counts
+            }
+            for kind in found:
+                sources = await session.scalars(
+                    select(Relationship.source_did)
+                    .where(Relationship.target_did == did, Relationship.type == kind)
+                    .order_by(Relationship.id)
+                    .limit(shown)
+                )
+                found[kind]["sources"] = list(sources)
+        return found
 
     # -- households --------------------------------------------------------------------------
     async def households(self, asked: ListQuery) -> ListPage[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -21,7 +22,7 @@ from starlette.templating import Jinja2Templates
 from twinhub.console.assets import STATIC_URL, TEMPLATE_DIR
 from twinhub.console.auth import SignedIn, check_csrf, signed_in
 from twinhub.console.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore
-from twinhub.console.tables import Column, Filter, TableSpec, table
+from twinhub.console.tables import Column, Filter, TableSpec, listed, table
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import ROLES
@@ -29,6 +30,7 @@ from twinhub.logging import get_logger
 from twinhub.mrv.telemetry_schema import parse_schema
 from twinhub.platform import Platform
 from twinhub.services.claims import ClaimFilter
+from twinhub.services.listing import ListPage, ListQuery
 
 log = get_logger(__name__)
 # Autoescaping everywhere: every name, DID and reason shown comes from users.
@@ -446,7 +448,9 @@ KEYS = TableSpec(
         Column("State"),
         Column("Actions"),
     ),
-    filters=(Filter("state", "State", (("", "all"), ("active", "active"), ("revoked", "revoked"))),),
+    filters=(
+        Filter("state", "State", (("", "all"), ("active", "active"), ("revoked", "revoked"))),
+    ),
     search="principal, label or key id",
     default_sort="created",
 )
@@ -580,8 +584,28 @@ async def surveys(request: Request) -> Response:
     against its target."""
     user = await signed_in(request)
     service = _platform(request).surveys
-    shown = [await service.results(survey.id) for survey in await service.surveys()]
-    return render(request, "surveys.html", {"surveys": shown, "percent": _percent}, user=user)
+    found = await service.surveys()
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        cut = listed(found, asked)  # each survey's results are read for its page only
+        return replace(cut, items=[await service.results(s.id) for s in cut.items])
+
+    shown = await table(request, SURVEYS, page, url("/surveys"))
+    return render(request, "surveys.html", {"t": shown, "percent": _percent}, user=user)
+
+
+SURVEYS = TableSpec(
+    name="surveys",
+    caption="Household surveys",
+    columns=(
+        Column("Survey"),
+        Column("Project"),
+        Column("Sample"),
+        Column("Answered"),
+        Column("Household size"),
+        Column("Precision (target)"),
+    ),
+)
 
 
 async def survey(request: Request) -> Response:

@@ -173,3 +173,12 @@ async def table(
         )
         page = await fetch(asked)
     return Table(spec, asked, page, path, dict(keep or {}))
+
+
+def listed(items: Sequence[Any], asked: ListQuery) -> ListPage[Any]:
+    """A page of a list that is short by nature (a project's monitoring periods, the
+    surveys, the projects) and comes whole from its service: the same table, cut here."""
+    rows = list(items)
+    return ListPage(
+        rows[asked.offset : asked.offset + asked.per_page], len(rows), asked.page, asked.per_page
+    )

@@ -17,11 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from twinhub.console.auth import SignedIn, signed_in
-from twinhub.console.pages import render
+from twinhub.console.pages import render, url
 from twinhub.console.svg_charts import charts
+from twinhub.console.tables import Column, TableSpec, listed, table
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.oracle.period_chain import PeriodChain
 from twinhub.platform import Platform
+from twinhub.services.listing import ListPage, ListQuery
 from twinhub.services.project_documents import checked
 
 WORKFLOW_READS = frozenset({"reader", "writer", "proponent", "verifier", "registry"})
@@ -126,11 +128,35 @@ async def _project(platform: Platform, did: str) -> dict[str, Any]:
 
 
 # -- projects and their periods ----------------------------------------------------------------
+PROJECTS = TableSpec(
+    name="projects",
+    caption="Projects",
+    columns=(Column("Project"), Column("Stoves"), Column("Periods"), Column("Documents")),
+)
+PERIODS = TableSpec(
+    name="periods",
+    caption="Monitoring periods",
+    columns=(
+        Column("#"),
+        Column("Days"),
+        Column("State"),
+        Column("Stoves in / out"),
+        Column("Credits"),
+        Column("Updated"),
+    ),
+)
+
+
 async def projects(request: Request) -> Response:
     user = await _reader(request)
     scopes = await _platform(request).summaries.scopes()
-    listed = [s for s in scopes if s["type"].lower() == "project"]
-    return render(request, "projects.html", {"projects": listed}, user=user)
+    found = [s for s in scopes if s["type"].lower() == "project"]
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        return listed(found, asked)
+
+    shown = await table(request, PROJECTS, page, url("/projects"))
+    return render(request, "projects.html", {"t": shown}, user=user)
 
 
 async def periods(request: Request) -> Response:
@@ -138,12 +164,18 @@ async def periods(request: Request) -> Response:
     platform = _platform(request)
     did = request.path_params["did"]
     record = await _project(platform, did)
+    found = list(reversed(await platform.monitoring.periods(did)))
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        return listed(found, asked)
+
+    shown = await table(request, PERIODS, page, url(f"/projects/{did}/periods"))
     return render(
         request,
         "periods.html",
         {
             "record": record,
-            "periods": list(reversed(await platform.monitoring.periods(did))),
+            "t": shown,
             "draft_command": command(
                 "twinhub", "oracle", "run-period", did, "--from", "2026-10-01", "--to", "2026-10-31"
             ),

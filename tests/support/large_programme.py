@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import shutil
 import tempfile
@@ -63,7 +64,8 @@ class LargeProgramme:
     organisation: str = LARGE_ORGANISATION
     demo_project: str = ""
     admin_key: str = ""  # an admin API key (signs in to every page)
-    writer_key: str = ""  # the large project's operator: decides claims
+    writer_key: str = ""  # the large project's operator
+    oracle_key: str = ""  # the oracle's operator (a writer): evaluates the project's claims
     reader_key: str = ""
     first_stove: str = ""
     last_stove: str = ""
@@ -162,6 +164,9 @@ async def _build(url: str, stoves: int) -> LargeProgramme:
     from twinhub.platform import Platform
     from twinhub.settings import Settings
 
+    # The demo's thousands of telemetry posts would log an audit line each (the CLI's
+    # `twinhub demo` quiets them the same way); the ledger records every write.
+    logging.getLogger("twinhub.audit").setLevel(logging.WARNING)
     began = time.monotonic()
     data_dir = Path(tempfile.mkdtemp(prefix="twinhub-large-data-"))
     platform = Platform(
@@ -233,10 +238,13 @@ async def _demo(platform: Any, made: LargeProgramme) -> None:
 
 
 async def _keys(platform: Any, made: LargeProgramme) -> None:
+    from twinhub.demo import ORACLE_OPERATOR
+
     made.admin_key, _ = await platform.api_keys.create(
         "did:ixo:org/scale-admin", ["admin", "writer", "reader"], "large programme admin"
     )
     made.writer_key, _ = await platform.api_keys.create(LARGE_OPERATOR, ["writer"], "operator")
+    made.oracle_key, _ = await platform.api_keys.create(ORACLE_OPERATOR, ["writer"], "oracle")
     made.reader_key, _ = await platform.api_keys.create(
         "did:ixo:org/scale-reader", ["reader"], "reader"
     )

@@ -17,7 +17,6 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -129,7 +128,9 @@ class Walker:
     async def visit(self, name: str, path: str, tag: str) -> None:
         self.where = f"{name} at {self.width}px"
         answer = await self.page.goto(f"{self.console}{path}")
-        assert answer is not None and answer.status == 200, f"{self.where}: {answer and answer.status}"
+        assert answer is not None and answer.status == 200, (
+            f"{self.where}: {answer and answer.status}"
+        )
         # Not "network idle": the twin page's live stream stays open. Its scripts (charts,
         # graph) draw on load; a moment for them to lay out.
         await self.page.wait_for_timeout(300)
@@ -177,6 +178,7 @@ async def test_every_page_fits_and_works_at_programme_scale(
     )
     try:
         walker = Walker(await context.new_page(), scale.console, width)
+        await walker.visit("sign-in", "/sign-in", tag)
         await walker.sign_in(scale.programme.admin_key)
         for name, path in pages(scale.programme):
             await walker.visit(name, path, tag)

@@ -47,6 +47,7 @@ def stove_spec(regions: list[str], villages: list[str]) -> TableSpec:
         ),
         search="name, DID, serial or customer ID",
         default_sort="registered",
+        stack=True,
     )
 
 
@@ -87,6 +88,7 @@ HOUSEHOLDS = TableSpec(
     filters=(Filter("locked", "PIN locked", YES_NO),),
     search="name, customer ID or phone",
     default_sort="joined",
+    stack=True,
 )
 
 
@@ -121,6 +123,7 @@ SUPPORT = TableSpec(
     search="reference, stove or customer ID",
     default_sort="reported",
     default_descending=True,
+    stack=True,
 )
 
 
@@ -219,6 +222,7 @@ CLAIMS = TableSpec(
     ),
     search="claim id, asset or agent DID",
     default_sort="queue",
+    stack=True,
 )
 
 
@@ -231,7 +235,11 @@ async def claims(
     """The claims queue: flagged claims first (with the oracle's reason), then pending
     ones, oldest first; writers decide each in its row."""
     user = await signed_in(request)
-    shown = await table(request, CLAIMS, _platform(request).lists.claims, url("/claims"))
+    project = request.query_params.get("project", "").strip()
+    keep = {"project": project} if project else None
+    fixed = {"project": project} if project else {}
+    lists = _platform(request).lists
+    shown = await table(request, CLAIMS, lists.claims, url("/claims"), keep, **fixed)
     errors = errors or {}
     listed = {row["id"] for row in shown.items}
     stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in listed]

@@ -453,6 +453,7 @@ KEYS = TableSpec(
     ),
     search="principal, label or key id",
     default_sort="created",
+    stack=True,
 )
 
 

@@ -49,6 +49,7 @@ class TableSpec:
     search: str | None = None  # the search box's hint; None: no search
     default_sort: str = ""
     default_descending: bool = False
+    stack: bool = False  # on a phone each row is a card (rows holding forms)
 
 
 def _number(text: str | None, name: str, default: int) -> int:

@@ -49,6 +49,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.verify",
         "batch stove verification: one governance proposal verifying 100k stoves in chunks",
     ),
+    "console": (
+        "bench.console",
+        "console pages' server time over a 30,000-stove programme vs a bare Starlette page",
+    ),
 }
 
 

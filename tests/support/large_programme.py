@@ -508,7 +508,8 @@ async def _telemetry(platform: Any, stoves: int, made: LargeProgramme) -> None:
     for back in range(1, 31):
         day = today - timedelta(days=back)
         sessions = stoves * (1.5 + (back % 7) / 10)
-        for field_name, total in ((ENERGY, sessions * 0.4), (SESSIONS, sessions)):
+        kwh = sessions * (0.3 + (back % 5) / 20)  # energy per session varies by the day
+        for field_name, total in ((ENERGY, kwh), (SESSIONS, sessions)):
             rollups.append(
                 {
                     "scope": LARGE_PROJECT,

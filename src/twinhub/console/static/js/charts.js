@@ -21,7 +21,7 @@ export function drawChart(element, chart) {
     series: [
       {},
       ...names.map((name, i) => ({
-        label: units[name] ? `${name} (${units[name]})` : name,
+        label: units[name] && !name.includes(units[name]) ? `${name} (${units[name]})` : name,
         stroke: COLOURS[i % COLOURS.length],
         width: 2,
         scale: units[name] || "y",

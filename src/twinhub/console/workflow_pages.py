@@ -29,6 +29,7 @@ from twinhub.services.project_documents import checked
 WORKFLOW_READS = frozenset({"reader", "writer", "proponent", "verifier", "registry"})
 MAX_SAMPLED = 20  # stoves opened at once on the review page
 MAX_ROWS = 500  # readings listed per stove (the chart draws all; the API gives all)
+MAX_CHOICES = 60  # stoves offered as checkboxes on the review page
 SAMPLE_FINDING = "readings of the sampled stoves match the frozen figures"
 KEY_FILES = {"proponent": "proponent.key", "verifier": "verifier.key", "registry": "registry.key"}
 
@@ -147,6 +148,22 @@ PERIODS = TableSpec(
 )
 
 
+INCLUDED = TableSpec(
+    name="included-stoves",
+    caption="Included stoves",
+    columns=(
+        Column("Stove"),
+        Column("Days"),
+        Column("Active"),
+        Column("Sessions"),
+        Column("Quantity"),
+        Column("Reductions"),
+    ),
+    search="stove DID",
+)
+MAX_EXCLUSIONS = 200  # excluded stoves listed on the period's page (the report has all)
+
+
 async def projects(request: Request) -> Response:
     user = await _reader(request)
     scopes = await _platform(request).summaries.scopes()
@@ -198,6 +215,14 @@ async def period(request: Request) -> Response:
         )
     except ServiceError as problem:
         raise HTTPException(404, problem.message) from problem
+    included = report["stoves"]
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        wanted = asked.search.lower()
+        return listed([s for s in included if wanted in s["stove"].lower()], asked)
+
+    path = url(f"/projects/{did}/periods/{period_id}")
+    stoves = await table(request, INCLUDED, page, path)
     return render(
         request,
         "period.html",
@@ -205,6 +230,8 @@ async def period(request: Request) -> Response:
             "record": record,
             "period": view,
             "report": report,
+            "t": stoves,
+            "shown_exclusions": report["exclusions"][:MAX_EXCLUSIONS],
             "late": late,
             "chain": chain,
             "next": next_step(did, view, report),
@@ -260,7 +287,12 @@ async def review(request: Request) -> Response:
             "errors": errors,
             "from_verification": not asked and bool(named),
             "verify_command": command(*verify) if view["state"] == "submitted" else None,
-            "stoves": [row["stove"] for row in report["stoves"]],
+            # The choices: the sampled stoves and the first others (a period of 30,000
+            # stoves is not 30,000 checkboxes; any stove opens by its ?stove= link).
+            "stoves": list(dict.fromkeys([*sampled, *(row["stove"] for row in report["stoves"])]))[
+                :MAX_CHOICES
+            ],
+            "included": len(report["stoves"]),
         },
         status_code=404 if errors and not opened else 200,
         user=user,

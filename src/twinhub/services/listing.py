@@ -105,15 +105,25 @@ async def fetch_page(
     sorts: Mapping[str, ColumnElement[Any] | Sequence[ColumnElement[Any]]],
     default: str,
     tiebreak: ColumnElement[Any],
+    rows: Select[Any] | None = None,
 ) -> ListPage[Any]:
     """The page of `query` (a select, filtered) that `asked` names, ordered by its sort key
     (one of `sorts`; `default` when none is asked) and then by `tiebreak`, the list's
-    creation order, in the same direction; with the filtered list's total."""
+    unique creation order, in the same direction; with the filtered list's total. `rows`,
+    when given, reads the page's rows (the same columns, without the filters, which the
+    choice of `tiebreak`s already applied: a filter scanning the table runs once, not twice).
+
+    The count and the choice of the page's rows read `tiebreak` alone; only the page's own
+    rows are then read whole. Reading whole rows to skip them (page 600 of 30,000 stoves
+    skips 15,000, each with its JSON read) cost more than the rest of the page."""
     key = choose(asked.sort, list(sorts), "sort") or default
     by = sorts[key]
     columns = list(by) if isinstance(by, Sequence) else [by]
     direction = (lambda c: c.desc()) if asked.descending else (lambda c: c.asc())
-    ordered = query.order_by(*(direction(c) for c in [*columns, tiebreak]))
-    total = await session.scalar(select(func.count()).select_from(query.order_by(None).subquery()))
-    rows = (await session.execute(ordered.offset(asked.offset).limit(asked.per_page))).all()
-    return ListPage(list(rows), int(total or 0), asked.page, asked.per_page)
+    order = [direction(c) for c in [*columns, tiebreak]]
+    keys = query.with_only_columns(tiebreak, maintain_column_froms=True).order_by(None)
+    total = await session.scalar(select(func.count()).select_from(keys.subquery()))
+    chosen = keys.order_by(*order).offset(asked.offset).limit(asked.per_page)
+    reading = rows if rows is not None else query
+    found = (await session.execute(reading.where(tiebreak.in_(chosen)).order_by(*order))).all()
+    return ListPage(list(found), int(total or 0), asked.page, asked.per_page)

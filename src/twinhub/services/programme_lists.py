@@ -65,6 +65,26 @@ def mask_phone(phone: str) -> str:
     return phone[:5] + "•" * max(len(phone) - 8, 0) + phone[-3:] if len(phone) > 8 else phone
 
 
+STOVE_ROWS = select(
+    Domain.did,
+    Domain.meta,
+    Domain.status,
+    Domain.verified,
+    Domain.owner_customer_id,
+    Domain.created_at,
+    region_of(Domain.properties).label("region"),
+    village_of(Domain.properties).label("village"),
+)
+HOUSEHOLD_ROWS = select(
+    Customer.id,
+    Customer.customer_id,
+    Customer.full_name,
+    Customer.phone_number,
+    Customer.locked_at,
+    Customer.created_at,
+)
+
+
 class ProgrammeLists:
     def __init__(
         self, sessions: async_sessionmaker[AsyncSession], offline_after_seconds: float
@@ -79,16 +99,7 @@ class ProgrammeLists:
         sort reads it (the count of 30,000 stoves then scans one table, not two)."""
         since = datetime.now(UTC) - self._offline_after
         last = TelemetryDevice.last_time
-        query = select(
-            Domain.did,
-            Domain.meta,
-            Domain.status,
-            Domain.verified,
-            Domain.owner_customer_id,
-            Domain.created_at,
-            region_of(Domain.properties).label("region"),
-            village_of(Domain.properties).label("village"),
-        ).where(Domain.twin_class == "physical")
+        query = STOVE_ROWS.where(Domain.twin_class == "physical")
         online = choose(asked.filter("online"), YES_NO, "online")
         if online or asked.sort == "seen":
             query = query.outerjoin(TelemetryDevice, TelemetryDevice.did == Domain.did)
@@ -134,7 +145,11 @@ class ProgrammeLists:
         }
         since = datetime.now(UTC) - self._offline_after
         async with self._sessions() as session:
-            page = await fetch_page(session, query, asked, sorts, "registered", Domain.seq)
+            # The page's rows joined to their devices: the "seen" sort orders them too.
+            rows = STOVE_ROWS.outerjoin(TelemetryDevice, TelemetryDevice.did == Domain.did)
+            page = await fetch_page(
+                session, query, asked, sorts, "registered", Domain.seq, rows=rows
+            )
             dids = [row.did for row in page.items]
             seen = dict(
                 (
@@ -211,14 +226,7 @@ class ProgrammeLists:
     # -- households --------------------------------------------------------------------------
     async def households(self, asked: ListQuery) -> ListPage[dict[str, Any]]:
         """Customers (the households owning stoves), each with its stoves' places."""
-        query = select(
-            Customer.id,
-            Customer.customer_id,
-            Customer.full_name,
-            Customer.phone_number,
-            Customer.locked_at,
-            Customer.created_at,
-        )
+        query = HOUSEHOLD_ROWS
         if asked.filter("region"):
             query = query.where(
                 Customer.customer_id.in_(
@@ -241,7 +249,9 @@ class ProgrammeLists:
             )
         sorts = {"joined": Customer.id, "name": Customer.full_name}
         async with self._sessions() as session:
-            page = await fetch_page(session, query, asked, sorts, "joined", Customer.id)
+            page = await fetch_page(
+                session, query, asked, sorts, "joined", Customer.id, rows=HOUSEHOLD_ROWS
+            )
             owners = [row.customer_id for row in page.items]
             stoves: dict[str, list[dict[str, Any]]] = {}
             if owners:

@@ -58,6 +58,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.slowloris",
         "slow clients: USSD p99 while slow-header connections attack every HTTP port",
     ),
+    "console": (
+        "bench.console",
+        "console pages' server time over a 30,000-stove programme vs a bare Starlette page",
+    ),
 }
 
 

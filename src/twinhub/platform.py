@@ -30,6 +30,7 @@ from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_prot
 from twinhub.services.collection_members import members_join
 from twinhub.services.governance import GroupSpec
 from twinhub.services.ownership import adopt_legacy_owners
+from twinhub.services.programme_lists import ProgrammeLists
 from twinhub.services.read_model import ReadModel
 from twinhub.services.summaries import SummaryService
 from twinhub.settings import Settings
@@ -116,6 +117,8 @@ class Platform:
         self.telemetry = telemetry.service
         self.stove_care = telemetry.stove_care
         self.summaries = SummaryService(sessions, telemetry.figures)  # dashboard figures
+        # The console's long lists, a page at a time (stoves, households, claims, ...).
+        self.lists = ProgrammeLists(sessions, settings.telemetry.offline_after_seconds)
         oracle = build_oracle(
             sessions,
             settings.oracle,

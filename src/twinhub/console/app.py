@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from twinhub.console import pages, workflow_pages
+from twinhub.console import list_pages, pages, workflow_pages
 from twinhub.console.assets import STATIC_DIR
 from twinhub.console.auth import SignInRequired
 from twinhub.console.sessions import SessionStore
@@ -110,9 +110,14 @@ def create_console_app(
             Route("/graph", pages.graph),
             Route("/graph.json", pages.graph_data),
             Route("/twins/{did:path}", pages.twin),
-            Route("/claims", pages.claims),
-            Route("/claims/{claim_id}/evaluation", pages.evaluate, methods=["POST"]),
-            Route("/support/{reference}/resolution", pages.resolve_problem, methods=["POST"]),
+            Route("/claims", list_pages.claims),
+            Route("/claims/{claim_id}/evaluation", list_pages.evaluate, methods=["POST"]),
+            Route("/support", list_pages.support),
+            Route("/support/{reference}/resolution", list_pages.resolve_problem, methods=["POST"]),
+            Route("/stoves", list_pages.stoves),
+            Route("/households", list_pages.households),
+            Route("/events", list_pages.events),
+            Route("/webhooks", list_pages.webhooks),
             Route("/governance", pages.governance),
             Route("/governance/proposals/{proposal_id:int}/votes", pages.vote, methods=["POST"]),
             Route(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -21,7 +22,7 @@ from starlette.templating import Jinja2Templates
 from twinhub.console.assets import STATIC_URL, TEMPLATE_DIR
 from twinhub.console.auth import SignedIn, check_csrf, signed_in
 from twinhub.console.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore
-from twinhub.db.visibility import viewer_of
+from twinhub.console.tables import Column, Filter, TableSpec, listed, table
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import ROLES
@@ -29,6 +30,7 @@ from twinhub.logging import get_logger
 from twinhub.mrv.telemetry_schema import parse_schema
 from twinhub.platform import Platform
 from twinhub.services.claims import ClaimFilter
+from twinhub.services.listing import ListPage, ListQuery
 
 log = get_logger(__name__)
 # Autoescaping everywhere: every name, DID and reason shown comes from users.
@@ -38,6 +40,7 @@ templates = Jinja2Templates(
 PERIODS = {"7": 7, "30": 30, "90": 90, "365": 365}
 GRAPH_ASSETS = 50  # assets whose claims the graph shows
 GRAPH_CLAIMS = 5  # newest claims shown per asset
+INCOMING_SHOWN = 10  # twins named per relationship type pointing at a twin
 _PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _SERVICE_CODE = re.compile(r"^\*[0-9]+(\*[0-9]+)*#$")
 
@@ -108,6 +111,10 @@ async def _form(request: Request) -> tuple[SignedIn, FormData]:
 def _text(form: FormData, name: str) -> str:
     value = form.get(name)
     return value.strip() if isinstance(value, str) else ""
+
+
+# For the other page modules: the posted form, a field of it, and the redirect after it.
+posted, text, done = _form, _text, _done
 
 
 # -- sign in and out -------------------------------------------------------------------------
@@ -224,8 +231,10 @@ async def dashboard(request: Request) -> Response:
         "dates": [row["date"] for row in telemetry["days"]],
         "series": {
             "cooking sessions": [row["cookingSessions"] for row in telemetry["days"]],
-            "energy (kWh)": [row["energyKwh"] for row in telemetry["days"]],
+            "energy": [row["energyKwh"] for row in telemetry["days"]],
         },
+        # Each its own axis: 45,000 sessions a day would flatten 18,000 kWh on one.
+        "units": {"cooking sessions": "sessions", "energy": "kWh"},
     }
     claims_total = max(summary["claims"]["submitted"], 1)
     return render(
@@ -317,7 +326,9 @@ async def twin(request: Request) -> Response:
         raise HTTPException(404, problem.message) from problem
     claims = await platform.claims.views.claims(ClaimFilter(asset=did), None, 20)
     minted = await platform.credits.minted_for([claim["id"] for claim in claims.items])
-    incoming = await platform.domains.graph(did, 1)
+    # What points here, counted by type with the first few named: a project's thousands of
+    # stoves are a count and a link to its stove list, never a page of links.
+    incoming = await platform.lists.incoming(did, INCOMING_SHOWN)
     return render(
         request,
         "twin.html",
@@ -327,8 +338,9 @@ async def twin(request: Request) -> Response:
             "proposals": proposals,
             "claims": claims.items,
             "minted": minted,
-            "neighbours": [n for n in incoming["nodes"] if n["did"] != did],
-            "edges": incoming["edges"],
+            "outgoing": record["relationships"],
+            "incoming": incoming,
+            "shown": INCOMING_SHOWN,
             "events_url": f"/v1/domains/{did}/events",
             "units": await _telemetry_units(platform, record),
         },
@@ -346,98 +358,6 @@ async def _telemetry_units(platform: Platform, record: dict[str, Any]) -> dict[s
         return {}
     fields = parse_schema(protocol.effective_telemetry).fields.values()
     return {f.name: f.unit or "" for f in fields}
-
-
-# -- claims queue ----------------------------------------------------------------------------
-async def _queue(platform: Platform) -> list[dict[str, Any]]:
-    pending = await platform.claims.views.claims(ClaimFilter(status="pending"), None, 100)
-    flagged = await platform.claims.views.claims(ClaimFilter(status="flagged"), None, 100)
-    return [*flagged.items, *pending.items]
-
-
-async def claims(
-    request: Request,
-    errors: dict[str, str] | None = None,
-    status: int = 200,
-    sent: dict[str, dict[str, str]] | None = None,
-    support_errors: dict[str, str] | None = None,
-    support_sent: dict[str, str] | None = None,
-) -> Response:
-    user = await signed_in(request)
-    queue = await _queue(_platform(request))
-    # Problems households reported over USSD (Stove Status): the support queue.
-    support = await _platform(request).stove_care.open_problems(viewer_of(user.principal))
-    errors, support_errors = errors or {}, support_errors or {}
-    shown = {claim["id"] for claim in queue}
-    stray = [f"Claim {cid}: {error}" for cid, error in errors.items() if cid not in shown]
-    listed = {problem.reference for problem in support}
-    stray += [
-        f"Problem {ref}: {error}" for ref, error in support_errors.items() if ref not in listed
-    ]
-    return render(
-        request,
-        "claims.html",
-        {
-            "queue": queue,
-            "errors": errors,
-            "stray": stray,
-            "sent": sent or {},
-            "support": [problem.as_json() for problem in support],
-            "support_errors": support_errors,
-            "support_sent": support_sent or {},
-        },
-        status_code=status,
-        user=user,
-    )
-
-
-async def resolve_problem(request: Request) -> Response:
-    """Resolve a reported stove problem from the Support list (writers): it leaves the list."""
-    user, form = await _form(request)
-    if not user.can("writer"):
-        raise HTTPException(403, "Stove problems are resolved by writers.")
-    reference = request.path_params["reference"]
-    note = _text(form, "note")
-    try:
-        await _platform(request).stove_care.resolve_problem(
-            reference, user.principal.did, note, viewer=viewer_of(user.principal)
-        )
-    except ServiceError as problem:
-        details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
-        status = {"not_found": 404, "conflict": 409}.get(problem.code, 422)
-        error = problem.message + (f" ({details})" if details else "")
-        return await claims(
-            request,
-            status=status,
-            support_errors={reference: error},
-            support_sent={reference: note},
-        )
-    return _done("/claims", f"Problem {reference} resolved.")
-
-
-async def evaluate(request: Request) -> Response:
-    user, form = await _form(request)
-    claim_id = request.path_params["claim_id"]
-    decision = _text(form, "decision")
-    reason = _text(form, "reason") or None
-    error = None
-    if decision not in ("approved", "rejected", "flagged"):
-        error = "Choose approve, reject or flag."
-    elif decision != "approved" and reason is None:
-        error = f"Say why the claim is {decision}."
-    if error is None:
-        try:
-            # An approval mints what the methodology computes; nobody types an amount.
-            await _platform(request).claims.evaluations.evaluate(
-                claim_id, decision, user.principal, reason
-            )
-        except ServiceError as problem:
-            details = "; ".join(f"{d.field}: {d.error}" for d in problem.details)
-            error = problem.message + (f" ({details})" if details else "")
-    if error is not None:
-        sent = {"decision": decision, "reason": reason or ""}
-        return await claims(request, {claim_id: error}, 422, {claim_id: sent})
-    return _done("/claims", f"Claim {claim_id} {decision}.")
 
 
 # -- governance ------------------------------------------------------------------------------
@@ -526,6 +446,27 @@ async def ussd_send(request: Request) -> Response:
 
 
 # -- API keys --------------------------------------------------------------------------------
+KEYS = TableSpec(
+    name="keys",
+    caption="API keys",
+    columns=(
+        Column("Key id"),
+        Column("Principal", "principal"),
+        Column("Roles"),
+        Column("Label"),
+        Column("Created", "created"),
+        Column("State"),
+        Column("Actions"),
+    ),
+    filters=(
+        Filter("state", "State", (("", "all"), ("active", "active"), ("revoked", "revoked"))),
+    ),
+    search="principal, label or key id",
+    default_sort="created",
+    stack=True,
+)
+
+
 async def _admin(request: Request) -> SignedIn:
     user = await signed_in(request)
     if not user.principal.is_admin:
@@ -554,11 +495,15 @@ async def keys(
             tokens = await _platform(request).device_tokens.list(twin, user.principal)
         except ServiceError as problem:
             error = error or problem.message
+    shown = None
+    if user.principal.is_admin:
+        keep = {"twin": twin} if twin else None
+        shown = await table(request, KEYS, _platform(request).lists.api_keys, url("/keys"), keep)
     return render(
         request,
         "keys.html",
         {
-            "keys": await _platform(request).api_keys.list() if user.principal.is_admin else [],
+            "t": shown,
             "roles": ROLES,
             "created": created,
             "error": error,
@@ -650,8 +595,28 @@ async def surveys(request: Request) -> Response:
     against its target."""
     user = await signed_in(request)
     service = _platform(request).surveys
-    shown = [await service.results(survey.id) for survey in await service.surveys()]
-    return render(request, "surveys.html", {"surveys": shown, "percent": _percent}, user=user)
+    found = await service.surveys()
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        cut = listed(found, asked)  # each survey's results are read for its page only
+        return replace(cut, items=[await service.results(s.id) for s in cut.items])
+
+    shown = await table(request, SURVEYS, page, url("/surveys"))
+    return render(request, "surveys.html", {"t": shown, "percent": _percent}, user=user)
+
+
+SURVEYS = TableSpec(
+    name="surveys",
+    caption="Household surveys",
+    columns=(
+        Column("Survey"),
+        Column("Project"),
+        Column("Sample"),
+        Column("Answered"),
+        Column("Household size"),
+        Column("Precision (target)"),
+    ),
+)
 
 
 async def survey(request: Request) -> Response:

@@ -17,16 +17,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from twinhub.console.auth import SignedIn, signed_in
-from twinhub.console.pages import render
+from twinhub.console.pages import render, url
 from twinhub.console.svg_charts import charts
+from twinhub.console.tables import Column, TableSpec, listed, table
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.oracle.period_chain import PeriodChain
 from twinhub.platform import Platform
+from twinhub.services.listing import ListPage, ListQuery
 from twinhub.services.project_documents import checked
 
 WORKFLOW_READS = frozenset({"reader", "writer", "proponent", "verifier", "registry"})
 MAX_SAMPLED = 20  # stoves opened at once on the review page
 MAX_ROWS = 500  # readings listed per stove (the chart draws all; the API gives all)
+MAX_CHOICES = 60  # stoves offered as checkboxes on the review page
 SAMPLE_FINDING = "readings of the sampled stoves match the frozen figures"
 KEY_FILES = {"proponent": "proponent.key", "verifier": "verifier.key", "registry": "registry.key"}
 
@@ -126,11 +129,52 @@ async def _project(platform: Platform, did: str) -> dict[str, Any]:
 
 
 # -- projects and their periods ----------------------------------------------------------------
+PROJECTS = TableSpec(
+    name="projects",
+    caption="Projects",
+    columns=(Column("Project"), Column("Stoves"), Column("Periods"), Column("Documents")),
+)
+PERIODS = TableSpec(
+    name="periods",
+    caption="Monitoring periods",
+    columns=(
+        Column("#"),
+        Column("Days"),
+        Column("State"),
+        Column("Stoves in / out"),
+        Column("Credits"),
+        Column("Updated"),
+    ),
+)
+
+
+INCLUDED = TableSpec(
+    name="included-stoves",
+    caption="Included stoves",
+    columns=(
+        Column("Stove"),
+        Column("Days"),
+        Column("Active"),
+        Column("Sessions"),
+        Column("Quantity"),
+        Column("Household"),
+        Column("Reductions"),
+    ),
+    search="stove DID",
+)
+MAX_EXCLUSIONS = 200  # excluded stoves listed on the period's page (the report has all)
+
+
 async def projects(request: Request) -> Response:
     user = await _reader(request)
     scopes = await _platform(request).summaries.scopes()
-    listed = [s for s in scopes if s["type"].lower() == "project"]
-    return render(request, "projects.html", {"projects": listed}, user=user)
+    found = [s for s in scopes if s["type"].lower() == "project"]
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        return listed(found, asked)
+
+    shown = await table(request, PROJECTS, page, url("/projects"))
+    return render(request, "projects.html", {"t": shown}, user=user)
 
 
 async def periods(request: Request) -> Response:
@@ -138,12 +182,18 @@ async def periods(request: Request) -> Response:
     platform = _platform(request)
     did = request.path_params["did"]
     record = await _project(platform, did)
+    found = list(reversed(await platform.monitoring.periods(did)))
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        return listed(found, asked)
+
+    shown = await table(request, PERIODS, page, url(f"/projects/{did}/periods"))
     return render(
         request,
         "periods.html",
         {
             "record": record,
-            "periods": list(reversed(await platform.monitoring.periods(did))),
+            "t": shown,
             "draft_command": command(
                 "twinhub", "oracle", "run-period", did, "--from", "2026-10-01", "--to", "2026-10-31"
             ),
@@ -166,6 +216,14 @@ async def period(request: Request) -> Response:
         )
     except ServiceError as problem:
         raise HTTPException(404, problem.message) from problem
+    included = report["stoves"]
+
+    async def page(asked: ListQuery) -> ListPage[Any]:
+        wanted = asked.search.lower()
+        return listed([s for s in included if wanted in s["stove"].lower()], asked)
+
+    path = url(f"/projects/{did}/periods/{period_id}")
+    stoves = await table(request, INCLUDED, page, path)
     return render(
         request,
         "period.html",
@@ -173,6 +231,8 @@ async def period(request: Request) -> Response:
             "record": record,
             "period": view,
             "report": report,
+            "t": stoves,
+            "shown_exclusions": report["exclusions"][:MAX_EXCLUSIONS],
             "late": late,
             "chain": chain,
             "next": next_step(did, view, report),
@@ -228,7 +288,12 @@ async def review(request: Request) -> Response:
             "errors": errors,
             "from_verification": not asked and bool(named),
             "verify_command": command(*verify) if view["state"] == "submitted" else None,
-            "stoves": [row["stove"] for row in report["stoves"]],
+            # The choices: the sampled stoves and the first others (a period of 30,000
+            # stoves is not 30,000 checkboxes; any stove opens by its ?stove= link).
+            "stoves": list(dict.fromkeys([*sampled, *(row["stove"] for row in report["stoves"])]))[
+                :MAX_CHOICES
+            ],
+            "included": len(report["stoves"]),
         },
         status_code=404 if errors and not opened else 200,
         user=user,

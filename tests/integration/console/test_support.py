@@ -292,13 +292,13 @@ async def test_the_console_resolves_a_problem_from_the_support_list(registry: Re
         # A reader sees the list without the form, and may not post it.
         reader_key = await registry.key(reader_did, "reader")
         token = await sign_in(browser, reader_key)
-        page = await browser.get("/console/claims")
+        page = await browser.get("/console/support")
         assert row in page.text and action not in page.text
         refused = await browser.post(action, data={"csrf": token, "note": "Fixed."})
         assert refused.status_code == 403
     async with console(registry) as browser:
         token = await sign_in(browser, await registry.key(writer_did, "writer"))
-        page = await browser.get("/console/claims")
+        page = await browser.get("/console/support")
         assert row in page.text and f'action="{action}"' in page.text
         # Without the session's CSRF token: refused, nothing resolved.
         forged = await browser.post(action, data={"csrf": "forged", "note": "Fixed."})

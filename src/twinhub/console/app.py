@@ -19,11 +19,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from twinhub.console import pages, workflow_pages
+from twinhub.console import pages, views, workflow_pages
 from twinhub.console.assets import STATIC_DIR
 from twinhub.console.auth import SignInRequired
 from twinhub.console.sessions import SessionStore
 from twinhub.platform import Platform
+from twinhub.services.programme_views import ProgrammeViews
 
 # Scripts only from the package, never inline. Styles may be inline: cytoscape injects its
 # own small stylesheet, and a style cannot run code.
@@ -102,9 +103,11 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
             Route("/sign-in", pages.sign_in_form, methods=["GET"]),
             Route("/sign-in", pages.sign_in, methods=["POST"]),
             Route("/sign-out", pages.sign_out, methods=["POST"]),
-            Route("/graph", pages.graph),
-            Route("/graph.json", pages.graph_data),
-            Route("/twins/{did:path}", pages.twin),
+            Route("/graph", views.graph),
+            Route("/graph.json", views.graph_data),
+            Route("/graph/members.json", views.graph_members),
+            Route("/map", views.programme_map),
+            Route("/twins/{did:path}", views.twin),
             Route("/claims", pages.claims),
             Route("/claims/{claim_id}/evaluation", pages.evaluate, methods=["POST"]),
             Route("/support/{reference}/resolution", pages.resolve_problem, methods=["POST"]),
@@ -148,4 +151,5 @@ def create_console_app(platform: Platform, sessions: SessionStore) -> Starlette:
     state: Any = app.state
     state.platform = platform
     state.sessions = sessions
+    state.views = ProgrammeViews(platform.sessionmaker)  # the graph's groups, the map's places
     return app

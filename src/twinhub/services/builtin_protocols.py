@@ -93,6 +93,9 @@ BUILTIN: list[ProtocolSpec] = [
             # figures), and its meter's record (mrv/meter.py): the methodology reads both.
             "stoveModel": "string",
             "meter": "object",
+            # Where the stove cooks (optional): {lat, lon, region?}, checked as a place, for
+            # the console's map.
+            "location": "geo-point",
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
         telemetry=STOVE_TELEMETRY,

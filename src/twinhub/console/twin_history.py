@@ -95,14 +95,17 @@ def history(
     values}]}, each value from its bucket's rollup cell (None where there is none)."""
     days, interval, label = RANGES[range_key]
     start = bucket_of(end - timedelta(days=days), interval)
-    times = sorted(bucket for bucket in buckets if start <= bucket < end)
+    # Every bucket of the range, those without readings too (drawn as gaps, not as a line
+    # from the last reading across the weeks without any).
+    times = _buckets(start, end, interval)
+    empty: dict[str, dict[str, float]] = {}
     panels = panels_for(schema, interval)
     for panel in panels:
         for series in panel["series"]:
             series["cell"] = _cell_name(series)  # the rollup field the script reads
         panel["x"] = [int(moment.timestamp()) for moment in times]
         panel["values"] = [
-            [_value(buckets[moment].get(_cell_name(s)), s["how"]) for moment in times]
+            [_value(buckets.get(moment, empty).get(_cell_name(s)), s["how"]) for moment in times]
             for s in panel["series"]
         ]
     return {
@@ -113,6 +116,19 @@ def history(
         "to": int(end.timestamp()),
         "panels": panels,
     }
+
+
+def _buckets(start: datetime, end: datetime, interval: str) -> list[datetime]:
+    times, moment = [], start
+    while moment < end:
+        times.append(moment)
+        if interval == "hour":
+            moment += timedelta(hours=1)
+        elif interval == "day":
+            moment += timedelta(days=1)
+        else:
+            moment = (moment + timedelta(days=32)).replace(day=1)
+    return times
 
 
 def _cell_name(series: dict[str, Any]) -> str:

@@ -80,8 +80,9 @@ function layered(cy) {
     row.sort((a, b) => anchor(a) - anchor(b) || a.id().localeCompare(b.id()));
     for (let start = 0; start < row.length; start += wrap) {
       const part = row.slice(start, start + wrap);
+      const gap = part.some((n) => n.data("kind") === "group") ? GAP_X * 1.3 : GAP_X;
       part.forEach((n, i) => {
-        const px = (i - (part.length - 1) / 2) * GAP_X;
+        const px = (i - (part.length - 1) / 2) * gap;
         x.set(n.id(), px);
         n.position({ x: px, y: top });
       });
@@ -233,7 +234,7 @@ const STYLE = [
   { selector: "node[kind = 'organisation']", style: { "background-color": "#4338ca", shape: "round-rectangle", width: 30, height: 30 } },
   { selector: "node[kind = 'project']", style: { "background-color": "#0f766e", shape: "round-rectangle", width: 30, height: 30 } },
   { selector: "node[kind = 'device']", style: { "background-color": "#b45309", width: 16, height: 16 } },
-  { selector: "node[kind = 'group']", style: { shape: "ellipse", width: "data(size)", height: "data(size)", "background-color": "#b45309", "border-width": 3, "border-color": "#fff", "font-size": 12, "font-weight": 600, "text-max-width": 140 } },
+  { selector: "node[kind = 'group']", style: { shape: "ellipse", width: "data(size)", height: "data(size)", "background-color": "#b45309", "border-width": 3, "border-color": "#fff", "font-size": 12, "font-weight": 600, "text-wrap": "wrap", "text-max-width": 110 } },
   { selector: "node[kind = 'group'][open = 1]", style: { "border-color": "#0f172a" } },
   { selector: "node[kind = 'device'][state = 'verified'], node[kind = 'group'][state = 'verified']", style: { "background-color": "#15803d" } },
   { selector: "node[kind = 'device'][state = 'unverified'], node[kind = 'group'][state = 'unverified']", style: { "background-color": "#d97706" } },
@@ -243,7 +244,8 @@ const STYLE = [
   { selector: "node[kind = 'claim']", style: { "background-color": "#0369a1", shape: "round-triangle", width: 14, height: 14, "font-size": 9 } },
   { selector: "node[kind = 'credential']", style: { "background-color": "#6d28d9", shape: "star", width: 16, height: 16, "font-size": 9 } },
   { selector: "node[root = 1]", style: { "border-width": 3, "border-color": "#0f172a" } },
-  { selector: "edge", style: { width: 1.2, "line-color": "#cbd5e1", "target-arrow-color": "#cbd5e1", "target-arrow-shape": "triangle", "curve-style": "straight", label: "data(label)", "font-size": 8, color: "#94a3b8", "text-rotation": "autorotate" } },
+  { selector: "edge", style: { width: 1.2, "line-color": "#cbd5e1", "target-arrow-color": "#cbd5e1", "target-arrow-shape": "triangle", "curve-style": "straight" } },
+  { selector: "edge[label]", style: { label: "data(label)", "font-size": 8, color: "#94a3b8", "text-rotation": "autorotate" } },
 ];
 
 async function load() {

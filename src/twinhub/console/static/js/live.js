@@ -105,8 +105,10 @@ class History {
     this.pending = null;
     this.panels.forEach((p) => p.draw());
     this.say();
+    window.twinhubCharts = Object.fromEntries(this.panels.map((p) => [p.spec.id, p])); // for the browser tests
     box.dataset.drawn = String(this.panels.filter((p) => p.plot).length);
-    box.dataset.buckets = String(Math.max(0, ...this.panels.map((p) => p.x.length)));
+    // Buckets with readings (the range's others are gaps).
+    box.dataset.buckets = String(Math.max(0, ...this.panels.map((p) => p.x.filter((_, i) => p.values.some((v) => v[i] !== null)).length)));
   }
 
   say() {

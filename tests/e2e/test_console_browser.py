@@ -332,11 +332,11 @@ async def test_twin_page_shows_the_record_history_and_a_live_reading_arrive(
     # The stream is open: its first event (the twin's state) has been drawn.
     await tab.page.locator("#live-chart[data-state='live']").wait_for()
     await tab.page.locator("#live-status", has_text="waiting for readings").wait_for()
-    # The state's one reading: the time axis spans the hour around it, not years.
+    # The history spans the range asked for (90 days by default), not the last reading.
     span = await tab.page.locator("#live-chart").get_attribute("data-time-range")
     assert span is not None
     start, end = (float(edge) for edge in span.split(","))
-    assert 0 < end - start <= 2 * 3600, span
+    assert 89 * 86400 <= end - start <= 92 * 86400, span
     # A meter sends a reading with its device token, over HTTP, as a stove would.
     seq = 2_000_000_000 + secrets.randbelow(1_000_000)
     async with httpx.AsyncClient(base_url=programme.served.registry, timeout=10) as api:
@@ -360,11 +360,11 @@ async def test_twin_page_shows_the_record_history_and_a_live_reading_arrive(
     await tab.page.locator(f"#live-chart[data-last-seq='{seq}']").wait_for()
     status = await tab.page.locator("#live-status").inner_text()
     assert f"reading {seq} arrived" in status and status.startswith("Online")
-    legend = tab.page.locator("#live-chart .u-legend")
+    legend = tab.page.locator("#chart-condition .u-legend")
     assert await legend.locator("text=temperatureC (°C)").count() == 1
     assert await legend.locator("text=batteryPct (%)").count() == 1
     # Two units, two scales: each has its own y axis beside the time axis.
-    assert await tab.page.locator("#live-chart .u-axis").count() == 3
+    assert await tab.page.locator("#chart-condition .u-axis").count() == 3
     await tab.shot("twin-live")
     assert tab.errors == []
 

@@ -19,11 +19,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from twinhub.console import list_pages, pages, workflow_pages
+from twinhub.console import list_pages, pages, views, workflow_pages
 from twinhub.console.assets import STATIC_DIR
 from twinhub.console.auth import SignInRequired
 from twinhub.console.sessions import SessionStore
 from twinhub.platform import Platform
+from twinhub.services.programme_views import ProgrammeViews
 from twinhub.web.key_failures import KeyFailures
 
 # Scripts only from the package, never inline. Styles may be inline: cytoscape injects its
@@ -107,9 +108,11 @@ def create_console_app(
             Route("/sign-in", pages.sign_in_form, methods=["GET"]),
             Route("/sign-in", pages.sign_in, methods=["POST"]),
             Route("/sign-out", pages.sign_out, methods=["POST"]),
-            Route("/graph", pages.graph),
-            Route("/graph.json", pages.graph_data),
-            Route("/twins/{did:path}", pages.twin),
+            Route("/graph", views.graph),
+            Route("/graph.json", views.graph_data),
+            Route("/graph/members.json", views.graph_members),
+            Route("/map", views.programme_map),
+            Route("/twins/{did:path}", views.twin),
             Route("/claims", list_pages.claims),
             Route("/claims/{claim_id}/evaluation", list_pages.evaluate, methods=["POST"]),
             Route("/support", list_pages.support),
@@ -159,4 +162,5 @@ def create_console_app(
     state.platform = platform
     state.sessions = sessions
     state.key_failures = key_failures
+    state.views = ProgrammeViews(platform.sessionmaker)  # the graph's groups, the map's places
     return app

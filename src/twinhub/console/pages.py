@@ -27,9 +27,7 @@ from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import ROLES
 from twinhub.logging import get_logger
-from twinhub.mrv.telemetry_schema import parse_schema
 from twinhub.platform import Platform
-from twinhub.services.claims import ClaimFilter
 from twinhub.services.listing import ListPage, ListQuery
 
 log = get_logger(__name__)
@@ -38,9 +36,6 @@ templates = Jinja2Templates(
     env=Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, auto_reload=False)
 )
 PERIODS = {"7": 7, "30": 30, "90": 90, "365": 365}
-GRAPH_ASSETS = 50  # assets whose claims the graph shows
-GRAPH_CLAIMS = 5  # newest claims shown per asset
-INCOMING_SHOWN = 10  # twins named per relationship type pointing at a twin
 _PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _SERVICE_CODE = re.compile(r"^\*[0-9]+(\*[0-9]+)*#$")
 
@@ -257,107 +252,7 @@ async def dashboard(request: Request) -> Response:
     )
 
 
-# -- graph and twins -------------------------------------------------------------------------
-async def _default_root(platform: Platform) -> str | None:
-    scopes = await platform.summaries.scopes(1)
-    return scopes[0]["did"] if scopes else None
-
-
-async def graph(request: Request) -> Response:
-    user = await signed_in(request)
-    platform = _platform(request)
-    did = request.query_params.get("did") or await _default_root(platform)
-    return render(
-        request,
-        "graph.html",
-        {"did": did, "scopes": await platform.summaries.scopes()},
-        user=user,
-    )
-
-
-async def graph_data(request: Request) -> Response:
-    await signed_in(request)
-    did = request.query_params.get("did", "")
-    try:
-        depth = min(max(int(request.query_params.get("depth", "3")), 0), 5)
-        data = await _platform(request).domains.graph(did, depth)
-    except ValueError:
-        return JSONResponse({"error": "depth must be a number"}, status_code=422)
-    except ServiceError as problem:
-        return JSONResponse({"error": problem.message}, status_code=404)
-    await _add_claims(_platform(request), data)
-    return JSONResponse(data)
-
-
-async def _add_claims(platform: Platform, data: dict[str, Any]) -> None:
-    """Extend the domain graph with the newest claims about its assets and the credentials
-    their approvals issued (assets -> claims -> credentials), a few per asset."""
-    assets = [n["did"] for n in data["nodes"] if n["twinClass"] == "physical"][:GRAPH_ASSETS]
-    for asset in assets:
-        page = await platform.claims.views.claims(ClaimFilter(asset=asset), None, GRAPH_CLAIMS)
-        for claim in page.items:
-            node = f"claim:{claim['id']}"
-            data["nodes"].append(
-                {
-                    "did": node,
-                    "type": "Claim",
-                    "name": f"claim {claim['id'][:6]} ({claim['status']})",
-                }
-            )
-            data["edges"].append({"source": asset, "type": "claim", "target": node})
-            if claim["credential"]:
-                data["nodes"].append(
-                    {"did": claim["credential"], "type": "Credential", "name": "credential"}
-                )
-                data["edges"].append(
-                    {"source": node, "type": "credential", "target": claim["credential"]}
-                )
-
-
-async def twin(request: Request) -> Response:
-    user = await signed_in(request)
-    platform = _platform(request)
-    did = request.path_params["did"]
-    try:
-        record = await platform.domains.get(did)
-        history = await platform.domains.history(did, None, 100)
-        proposals = await platform.governance.proposals_of(did)
-    except NotFound as problem:
-        raise HTTPException(404, problem.message) from problem
-    claims = await platform.claims.views.claims(ClaimFilter(asset=did), None, 20)
-    minted = await platform.credits.minted_for([claim["id"] for claim in claims.items])
-    # What points here, counted by type with the first few named: a project's thousands of
-    # stoves are a count and a link to its stove list, never a page of links.
-    incoming = await platform.lists.incoming(did, INCOMING_SHOWN)
-    return render(
-        request,
-        "twin.html",
-        {
-            "record": record,
-            "history": list(reversed(history.items)),
-            "proposals": proposals,
-            "claims": claims.items,
-            "minted": minted,
-            "outgoing": record["relationships"],
-            "incoming": incoming,
-            "shown": INCOMING_SHOWN,
-            "events_url": f"/v1/domains/{did}/events",
-            "units": await _telemetry_units(platform, record),
-        },
-        user=user,
-    )
-
-
-async def _telemetry_units(platform: Platform, record: dict[str, Any]) -> dict[str, str]:
-    """Each telemetry field's unit, so the live chart gives each unit a scale of its own."""
-    try:
-        protocol = await platform.protocols.get(record["class"])
-    except ServiceError:
-        return {}
-    if not protocol.effective_telemetry:
-        return {}
-    fields = parse_schema(protocol.effective_telemetry).fields.values()
-    return {f.name: f.unit or "" for f in fields}
+# The graph, the twin page and the map: console/views.py.
 
 
 # -- governance ------------------------------------------------------------------------------

@@ -83,10 +83,32 @@ def meter_record(n: int, installed: date) -> tuple[dict[str, Any], bytes]:
     return record, certificate
 
 
+# Where the demo's households cook: districts around Lusaka (their centres, approximately,
+# in decimal degrees), so the console's map has a programme to draw. Demo data.
+DISTRICTS = (
+    ("Lusaka", -15.42, 28.28),
+    ("Chongwe", -15.33, 28.68),
+    ("Kafue", -15.77, 28.18),
+    ("Chibombo", -14.66, 28.07),
+    ("Kabwe", -14.45, 28.45),
+    ("Mazabuka", -15.86, 27.76),
+)
+
+
+def stove_location(n: int) -> dict[str, Any]:
+    """Stove n's place: in one of the DISTRICTS, scattered up to about 10 km around its
+    centre, fixed by n (a second run gives the same place)."""
+    region, lat, lon = DISTRICTS[n % len(DISTRICTS)]
+    digest = hashlib.sha256(f"demo-stove-{n}".encode()).digest()
+    north = (digest[0] / 255 - 0.5) * 0.18
+    east = (digest[1] / 255 - 0.5) * 0.18
+    return {"lat": round(lat + north, 5), "lon": round(lon + east, 5), "region": region}
+
+
 def stove_properties(n: int, installed: date) -> tuple[dict[str, Any], bytes]:
     """What the registry records of stove n: serial, model, fuel, household size, the
-    tested efficiency (the registry's figure, read when no design document applies) and
-    the meter's record; and the meter's calibration certificate."""
+    tested efficiency (the registry's figure, read when no design document applies), the
+    meter's record and where it is; and the meter's calibration certificate."""
     model = stove_model_of(n)
     meter, certificate = meter_record(n, installed)
     return {
@@ -96,6 +118,7 @@ def stove_properties(n: int, installed: date) -> tuple[dict[str, Any], bytes]:
         "efficiency": STOVE_MODELS[model],
         "householdSize": household_size_of(n),
         "meter": meter,
+        "location": stove_location(n),
     }, certificate
 
 

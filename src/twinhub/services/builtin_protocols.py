@@ -95,6 +95,9 @@ BUILTIN: list[ProtocolSpec] = [
             "meter": "object",
             # The survey answer that confirmed householdSize (services.surveys writes both).
             "householdSizeConfirmation": "object",
+            # Where the stove cooks (optional): {lat, lon, region?}, checked as a place, for
+            # the console's map.
+            "location": "geo-point",
         },
         relationships={"verifier": "Oracle", "operator": "Organisation"},
         telemetry=STOVE_TELEMETRY,

@@ -24,7 +24,20 @@ from twinhub.services.ledger import Ledger
 from twinhub.services.paging import Page, decode_cursor, split_page
 from twinhub.services.twin_classes import TWIN_CLASSES
 
-PROPERTY_TYPES = ("string", "number", "integer", "boolean", "object", "array", "date-time")
+PROPERTY_TYPES = (
+    "string",
+    "number",
+    "integer",
+    "boolean",
+    "object",
+    "array",
+    "date-time",
+    "geo-point",
+)
+# A place on Earth: {"lat", "lon"} in decimal degrees (WGS 84), and optionally the name of
+# the region it is in (a district or province, for people reading a map).
+GEO_KEYS = {"lat": (-90.0, 90.0), "lon": (-180.0, 180.0)}
+GEO_REGION_MAX = 100
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 NAME_RULE = "names start with a letter, then letters, digits or _ (at most 64)"
 KIND_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9 _\-]{0,63}$")
@@ -58,9 +71,37 @@ def value_problem(type_name: str, value: Any) -> str | None:
             ok = isinstance(value, list)
         case "date-time":
             return None if _is_timestamp(value) else "expected an ISO 8601 date-time string"
+        case "geo-point":
+            return geo_point_problem(value)
         case _:
             return f"unknown type {type_name!r}"
     return None if ok else f"expected {type_name}, got {_json_type(value)}"
+
+
+def geo_point_problem(value: Any) -> str | None:
+    """Why `value` is not a place {"lat": -90..90, "lon": -180..180, "region"?: name}, or
+    None when it is one."""
+    if not isinstance(value, dict):
+        return f"expected an object {{lat, lon}}, got {_json_type(value)}"
+    unknown = sorted(set(value) - {*GEO_KEYS, "region"})
+    if unknown:
+        return f"unknown keys {', '.join(unknown)}: a place has lat, lon and region"
+    for key, (low, high) in GEO_KEYS.items():
+        number = value.get(key)
+        if (
+            isinstance(number, bool)
+            or not isinstance(number, int | float)
+            or not math.isfinite(number)
+        ):
+            return f"{key} must be a number of degrees from {low:g} to {high:g}"
+        if not low <= number <= high:
+            return f"{key} {number} is outside {low:g} to {high:g} degrees"
+    region = value.get("region")
+    if region is not None and (
+        not isinstance(region, str) or not 1 <= len(region.strip()) <= GEO_REGION_MAX
+    ):
+        return f"region must be a name of 1 to {GEO_REGION_MAX} characters"
+    return None
 
 
 def check_values(

@@ -153,6 +153,7 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "WEBHOOK_CONCURRENCY": ("17", "17"),
     "WEBHOOK_CONCURRENCY_PER_ENDPOINT": ("3", "3"),
     "WEBHOOK_MAX_RESPONSE_BYTES": ("65537", "65537"),
+    "WEBHOOK_DISABLE_AFTER_SECONDS": ("3600.5", "3600.5"),
     "WEBHOOK_POLL_INTERVAL_SECONDS": ("1.5", "1.5"),
     "WEBHOOK_ALLOW_PRIVATE_NETWORKS": ("true", "True"),
     "WEBHOOK_DENIED_HOSTS": ("twinhub.example,other.example", "'twinhub.example,other.example'"),
@@ -281,6 +282,7 @@ FLAT_DEFAULTS: dict[str, str] = {
     "WEBHOOK_CONCURRENCY": "16",
     "WEBHOOK_CONCURRENCY_PER_ENDPOINT": "2",
     "WEBHOOK_MAX_RESPONSE_BYTES": "65536",
+    "WEBHOOK_DISABLE_AFTER_SECONDS": "86400.0",
     "WEBHOOK_POLL_INTERVAL_SECONDS": "1.0",
     "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "False",
     "WEBHOOK_DENIED_HOSTS": "''",
@@ -315,7 +317,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 124
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 126
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

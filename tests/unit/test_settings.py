@@ -143,6 +143,7 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "EVENTS_PRUNE_INTERVAL_SECONDS": ("3600.5", "3600.5"),
     "WEBHOOK_TIMEOUT_SECONDS": ("10.5", "10.5"),
     "WEBHOOK_RETRY_HORIZON_SECONDS": ("86400.5", "86400.5"),
+    "WEBHOOK_DISABLE_AFTER_SECONDS": ("172800.5", "172800.5"),
     "WEBHOOK_RETRY_BASE_SECONDS": ("5.5", "5.5"),
     "WEBHOOK_RETRY_MAX_DELAY_SECONDS": ("3600.5", "3600.5"),
     "WEBHOOK_CONCURRENCY": ("17", "17"),
@@ -266,6 +267,7 @@ FLAT_DEFAULTS: dict[str, str] = {
     "EVENTS_PRUNE_INTERVAL_SECONDS": "3600.0",
     "WEBHOOK_TIMEOUT_SECONDS": "10.0",
     "WEBHOOK_RETRY_HORIZON_SECONDS": "86400.0",
+    "WEBHOOK_DISABLE_AFTER_SECONDS": "86400.0",
     "WEBHOOK_RETRY_BASE_SECONDS": "5.0",
     "WEBHOOK_RETRY_MAX_DELAY_SECONDS": "3600.0",
     "WEBHOOK_CONCURRENCY": "16",
@@ -305,7 +307,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 120
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 121
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

@@ -1505,12 +1505,8 @@ def stoves_list(
     _show_rows([_stove_row(r) for r in records], as_json, "stove", STOVE_COLUMNS, more)
 
 
-@stoves_app.command("show")
-def stoves_show(
-    did: Annotated[str, typer.Argument(help="The stove's DID.")],
-    as_json: JsonOption = False,
-) -> None:
-    """A stove: its record, its latest telemetry and its device tokens."""
+def _twin_show(did: str, as_json: bool, noun: str) -> None:
+    """A physical twin (a stove, a device): its record, latest telemetry, device tokens."""
 
     async def work(platform: Any) -> Any:
         record = await platform.domains.get(did)
@@ -1520,11 +1516,11 @@ def stoves_show(
 
     record, state, tokens = _read(work)
     if as_json:
-        _print_json({"stove": record, "telemetry": state, "deviceTokens": tokens})
+        _print_json({noun: record, "telemetry": state, "deviceTokens": tokens})
         return
     row = _stove_row(record)
     out = _out()
-    out.print(f"stove {row['did']}: {row['name'] or '(no name)'}", markup=False)
+    out.print(f"{noun} {row['did']}: {row['name'] or '(no name)'}", markup=False)
     for label, value in (
         ("serial", row["serial"]),
         ("customer", row["customer"]),
@@ -1542,6 +1538,24 @@ def stoves_show(
     ):
         if value is not None:
             out.print(f"  {label:<14}{value}", markup=False)
+
+
+@stoves_app.command("show")
+def stoves_show(
+    did: Annotated[str, typer.Argument(help="The stove's DID.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A stove: its record, its latest telemetry and its device tokens."""
+    _twin_show(did, as_json, "stove")
+
+
+@devices_app.command("show")
+def devices_show(
+    did: Annotated[str, typer.Argument(help="The physical twin's DID.")],
+    as_json: JsonOption = False,
+) -> None:
+    """A physical twin (any device): its record, its latest telemetry and its tokens."""
+    _twin_show(did, as_json, "device")
 
 
 CLAIM_COLUMNS = [

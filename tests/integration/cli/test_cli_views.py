@@ -104,6 +104,9 @@ async def test_the_programme_as_lists_and_records(tmp_path: Path) -> None:
     said = run_cli("webhooks", "show", hook["id"], env=env).stdout
     assert "http://127.0.0.1:9/hook" in said and "deliveries" in said
 
+    device = as_json("devices", "show", stove, env=env)
+    assert device["device"]["did"] == stove and device["telemetry"] == shown["telemetry"]
+
     # Device tokens: a revocation says what it did, on standard output.
     [token] = as_json("devices", "list", stove, env=env)
     revoked = run_cli("devices", "revoke", stove, token["id"], env=env)

@@ -161,6 +161,7 @@ EVENTS = TableSpec(
     search="subject DID or event id",
     default_sort="position",
     default_descending=True,
+    stack=True,
 )
 
 
@@ -188,6 +189,7 @@ WEBHOOKS = TableSpec(
     ),
     search="URL, description or id",
     default_sort="created",
+    stack=True,
 )
 
 

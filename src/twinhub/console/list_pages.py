@@ -61,7 +61,7 @@ async def stoves(request: Request) -> Response:
     if project:
         try:
             record = await platform.domains.get(project)
-        except Exception as problem:  # NotFound, or not a DID at all
+        except ServiceError as problem:  # NotFound, or not a DID at all
             raise HTTPException(404, f"No project {project[:200]}.") from problem
     places = await platform.lists.places(project)
     spec = stove_spec(places["regions"], places["villages"])

@@ -19,6 +19,7 @@ A SQLite programme is built once per test process and size (a template file, ~20
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
 import secrets
@@ -122,6 +123,8 @@ def build_large_programme(url: str, stoves: int = 30_000) -> LargeProgramme:
     target = Path(url.removeprefix("sqlite:///"))
     with _lock:
         if stoves not in _templates:
+            if not _templates:
+                atexit.register(drop_templates)  # the templates leave with the process
             folder = Path(tempfile.mkdtemp(prefix=f"twinhub-large-{stoves}-"))
             made = _in_thread(_build(f"sqlite:///{folder / 'twinhub.db'}", stoves))
             _templates[stoves] = (folder / "twinhub.db", made)

@@ -62,7 +62,7 @@ async def stoves(request: Request) -> Response:
     if project:
         try:
             record = await platform.domains.get(project)
-        except Exception as problem:  # NotFound, or not a DID at all
+        except ServiceError as problem:  # NotFound, or not a DID at all
             raise HTTPException(404, f"No project {project[:200]}.") from problem
     places = await platform.lists.places(project)
     spec = stove_spec(places["regions"], places["villages"])
@@ -171,6 +171,7 @@ EVENTS = TableSpec(
     search="subject DID or event id",
     default_sort="position",
     default_descending=True,
+    stack=True,
 )
 
 
@@ -200,6 +201,7 @@ WEBHOOKS = TableSpec(
     ),
     search="URL, description or id",
     default_sort="created",
+    stack=True,
 )
 
 

@@ -42,7 +42,10 @@ class Box:
         parts = text.split(",")
         if len(parts) != 4:
             raise ValueError("a box is south,west,north,east in degrees")
-        south, west, north, east = (float(part) for part in parts)
+        try:
+            south, west, north, east = (float(part) for part in parts)
+        except ValueError:
+            raise ValueError("a box's edges are numbers of degrees") from None
         if not all(math.isfinite(v) for v in (south, west, north, east)):
             raise ValueError("a box's edges are numbers")
         if not -90 <= south < north <= 90 or not -180 <= west < east <= 180:

@@ -42,7 +42,10 @@ class Box:
         parts = text.split(",")
         if len(parts) != 4:
             raise ValueError("a box is south,west,north,east in degrees")
-        south, west, north, east = (float(part) for part in parts)
+        try:
+            south, west, north, east = (float(part) for part in parts)
+        except ValueError:
+            raise ValueError("a box's edges are numbers of degrees") from None
         if not all(math.isfinite(v) for v in (south, west, north, east)):
             raise ValueError("a box's edges are numbers")
         if not -90 <= south < north <= 90 or not -180 <= west < east <= 180:
@@ -64,6 +67,7 @@ class Mark:
     y: float
     places: list[Place]
     counts: dict[str, int] = field(default_factory=dict)
+    region: str = ""
 
     @property
     def state(self) -> str:
@@ -131,10 +135,12 @@ def draw(
         )
 
     cell, size = CELLS[detail], SIZES[detail]
-    cells: dict[tuple[int, int], Mark] = {}
+    # A group never mixes regions: its count would otherwise belong to two labels.
+    cells: dict[tuple[str, int, int], Mark] = {}
     for place in shown:
         x, y = project(place.lat, place.lon)
-        mark = cells.setdefault((int(x // cell), int(y // cell)), Mark(0.0, 0.0, []))
+        key = (place.region or "", int(x // cell), int(y // cell))
+        mark = cells.setdefault(key, Mark(0.0, 0.0, [], region=place.region or ""))
         mark.x += x
         mark.y += y
         mark.places.append(place)
@@ -143,22 +149,13 @@ def draw(
         mark.x /= len(mark.places)
         mark.y /= len(mark.places)
     finest = span_y <= MIN_SPAN * 1.5
-    merged = _merged(list(cells.values()), size)
+    merged = _spread(_merged(list(cells.values()), size), size, height)
     marks = [_as_view(mark, finest, size) for mark in merged]
-    regions: dict[str, list[tuple[float, float]]] = {}
-    for place in shown:
-        if place.region:
-            regions.setdefault(place.region, []).append(project(place.lat, place.lon))
-    labels = [
-        {
-            "name": name,
-            "x": sum(x for x, _ in points) / len(points),
-            # Above its stoves, where no mark is drawn.
-            "y": max(min(y for _, y in points) - 16, 14),
-            "count": len(points),
-        }
-        for name, points in sorted(regions.items())
-    ]
+    regions: dict[str, list[Mark]] = {}
+    for mark in merged:
+        if mark.region:
+            regions.setdefault(mark.region, []).append(mark)
+    labels = _labels(regions, merged, size, height)
     return {
         "width": WIDTH,
         "height": round(height, 1),
@@ -184,7 +181,8 @@ def _merged(marks: list[Mark], size: float) -> list[Mark]:
                 (
                     k
                     for k in kept
-                    if math.hypot(k.x - mark.x, k.y - mark.y)
+                    if k.region == mark.region
+                    and math.hypot(k.x - mark.x, k.y - mark.y)
                     < k.radius(size) + mark.radius(size) + 2 * size
                 ),
                 None,
@@ -196,6 +194,94 @@ def _merged(marks: list[Mark], size: float) -> list[Mark]:
                 changed = True
         marks = kept
         if not changed:
+            break
+    return marks
+
+
+LABEL_FONT = 13.0  # the region labels' size in the fine map (views.css; twice in the coarse)
+
+
+def _labels(
+    regions: dict[str, list[Mark]], marks: list[Mark], size: float, height: float
+) -> list[dict[str, Any]]:
+    """Each region's name beside its stoves, where it covers no mark and no other name:
+    above its highest mark, else below its lowest, else to the right or the left; above
+    when nothing is free."""
+    font = LABEL_FONT * size
+    taken: list[Rect] = [
+        (m.x - m.radius(size), m.y - m.radius(size), m.x + m.radius(size), m.y + m.radius(size))
+        for m in marks
+    ]
+    labels = []
+    for name, group in sorted(regions.items(), key=lambda item: -len(item[1])):
+        width = len(name) * font * 0.62
+        count = sum(len(m.places) for m in group)
+        x = sum(m.x * len(m.places) for m in group) / count
+        top = min(m.y - m.radius(size) for m in group)
+        bottom = max(m.y + m.radius(size) for m in group)
+        left = min(m.x - m.radius(size) for m in group)
+        right = max(m.x + m.radius(size) for m in group)
+        middle = (top + bottom) / 2 + font / 3
+        candidates = [
+            (x, top - 4 * size),  # text's baseline: its box is font tall above it
+            (x, bottom + font + 2 * size),
+            (right + 4 * size + width / 2, middle),
+            (left - 4 * size - width / 2, middle),
+        ]
+
+        boxes = [_text_box(c, width, font) for c in candidates]
+        spot, placed = next(
+            ((c, b) for c, b in zip(candidates, boxes, strict=True) if _free(b, taken, height)),
+            (candidates[0], boxes[0]),
+        )
+        taken.append(placed)
+        labels.append({"name": name, "x": spot[0], "y": max(spot[1], font), "count": count})
+    return labels
+
+
+Rect = tuple[float, float, float, float]
+
+
+def _text_box(at: tuple[float, float], width: float, font: float) -> Rect:
+    """The box of a centred label whose baseline is at `at`."""
+    return (at[0] - width / 2, at[1] - font, at[0] + width / 2, at[1] + font * 0.25)
+
+
+def _free(box: Rect, taken: list[Rect], height: float) -> bool:
+    x0, y0, x1, y1 = box
+    inside = x0 >= 0 and x1 <= WIDTH and y0 >= 0 and y1 <= height
+    return inside and not any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in taken)
+
+
+SPREAD_MAX = 300  # marks: above this, overlaps between regions are left as they are
+
+
+def _spread(marks: list[Mark], size: float, height: float) -> list[Mark]:
+    """Groups of different regions that overlap are pushed apart (a few rounds, each pair
+    moved half its overlap each way): a group's circle stands for its stoves, so a few
+    units off their mean is no error; two circles on top of each other would hide one."""
+    if len(marks) > SPREAD_MAX:
+        return marks
+    for _ in range(40):
+        moved = False
+        for i, a in enumerate(marks):
+            for b in marks[i + 1 :]:
+                dx, dy = b.x - a.x, b.y - a.y
+                distance = math.hypot(dx, dy)
+                room = a.radius(size) + b.radius(size) + 3 * size
+                if distance >= room:
+                    continue
+                if distance < 1e-6:
+                    dx, dy, distance = 1.0, 0.0, 1.0
+                push = (room - distance) / 2
+                a.x, a.y = a.x - dx / distance * push, a.y - dy / distance * push
+                b.x, b.y = b.x + dx / distance * push, b.y + dy / distance * push
+                moved = True
+        for mark in marks:
+            r = mark.radius(size)
+            mark.x = min(max(mark.x, r), WIDTH - r)
+            mark.y = min(max(mark.y, r), height - r)
+        if not moved:
             break
     return marks
 
@@ -213,6 +299,15 @@ def _as_view(mark: Mark, finest: bool, size: float) -> dict[str, Any]:
         "r": round(mark.radius(size), 1),
         "count": len(places),
         "state": mark.state,
+        # A group of mixed states: its next most common state, drawn as a ring around it.
+        "minor": next(
+            (
+                state
+                for state in sorted(STATES, key=lambda st: -mark.counts.get(st, 0))
+                if state != mark.state and mark.counts.get(state)
+            ),
+            None,
+        ),
         "counts": mark.counts,
         "place": places[0] if len(places) == 1 else None,
         "ring": _ring(mark, size) if len(places) > 1 and finest else [],

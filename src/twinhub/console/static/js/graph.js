@@ -231,8 +231,8 @@ class Graph {
 
 const STYLE = [
   { selector: "node", style: { label: "data(label)", "font-size": 11, "text-valign": "bottom", "text-margin-y": 4, width: 22, height: 22, "background-color": "#64748b", color: "#0f172a", "text-wrap": "ellipsis", "text-max-width": 110, "text-background-color": "#fdfdfd", "text-background-opacity": 0.85, "text-background-padding": 1 } },
-  { selector: "node[kind = 'organisation']", style: { "background-color": "#4338ca", shape: "round-rectangle", width: 30, height: 30 } },
-  { selector: "node[kind = 'project']", style: { "background-color": "#0f766e", shape: "round-rectangle", width: 30, height: 30 } },
+  { selector: "node[kind = 'organisation']", style: { "background-color": "#4338ca", shape: "round-rectangle", width: 30, height: 30, "text-max-width": 180 } },
+  { selector: "node[kind = 'project']", style: { "background-color": "#0f766e", shape: "round-rectangle", width: 30, height: 30, "text-max-width": 180 } },
   { selector: "node[kind = 'device']", style: { "background-color": "#b45309", width: 16, height: 16 } },
   { selector: "node[kind = 'group']", style: { shape: "ellipse", width: "data(size)", height: "data(size)", "background-color": "#b45309", "border-width": 3, "border-color": "#fff", "font-size": 12, "font-weight": 600, "text-wrap": "wrap", "text-max-width": 110 } },
   { selector: "node[kind = 'group'][open = 1]", style: { "border-color": "#0f172a" } },

@@ -24,10 +24,16 @@ from cross_web import HTTPException as StrawberryHTTPError  # what strawberry's 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from fastapi.security import HTTPAuthorizationCredentials
-from graphql import GraphQLError
+from graphql import GraphQLError, StringValueNode, ValidationRule
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
-from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from strawberry.extensions import (
+    AddValidationRules,
+    MaskErrors,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    QueryDepthLimiter,
+)
 from strawberry.fastapi import BaseContext, GraphQLRouter
 from strawberry.scalars import JSON
 from strawberry.schema.config import StrawberryConfig
@@ -35,11 +41,13 @@ from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
 from twinhub.console.assets import offline_graphiql
+from twinhub.db.failures import DATABASE_ERRORS, Failure, classify
+from twinhub.kernel.bounds import NO_NUL, nul_paths, time_problem
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
-from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.errors import DATA_REFUSED, ERROR_RESPONSES
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
 from twinhub.services.paging import decode_cursor
@@ -366,6 +374,10 @@ class Query:
         end: Annotated[datetime | None, strawberry.argument(name="to")] = None,
     ) -> Summary:
         context = _authorised(info)
+        for moment, name in ((start, "from"), (end, "to")):
+            problem = time_problem(moment) if moment is not None else None
+            if problem is not None:
+                raise _invalid(f"{name}: {problem}.", name)
         try:
             view = await context.platform.summaries.summary(id, start, end)
         except ServiceError as error:
@@ -511,16 +523,88 @@ def _page_limit(platform: Platform, first: int | None) -> int:
 
 
 def _authorised(info: GraphQLInfo) -> RegistryContext:
-    """The context of an authenticated caller; the context getter lets none other execute."""
+    """The context of an authenticated caller (the context getter lets none other
+    execute), whose variables hold no NUL (kernel.bounds; literals: `NoNulLiterals`)."""
     if info.context.caller is None:
         raise GraphQLError("Send an API key as 'Authorization: Bearer <API_KEY>'.")
+    found = list(nul_paths(info.variable_values))
+    if found:
+        raise _invalid(f"${found[0]} {NO_NUL}.", found[0])
     return info.context
+
+
+class NoNulLiterals(ValidationRule):
+    """A string literal of a document holding a NUL (`"a\\u0000b"`) is refused while the
+    document is validated: no database column holds one."""
+
+    def enter_string_value(self, node: StringValueNode, *_: Any) -> None:
+        if "\x00" in node.value:
+            self.report_error(
+                GraphQLError(
+                    f"A string {NO_NUL}.",
+                    node,
+                    extensions={"code": "validation_failed"},
+                )
+            )
+
+
+class RegistryErrors(MaskErrors):
+    """Errors as callers may see them: a failed statement answered by what it means
+    (db/failures.py: a value the database refuses is a `validation_failed` error, a
+    database out of reach `unavailable` and marked down), and any other failure of the
+    registry itself masked (it must not leak SQL or hosts)."""
+
+    def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
+        context = self.execution_context.context
+        processed = []
+        for error in errors:
+            original = error.original_error
+            failure = _database_failure(error)
+            if failure is not None and failure is not Failure.FAULT:
+                context.platform.database.failed(original)
+                code, message = _FAILURE_ERRORS[failure]
+                processed.append(
+                    GraphQLError(
+                        message,
+                        error.nodes,
+                        path=error.path,
+                        extensions={"code": code, "details": []},
+                    )
+                )
+            elif self.should_mask_error(error):
+                processed.append(self.anonymise_error(error))
+            else:
+                processed.append(error)
+        return processed
+
+
+_UNAVAILABLE = ("unavailable", "The database is unavailable; try again later.")
+_FAILURE_ERRORS = {
+    Failure.UNREACHABLE: _UNAVAILABLE,
+    Failure.BUSY: _UNAVAILABLE,
+    Failure.DATA: ("validation_failed", DATA_REFUSED),
+    Failure.CONFLICT: ("conflict", "The request conflicts with what is stored."),
+}
+
+
+def _database_failure(error: GraphQLError) -> Failure | None:
+    original = error.original_error
+    if original is None or isinstance(original, GraphQLError):
+        return None
+    if not isinstance(original, DATABASE_ERRORS):
+        return None
+    return classify(original)
 
 
 # -- schema and router -----------------------------------------------------------------------
 def _unexpected(error: GraphQLError) -> bool:
-    """A failure of the registry itself, rather than a caller's mistake or a service rule."""
-    return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
+    """A failure of the registry itself, rather than a caller's mistake, a service rule or
+    a statement the database refused for the caller's values (or could not run: an outage
+    is logged where it is marked)."""
+    if error.original_error is None or isinstance(error.original_error, GraphQLError):
+        return False
+    failure = _database_failure(error)
+    return failure is None or failure is Failure.FAULT
 
 
 class _Schema(strawberry.Schema):
@@ -545,8 +629,9 @@ def build_schema(max_tokens: int, max_depth: int, max_aliases: int) -> strawberr
                 should_ignore=lambda ignored: ignored.field_name.startswith("__"),
             ),
             lambda: MaxAliasesLimiter(max_alias_count=max_aliases),
-            # Internal failures (a database error, say) must not leak SQL or hosts to callers.
-            lambda: MaskErrors(
+            lambda: AddValidationRules([NoNulLiterals]),
+            # Internal failures must not leak SQL or hosts to callers.
+            lambda: RegistryErrors(
                 should_mask_error=_unexpected, error_message="Internal error; logged."
             ),
         ],

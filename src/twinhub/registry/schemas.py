@@ -12,6 +12,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from twinhub.registry.params import Moment
+
 INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -148,8 +150,8 @@ class DomainIn(Body):
         description="Relationship role to a domain DID (or several).",
         examples=[{"implementedBy": "did:ixo:entity/abc"}],
     )
-    validFrom: datetime | None = None
-    validUntil: datetime | None = None
+    validFrom: Moment | None = None
+    validUntil: Moment | None = None
 
     @field_validator("validFrom", "validUntil")
     @classmethod
@@ -169,8 +171,8 @@ class DomainPatchIn(Body):
     controller: list[str] | None = None
     services: list[ServiceIn] | None = None
     verifiableCredential: list[CredentialIn] | None = None
-    validFrom: datetime | None = None
-    validUntil: datetime | None = None
+    validFrom: Moment | None = None
+    validUntil: Moment | None = None
 
     @field_validator("validFrom", "validUntil")
     @classmethod

@@ -207,7 +207,7 @@ class StoveCare:
             raise Invalid(
                 "Unknown problem status.", [FieldProblem("status", " or ".join(PROBLEM_STATUSES))]
             )
-        query = select(StoveProblem).where(StoveProblem.id > decode_cursor(cursor))
+        query = select(StoveProblem).where(StoveProblem.id > decode_cursor(cursor, StoveProblem.id))
         if status is not None:
             query = query.where(StoveProblem.status == status)
         if stove is not None:

@@ -157,3 +157,79 @@ async def test_a_refused_value_in_a_body_is_that_requests_4xx(farm: Farm) -> Non
         )
         assert patched.status_code == 422, patched.text
         assert registry.platform.database.healthy
+
+
+async def test_graphql_refuses_bad_values_in_its_own_shape(farm: Farm) -> None:
+    registry = farm.registry
+    async with client_of(registry) as client:
+
+        async def ask(query: str, **variables: Any) -> dict[str, Any]:
+            response = await client.post("/graphql", json={"query": query, "variables": variables})
+            assert response.status_code in (200, 400), response.text
+            return response.json()
+
+        literal = await ask('{ claims(asset: "a\\u0000b") { nodes { id } } }')
+        assert "NUL" in literal["errors"][0]["message"], literal
+        for query, variables in [
+            ("query($a: String) { claims(asset: $a) { nodes { id } } }", {"a": NUL}),
+            ("query($id: String!) { entity(id: $id) { id } }", {"id": NUL}),
+            (
+                "query($f: EntityFilter) { entities(filter: $f) { totalCount } }",
+                {"f": {"type": NUL}},
+            ),
+        ]:
+            answer = await ask(query, **variables)
+            assert answer["errors"][0]["extensions"]["code"] == "validation_failed", answer
+        for after in CURSORS:
+            answer = await ask("query($c: String) { entities(after: $c) { totalCount } }", c=after)
+            assert "errors" not in answer or answer["errors"][0]["extensions"]["code"] == (
+                "validation_failed"
+            ), answer
+        for moment in TIMES[:2]:
+            answer = await ask(
+                "query($id: String!, $to: DateTime) { summary(id: $id, to: $to) { domain } }",
+                id=farm.project,
+                to=moment,
+            )
+            assert answer["errors"], answer
+            assert "Internal error" not in answer["errors"][0]["message"], answer
+    assert registry.platform.database.healthy
+
+
+async def test_the_node_answers_bad_values_invalid_argument_not_unavailable(farm: Farm) -> None:
+    import grpc
+
+    from twinhub.chain.bootstrap import build_node
+    from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
+    from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2 as claims_q
+    from twinhub.chain.protos.ixo.claims.v1beta1 import query_pb2_grpc as claims_grpc
+    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_q
+    from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
+
+    node = build_node(farm.registry.platform)
+    port = await node.start("127.0.0.1", 0)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            entity, claims = entity_grpc.QueryStub(channel), claims_grpc.QueryStub(channel)
+            calls = [
+                entity.Entity(entity_q.QueryEntityRequest(id="did:ixo:entity/a\x00b")),
+                claims.Claim(claims_q.QueryClaimRequest(id="a\x00b")),
+                entity.EntityList(
+                    entity_q.QueryEntityListRequest(
+                        pagination=PageRequest(key=str(2**63).encode(), limit=5)
+                    )
+                ),
+            ]
+            for call in calls:
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call
+                code = refused.value.code()
+                assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), (
+                    code,
+                    refused.value.details(),
+                )
+            found = await entity.Entity(entity_q.QueryEntityRequest(id=farm.stoves[0]))
+            assert found.entity.id == farm.stoves[0]
+    finally:
+        await node.stop(0)
+    assert farm.registry.platform.database.healthy

@@ -6,6 +6,7 @@ caller answered 503 for about 1.5 s)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,8 @@ import pytest
 
 from tests.conftest import BOOTSTRAP_KEY, Registry, RegistryFactory
 from tests.support.telemetry_world import Farm, build_farm
+from tests.support.uvicorn_served import uvicorn_served
+from twinhub.registry.app import create_registry_app
 
 NUL = "a\x00b"
 TIMES = ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59-13:00", "1969-12-31T23:59:59Z"]
@@ -35,8 +38,10 @@ STREAMS = {"/v1/events/stream", "/v1/domains/{did}/events"}
 @pytest.fixture
 async def farm(make_registry: RegistryFactory) -> AsyncIterator[Farm]:
     # No past limit on readings' clocks: a reading dated 0001-01-01 is then no longer
-    # quarantined by the clock rule, and reached PostgreSQL's partitions.
-    registry = await make_registry(telemetry_past_skew_days=0)
+    # quarantined by the clock rule, and reached PostgreSQL's partitions. The database is
+    # probed at the production interval (2 s), so that a database wrongly marked down
+    # stays down as long as it would in production (the test default is 0.2 s).
+    registry = await make_registry(telemetry_past_skew_days=0, database_health_interval_seconds=2.0)
     made = await build_farm(registry)
     await made.stove()
     yield made
@@ -233,3 +238,94 @@ async def test_the_node_answers_bad_values_invalid_argument_not_unavailable(farm
     finally:
         await node.stop(0)
     assert farm.registry.platform.database.healthy
+
+
+async def test_hostile_values_at_a_steady_rate_leave_other_callers_unaffected(
+    farm: Farm,
+) -> None:
+    """The issue's attack, over real HTTP (uvicorn): one device token and one key send the
+    hostile requests ten times a second each (the issue saw 163 of 193 other callers'
+    requests fail at two a second) while three callers read and a stove reports; every
+    one of the callers' requests succeeds, and no 503 is seen by anyone."""
+    registry = farm.registry
+    stove = farm.stoves[0]
+    token = farm.tokens[stove]
+    reader = await registry.key("did:ixo:org/bad-data-reader", "reader")
+    hostile_key = await registry.key("did:ixo:org/bad-data-attacker", "writer")
+    base = datetime.now(UTC) - timedelta(hours=2)
+    hostile: list[tuple[str, str, dict[str, Any]]] = [
+        ("GET", "/v1/claims", {"params": {"asset": NUL}}),
+        ("GET", "/v1/support/problems", {"params": {"stove": NUL}}),
+        ("GET", "/v1/claim-collections", {"params": {"cursor": cursor(2**40)}}),
+        ("GET", "/v1/credit-movements", {"params": {"cursor": cursor(2**31)}}),
+        ("GET", f"/v1/domains/{farm.project}/summary", {"params": {"from": TIMES[0]}}),
+        ("POST", "/v1/domains", {"json": {"type": "Organisation", "metadata": {"n": NUL}}}),
+        ("POST", "/graphql", {"json": {"query": '{ entity(id: "a\\u0000b") { id } }'}}),
+    ]
+    year_one = {"readings": [{"seq": 1, "time": TIMES[0], "values": {"energyKwh": 0.1}}]}
+    statuses: dict[str, list[int]] = {"hostile": [], "callers": []}
+    app = create_registry_app(platform=registry.platform)
+    async with uvicorn_served(app) as url:
+
+        async def attack(until: float) -> None:
+            async with (
+                httpx.AsyncClient(base_url=url, timeout=30) as client,
+            ):
+                keyed = {"Authorization": f"Bearer {hostile_key}"}
+                device = {"Authorization": f"Bearer {token}"}
+                turn = 0
+                while asyncio.get_running_loop().time() < until:
+                    method, path, extra = hostile[turn % len(hostile)]
+                    sent = [client.request(method, path, headers=keyed, **extra)]
+                    sent.append(
+                        client.post(f"/v1/domains/{stove}/telemetry", json=year_one, headers=device)
+                    )
+                    for response in await asyncio.gather(*sent):
+                        status = response.status_code
+                        if status == 200 and response.json().get("errors"):
+                            status = 400  # GraphQL refuses a document in its body
+                        statuses["hostile"].append(status)
+                    turn += 1
+                    await asyncio.sleep(0.1)
+
+        async def call(until: float, which: int) -> None:
+            headers = {"Authorization": f"Bearer {reader}"}
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+                seq = 1000 * (which + 1)
+                while asyncio.get_running_loop().time() < until:
+                    seq += 1
+                    if which == 0:  # the stove itself, reporting
+                        reading = {
+                            "seq": seq,
+                            "time": (base + timedelta(seconds=seq)).isoformat(),
+                            "values": {"energyKwh": 0.01},
+                        }
+                        response = await client.post(
+                            f"/v1/domains/{stove}/telemetry",
+                            json={"readings": [reading]},
+                            headers={"Authorization": f"Bearer {token}"},
+                        )
+                    elif which == 1:
+                        response = await client.get(f"/v1/domains/{stove}")
+                    elif which == 2:
+                        response = await client.get("/v1/claims", params={"asset": stove})
+                    else:
+                        response = await client.post(
+                            "/graphql", json={"query": f'{{ entity(id: "{stove}") {{ id }} }}'}
+                        )
+                    statuses["callers"].append(response.status_code)
+                    await asyncio.sleep(0.02)
+
+        until = asyncio.get_running_loop().time() + 6.0
+        await asyncio.gather(attack(until), *(call(until, which) for which in range(4)))
+    hostile_seen, callers_seen = statuses["hostile"], statuses["callers"]
+    # The pace is what the machine allows (the server shares this process): it must have
+    # run all along, and every hostile request is a 4xx, every caller's a success.
+    print(f"hostile {len(hostile_seen)}, callers {len(callers_seen)} requests in 6 s")
+    assert len(hostile_seen) >= 2 * len(hostile), len(hostile_seen)
+    assert len(callers_seen) >= 40, len(callers_seen)
+    failed = [status for status in callers_seen if not 200 <= status < 300]
+    assert not failed, f"{len(failed)} of {len(callers_seen)} callers' requests failed: {failed}"
+    assert 503 not in hostile_seen
+    assert all(400 <= status < 500 for status in hostile_seen), sorted(set(hostile_seen))
+    assert registry.platform.database.healthy

@@ -53,9 +53,7 @@ class CollectionIn(Body):
         min_length=1, description="Oracle domains that fill the protocol's verifier role."
     )
     name: str | None = None
-    quota: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="Most claims the collection takes."
-    )
+    quota: int | None = Field(None, le=INT64_MAX, description="Most claims the collection takes.")
     startDate: Moment | None = None
     endDate: Moment | None = None
 

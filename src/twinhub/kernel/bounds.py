@@ -21,6 +21,7 @@ EARLIEST_YEAR = 1970
 LATEST_YEAR = 2099
 TIME_RANGE = f"within the years {EARLIEST_YEAR} to {LATEST_YEAR}"
 NO_NUL = "must not contain a NUL character"
+NOT_TEXT = "must be text (a lone UTF-16 surrogate, as JSON's \\ud800, is not)"
 
 
 def time_problem(moment: datetime) -> str | None:
@@ -38,22 +39,32 @@ def integer_problem(value: int, maximum: int = INT64_MAX, minimum: int = 0) -> s
 
 
 def text_problem(value: str) -> str | None:
-    """Why text is refused, or None: a NUL, which no text column of PostgreSQL holds."""
-    return NO_NUL if "\x00" in value else None
+    """Why text is refused, or None: a NUL, which no text column of PostgreSQL holds, or a
+    lone UTF-16 surrogate, which no database's UTF-8 can encode."""
+    if "\x00" in value:
+        return NO_NUL
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return NOT_TEXT
+    return None
 
 
-def nul_paths(value: Any, path: str = "") -> Iterator[str]:
-    """The paths (`metadata.name`, `items[2]`) of the strings in a JSON value, keys too,
-    that hold a NUL."""
+def text_problems(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(path, problem) of each string of a JSON value, keys too, that `text_problem`
+    refuses; paths as `metadata.name`, `items[2]`."""
     if isinstance(value, str):
-        if "\x00" in value:
-            yield path
+        problem = text_problem(value)
+        if problem is not None:
+            yield path, problem
     elif isinstance(value, dict):
         for key, item in value.items():
             where = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and "\x00" in key:
-                yield where
-            yield from nul_paths(item, where)
+            problem = text_problem(key) if isinstance(key, str) else None
+            if problem is not None:
+                yield where, problem
+            yield from text_problems(item, where)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from nul_paths(item, f"{path}[{index}]")
+            yield from text_problems(item, f"{path}[{index}]")

@@ -184,7 +184,8 @@ def database_failure_response(failure: Failure, retry_after: int) -> Response:
 
 DATA_REFUSED = (
     "A value of the request cannot be stored or compared: a number past its field's range, "
-    "a time outside the years 1970 to 2099, or text holding a NUL character."
+    "a time outside the years 1970 to 2099, or text no database stores (a NUL character, "
+    "a lone UTF-16 surrogate)."
 )
 
 

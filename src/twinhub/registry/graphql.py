@@ -42,7 +42,7 @@ from strawberry.types.unset import UNSET
 
 from twinhub.console.assets import offline_graphiql
 from twinhub.db.failures import DATABASE_ERRORS, Failure, classify
-from twinhub.kernel.bounds import NO_NUL, nul_paths, time_problem
+from twinhub.kernel.bounds import text_problem, text_problems, time_problem
 from twinhub.kernel.errors import NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
@@ -524,27 +524,23 @@ def _page_limit(platform: Platform, first: int | None) -> int:
 
 def _authorised(info: GraphQLInfo) -> RegistryContext:
     """The context of an authenticated caller (the context getter lets none other
-    execute), whose variables hold no NUL (kernel.bounds; literals: `NoNulLiterals`)."""
+    execute), whose variables' text is storable (kernel.bounds; literals: `TextLiterals`)."""
     if info.context.caller is None:
         raise GraphQLError("Send an API key as 'Authorization: Bearer <API_KEY>'.")
-    found = list(nul_paths(info.variable_values))
-    if found:
-        raise _invalid(f"${found[0]} {NO_NUL}.", found[0])
+    for path, problem in text_problems(info.variable_values):
+        raise _invalid(f"${path} {problem}.", path)
     return info.context
 
 
-class NoNulLiterals(ValidationRule):
-    """A string literal of a document holding a NUL (`"a\\u0000b"`) is refused while the
-    document is validated: no database column holds one."""
+class TextLiterals(ValidationRule):
+    """A string literal of a document that no database stores (a NUL, `"a\\u0000b"`; a
+    lone surrogate) is refused while the document is validated (kernel.bounds)."""
 
     def enter_string_value(self, node: StringValueNode, *_: Any) -> None:
-        if "\x00" in node.value:
+        problem = text_problem(node.value)
+        if problem is not None:
             self.report_error(
-                GraphQLError(
-                    f"A string {NO_NUL}.",
-                    node,
-                    extensions={"code": "validation_failed"},
-                )
+                GraphQLError(f"A string {problem}.", node, extensions={"code": "validation_failed"})
             )
 
 
@@ -629,7 +625,7 @@ def build_schema(max_tokens: int, max_depth: int, max_aliases: int) -> strawberr
                 should_ignore=lambda ignored: ignored.field_name.startswith("__"),
             ),
             lambda: MaxAliasesLimiter(max_alias_count=max_aliases),
-            lambda: AddValidationRules([NoNulLiterals]),
+            lambda: AddValidationRules([TextLiterals]),
             # Internal failures must not leak SQL or hosts to callers.
             lambda: RegistryErrors(
                 should_mask_error=_unexpected, error_message="Internal error; logged."

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -185,6 +186,17 @@ async def test_graphql_refuses_bad_values_in_its_own_shape(farm: Farm) -> None:
         ]:
             answer = await ask(query, **variables)
             assert answer["errors"][0]["extensions"]["code"] == "validation_failed", answer
+        # A lone surrogate (JSON's "\ud800") is no text a database encodes: on PostgreSQL
+        # it reached asyncpg, on SQLite sqlite3, and came back an internal error.
+        # (A literal one is GraphQL's own syntax error.)
+        query = "query($h: String!) { balances(holder: $h) { token } }"
+        body = '{"query": ' + json.dumps(query) + ', "variables": {"h": "x\\ud800"}}'
+        response = await client.post(
+            "/graphql", content=body.encode(), headers={"content-type": "application/json"}
+        )
+        error = response.json()["errors"][0]
+        assert "surrogate" in error["message"], response.text
+        assert error["extensions"]["code"] == "validation_failed", response.text
         for after in CURSORS:
             answer = await ask("query($c: String) { entities(after: $c) { totalCount } }", c=after)
             assert "errors" not in answer or answer["errors"][0]["extensions"]["code"] == (

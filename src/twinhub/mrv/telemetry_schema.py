@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from twinhub.kernel.bounds import EARLIEST_YEAR, LATEST_YEAR, TIME_RANGE, text_problem, time_problem
 from twinhub.kernel.errors import Problems
 
 FIELD_TYPES = ("number", "integer", "boolean", "string")
@@ -240,15 +241,20 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+TIME_EXPECTED = f"expected an RFC 3339 time with its offset, {TIME_RANGE}"
+
+
 def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp with its offset, in UTC; None when it is not one."""
+    """An RFC 3339 timestamp with its offset, in UTC; None when it is not one, or not one
+    of the years kernel.bounds allows (checked as written: year 1 or 9999 overflowed
+    Python's dates on the way to UTC, and PostgreSQL's partitions after)."""
     if not isinstance(value, str) or not 10 <= len(value) <= 40 or "T" not in value.upper():
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError:
         return None
-    if parsed.tzinfo is None:
+    if parsed.tzinfo is None or time_problem(parsed) is not None:
         return None
     return parsed.astimezone(UTC)
 
@@ -269,7 +275,7 @@ def check_reading(
         return Rejection(index, "time", "required", seq)
     time = parse_time(raw["time"])
     if time is None:
-        return Rejection(index, "time", "expected an RFC 3339 time with its offset", seq)
+        return Rejection(index, "time", TIME_EXPECTED, seq)
     if time > latest_allowed:
         return Rejection(index, "time", "too far in the future", seq)
     values = raw.get("values")
@@ -294,6 +300,7 @@ def check_readings(
     finds the same verdict and its reason."""
     checks = schema.checks
     parse = datetime.fromisoformat
+    earliest, latest = EARLIEST_YEAR, LATEST_YEAR
     valid: list[Reading] = []
     append = valid.append
     rejected: list[Rejection] = []
@@ -313,7 +320,7 @@ def check_readings(
                     if "z" in text or "Z" in text:
                         text = text.replace("z", "Z").replace("Z", "+00:00")
                     moment = parse(text)
-                    if moment.tzinfo is not None:
+                    if moment.tzinfo is not None and earliest <= moment.year <= latest:
                         moment = moment.astimezone(UTC)  # no copy when it is UTC already
                         if moment <= latest_allowed:
                             for name, value in values.items():
@@ -368,7 +375,7 @@ def _compile(spec: FieldSpec) -> Callable[[Any], bool]:
     allowed = frozenset(spec.enum) if spec.enum else None
 
     def string(value: Any) -> bool:
-        if type(value) is not str:
+        if type(value) is not str or "\x00" in value:
             return slow(value)
         return len(value) <= MAX_STRING and (allowed is None or value in allowed)
 
@@ -388,6 +395,8 @@ def _value_problem(spec: FieldSpec, value: Any) -> str | None:
         case "string":
             if not isinstance(value, str) or len(value) > MAX_STRING:
                 return f"expected a string of at most {MAX_STRING} characters"
+            if text_problem(value) is not None:
+                return text_problem(value)
             if spec.enum and value not in spec.enum:
                 return f"expected one of {', '.join(spec.enum)}"
             return None

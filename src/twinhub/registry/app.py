@@ -26,12 +26,14 @@ from twinhub import __version__
 from twinhub.console.app import create_console_app
 from twinhub.console.assets import SWAGGER_CSS, SWAGGER_FAVICON, SWAGGER_JS
 from twinhub.console.sessions import console_session_store
+from twinhub.kernel.bounds import NO_NUL as NUL_PROBLEM
 from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer_token
 from twinhub.registry.errors import database_unavailable, install_error_handlers
 from twinhub.registry.graphql import create_graphql_router
+from twinhub.registry.params import nul_parameters
 from twinhub.registry.routes import (
     DID_PATH,
     DOMAIN_DID_PATH,
@@ -154,6 +156,27 @@ class BodyLimit:
             413, "too_large", f"Request bodies are limited to {size} bytes here ({setting})."
         )
         await response(scope, receive, send)
+
+
+class NulGuard:
+    """A request whose path or query holds a NUL is refused (422, naming the parameters)
+    before any route reads it: no database column holds one (params.nul_parameters). The
+    check is a substring search per request; the hot lane keeps it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            found = nul_parameters(scope)
+            if found:
+                details = [{"field": name, "error": NUL_PROBLEM} for name in found]
+                response = error_response(
+                    422, "validation_failed", "The request is not valid.", details
+                )
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 class DatabaseGuard:
@@ -658,6 +681,7 @@ def create_registry_app(
     if platform.settings.observability.metrics_enabled:
         app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
 
+    app.add_middleware(NulGuard)  # innermost: its refusals are counted and logged as any
     app.add_middleware(RequestDeadline, platform=platform)
     app.add_middleware(DatabaseGuard, platform=platform)
     app.add_middleware(

@@ -157,13 +157,19 @@ async def _database_error(request: Request, exc: Exception) -> Response:
     422, a constraint its 409, a lost race its 503 alone, and none of those marks anything."""
     platform = request.app.state.platform
     failure = platform.database.failed(exc)
+    if failure is not Failure.FAULT:  # (a fault is logged with its traceback below)
+        log.warning(
+            "database refused the request" if failure is Failure.DATA else "database error",
+            path=request.url.path,
+            failure=str(failure),
+            error=type(exc).__name__,
+        )
     return database_failure_response(failure, platform.settings.storage.retry_after_seconds)
 
 
 def database_failure_response(failure: Failure, retry_after: int) -> Response:
     """The registry's answer to a failed statement, by what it means."""
     if failure is Failure.UNREACHABLE:
-        log.error("database error", error="unreachable")
         return database_unavailable(retry_after)
     if failure is Failure.BUSY:
         return error_response(
@@ -182,7 +188,8 @@ def database_failure_response(failure: Failure, retry_after: int) -> Response:
 
 DATA_REFUSED = (
     "A value of the request cannot be stored or compared: a number past its field's range, "
-    "a time outside the years 1970 to 2099, or text holding a NUL character."
+    "a time outside the years 1970 to 2099, or text no database stores (a NUL character, "
+    "a lone UTF-16 surrogate)."
 )
 
 

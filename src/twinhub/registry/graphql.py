@@ -15,7 +15,6 @@ reader or writer role), failing before any GraphQL runs with the registry's JSON
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any, NewType
@@ -34,7 +33,6 @@ from strawberry.extensions import (
     MaxAliasesLimiter,
     MaxTokensLimiter,
     QueryDepthLimiter,
-    SchemaExtension,
 )
 from strawberry.fastapi import BaseContext, GraphQLRouter
 from strawberry.scalars import JSON
@@ -43,13 +41,15 @@ from strawberry.types import ExecutionContext, Info
 from strawberry.types.unset import UNSET
 
 from twinhub.console.assets import offline_graphiql
+from twinhub.db.failures import DATABASE_ERRORS, Failure, classify
 from twinhub.db.visibility import sees_domain, viewer_of
 from twinhub.events.store import check_types
+from twinhub.kernel.bounds import text_problem, text_problems, time_problem
 from twinhub.kernel.errors import Forbidden, NotFound, ServiceError
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer, principal, reader
-from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.errors import DATA_REFUSED, ERROR_RESPONSES
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.domains import ACTIVE, DEACTIVATED, DomainFilter
 from twinhub.services.paging import decode_cursor
@@ -395,6 +395,10 @@ class Query:
         end: Annotated[datetime | None, strawberry.argument(name="to")] = None,
     ) -> Summary:
         context = _authorised(info)
+        for moment, name in ((start, "from"), (end, "to")):
+            problem = time_problem(moment) if moment is not None else None
+            if problem is not None:
+                raise _invalid(f"{name}: {problem}.", name)
         try:
             view = await context.platform.summaries.summary(id, start, end)
         except ServiceError as error:
@@ -579,44 +583,84 @@ def _page_limit(platform: Platform, first: int | None) -> int:
 
 
 def _authorised(info: GraphQLInfo) -> RegistryContext:
-    """The context of an authenticated caller; the context getter lets none other execute."""
+    """The context of an authenticated caller (the context getter lets none other
+    execute), whose variables' text is storable (kernel.bounds; literals: `TextLiterals`)."""
     if info.context.caller is None:
         raise GraphQLError("Send an API key as 'Authorization: Bearer <API_KEY>'.")
+    for path, problem in text_problems(info.variable_values):
+        raise _invalid(f"${path} {problem}.", path)
     return info.context
 
 
+class TextLiterals(ValidationRule):
+    """A string literal of a document that no database stores (a NUL, `"a\\u0000b"`; a
+    lone surrogate) is refused while the document is validated (kernel.bounds)."""
+
+    def enter_string_value(self, node: StringValueNode, *_: Any) -> None:
+        problem = text_problem(node.value)
+        if problem is not None:
+            self.report_error(
+                GraphQLError(f"A string {problem}.", node, extensions={"code": "validation_failed"})
+            )
+
+
+class RegistryErrors(MaskErrors):
+    """Errors as callers may see them: a failed statement answered by what it means
+    (db/failures.py: a value the database refuses is a `validation_failed` error, a
+    database out of reach `unavailable` and marked down), and any other failure of the
+    registry itself masked (it must not leak SQL or hosts)."""
+
+    def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
+        context = self.execution_context.context
+        processed = []
+        for error in errors:
+            original = error.original_error
+            failure = _database_failure(error)
+            if failure is not None and failure is not Failure.FAULT:
+                context.platform.database.failed(original)
+                code, message = _FAILURE_ERRORS[failure]
+                processed.append(
+                    GraphQLError(
+                        message,
+                        error.nodes,
+                        path=error.path,
+                        extensions={"code": code, "details": []},
+                    )
+                )
+            elif self.should_mask_error(error):
+                processed.append(self.anonymise_error(error))
+            else:
+                processed.append(error)
+        return processed
+
+
+_UNAVAILABLE = ("unavailable", "The database is unavailable; try again later.")
+_FAILURE_ERRORS = {
+    Failure.UNREACHABLE: _UNAVAILABLE,
+    Failure.BUSY: _UNAVAILABLE,
+    Failure.DATA: ("validation_failed", DATA_REFUSED),
+    Failure.CONFLICT: ("conflict", "The request conflicts with what is stored."),
+}
+
+
+def _database_failure(error: GraphQLError) -> Failure | None:
+    original = error.original_error
+    if original is None or isinstance(original, GraphQLError):
+        return None
+    if not isinstance(original, DATABASE_ERRORS):
+        return None
+    return classify(original)
+
+
 # -- schema and router -----------------------------------------------------------------------
-def _holds_nul(value: object) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False
-
-
-class NoNulLiterals(ValidationRule):
-    """A NUL character is in no DID, id, name or time: a string literal holding one is a
-    GraphQL error before anything runs (the database would refuse it as text)."""
-
-    def enter_string_value(self, node: StringValueNode, *_: object) -> None:
-        if "\x00" in node.value:
-            self.report_error(GraphQLError("A string holds a NUL character.", node))
-
-
-class NoNulVariables(SchemaExtension):
-    """The same for the request's variables, which validation does not see."""
-
-    def on_operation(self) -> Iterator[None]:
-        if _holds_nul(self.execution_context.variables):
-            raise GraphQLError("A variable holds a NUL character.")
-        yield
-
-
 def _unexpected(error: GraphQLError) -> bool:
-    """A failure of the registry itself, rather than a caller's mistake or a service rule."""
-    return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
+    """A failure of the registry itself, rather than a caller's mistake, a service rule or
+    a statement the database refused for the caller's values (or could not run: an outage
+    is logged where it is marked)."""
+    if error.original_error is None or isinstance(error.original_error, GraphQLError):
+        return False
+    failure = _database_failure(error)
+    return failure is None or failure is Failure.FAULT
 
 
 class _Schema(strawberry.Schema):
@@ -641,10 +685,9 @@ def build_schema(max_tokens: int, max_depth: int, max_aliases: int) -> strawberr
                 should_ignore=lambda ignored: ignored.field_name.startswith("__"),
             ),
             lambda: MaxAliasesLimiter(max_alias_count=max_aliases),
-            lambda: AddValidationRules([NoNulLiterals]),
-            NoNulVariables,
-            # Internal failures (a database error, say) must not leak SQL or hosts to callers.
-            lambda: MaskErrors(
+            lambda: AddValidationRules([TextLiterals]),
+            # Internal failures must not leak SQL or hosts to callers.
+            lambda: RegistryErrors(
                 should_mask_error=_unexpected, error_message="Internal error; logged."
             ),
         ],

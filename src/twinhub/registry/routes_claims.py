@@ -11,12 +11,13 @@ from fastapi import Body as JsonBody
 from pydantic import Field, field_validator
 from starlette.responses import Response
 
+from twinhub.kernel.bounds import INT64_MAX
 from twinhub.kernel.errors import FieldProblem, TooLarge
 from twinhub.platform import Platform
 from twinhub.registry.auth import Reader, Writer
 from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
 from twinhub.registry.idempotent import Created, idempotent
-from twinhub.registry.params import Cursor, documented
+from twinhub.registry.params import Cursor, Moment, documented
 from twinhub.registry.routes import DID_PATH, page_size
 from twinhub.registry.schemas import Body, as_utc
 from twinhub.services.claims import (
@@ -53,9 +54,9 @@ class CollectionIn(Body):
         min_length=1, description="Oracle domains that fill the protocol's verifier role."
     )
     name: str | None = None
-    quota: int | None = Field(None, description="Most claims the collection takes.")
-    startDate: datetime | None = None
-    endDate: datetime | None = None
+    quota: int | None = Field(None, le=INT64_MAX, description="Most claims the collection takes.")
+    startDate: Moment | None = None
+    endDate: Moment | None = None
 
     @field_validator("startDate", "endDate")
     @classmethod

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
 from twinhub.registry.auth import Reader
 from twinhub.registry.errors import ERROR_RESPONSES
+from twinhub.registry.params import Moment
 from twinhub.registry.routes import DID_PATH
 
 router = APIRouter(
@@ -26,10 +26,10 @@ async def domain_summary(
     did: str,
     caller: Reader,
     start: Annotated[
-        datetime | None, Query(alias="from", description="Start (inclusive); default: to - 30 days")
+        Moment | None, Query(alias="from", description="Start (inclusive); default: to - 30 days")
     ] = None,
     end: Annotated[
-        datetime | None, Query(alias="to", description="End (exclusive); default: now")
+        Moment | None, Query(alias="to", description="End (exclusive); default: now")
     ] = None,
 ) -> dict[str, Any]:
     """Counted with aggregate queries, so nobody pages through claims to count them. The

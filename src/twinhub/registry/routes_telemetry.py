@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from twinhub.db.visibility import sees_domain, viewer_of
 from twinhub.kernel.errors import FieldProblem, Forbidden, Invalid
 from twinhub.kernel.principals import Principal, require_role
-from twinhub.mrv.telemetry_schema import loads, parse_time
+from twinhub.mrv.telemetry_schema import TIME_EXPECTED, loads, parse_time
 from twinhub.registry.auth import Reader, Writer, bearer
 from twinhub.registry.errors import ERROR_RESPONSES, Unauthenticated
 from twinhub.registry.params import DATE_TIME_PATTERN, documented
@@ -66,9 +66,7 @@ def _time(value: str | None, name: str) -> datetime | None:
         return None
     parsed = parse_time(value)
     if parsed is None:
-        raise Invalid(
-            f"{name} is not a time.", [FieldProblem(name, "expected RFC 3339 with its offset")]
-        )
+        raise Invalid(f"{name} is not a time.", [FieldProblem(name, TIME_EXPECTED)])
     return parsed
 
 

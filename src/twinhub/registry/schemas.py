@@ -12,6 +12,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from twinhub.registry.params import Moment
+
 INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -154,8 +156,8 @@ class DomainIn(Body):
         "them, a list of {type, target}.",
         examples=[{"implementedBy": "did:ixo:entity/abc"}],
     )
-    validFrom: datetime | None = None
-    validUntil: datetime | None = None
+    validFrom: Moment | None = None
+    validUntil: Moment | None = None
 
     @field_validator("validFrom", "validUntil")
     @classmethod
@@ -188,8 +190,8 @@ class DomainPatchIn(Body):
     controller: list[str] | None = None
     services: list[ServiceIn] | None = None
     verifiableCredential: list[CredentialIn] | None = None
-    validFrom: datetime | None = None
-    validUntil: datetime | None = None
+    validFrom: Moment | None = None
+    validUntil: Moment | None = None
 
     @field_validator("validFrom", "validUntil")
     @classmethod

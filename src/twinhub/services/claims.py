@@ -726,7 +726,7 @@ class ClaimCollections:
     async def collections(
         self, project: str | None, cursor: str | None, limit: int
     ) -> Page[dict[str, Any]]:
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, ClaimCollection.id)
         query = select(ClaimCollection).where(ClaimCollection.id > after)
         if project is not None:
             query = query.where(ClaimCollection.project_did == project)
@@ -1442,7 +1442,7 @@ class ClaimViews:
     async def claims(
         self, where: ClaimFilter, cursor: str | None, limit: int
     ) -> Page[dict[str, Any]]:
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, Claim.seq)
         if where.status is not None and where.status not in STATUSES:
             raise Invalid("Unknown claim status.", [FieldProblem("status", ", ".join(STATUSES))])
         query = select(Claim).where(Claim.seq > after)

@@ -383,7 +383,7 @@ class CreditService:
     async def movements(
         self, holder: str | None, token: str | None, cursor: str | None, limit: int
     ) -> Page[dict[str, Any]]:
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, CreditMovement.id)
         query = select(CreditMovement).where(CreditMovement.id > after)
         if holder is not None:
             query = query.where(

@@ -534,7 +534,7 @@ class DomainService:
     async def list(
         self, where: DomainFilter, cursor: str | None, limit: int, count: bool = False
     ) -> Page[dict[str, Any]]:
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, Domain.seq)
         for name, value in vars(where).items():
             if isinstance(value, str) and "\x00" in value:
                 raise Invalid("Filters cannot contain NUL characters.", [FieldProblem(name, "NUL")])

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import BigInteger, Integer, Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from twinhub.kernel.bounds import INT32_MAX, INT64_MAX, integer_problem
 from twinhub.kernel.errors import FieldProblem, Invalid
 
 T = TypeVar("T")
@@ -45,8 +46,11 @@ _FOREIGN_CURSOR = "The cursor is not one this API gave out."
 _CURSOR_PROBLEM = FieldProblem("cursor", "the nextCursor of a previous page")
 
 
-def decode_cursor(cursor: str | None) -> int:
-    """The sequence number after which a page starts; 0 for the first page."""
+def decode_cursor(cursor: str | None, column: Any = None) -> int:
+    """The sequence number after which a page starts; 0 for the first page. `column` is
+    the one the number is compared with: its type bounds it (an INTEGER id at 2^31-1, a
+    BIGINT sequence, the default, at 2^63-1), so a cursor past it is refused here rather
+    than by the database (kernel.bounds)."""
     if not cursor:
         return 0
     try:
@@ -54,9 +58,17 @@ def decode_cursor(cursor: str | None) -> int:
         value = int(base64.urlsafe_b64decode(padded.encode()).decode())
     except (ValueError, UnicodeDecodeError):
         raise Invalid(_FOREIGN_CURSOR, [_CURSOR_PROBLEM]) from None
-    if not 0 <= value < 2**63:  # sequence numbers are signed 64-bit in every database
+    if integer_problem(value, column_maximum(column)) is not None:
         raise Invalid(_FOREIGN_CURSOR, [_CURSOR_PROBLEM])
     return value
+
+
+def column_maximum(column: Any) -> int:
+    """The largest value an integer column holds: INTEGER's 32 bits, else BIGINT's 64."""
+    kind = getattr(column, "type", None)
+    if isinstance(kind, Integer) and not isinstance(kind, BigInteger):
+        return INT32_MAX
+    return INT64_MAX
 
 
 @dataclass(frozen=True)

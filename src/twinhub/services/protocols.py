@@ -480,7 +480,7 @@ class ProtocolService:
             return await session.get(Protocol, did) is not None
 
     async def list(self, cursor: str | None, limit: int) -> Page[ProtocolView]:
-        after = decode_cursor(cursor)
+        after = decode_cursor(cursor, Protocol.seq)
         async with self._sessions() as session:
             rows = list(
                 await session.scalars(

@@ -212,7 +212,8 @@ class StoveCare:
                 "Unknown problem status.", [FieldProblem("status", " or ".join(PROBLEM_STATUSES))]
             )
         query = select(StoveProblem).where(
-            StoveProblem.id > decode_cursor(cursor), domain_visible(StoveProblem.stove_did, viewer)
+            StoveProblem.id > decode_cursor(cursor, StoveProblem.id),
+            domain_visible(StoveProblem.stove_did, viewer),
         )
         if status is not None:
             query = query.where(StoveProblem.status == status)

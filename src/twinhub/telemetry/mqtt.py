@@ -38,15 +38,8 @@ from urllib.parse import urlsplit
 import gmqtt
 from gmqtt.mqtt.constants import PubAckReasonCode
 from gmqtt.mqtt.handler import MQTTConnectError
-from sqlalchemy.exc import (
-    DataError,
-    DBAPIError,
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    ProgrammingError,
-)
 
+from twinhub.db.failures import DATABASE_ERRORS, RETRYABLE, classify
 from twinhub.kernel.errors import ServiceError
 from twinhub.logging import get_logger
 from twinhub.mrv.telemetry_schema import loads
@@ -65,8 +58,6 @@ LINGER_SECONDS = 0.002
 CONNECT_TIMEOUT_SECONDS = 10.0
 SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 T = TypeVar("T")
-RETRYABLE = (OperationalError, InterfaceError, DBAPIError, OSError, TimeoutError)
-NOT_RETRYABLE = (IntegrityError, DataError, ProgrammingError)
 # A signed message's twin, credential, body and arrival (bytes and signatures).
 Opened = tuple[str, DeviceCredential, Any, Arrival]
 Message = tuple[
@@ -311,6 +302,10 @@ class MqttIngest:
                 )
             except ServiceError as error:  # all of the device's messages refused alike
                 results = [error] * len(bodies)
+            except DATABASE_ERRORS as error:  # not retryable (_retrying): the device's own
+                for _ in bodies:
+                    self._drop(did, _unstorable(error))
+                continue
             for result in results:
                 if isinstance(result, Prepared):
                     prepared.append(result)
@@ -321,7 +316,7 @@ class MqttIngest:
                 merged = merge_by_device(prepared)
                 await self._retrying(lambda: self._telemetry.commit(merged))
                 self.stored += len(prepared)
-            except NOT_RETRYABLE:
+            except DATABASE_ERRORS:  # not retryable (_retrying): find the culprit
                 await self._one_by_one(prepared)
 
     async def _credentials(self, key_ids: set[str]) -> dict[str, DeviceCredential | None]:
@@ -334,18 +329,20 @@ class MqttIngest:
             try:
                 await self._retrying(lambda o=one: self._telemetry.commit([o]))
                 self.stored += 1
-            except NOT_RETRYABLE as error:
-                self._drop(one.did, f"cannot be stored: {type(error).__name__}")
+            except DATABASE_ERRORS as error:
+                self._drop(one.did, _unstorable(error))
 
     async def _retrying(self, work: Callable[[], Awaitable[T]]) -> T:
-        """`work()` until the database answers: the messages stay unacknowledged meanwhile."""
+        """`work()` until the database answers: the messages stay unacknowledged meanwhile.
+        A failure retrying cannot cure (db/failures.py: a value the database refuses, a
+        constraint, a fault) is raised at once."""
         delay = 0.2
         while True:
             try:
                 return await work()
-            except NOT_RETRYABLE:
-                raise
-            except RETRYABLE as error:
+            except DATABASE_ERRORS as error:
+                if classify(error) not in RETRYABLE:
+                    raise
                 self.retries += 1
                 log.warning("telemetry store failed; retrying", error=type(error).__name__)
                 await asyncio.sleep(delay)
@@ -408,3 +405,9 @@ async def _close(client: gmqtt.Client) -> None:
         await client.disconnect()
     except Exception as error:  # closing a connection already gone
         log.debug("mqtt close", error=type(error).__name__)
+
+
+def _unstorable(error: BaseException) -> str:
+    """Why a message is dropped after the database refused it (never an outage's reason:
+    those are retried)."""
+    return f"cannot be stored ({classify(error) or 'fault'}: {type(error).__name__})"

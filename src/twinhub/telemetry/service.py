@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from twinhub.db.models import TelemetryQuarantine
+from twinhub.kernel.bounds import integer_problem
 from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
@@ -195,10 +196,10 @@ def encode_cursor(moment: datetime, seq: int) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, int]:
     try:
         moment, _, seq = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        parsed = parse_time(moment)
-        if parsed is None:
+        parsed, number = parse_time(moment), int(seq)
+        if parsed is None or integer_problem(number) is not None:  # seq is a BIGINT
             raise ValueError
-        return parsed, int(seq)
+        return parsed, number
     except (ValueError, UnicodeDecodeError):
         raise Invalid(
             "The cursor is not one this API gave out.", [FieldProblem("cursor", "malformed")]

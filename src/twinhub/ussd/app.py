@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError
 from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -25,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from twinhub.db.engine import sqlite_file
+from twinhub.db.failures import DATABASE_ERRORS, RETRYABLE, Failure, classify
 from twinhub.kernel.ratelimit import MemoryCounter, RateLimiter
 from twinhub.logging import get_logger, scrub
 from twinhub.platform import Platform
@@ -211,7 +211,8 @@ class SessionEndpoint:
                     rendered, outcome = answer or await engine.handle(parsed)
                 except Exception as error:
                     outcome = "unavailable"
-                    await _report_failure(self._platform, parsed.sessionId, error)
+                    if await _report_failure(self._platform, parsed.sessionId, error):
+                        outcome, rendered = "invalid", self._invalid
         self._metrics.reply(outcome, _perf_counter() - started)
         payload = rendered.encode()
         length = (b"content-length", str(len(payload)).encode())
@@ -374,19 +375,26 @@ def _zone(name: str) -> tzinfo:
         return UTC
 
 
-async def _report_failure(platform: Platform, session_id: str, error: Exception) -> None:
-    """Log a failed request without its input; re-probe the database if it may be the cause."""
+async def _report_failure(platform: Platform, session_id: str, error: Exception) -> bool:
+    """Log a failed request without its input; re-probe the database if it may be the
+    cause. True when the database refused a value of the request (db/failures.py): the
+    caller is told its request is invalid, and nothing is marked down."""
     if isinstance(error, SessionBusy):
         log.warning("ussd session busy", session_id=session_id)
-        return
+        return False
     if isinstance(error, RedisError):
         log.error("session store unavailable", session_id=session_id, error=scrub(str(error)))
-        return
-    if isinstance(error, SQLAlchemyError | OSError | TimeoutError):
+        return False
+    failure = classify(error) if isinstance(error, DATABASE_ERRORS) else None
+    if failure in (Failure.DATA, Failure.CONFLICT):
+        log.warning("ussd request refused by the database", session_id=session_id)
+        return True
+    if failure in RETRYABLE:
         log.error("database error", session_id=session_id, error=type(error).__name__)
         await platform.database.check()
-        return
+        return False
     log.exception("ussd request failed", session_id=session_id)
+    return False
 
 
 async def _redis_answers(store: SessionStore) -> bool:

@@ -102,6 +102,10 @@ async def test_only_a_database_out_of_reach_marks_it_down(backend: Backend, tmp_
     assert working.failed(sqlite3.DataError("a value")) is Failure.DATA
     assert working.failed(asyncpg.exceptions.CharacterNotInRepertoireError("NUL")) is Failure.DATA
     assert working.failed(ValueError("not a database error")) is Failure.FAULT
+    # asyncpg's own reports of a lost connection (the node's read model raises them raw).
+    assert classify(asyncpg.InterfaceError("connection is closed")) is Failure.UNREACHABLE
+    lost = asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed")
+    assert classify(lost) is Failure.UNREACHABLE
     assert working.healthy  # none of those is an outage
 
 

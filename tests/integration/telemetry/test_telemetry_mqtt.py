@@ -445,3 +445,30 @@ async def test_messages_keep_their_hmac_device_signatures_hold_and_bad_clocks_ar
     receipt = export["receipts"][str(export["items"][0]["receipt"])]
     kinds = {s["type"] for s in receipt["signatures"]}
     assert kinds == {"hmac-sha256", "ed25519-jcs"}
+
+
+async def test_a_reading_the_database_could_not_hold_is_refused_alone(
+    make_registry: RegistryFactory, mqtt_settings: dict[str, Any], publisher: mqtt.Client
+) -> None:
+    """Issue 31 §1 over MQTT: with no past limit on clocks, a reading dated 0001-01-01
+    reached PostgreSQL's partitions as a data error, and a data error was retried as an
+    outage. Now it is refused alone, with its reason, beside its batch's good reading, and
+    the ingestion goes on."""
+    registry = await make_registry(**mqtt_settings, telemetry_past_skew_days=0)
+    platform = registry.platform
+    await subscribed(platform.mqtt)
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    prefix = mqtt_settings["mqtt_topic_prefix"]
+    good = reading(1)["readings"][0]
+    year_one = {"seq": 2, "time": "0001-01-01T00:00:00Z", "values": {"energyKwh": 0.25}}
+    far = {"seq": 3, "time": "9999-12-31T23:59:59-13:00", "values": {"energyKwh": 0.25}}
+    publish(publisher, prefix, stove, farm.tokens[stove], {"readings": [good, year_one, far]})
+    await until(lambda: _equals(readings_of(farm, stove), 1))
+    listed = (await registry.client.get("/v1/telemetry/rejections")).json()
+    reasons = [item["reason"] for item in listed["items"] if item["source"] == "mqtt"]
+    assert any("readings[1].time" in r and "1970 to 2099" in r for r in reasons), reasons
+    assert any("readings[2].time" in r for r in reasons), reasons
+    assert platform.mqtt.retries == 0 and platform.database.healthy
+    publish(publisher, prefix, stove, farm.tokens[stove], reading(4))
+    await until(lambda: _equals(readings_of(farm, stove), 2))

@@ -22,7 +22,6 @@ REST read renders nothing either.
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +30,16 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from twinhub.chain.node import one_batch
-from twinhub.chain.node.common import HEIGHT_HEADER, requested_height_problem, status_of
+from twinhub.chain.node.common import (
+    HEIGHT_HEADER,
+    database_status,
+    requested_height_problem,
+    status_of,
+)
 from twinhub.chain.node.one_batch import OneBatchHandler, Reply
+from twinhub.db.failures import DATABASE_ERRORS
 from twinhub.kernel.errors import ServiceError
 from twinhub.logging import get_logger
 from twinhub.services.read_model import ReadModel
@@ -191,11 +195,9 @@ class Dispatcher:
             return made
         except ServiceError as error:
             raise QueryFailed(status_of(error), error.message, height) from None
-        except (OperationalError, DBAPIError, OSError, sqlite3.Error):
-            log.warning("node query failed: database unavailable", method=path)
-            raise QueryFailed(
-                grpc.StatusCode.UNAVAILABLE, "the database is unavailable", None
-            ) from None
+        except DATABASE_ERRORS as error:
+            code, message = database_status(error, path)
+            raise QueryFailed(code, message, None) from None
 
 
 class _Handlers(grpc.GenericRpcHandler):

@@ -4,7 +4,6 @@ header, Cosmos pagination and timestamps."""
 from __future__ import annotations
 
 import functools
-import sqlite3
 import typing
 from collections.abc import Awaitable, Callable, Hashable
 from datetime import UTC, datetime
@@ -12,9 +11,10 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from twinhub.chain.protos.cosmos.base.query.v1beta1 import pagination_pb2
+from twinhub.db.failures import DATABASE_ERRORS, RETRYABLE, Failure, classify
+from twinhub.kernel.bounds import integer_problem
 from twinhub.kernel.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
@@ -154,12 +154,30 @@ def query(
             return answer
         except ServiceError as error:
             await context.abort(status_of(error), error.message)
-        except (OperationalError, DBAPIError, OSError, sqlite3.Error):
-            log.warning("node query failed: database unavailable", method=method.__name__)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the database is unavailable")
+        except DATABASE_ERRORS as error:
+            code, message = database_status(error, method.__name__)
+            await context.abort(code, message)
         raise AssertionError("unreachable")  # abort() raises
 
     return wrapper
+
+
+def database_status(error: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+    """A failed statement's gRPC status, by what it means (db/failures.py): a value the
+    database refuses is the caller's INVALID_ARGUMENT, never an outage."""
+    failure = classify(error) or Failure.FAULT
+    if failure in RETRYABLE:
+        log.warning("node query failed: database unavailable", method=method)
+        return grpc.StatusCode.UNAVAILABLE, "the database is unavailable"
+    if failure is Failure.DATA:
+        return (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "a value of the request cannot be stored or compared",
+        )
+    if failure is Failure.CONFLICT:
+        return grpc.StatusCode.FAILED_PRECONDITION, "the request conflicts with what is stored"
+    log.error("node query failed", method=method, error=type(error).__name__)
+    return grpc.StatusCode.INTERNAL, "internal error; logged"
 
 
 def _answer_type(method: Callable[..., Any]) -> Any:
@@ -237,6 +255,8 @@ def window(request: Any) -> Window:
         if not text.isdigit() or len(text) > 19:
             raise Invalid("pagination.key is not a key this node gave out")
         key = int(text)
+        if integer_problem(key) is not None:  # sequence numbers are BIGINT
+            raise Invalid("pagination.key is not a key this node gave out")
     if page.offset > 2**62:
         raise Invalid("pagination.offset is too large")
     limit = page.limit or DEFAULT_LIMIT

@@ -148,7 +148,11 @@ class PostgreSQL(Dialect):
         the registry's own fault (a statement that does not parse: class 42)."""
         state = _sqlstate(error)
         if state is None:
-            return None
+            import asyncpg
+
+            # asyncpg's own InterfaceError without a state: the connection closed or lost.
+            lost = any(isinstance(cause, asyncpg.InterfaceError) for cause in causes(error))
+            return "unreachable" if lost else None
         return _FAILURE_BY_CLASS.get(state[:2], "fault")
 
     def driver_errors(self) -> tuple[type[BaseException], ...]:

@@ -44,6 +44,19 @@ REGIONS = (
     "Western",
 )
 VILLAGES_PER_REGION = 30
+# Each province's capital (approximate, decimal degrees): a region's villages lie around it.
+CENTRES = {
+    "Central": (-14.44, 28.45),
+    "Copperbelt": (-12.97, 28.64),
+    "Eastern": (-13.64, 32.65),
+    "Luapula": (-11.20, 28.89),
+    "Lusaka": (-15.42, 28.28),
+    "Muchinga": (-10.55, 32.08),
+    "Northern": (-10.21, 31.18),
+    "North-Western": (-12.18, 26.39),
+    "Southern": (-16.81, 26.98),
+    "Western": (-15.25, 23.13),
+}
 LARGE_ORGANISATION = "did:ixo:entity/scale-cooking-coop"
 LARGE_PROJECT = "did:ixo:entity/scale-clean-cooking"
 LARGE_OPERATOR = "did:ixo:org/scale-operator"
@@ -99,6 +112,21 @@ def region_of(n: int) -> str:
 
 def village_of(n: int) -> str:
     return f"{region_of(n)} village {(n // len(REGIONS)) % VILLAGES_PER_REGION + 1:02d}"
+
+
+def place_of(n: int) -> dict[str, Any]:
+    """Stove n's place: its village around its region's centre, the stove a little off
+    the village's middle (deterministic, within about half a degree)."""
+    lat, lon = CENTRES[region_of(n)]
+    village = (n // len(REGIONS)) % VILLAGES_PER_REGION
+    lat += ((village * 7) % 11 - 5) * 0.08 + (n % 13) * 0.001
+    lon += ((village * 5) % 11 - 5) * 0.08 + (n % 17) * 0.001
+    return {
+        "lat": round(lat, 5),
+        "lon": round(lon, 5),
+        "region": region_of(n),
+        "village": village_of(n),
+    }
 
 
 def is_verified(n: int) -> bool:
@@ -342,7 +370,7 @@ def _stove_spec(n: int, customer_id: str, installed: datetime) -> Any:
             "householdSize": 3 + (n * 7) % 5,
             "installedAt": installed.isoformat(),
             "ownerCustomerId": customer_id,
-            "location": {"region": region_of(n), "village": village_of(n)},
+            "location": place_of(n),
         },
         controller=[LARGE_OPERATOR],
         relationships={"project": [LARGE_PROJECT], "operator": [LARGE_ORGANISATION]},

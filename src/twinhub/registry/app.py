@@ -153,7 +153,7 @@ class BodyLimit:
     ) -> None:
         size, setting = limit
         response = error_response(
-            413, "too_large", f"Request bodies are limited to {size} bytes here ({setting})."
+            413, "too_large", f"Request bodies are limited to {size} bytes ({setting})."
         )
         await response(scope, receive, send)
 

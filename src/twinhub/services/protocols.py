@@ -37,6 +37,7 @@ PROPERTY_TYPES = (
 # A place on Earth: {"lat", "lon"} in decimal degrees (WGS 84), and optionally the name of
 # the region it is in (a district or province, for people reading a map).
 GEO_KEYS = {"lat": (-90.0, 90.0), "lon": (-180.0, 180.0)}
+GEO_NAMES = ("region", "village")  # optional names of a place: the lists' filters
 GEO_REGION_MAX = 100
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 NAME_RULE = "names start with a letter, then letters, digits or _ (at most 64)"
@@ -79,13 +80,13 @@ def value_problem(type_name: str, value: Any) -> str | None:
 
 
 def geo_point_problem(value: Any) -> str | None:
-    """Why `value` is not a place {"lat": -90..90, "lon": -180..180, "region"?: name}, or
-    None when it is one."""
+    """Why `value` is not a place {"lat": -90..90, "lon": -180..180, "region"?: name,
+    "village"?: name}, or None when it is one."""
     if not isinstance(value, dict):
         return f"expected an object {{lat, lon}}, got {_json_type(value)}"
-    unknown = sorted(set(value) - {*GEO_KEYS, "region"})
+    unknown = sorted(set(value) - {*GEO_KEYS, *GEO_NAMES})
     if unknown:
-        return f"unknown keys {', '.join(unknown)}: a place has lat, lon and region"
+        return f"unknown keys {', '.join(unknown)}: a place has lat, lon, region and village"
     for key, (low, high) in GEO_KEYS.items():
         number = value.get(key)
         if (
@@ -96,11 +97,12 @@ def geo_point_problem(value: Any) -> str | None:
             return f"{key} must be a number of degrees from {low:g} to {high:g}"
         if not low <= number <= high:
             return f"{key} {number} is outside {low:g} to {high:g} degrees"
-    region = value.get("region")
-    if region is not None and (
-        not isinstance(region, str) or not 1 <= len(region.strip()) <= GEO_REGION_MAX
-    ):
-        return f"region must be a name of 1 to {GEO_REGION_MAX} characters"
+    for key in GEO_NAMES:
+        name = value.get(key)
+        if name is not None and (
+            not isinstance(name, str) or not 1 <= len(name.strip()) <= GEO_REGION_MAX
+        ):
+            return f"{key} must be a name of 1 to {GEO_REGION_MAX} characters"
     return None
 
 

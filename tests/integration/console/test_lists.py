@@ -4,12 +4,14 @@ parameters and refuses the ones it does not know (console/tables.py)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from tests.conftest import Registry, unique
 from tests.integration.console.test_console import console, sign_in
+from twinhub.db.visibility import EVERYTHING
 from twinhub.kernel.errors import Invalid
 from twinhub.kernel.principals import Principal
 from twinhub.services.domains import DomainSpec
@@ -126,12 +128,34 @@ async def test_every_list_searches_sorts_and_filters_on_this_database(registry: 
     lists = registry.platform.lists
     key_label = unique("label")
     await registry.platform.api_keys.create("did:ixo:org/lists-key", ["reader"], key_label)
+    # The lists a signed-in key sees are filtered in SQL (db/visibility): here, everything.
+    households = partial(lists.households, viewer=EVERYTHING)
+    problems = partial(lists.problems, viewer=EVERYTHING)
+    events = partial(lists.events, viewer=EVERYTHING)
     cases: list[tuple[Any, list[str], dict[str, str], str, int]] = [
         (lists.stoves, ["registered", "name", "region", "seen"], {"online": "no"}, made["tag"], 2),
-        (lists.households, ["joined", "name"], {"locked": "no"}, "no such household", 0),
+        (
+            households,
+            ["joined", "name"],
+            {"locked": "no"},
+            "no such household",
+            0,
+        ),
         (lists.claims, ["queue", "submitted", "status"], {"status": "open"}, "no-such-claim", 0),
-        (lists.problems, ["reported", "kind"], {"status": "open"}, "no-such-stove", 0),
-        (lists.events, ["position"], {"type": "domain.created"}, made["stoves"][1], 1),
+        (
+            problems,
+            ["reported", "kind"],
+            {"status": "open"},
+            "no-such-stove",
+            0,
+        ),
+        (
+            events,
+            ["position"],
+            {"type": "domain.created"},
+            made["stoves"][1],
+            1,
+        ),
         (lists.webhooks, ["created", "url"], {"state": "active"}, "no-such-hook", 0),
         (lists.api_keys, ["created", "principal"], {"state": "active"}, key_label, 1),
     ]

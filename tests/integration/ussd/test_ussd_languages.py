@@ -227,7 +227,7 @@ async def test_stove_status_reads_telemetry_and_problems_become_events(
         controller = (await registry.client.get(f"/v1/domains/{stove}")).json()["controller"][0]
         token, _ = await registry.platform.api_keys.create(controller, ["reader"])
         await sign_in(browser, token)
-        page = await browser.get("/console/claims")
+        page = await browser.get("/console/support")
         assert page.status_code == 200
         assert f'id="problem-{reference}"' in page.text and "smoke" in page.text
     # The same open problem reported again is the same report: no second event.

@@ -181,15 +181,6 @@ class TelemetryStore:
         async with self._sessions() as session:
             return await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
 
-    async def device_key(self, did: str) -> str | None:
-        """The twin's current device key (multibase Ed25519), None when it has none."""
-        async with self._sessions() as session:
-            return await session.scalar(
-                select(DeviceKey.public_key).where(
-                    DeviceKey.domain_did == did, DeviceKey.revoked_at.is_(None)
-                )
-            )
-
     async def twin_facts(self, did: str) -> TwinFacts | None:
         """What ingestion needs of a twin, in one statement on one checkout: its status,
         protocol, validFrom, current device key and the edges its readings' scopes come

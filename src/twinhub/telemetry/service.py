@@ -220,6 +220,7 @@ class TelemetryService:
         self._limiter = limiter
         self.live = live if live is not None else LiveHub()
         self._info: dict[str, TwinInfo] = {}
+        self._scoped: dict[str, set[str]] = {}  # a scope: the cached twins whose scopes name it
         self._schemas: dict[str, tuple[Any, TelemetrySchema]] = {}  # protocol: (view, parsed)
         self._locks: dict[str, asyncio.Lock] = {}
         self.rejections: deque[dict[str, Any]] = deque(maxlen=500)
@@ -516,7 +517,10 @@ class TelemetryService:
         )
         if len(self._info) > 100_000:
             self._info.clear()
+            self._scoped.clear()
         self._info[did] = info
+        for scope in scopes:
+            self._scoped.setdefault(scope, set()).add(did)
         return info
 
     async def _schema(self, protocol_did: str) -> TelemetrySchema:
@@ -534,9 +538,13 @@ class TelemetryService:
         return schema
 
     def forget(self, did: str) -> None:
-        """Drop what this process cached of a twin (its device key changed here; other
-        processes see the change within _INFO_SECONDS)."""
+        """Drop what this process cached of a twin, and of the twins whose scopes it is: its
+        device key changed here, or the bus told of a committed domain.updated or
+        domain.deactivated of it (platform.HANDLERS). Other processes see the change within
+        _INFO_SECONDS, or at once when their own sequencer numbers the event."""
         self._info.pop(did, None)
+        for dependent in self._scoped.pop(did, ()):
+            self._info.pop(dependent, None)
 
     def _publish(
         self,

@@ -40,12 +40,17 @@ log = get_logger(__name__)
 # Who the platform's own start-up writes are recorded as (adopting pre-0011 stove owners).
 SYSTEM_PRINCIPAL = Principal(SYSTEM_ACTOR, frozenset({"admin"}))
 
+
 # What runs after a transaction that recorded an event (or a signal) commits: the one table
 # of in-process handlers (kernel.bus). Each hands the work to its worker and returns; the
 # worker's own table (pending claims, pending deliveries, unnumbered events) is the truth
 # it recovers from after a crash. "Claim approved -> credential and mint" is no row here:
 # the credential and the credits are written in the approval's own ledger write
 # (services.claims), so that none of them can exist without the others.
+def _telemetry_forgets(platform: Platform) -> Handler:
+    return lambda message: platform.telemetry.forget(message.subject)
+
+
 HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
     # Events committed unnumbered (customers, telemetry, stove problems) -> numbered.
     (EVENTS_WRITTEN, "sequencer numbers them", lambda p: p.events.events_written),
@@ -55,6 +60,10 @@ HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
     ("claim.submitted", "oracle evaluates", lambda p: p.oracle.claim_submitted),
     # API key revoked (here, or on another process through the relay) -> key cache forgotten.
     (API_KEYS_REVOKED, "key cache forgotten", lambda p: p.api_keys.revoked),
+    # A domain changed or was deactivated -> telemetry forgets what it cached of it (and of
+    # the twins it is a project or organisation of).
+    ("domain.updated", "telemetry forgets it", _telemetry_forgets),
+    ("domain.deactivated", "telemetry forgets it", _telemetry_forgets),
 )
 
 

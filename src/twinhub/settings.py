@@ -120,6 +120,16 @@ class StorageSettings(_Section):
         le=600,
         description="Longest a request waits for a free pooled connection.",
     )
+    ping_idle_seconds: float = Field(
+        1.0,
+        validation_alias="DATABASE_PING_IDLE_SECONDS",
+        ge=0,
+        le=3600,
+        description=(
+            "A pooled PostgreSQL connection idle longer than this is pinged before use (a "
+            "dead one is replaced); one in steady use is not (0: ping on every checkout)."
+        ),
+    )
     retry_after_seconds: int = Field(
         5,
         validation_alias="DATABASE_RETRY_AFTER_SECONDS",

@@ -104,6 +104,7 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "GRAPHQL_MAX_ALIASES": ("21", "21"),
     "DATABASE_STATEMENT_TIMEOUT_SECONDS": ("5.5", "5.5"),
     "DATABASE_POOL_TIMEOUT_SECONDS": ("3.5", "3.5"),
+    "DATABASE_PING_IDLE_SECONDS": ("2.5", "2.5"),
     "DATABASE_RETRY_AFTER_SECONDS": ("6", "6"),
     "HTTP_KEEP_ALIVE_SECONDS": ("75.5", "75.5"),
     "HTTP_HEADER_TIMEOUT_SECONDS": ("12.5", "12.5"),
@@ -233,6 +234,7 @@ FLAT_DEFAULTS: dict[str, str] = {
     "GRAPHQL_MAX_ALIASES": "20",
     "DATABASE_STATEMENT_TIMEOUT_SECONDS": "5.0",
     "DATABASE_POOL_TIMEOUT_SECONDS": "3.0",
+    "DATABASE_PING_IDLE_SECONDS": "1.0",
     "DATABASE_RETRY_AFTER_SECONDS": "5",
     "HTTP_KEEP_ALIVE_SECONDS": "75.0",
     "HTTP_HEADER_TIMEOUT_SECONDS": "10.0",
@@ -317,7 +319,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 126
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 127
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

@@ -29,9 +29,11 @@ from twinhub.kernel.errors import (
     FieldProblem,
     Forbidden,
     Invalid,
+    NotFound,
     ServiceError,
     TooLarge,
 )
+from twinhub.kernel.identifiers import is_did
 from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import INTERVALS
@@ -56,7 +58,6 @@ from twinhub.telemetry.store import TelemetryStore
 
 log = get_logger(__name__)
 _INFO_SECONDS = 30.0  # how long a twin's protocol and project/organisation are cached
-SCOPE_ROLES = ("project", "owner", "operator")
 # Readings are checked against no fixed latest time: the clock rule quarantines those ahead
 # of their receipt (mrv.telemetry_schema.clock_problem) instead of rejecting them.
 _NO_LATER_THAN = datetime.max.replace(tzinfo=UTC)
@@ -223,6 +224,8 @@ class TelemetryService:
         self._limiter = limiter
         self.live = live if live is not None else LiveHub()
         self._info: dict[str, TwinInfo] = {}
+        self._scoped: dict[str, set[str]] = {}  # a scope: the cached twins whose scopes name it
+        self._schemas: dict[str, tuple[Any, TelemetrySchema]] = {}  # protocol: (view, parsed)
         self._locks: dict[str, asyncio.Lock] = {}
         self.rejections: deque[dict[str, Any]] = deque(maxlen=500)
         self.counters: dict[str, int] = {
@@ -495,45 +498,58 @@ class TelemetryService:
         )
 
     async def _twin(self, did: str) -> TwinInfo:
+        """What ingestion checks a twin's batches against, read in one statement
+        (`TelemetryStore.twin_facts`) and kept _INFO_SECONDS."""
         info = self._info.get(did)
         if info is not None and info.expires > time.monotonic():
             return info
-        record = await self._domains.get(did)
-        if record.get("status") != "active":
+        facts = await self.store.twin_facts(did) if is_did(did) else None
+        if facts is None:
+            raise NotFound(f"No domain {did}.")
+        if facts.status != "active":
             raise Conflict(f"{did} is deactivated; it takes no telemetry.")
-        protocol = await self._protocols.get(record["class"])
-        declaration = protocol.effective_telemetry
-        if not declaration:
-            raise Conflict(f"The protocol {protocol.did} declares no telemetry.")
+        schema = await self._schema(facts.class_did)
         scopes: list[str] = []
-        for edge in record.get("relationships", []):
-            if edge["type"] in SCOPE_ROLES and edge["target"] not in scopes:
-                scopes.append(edge["target"])
+        for _, target in facts.edges:
+            if target not in scopes:
+                scopes.append(target)
         for scope in list(scopes):  # a project's organisation counts its assets too
-            try:
-                parent = await self._domains.get(scope)
-            except ServiceError:
-                continue
-            for edge in parent.get("relationships", []):
-                if edge["type"] in ("implementedBy", "owner") and edge["target"] not in scopes:
-                    scopes.append(edge["target"])
-        enrolled = parse_time(record.get("validFrom")) if record.get("validFrom") else None
+            for _, target in facts.parent_edges.get(scope, ()):
+                if target not in scopes:
+                    scopes.append(target)
         info = TwinInfo(
-            parse_schema(declaration),
-            scopes,
-            time.monotonic() + _INFO_SECONDS,
-            enrolled,
-            await self.store.device_key(did),
+            schema, scopes, time.monotonic() + _INFO_SECONDS, facts.valid_from, facts.device_key
         )
         if len(self._info) > 100_000:
             self._info.clear()
+            self._scoped.clear()
         self._info[did] = info
+        for scope in scopes:
+            self._scoped.setdefault(scope, set()).add(did)
         return info
 
+    async def _schema(self, protocol_did: str) -> TelemetrySchema:
+        """A protocol's telemetry schema, parsed once per protocol view (protocols never
+        change; a new view is parsed again)."""
+        protocol = await self._protocols.get(protocol_did)
+        kept = self._schemas.get(protocol_did)
+        if kept is not None and kept[0] is protocol:
+            return kept[1]
+        declaration = protocol.effective_telemetry
+        if not declaration:
+            raise Conflict(f"The protocol {protocol.did} declares no telemetry.")
+        schema = parse_schema(declaration)
+        self._schemas[protocol_did] = (protocol, schema)
+        return schema
+
     def forget(self, did: str) -> None:
-        """Drop what this process cached of a twin (its device key changed here; other
-        processes see the change within _INFO_SECONDS)."""
+        """Drop what this process cached of a twin, and of the twins whose scopes it is: its
+        device key changed here, or the bus told of a committed domain.updated or
+        domain.deactivated of it (platform.HANDLERS). Other processes see the change within
+        _INFO_SECONDS, or at once when their own sequencer numbers the event."""
         self._info.pop(did, None)
+        for dependent in self._scoped.pop(did, ()):
+            self._info.pop(dependent, None)
 
     def _publish(
         self,

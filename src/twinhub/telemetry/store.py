@@ -23,16 +23,19 @@ import asyncio
 import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.driver import driver_error
 from twinhub.db.models import (
     DeviceKey,
+    Domain,
+    Relationship,
     TelemetryDevice,
     TelemetryQuarantine,
     TelemetryReading,
@@ -59,6 +62,59 @@ from twinhub.telemetry.rows import (
 
 T = TypeVar("T")
 log = get_logger(__name__)
+
+SCOPE_ROLES = ("project", "owner", "operator")  # a twin's edges to what its readings feed
+PARENT_SCOPE_ROLES = ("implementedBy", "owner")  # a scope's own (a project's organisation)
+
+
+@dataclass(frozen=True, slots=True)
+class TwinFacts:
+    """A twin's row as ingestion reads it (`TelemetryStore.twin_facts`)."""
+
+    status: str
+    class_did: str
+    valid_from: datetime | None
+    device_key: str | None
+    edges: list[tuple[str, str]]  # its scope edges (type, target), sorted
+    parent_edges: dict[str, list[tuple[str, str]]]  # each target's own scope edges, sorted
+
+
+def _twin_facts_statement() -> Any:
+    edge = Relationship.__table__.alias("edge")
+    parent = Relationship.__table__.alias("parent_edge")
+    domain = Domain.__table__
+    key = (
+        select(DeviceKey.public_key)
+        .where(DeviceKey.domain_did == domain.c.did, DeviceKey.revoked_at.is_(None))
+        .scalar_subquery()
+    )
+    return (
+        select(
+            domain.c.status,
+            domain.c.class_did,
+            domain.c.valid_from,
+            key,
+            edge.c.type,
+            edge.c.target_did,
+            parent.c.type,
+            parent.c.target_did,
+        )
+        .select_from(
+            domain.outerjoin(
+                edge, and_(edge.c.source_did == domain.c.did, edge.c.type.in_(SCOPE_ROLES))
+            ).outerjoin(
+                parent,
+                and_(
+                    parent.c.source_did == edge.c.target_did,
+                    parent.c.type.in_(PARENT_SCOPE_ROLES),
+                ),
+            )
+        )
+        .where(domain.c.did == bindparam("did"))
+    )
+
+
+_TWIN_FACTS = _twin_facts_statement()
 READINGS = TelemetryReading.__table__
 ROLLUPS = TelemetryRollup.__table__
 RECEIPTS = TelemetryReceipt.__table__
@@ -125,14 +181,29 @@ class TelemetryStore:
         async with self._sessions() as session:
             return await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
 
-    async def device_key(self, did: str) -> str | None:
-        """The twin's current device key (multibase Ed25519), None when it has none."""
-        async with self._sessions() as session:
-            return await session.scalar(
-                select(DeviceKey.public_key).where(
-                    DeviceKey.domain_did == did, DeviceKey.revoked_at.is_(None)
-                )
-            )
+    async def twin_facts(self, did: str) -> TwinFacts | None:
+        """What ingestion needs of a twin, in one statement on one checkout: its status,
+        protocol, validFrom, current device key and the edges its readings' scopes come
+        from (its project/owner/operator edges, and each such target's implementedBy/owner
+        edges). None when there is no such twin."""
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(_TWIN_FACTS, {"did": did})).all()
+        if not rows:
+            return None
+        status, class_did, valid_from, key = rows[0][:4]
+        edges = sorted({(row[4], row[5]) for row in rows if row[4] is not None})
+        parents: dict[str, set[tuple[str, str]]] = {}
+        for row in rows:
+            if row[6] is not None:
+                parents.setdefault(row[5], set()).add((row[6], row[7]))
+        return TwinFacts(
+            status,
+            class_did,
+            valid_from,
+            key,
+            edges,
+            {target: sorted(found) for target, found in parents.items()},
+        )
 
     # -- partitions (PostgreSQL) ---------------------------------------------------------
     async def ensure_partitions(self, times: Iterable[datetime]) -> None:

@@ -300,3 +300,17 @@ async def test_state_history_and_aggregates_add_up(farm: Farm) -> None:
         422,
     )
     error_of(await client.get("/v1/domains/did:ixo:entity/nobody/state"), 404)
+
+
+async def test_a_deactivated_twin_refuses_its_next_batch_at_once(farm: Farm) -> None:
+    """The twin's facts are cached between batches; its deactivation's committed event
+    (the bus, platform.HANDLERS) drops them, so the very next batch is refused."""
+    stove = await farm.stove()
+    base = datetime.now(UTC) - timedelta(hours=2)
+    sent = await farm.send(stove, [{"seq": 1, "time": at(base, 0), "values": {"energyKwh": 1}}])
+    assert sent.status_code == 200, sent.text
+    gone = await farm.registry.client.delete(f"/v1/domains/{stove}")
+    assert gone.json()["status"] == "deactivated"
+    refused = await farm.send(stove, [{"seq": 2, "time": at(base, 1), "values": {"energyKwh": 1}}])
+    assert refused.status_code == 409, refused.text
+    assert "deactivated" in refused.json()["error"]["message"]

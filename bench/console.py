@@ -75,6 +75,9 @@ def pages(p: Any) -> list[tuple[str, str]]:
         ("periods", f"/console/projects/{demo}/periods"),
         ("surveys", "/console/surveys"),
         ("governance", "/console/governance"),
+        ("map", "/console/map"),
+        ("map of the project", f"/console/map?did={project}"),
+        ("map of a box", "/console/map?bbox=-16.2,27.6,-14.6,29.0"),
     ]
 
 

@@ -242,7 +242,9 @@ class ProgrammeViews:
                 Domain.verified,
                 Domain.owner_customer_id,
             )
-            rows = (await session.execute(query.order_by(Domain.seq))).all()
+            # Through the connection: plain rows, without the ORM's per-row work.
+            connection = await session.connection()
+            rows = (await connection.execute(query.order_by(Domain.seq))).all()
         return [
             Place(did, name, state_of(status, verified), lat, lon, region, household)
             for did, name, lat, lon, region, status, verified, household in rows

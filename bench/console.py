@@ -75,6 +75,9 @@ def pages(p: Any) -> list[tuple[str, str]]:
         ("periods", f"/console/projects/{demo}/periods"),
         ("surveys", "/console/surveys"),
         ("governance", "/console/governance"),
+        ("map", "/console/map"),
+        ("map of the project", f"/console/map?did={project}"),
+        ("map of a box", "/console/map?bbox=-16.2,27.6,-14.6,29.0"),
     ]
 
 
@@ -90,7 +93,9 @@ def ceiling_app(body: str) -> Any:
 
 
 async def timed(client: Any, path: str, repeat: int) -> dict[str, Any]:
+    began, cpu = time.perf_counter(), _cpu()
     answer = await client.get(path)  # warm-up (templates compiled, caches filled)
+    first = ((time.perf_counter() - began) * 1000, (_cpu() - cpu) * 1000)
     walls, cpus = [], []
     for _ in range(repeat):
         began, cpu = time.perf_counter(), _cpu()
@@ -103,6 +108,10 @@ async def timed(client: Any, path: str, repeat: int) -> dict[str, Any]:
         "median_ms": round(statistics.median(walls), 2),
         "max_ms": round(max(walls), 2),
         "cpu_ms": round(statistics.median(cpus), 2),
+        # The warm-up: what a page's first asking costs (its caches empty, e.g. the map's
+        # places; templates compiled on the first page only).
+        "first_ms": round(first[0], 2),
+        "first_cpu_ms": round(first[1], 2),
     }
 
 
@@ -198,13 +207,17 @@ def report(result: dict[str, Any]) -> bool:
         f"(bare Starlette page of the median size: {ceiling} ms, "
         f"{result['ceiling']['cpu_ms']} ms CPU)"
     )
-    print(f"{'page':36} {'median':>8} {'max':>8} {'cpu':>7} {'kB':>6} {'x bare':>7}  goal")
+    print(
+        f"{'page':36} {'median':>8} {'max':>8} {'cpu':>7} {'first':>7} {'kB':>6} {'x bare':>7}"
+        "  goal"
+    )
     met = True
     for name, p in result["pages"].items():
         ok = p["median_ms"] < result["goal_ms"]
         met &= ok
         print(
             f"{name:36} {p['median_ms']:8.1f} {p['max_ms']:8.1f} {p['cpu_ms']:7.1f} "
+            f"{p.get('first_ms', 0):7.1f} "
             f"{p['bytes'] / 1000:6.1f} {p['median_ms'] / max(ceiling, 0.001):7.0f}  "
             f"{'met' if ok else 'MISSED'}"
         )

@@ -37,6 +37,11 @@ class Dialect(ABC):
         """The UTC calendar day of a stored time."""
 
     @abstractmethod
+    def json_number(self, column: Any, path: tuple[str, ...]) -> ColumnElement[Any]:
+        """The number at `path` in a JSON column, as a float; NULL where there is none or
+        it is not a JSON number (a string, a boolean: never a cast that fails)."""
+
+    @abstractmethod
     def lock_migrations(self, connection: Connection) -> None:
         """Make concurrent `migrate` runs wait for each other, inside the transaction."""
 

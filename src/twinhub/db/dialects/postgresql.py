@@ -17,7 +17,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Date, Table, cast, func, insert, text
+from sqlalchemy import Connection, Date, Table, case, cast, func, insert, null, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -71,6 +71,12 @@ class PostgreSQL(Dialect):
 
     def utc_day(self, column: Any) -> ColumnElement[Any]:
         return cast(func.timezone("UTC", column), Date)
+
+    def json_number(self, column: Any, path: tuple[str, ...]) -> ColumnElement[Any]:
+        return case(
+            (func.jsonb_typeof(column[path]) == "number", column[path].as_float()),
+            else_=null(),
+        )
 
     def lock_migrations(self, connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})

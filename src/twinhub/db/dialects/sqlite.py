@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, func, insert, text
+from sqlalchemy import Connection, Table, case, func, insert, null, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
@@ -47,6 +47,13 @@ class SQLite(Dialect):
 
     def utc_day(self, column: Any) -> ColumnElement[Any]:
         return func.date(column)
+
+    def json_number(self, column: Any, path: tuple[str, ...]) -> ColumnElement[Any]:
+        where = "$" + "".join(f".{key}" for key in path)
+        return case(
+            (func.json_type(column, where).in_(("real", "integer")), column[path].as_float()),
+            else_=null(),
+        )
 
     def lock_migrations(self, connection: Connection) -> None:
         """Nothing: SQLite's own write lock serialises the migrations."""

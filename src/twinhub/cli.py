@@ -559,12 +559,14 @@ def ledger_verify() -> None:
         console.print(f"[red]ledger damaged[/red] at height {report.bad_height}: {report.problem}")
         raise typer.Exit(1)
     if differences:
+        # One line per difference, never folded at the terminal's width: auditors grep them.
         console.print(
             f"[red]tables disagree with the ledger[/red] in {len(differences)} place(s) "
-            f"(hash chain intact, {report.checked} transactions):"
+            f"(hash chain intact, {report.checked} transactions):",
+            soft_wrap=True,
         )
         for difference in differences:
-            console.print(f"  {difference}", markup=False, highlight=False)
+            console.print(f"  {difference}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     console.print(
         f"[green]ledger intact[/green]: {report.checked} transactions, height {report.height}; "

@@ -261,6 +261,27 @@ async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
         f"/v1/domains/{flow.project}/project-document", json={"document": document}
     )
     assert error(uncited, 422) == "validation_failed" and wrong in uncited.text
+    # A model whose case names a figure the document does not fix (case 2 without the
+    # stoves' specific consumption), and a document without a country's figures: the
+    # paths, nothing stored.
+    case_two = project_document()
+    case_two["stoveModels"]["EPC-6L"]["case"] = 2
+    unfixed = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/project-document", json={"document": case_two}
+    )
+    assert error(unfixed, 422) == "validation_failed"
+    faults = {d["field"]: d["error"] for d in unfixed.json()["error"]["details"]}
+    at = "document.stoveModels.EPC-6L"
+    assert faults[f"{at}.specificConsumption"] == "case 2 needs the model's specificConsumption"
+    assert faults[f"{at}.efficiency"] == "not used by case 2"
+    bare = project_document()
+    del bare["parameters"]["fNRB"]  # Kenya: not in the country defaults table
+    unset = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/project-document", json={"document": bare}
+    )
+    assert error(unset, 422) == "validation_failed" and "no fNRB for KE" in unset.text
+    stored = await flow.proponent.client.get(f"/v1/domains/{flow.project}/project-document")
+    assert stored.status_code == 404, stored.text  # none of them was stored
 
 
 @sqlite_only

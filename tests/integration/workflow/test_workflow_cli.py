@@ -15,7 +15,7 @@ import orjson
 from tests.conftest import BOOTSTRAP_KEY, free_port, running_registry
 from tests.integration.cli.test_cli import wait_healthy
 from tests.support.cli import TWINHUB, base_env, run_cli
-from tests.support.workflow_world import actor, build_workflow
+from tests.support.workflow_world import Actor, accredit, actor, build_workflow
 from twinhub.security.signing import Issuer
 from twinhub.settings import Settings
 
@@ -50,6 +50,12 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
                 file.write_bytes(orjson.dumps({"did": who.did, "seed": who.seed.hex()}))
                 keys[name] = str(file)
                 keys[f"{name}-api"] = await registry.key(who.did, role, "reader")
+            # The proponent's own key, also given the verifier role and accredited.
+            both = Actor(
+                flow.proponent.key, await flow.world.client(flow.proponent.did, "verifier")
+            )
+            await accredit(flow, both, flow.project)
+            keys["own-api"] = await registry.key(flow.proponent.did, "verifier", "reader")
             await flow.world.close()
             return {"project": flow.project, "period": str(period), "stove": stove, **keys}
 
@@ -85,6 +91,19 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
             "stranger", "period", "verify", "--outcome", "approved", "--sample", made["stove"]
         )
         assert stranger.returncode == 1 and "not accredited" in _one_line(stranger)
+        own = run_cli(
+            "period",
+            "verify",
+            *step,
+            "--key",
+            made["proponent"],
+            "--outcome",
+            "approved",
+            "--sample",
+            made["stove"],
+            env={**url, "TWINHUB_API_KEY": made["own-api"]},
+        )
+        assert own.returncode == 1 and "proponent's own key" in _one_line(own)
         shown = run_cli("period", "show", *step, "--json", env=url)  # from the database
         assert shown.returncode == 0, shown.stderr
         assert orjson.loads(shown.stdout)["state"] == "submitted"

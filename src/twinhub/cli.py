@@ -40,7 +40,9 @@ devices_app = _group(
     "Device tokens of physical twins (telemetry credentials).", no_args_is_help=True
 )
 app.add_typer(devices_app, name="devices")
-console = Console(stderr=True)
+# No emoji codes (a did:key: DID would print as "did🔑z6Mk..."), and a message stays on
+# its line whatever the terminal's width.
+console = Console(stderr=True, emoji=False, soft_wrap=True)
 _verbose = False  # `twinhub --verbose`: a one-shot command's log lines on standard error
 
 
@@ -475,7 +477,12 @@ def keys_create(
     principal: Annotated[str, typer.Argument(help="The key owner's DID, e.g. did:ixo:org/acme.")],
     role: Annotated[
         list[str],
-        typer.Option("--role", "-r", help="A role: admin, writer or reader (repeatable)."),
+        typer.Option(
+            "--role",
+            "-r",
+            help="A role (repeatable): admin, writer, reader, or a workflow role held by a "
+            "did:key alone: proponent, verifier, registry.",
+        ),
     ],
     label: Annotated[str, typer.Option(help="A note to recognise the key by.")] = "",
 ) -> None:

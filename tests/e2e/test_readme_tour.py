@@ -11,6 +11,8 @@ reader to wait for the health check before dialling; so does this test.
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import re
 import shlex
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- --8<-- [start:tour] -->", "<!-- --8<-- [end:tour] -->"
@@ -99,3 +102,42 @@ def test_the_readme_tour_ends_with_credits_from_telemetry(tmp_path: Path) -> Non
     # A month with no data: a draft crediting nothing, whose submission is refused.
     assert re.search(r'"id":2,.*?"amount":0\}.*?"included":0,', out), out
     assert "includes no stove" in both and "refused" in out
+    worked_example(tmp_path / "bundle.json")
+
+
+def shape(line: str) -> str:
+    """A line of `verify-evidence` with its digests, dates and numbers blanked: what the
+    verifier's worked example shows whatever the month it was run in."""
+    line = re.sub(r"sha256:[0-9a-f]+(…)?", "sha256:H", line)
+    line = re.sub(r"\d{4}-\d{2}-\d{2}", "D", line)
+    line = re.sub(r"\{'token': 'CARBON', 'decimals': 6, 'amount': \d+\}", "{C}", line)
+    line = re.sub(r"\{\.\.\. \d+\}", "{C}", line)  # the page abbreviates the same
+    return re.sub(r"-?\d+(\.\d+)?", "N", line)
+
+
+def documented(after: str) -> list[str]:
+    """The output block that follows `after` in docs/roles/verifier.md, line by line."""
+    page = (ROOT / "docs" / "roles" / "verifier.md").read_text()
+    block = re.search(r"```\n(.*?)```", page.split(after, 1)[1], re.S)
+    assert block, after
+    return [shape(line) for line in block.group(1).strip().splitlines()]
+
+
+def worked_example(saved: Path) -> None:
+    """docs/roles/verifier.md's worked example on the tour's own bundle: a raised meter
+    reading and doubled credits, each named as the page shows them, exit 1."""
+    bundle = json.loads(saved.read_text())
+    raised = copy.deepcopy(bundle)
+    first = next(
+        r for r in raised["readings"]["did:ixo:entity/demo-stove-0001"] if "meterKwh" in r["values"]
+    )
+    first["values"]["meterKwh"] += 5
+    doubled = copy.deepcopy(bundle)
+    doubled["report"]["credits"]["amount"] *= 2
+    for changed, after in ((raised, "Raise the first meter reading"), (doubled, "Double the")):
+        saved.write_text(json.dumps(changed))
+        nowhere = {"DATA_DIR": str(saved.parent / "nowhere")}  # it reads the file alone
+        checked = run_cli("oracle", "verify-evidence", str(saved), env=nowhere)
+        assert checked.returncode == 1, checked.stdout + checked.stderr
+        lines = (checked.stdout + checked.stderr).strip().splitlines()
+        assert [shape(line) for line in lines] == documented(after), lines

@@ -13,7 +13,7 @@ import pytest
 
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.country_defaults import check_country_table, country_defaults
-from twinhub.mrv.project_document import check_project_document
+from twinhub.mrv.project_document import COUNTRY_TABLE, check_parameter, check_project_document
 from twinhub.security.jcs import canonical, digest
 
 CERT = "sha256:" + "a" * 64
@@ -105,6 +105,7 @@ def test_the_country_table_fills_what_the_document_does_not_fix() -> None:
     table = country_defaults()
     assert table["ZM"]["fNRB"].value == 0.869
     assert table["ZM"]["fNRB"].status == "source-unchecked"
+    assert table["ZM"]["fNRB"].year == table["ZM"]["EF_grid"].year == 2023
     found, problems = check(document(country="ZM", parameters={}))
     assert problems == {}
     assert found.parameters["fNRB"].value == 0.869
@@ -222,6 +223,82 @@ def test_a_bad_country_table_is_refused_with_paths() -> None:
     fields = {p.field for p in problems.items}
     assert "table.countries.zm" in fields
     assert "table.countries.KE.fNRB.unit" in fields
+
+
+def shipped_table() -> dict[str, Any]:
+    raw = resources.files("twinhub.mrv").joinpath("data", "country_defaults.json").read_bytes()
+    return dict(orjson.loads(raw))
+
+
+UNITS = {"fNRB": "fraction", "EF_grid": "tCO2/MWh"}
+
+
+def test_every_shipped_default_names_its_source_year_and_how_it_was_checked() -> None:
+    """The table's schema: by ISO code, a name and parameters each with value, unit, source,
+    year, evidence, a `checked` note and a status that is never placeholder."""
+    countries = shipped_table()["countries"]
+    assert countries
+    for code, entry in countries.items():
+        assert len(code) == 2 and code.isupper() and entry["name"]
+        figures = {name: value for name, value in entry.items() if name != "name"}
+        assert set(figures) <= set(UNITS)
+        for name, figure in figures.items():
+            assert set(figure) == {
+                "value",
+                "unit",
+                "source",
+                "year",
+                "checked",
+                "evidence",
+                "status",
+            }, (code, name)
+            assert figure["unit"] == UNITS[name]
+            assert len(figure["source"]) > 40 and len(figure["checked"]) > 40
+            assert isinstance(figure["year"], int) and 1990 <= figure["year"] <= 2030
+            assert figure["status"] in ("checked", "source-unchecked")
+            if name == "fNRB":
+                assert 0 < figure["value"] <= 1
+            # A figure found only second-hand says so, and is not marked checked.
+            if "second-hand" in figure["checked"]:
+                assert figure["status"] == "source-unchecked"
+    assert country_defaults()["ZM"]["EF_grid"].origin == "country-defaults"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        ({"year": None}, "year", "names its source's year"),
+        ({"checked": ""}, "checked", "how the figure was checked"),
+        ({"status": "placeholder"}, "status", "no placeholder"),
+        ({"value": "0.5"}, "value", "expected a number"),
+    ],
+)
+def test_the_table_refuses_a_default_without_year_note_or_with_a_placeholder(
+    change: dict[str, Any], path: str, words: str
+) -> None:
+    figure = {**shipped_table()["countries"]["ZM"]["fNRB"], **change}
+    problems = Problems()
+    table = check_country_table({"countries": {"ZM": {"name": "Zambia", "fNRB": figure}}}, problems)
+    found = {p.field: p.error for p in problems.items}
+    assert words in found[f"table.countries.ZM.fNRB.{path}"]
+    assert table["ZM"] == {}  # the faulty figure is used by nothing
+
+
+def test_a_placeholder_reaching_a_document_from_any_table_blocks_issuance() -> None:
+    """Even a table that held a placeholder (the shipped one cannot) would not make it
+    usable: the document names it among the figures that block issuance."""
+    held = {**shipped_table()["countries"]["ZM"]["EF_grid"], "status": "placeholder"}
+    del held["checked"]
+    problems = Problems()
+    figure = check_parameter(held, "t", problems, "EF_grid", COUNTRY_TABLE)
+    assert figure is not None and not problems.items
+    found = check_project_document(
+        document(country="ZM", parameters={}),
+        problems,
+        table={"ZM": {**country_defaults()["ZM"], "EF_grid": figure}},
+    )
+    assert found is not None and "parameters.EF_grid" in found.placeholders()
+    assert found.parameters["EF_grid"].origin == "country-defaults"
 
 
 def test_sources_still_to_check_carry_no_value_and_set_nothing() -> None:

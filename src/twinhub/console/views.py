@@ -25,6 +25,7 @@ from twinhub.services.protocols import geo_point_problem
 
 GRAPH_CLAIMS = 5  # newest claims shown per stove
 INCOMING_SHOWN = 10  # twins named per relationship type pointing at a twin
+QUARANTINE_SHOWN = 20  # newest quarantined readings on a twin's page (the API lists more)
 MEMBERS_PAGE = 25  # stoves added to the graph per click on a group
 
 
@@ -134,6 +135,7 @@ async def twin(request: Request) -> Response:
     incoming = await platform.lists.incoming(did, INCOMING_SHOWN)
     schema = await _telemetry_schema(platform, record)
     chart = None
+    quarantined: list[dict[str, Any]] = []
     # Telemetry is private to who may see the twin's data (db/visibility.py).
     private = await sees_domain(platform.sessionmaker, did, viewer_of(user.principal))
     if schema is not None and private:
@@ -143,6 +145,9 @@ async def twin(request: Request) -> Response:
             did, interval, range_start(range_key, end), end
         )
         chart = history(schema, buckets, range_key, end)
+        # Readings whose time could not be trusted: kept with their reason, never charted.
+        held = await platform.telemetry.quarantined(did, QUARANTINE_SHOWN)
+        quarantined = held["items"]
     return render(
         request,
         "twin.html",
@@ -157,6 +162,8 @@ async def twin(request: Request) -> Response:
             "shown": INCOMING_SHOWN,
             "events_url": f"/v1/domains/{did}/events",
             "chart": chart,
+            "quarantined": quarantined,
+            "quarantine_shown": QUARANTINE_SHOWN,
             "ranges": {key: label for key, (_, _, label) in RANGES.items()},
             "range": range_key,
             "location": _location(record),

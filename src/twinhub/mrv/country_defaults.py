@@ -1,7 +1,11 @@
 """The country defaults table: fNRB and the grid emission factor by host country, each with
 its source and year, shipped as data (data/country_defaults.json) so an auditor reads the
 figures the platform uses. A project design document takes these unless it fixes its own
-(twinhub.mrv.project_document.effective_parameters)."""
+(twinhub.mrv.project_document.effective_parameters).
+
+The table is stricter than a document: every figure names its source's year and says how
+it was checked (`checked`, a note kept in the data for the auditor, not in the parameter),
+and none may be a placeholder, so a default can never carry a figure nobody can trace."""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from twinhub.kernel.errors import Problems
 from twinhub.mrv.project_document import (
     COUNTRY,
     COUNTRY_TABLE,
+    MAX_TEXT,
+    PLACEHOLDER,
     DocumentParameter,
     check_parameter,
 )
@@ -39,11 +45,35 @@ def check_country_table(document: Any, problems: Problems, where: str = "table")
         for name, value in entry.items():
             if name == "name":
                 continue
-            found = check_parameter(value, f"{at}.{name}", problems, name, COUNTRY_TABLE)
+            found = _table_parameter(value, f"{at}.{name}", problems, name)
             if found is not None:
                 figures[name] = found
         table[code] = figures
     return table
+
+
+def _table_parameter(
+    value: Any, path: str, problems: Problems, name: str
+) -> DocumentParameter | None:
+    """A document's parameter checks, then the table's own: a year, a `checked` note, no
+    placeholder."""
+    if not isinstance(value, dict):
+        problems.add(path, "expected a parameter: value, unit, source, year, checked, status")
+        return None
+    note = value.get("checked")
+    if not isinstance(note, str) or not note.strip() or len(note) > 2 * MAX_TEXT:
+        problems.add(f"{path}.checked", "say how the figure was checked (and if second-hand)")
+    figure = {key: item for key, item in value.items() if key != "checked"}
+    found = check_parameter(figure, path, problems, name, COUNTRY_TABLE)
+    if found is None:
+        return None
+    if found.year is None:
+        problems.add(f"{path}.year", "a default names its source's year")
+        return None
+    if found.status == PLACEHOLDER:
+        problems.add(f"{path}.status", "the table holds no placeholder: fix the value or drop it")
+        return None
+    return found if isinstance(note, str) and note.strip() else None
 
 
 @cache

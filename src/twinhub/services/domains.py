@@ -11,7 +11,10 @@ Rules that live here:
 - a stove belongs to a household through its `ownerCustomerId` property and nothing else:
   the value must name an existing customer; the domains row keeps a copy of it
   (`owner_customer_id`, indexed) and a change of it is recorded as `domain.owner`, with
-  the previous and the new owner, so that events can say "assigned" or "moved".
+  the previous and the new owner, so that events can say "assigned" or "moved";
+- a meter's record (`properties.meter`, where the protocol declares it an object) is
+  checked field by field when it is written (twinhub.mrv.meter.check_meter), so a bad
+  calibration record is refused with its path rather than found at a period's computation.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from twinhub.kernel.errors import (
 )
 from twinhub.kernel.identifiers import SLUG_PATTERN, is_did, mint
 from twinhub.kernel.principals import Principal
+from twinhub.mrv.meter import check_meter
 from twinhub.mrv.rules import ACTIVE, takes_part
 from twinhub.services.customer_ids import is_valid_customer_id
 from twinhub.services.ledger import Ledger, LedgerWrite, Transaction
@@ -117,6 +121,19 @@ class DomainFilter:
     twin_class: str | None = None
     parent: str | None = None
     owner: str | None = None  # the household's customer ID (properties.ownerCustomerId)
+
+
+METER_PROPERTY = "meter"
+
+
+def check_meter_record(
+    properties: dict[str, Any], protocol: ProtocolView, problems: Problems
+) -> None:
+    """The meter's record, when the properties carry one and the protocol declares it an
+    object, checked as a monitoring period reads it; faults go into `problems`."""
+    value = properties.get(METER_PROPERTY)
+    if value is not None and protocol.effective_properties.get(METER_PROPERTY) == "object":
+        check_meter(value, problems, f"properties.{METER_PROPERTY}")
 
 
 def owner_of(properties: dict[str, Any]) -> str | None:
@@ -295,6 +312,7 @@ class DomainService:
         self._checks.common(spec, controller, problems)
         if protocol is not None:
             check_values(spec.properties, protocol, problems, partial=False)
+            check_meter_record(spec.properties, protocol, problems)
             expected = protocol.effective_entity_type
             type_ok = KIND_PATTERN.match(spec.type) is not None
             if expected and type_ok and not same_kind(spec.type, expected):
@@ -674,6 +692,8 @@ class DomainService:
             if patch.properties is not None:
                 merged = merge_patch(row.properties, patch.properties)
                 check_values(merged, protocol, problems, partial=False)
+                if METER_PROPERTY in patch.properties:  # a record stored before stays readable
+                    check_meter_record(merged, protocol, problems)
                 if patch.properties.get(OWNER_PROPERTY) is not None:
                     await _check_owner(write.session, merged[OWNER_PROPERTY], problems)
                 row.properties = merged

@@ -235,3 +235,29 @@ async def test_an_organisation_sums_its_projects_and_only_them(registry: Registr
     organisation = (await summary(f"/v1/domains/{farm.organisation}/summary")).json()
     assert organisation["stoves"]["registered"] == 2
     assert sessions(organisation) == 2
+
+
+async def test_a_twins_page_lists_its_quarantined_readings_with_the_reason(
+    registry: Registry,
+) -> None:
+    """Issue 30 §6 where an operator looks: a reading stamped 1970 is quarantined, never
+    charted; the twin's page lists it with its reason; a twin with none shows no table."""
+    farm = await build_farm(registry)
+    stove, clean = await farm.stove(), await farm.stove()
+    sent = await farm.send(
+        stove,
+        [
+            {"seq": 1, "time": "1970-01-01T00:00:00Z", "values": {"fuelKg": 0.1}},
+            {"seq": 2, "time": _seconds_ago(5), "values": {"fuelKg": 0.1}},
+        ],
+    )
+    assert sent.json()["quarantined"] == 1, sent.text
+    async with console(registry) as browser:
+        await sign_in(browser, BOOTSTRAP_KEY)
+        page = await browser.get(f"/console/twins/{stove}")
+        assert page.status_code == 200, page.text
+        table = page.text.split('id="quarantine"', 1)[1].split("</table>", 1)[0]
+        assert table.count("<tr>") == 2  # the header and the one reading
+        assert "1970-01-01T00:00:00+00:00" in table
+        assert "too long before its receipt time" in table
+        assert 'id="quarantine"' not in (await browser.get(f"/console/twins/{clean}")).text

@@ -97,6 +97,38 @@ async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: R
     assert len(summary["digest"]) == 64
 
 
+async def test_a_methodology_with_an_unused_parameter_is_refused_and_not_stored(
+    registry: Registry,
+) -> None:
+    """Issue 30's bad input: a declared parameter no formula uses is refused with its path
+    (422), and no protocol is stored under the id."""
+    document = copy.deepcopy(builtin_document(CLEAN_COOKING))
+    document["parameters"]["NCV_baseline"] = {
+        "value": 29.5,
+        "unit": "TJ/Gg",
+        "source": "IPCC 2006 vol. 2 table 1.2 (declared, used by nothing)",
+    }
+    ident = unique("unused-parameter")
+    response = await registry.client.post(
+        "/v1/protocols",
+        json={
+            "type": "Protocol",
+            "id": ident,
+            "name": "Unused",
+            "tokenClass": "CARBON",
+            "methodology": document,
+        },
+    )
+    assert response.status_code == 422, response.text
+    details = {d["field"]: d["error"] for d in response.json()["error"]["details"]}
+    assert details == {
+        "methodology.parameters.NCV_baseline": (
+            "no formula uses this parameter: use it in a formula or remove it"
+        )
+    }
+    assert (await registry.client.get(f"/v1/protocols/did:ixo:protocol/{ident}")).status_code == 404
+
+
 async def test_a_formula_past_the_iteration_budget_is_refused_at_registration(
     registry: Registry,
 ) -> None:

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from tests.conftest import BACKENDS, Registry
+from tests.integration.console.test_console import console, sign_in
 from tests.support.claims_world import METERED_AMOUNT, metered_claim
 from tests.support.cli import run_cli
 from tests.support.workflow_world import (
@@ -21,6 +22,7 @@ from tests.support.workflow_world import (
     accredit,
     actor,
     build_workflow,
+    meter_record,
     project_document,
 )
 from twinhub.kernel.errors import Invalid
@@ -229,6 +231,13 @@ async def test_unvalidated_and_placeholder_projects_issue_nothing(registry: Regi
     assert "parameters.EF_grid" in blocked.text
     view = await flow.verifier.client.get(f"/v1/domains/{flow.project}/project-document")
     assert view.json()["placeholders"] == ["parameters.EF_grid"]
+    # The console's documents page says so where the proponent looks.
+    async with console(registry) as browser:
+        await sign_in(browser, await registry.key(flow.proponent.did, "proponent", "reader"))
+        page = await browser.get(f"/console/projects/{flow.project}/documents")
+        assert page.status_code == 200, page.text
+        assert 'id="placeholders"' in page.text and "parameters.EF_grid" in page.text
+        assert "Placeholders block issuance" in page.text
 
 
 @sqlite_only
@@ -252,6 +261,91 @@ async def test_attachments_are_stored_by_their_hash(registry: Registry) -> None:
         f"/v1/domains/{flow.project}/project-document", json={"document": document}
     )
     assert error(uncited, 422) == "validation_failed" and wrong in uncited.text
+    # A model whose case names a figure the document does not fix (case 2 without the
+    # stoves' specific consumption), and a document without a country's figures: the
+    # paths, nothing stored.
+    case_two = project_document()
+    case_two["stoveModels"]["EPC-6L"]["case"] = 2
+    unfixed = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/project-document", json={"document": case_two}
+    )
+    assert error(unfixed, 422) == "validation_failed"
+    faults = {d["field"]: d["error"] for d in unfixed.json()["error"]["details"]}
+    at = "document.stoveModels.EPC-6L"
+    assert faults[f"{at}.specificConsumption"] == "case 2 needs the model's specificConsumption"
+    assert faults[f"{at}.efficiency"] == "not used by case 2"
+    bare = project_document()
+    del bare["parameters"]["fNRB"]  # Kenya: not in the country defaults table
+    unset = await flow.proponent.client.post(
+        f"/v1/domains/{flow.project}/project-document", json={"document": bare}
+    )
+    assert error(unset, 422) == "validation_failed" and "no fNRB for KE" in unset.text
+    stored = await flow.proponent.client.get(f"/v1/domains/{flow.project}/project-document")
+    assert stored.status_code == 404, stored.text  # none of them was stored
+
+
+@sqlite_only
+async def test_stoves_the_document_cannot_credit_are_excluded_with_the_reason(
+    registry: Registry,
+) -> None:
+    """Issue 30's bad input: a meter with no calibration record, a stove naming a model the
+    project's document does not fix, one naming none: each excluded with its reason in the
+    report and on the console's period page, nothing minted; a bad meter record is refused
+    when written (422 with the field's path), the stove's record unchanged."""
+    flow = await build_workflow(registry)
+    good = await flow.stove()
+    # Each cooks its own amount: stoves whose days repeat another's are flagged as clones.
+    no_meter, unknown, unnamed = [await flow.stove(kwh_per_day=k) for k in (1.3, 1.7, 2.1)]
+    patches = {
+        no_meter: {"meter": None},
+        unknown: {"stoveModel": "XL-9"},
+        unnamed: {"stoveModel": None},
+    }
+    for stove, properties in patches.items():
+        patched = await flow.world.operator_client.patch(
+            f"/v1/domains/{stove}", json={"properties": properties}
+        )
+        assert patched.status_code == 200, patched.text
+    before = await registry.client.get(f"/v1/domains/{no_meter}")
+    broken = {**meter_record(no_meter), "calibrationDue": "soon", "maxPermissibleError": 2}
+    refused = await flow.world.operator_client.patch(
+        f"/v1/domains/{no_meter}", json={"properties": {"meter": broken}}
+    )
+    assert error(refused, 422) == "validation_failed"
+    fields = {d["field"] for d in refused.json()["error"]["details"]}
+    assert fields == {"properties.meter.calibrationDue", "properties.meter.maxPermissibleError"}
+    assert (await registry.client.get(f"/v1/domains/{no_meter}")).json() == before.json()
+    created = await flow.world.operator_client.post(
+        "/v1/domains",
+        json={
+            "type": "Device",
+            "class": "did:ixo:protocol/clean-cooking",
+            "properties": {"serialNumber": "sn-bad-meter", "meter": {"model": "EM-1"}},
+            "relationships": {"project": [flow.project]},
+        },
+    )
+    assert error(created, 422) == "validation_failed"
+    assert "properties.meter.calibratedOn" in created.text
+
+    minted_before = await minted(registry)
+    draft = await flow.draft()
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{draft['id']}"
+    report = (await flow.verifier.client.get(f"{base}/report")).json()
+    assert draft["credits"]["amount"] == METERED_AMOUNT  # the good stove's alone
+    reasons = {row["stove"]: row["reason"] for row in report["exclusions"]}
+    assert reasons == {
+        no_meter: "the meter has no calibration record (properties.meter)",
+        unknown: "stove model 'XL-9' is not in the project's design document",
+        unnamed: "the stove names no model (properties.stoveModel) of the project's document",
+    }
+    assert [row["stove"] for row in report["stoves"]] == [good]
+    assert await minted(registry) == minted_before  # a draft mints nothing
+    async with console(registry) as browser:
+        await sign_in(browser, await registry.key(flow.verifier.did, "verifier"))
+        page = await browser.get(f"/console/projects/{flow.project}/periods/{draft['id']}")
+        assert page.status_code == 200, page.text
+        for stove, reason in reasons.items():
+            assert stove in page.text and reason.replace("'", "&#39;") in page.text
 
 
 @sqlite_only

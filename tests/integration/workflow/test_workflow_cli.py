@@ -15,7 +15,7 @@ import orjson
 from tests.conftest import BOOTSTRAP_KEY, free_port, running_registry
 from tests.integration.cli.test_cli import wait_healthy
 from tests.support.cli import TWINHUB, base_env, run_cli
-from tests.support.workflow_world import build_workflow
+from tests.support.workflow_world import Actor, accredit, actor, build_workflow
 from twinhub.security.signing import Issuer
 from twinhub.settings import Settings
 
@@ -37,14 +37,25 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
             flow = await build_workflow(registry)
             stove = await flow.stove()
             period = (await flow.draft())["id"]
-            submitted = await flow.step(flow.proponent, period, "submission", "submit")
-            assert submitted.status_code == 200, submitted.text
+            # A verifier the registry never accredited for this project.
+            stranger = await actor(registry, flow.world, "verifier")
             keys = {}
-            for name, actor in (("verifier", flow.verifier), ("registry", flow.registry)):
+            for name, role, who in (
+                ("proponent", "proponent", flow.proponent),
+                ("verifier", "verifier", flow.verifier),
+                ("registry", "registry", flow.registry),
+                ("stranger", "verifier", stranger),
+            ):
                 file = tmp_path / f"{name}.key"
-                file.write_bytes(orjson.dumps({"did": actor.did, "seed": actor.seed.hex()}))
+                file.write_bytes(orjson.dumps({"did": who.did, "seed": who.seed.hex()}))
                 keys[name] = str(file)
-                keys[f"{name}-api"] = await registry.key(actor.did, name, "reader")
+                keys[f"{name}-api"] = await registry.key(who.did, role, "reader")
+            # The proponent's own key, also given the verifier role and accredited.
+            both = Actor(
+                flow.proponent.key, await flow.world.client(flow.proponent.did, "verifier")
+            )
+            await accredit(flow, both, flow.project)
+            keys["own-api"] = await registry.key(flow.proponent.did, "verifier", "reader")
             await flow.world.close()
             return {"project": flow.project, "period": str(period), "stove": stove, **keys}
 
@@ -61,6 +72,41 @@ def test_period_steps_from_the_command_line(tmp_path: Path) -> None:
         wait_healthy(f"http://127.0.0.1:{port}/", server)
         url = {**env, "TWINHUB_URL": f"http://127.0.0.1:{port}"}
         step = (made["project"], made["period"])
+
+        def as_role(name: str, *command: str) -> Any:
+            key = ("--key", made[name])
+            return run_cli(
+                *command, *step, *key, env={**url, "TWINHUB_API_KEY": made[f"{name}-api"]}
+            )
+
+        # Issue 29's bad input, each refused by the API: one line, exit 1, nothing changed.
+        early = as_role("registry", "period", "issue")
+        assert early.returncode == 1 and "only a verified period" in _one_line(early)
+        submitted = as_role("proponent", "period", "submit")
+        assert submitted.returncode == 0, submitted.stderr
+        assert orjson.loads(submitted.stdout)["state"] == "submitted"
+        again = as_role("proponent", "period", "submit")
+        assert again.returncode == 1 and "submitted" in _one_line(again)
+        stranger = as_role(
+            "stranger", "period", "verify", "--outcome", "approved", "--sample", made["stove"]
+        )
+        assert stranger.returncode == 1 and "not accredited" in _one_line(stranger)
+        own = run_cli(
+            "period",
+            "verify",
+            *step,
+            "--key",
+            made["proponent"],
+            "--outcome",
+            "approved",
+            "--sample",
+            made["stove"],
+            env={**url, "TWINHUB_API_KEY": made["own-api"]},
+        )
+        assert own.returncode == 1 and "proponent's own key" in _one_line(own)
+        shown = run_cli("period", "show", *step, "--json", env=url)  # from the database
+        assert shown.returncode == 0, shown.stderr
+        assert orjson.loads(shown.stdout)["state"] == "submitted"
         verified = run_cli(
             "period",
             "verify",

@@ -372,9 +372,9 @@ def compute_period(
     fleet = fleet_of(stoves, float(parameters.get("min_fleet_reporting_share", 0.0)))
     sample, sampled_record, checks = _sample(sampled, parameters)
     common = {"baseline_fuel": document.baseline_fuel, "fleet_share": fleet.share, **sample}
-    included: list[dict[str, Any]] = []
-    excluded: list[dict[str, Any]] = []
-    total = 0.0
+    # Each stove's inputs first, then the methodology once over all of them (its formulas
+    # as array operations: Methodology.evaluate_many), then the rows in stove order.
+    staged: list[tuple[StovePeriod, dict[str, Any], str | None, StoveInputs | None]] = []
     for stove in sorted(stoves, key=lambda s: s.stove):
         base: dict[str, Any] = {
             "stove": stove.stove,
@@ -383,29 +383,38 @@ def compute_period(
             "inputsDigest": inputs_digest(stove.days),
         }
         reason = _exclusion(stove, spec, rules, findings, credited or {})
+        found: StoveInputs | str | None = None
         if reason is None:
             found = _stove_inputs(stove, spec, document, rules, common)
             if isinstance(found, str):
-                reason = found
+                reason, found = found, None
             else:
                 base["usage"] = found.usage
-                try:
-                    evaluation = methodology.evaluate(found.values, overrides)
-                except MethodologyError as error:
-                    reason = f"the methodology could not be applied: {error}"
-                else:
-                    included.append(
-                        {
-                            **base,
-                            "model": found.model,
-                            "inputs": evaluation.inputs,
-                            "values": {step.name: step.value for step in evaluation.steps},
-                            "flags": found.flags,
-                            "reductions": evaluation.result,
-                        }
-                    )
-                    total += evaluation.result
-                    continue
+        staged.append((stove, base, reason, found))
+    outcomes = iter(
+        methodology.evaluate_many([f.values for _, _, _, f in staged if f is not None], overrides)
+    )
+    included: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    total = 0.0
+    for stove, base, reason, found in staged:
+        if found is not None:
+            outcome = next(outcomes)
+            if isinstance(outcome, MethodologyError):
+                reason = f"the methodology could not be applied: {outcome}"
+            else:
+                included.append(
+                    {
+                        **base,
+                        "model": found.model,
+                        "inputs": outcome.inputs,
+                        "values": outcome.values,
+                        "flags": found.flags,
+                        "reductions": outcome.result,
+                    }
+                )
+                total += outcome.result
+                continue
         excluded.append({**base, "usage": base["usage"] or _plain_usage(stove), "reason": reason})
     report: dict[str, Any] = {
         "project": spec.project,
@@ -432,23 +441,7 @@ def compute_period(
         "sampled": sampled_record,
         "monitoringChecks": checks,
         "households": households_record(stoves),
-        "stoves": included,
-        "exclusions": excluded,
-        "totals": {
-            "stoves": len(stoves),
-            "included": len(included),
-            "excluded": len(excluded),
-            "reductions": total,
-            "unit": methodology.result_unit,
-        },
-        "credits": {
-            "token": spec.token,
-            "decimals": spec.decimals,
-            "amount": to_smallest_unit(total, spec.decimals),
-        },
-        "inputsDigest": digest_of_digests(
-            row["inputsDigest"] for row in sorted(included + excluded, key=lambda r: r["stove"])
-        ),
+        **_outcome(spec, methodology, len(stoves), included, excluded, total),
     }
     report["reportDigest"] = report_digest(report)
     return report
@@ -480,9 +473,7 @@ def sessions_report(
     registry's efficiency and household size its only other inputs, no document, fleet or
     samples. Kept so a report issued under 1.0.0 still recomputes to the last unit."""
     rules = methodology.rule_values()
-    included: list[dict[str, Any]] = []
-    excluded: list[dict[str, Any]] = []
-    total = 0.0
+    staged: list[tuple[dict[str, Any], str | None, dict[str, Any] | None]] = []
     for stove in sorted(stoves, key=lambda s: s.stove):
         base = {
             "stove": stove.stove,
@@ -491,6 +482,7 @@ def sessions_report(
             "inputsDigest": inputs_digest(stove.days),
         }
         reason = _exclusion(stove, spec, rules, findings, credited, sessions_measure=True)
+        values = None
         if reason is None:
             quantity = base["usage"]["quantity"]
             values = {
@@ -500,20 +492,26 @@ def sessions_report(
                 "household_size": stove.household_size,
                 "days": spec.days,
             }
-            try:
-                evaluation = methodology.evaluate(values)
-            except MethodologyError as error:
-                reason = f"the methodology could not be applied: {error}"
+        staged.append((base, reason, values))
+    outcomes = iter(methodology.evaluate_many([v for _, _, v in staged if v is not None]))
+    included: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    total = 0.0
+    for base, reason, values in staged:
+        if values is not None:
+            outcome = next(outcomes)
+            if isinstance(outcome, MethodologyError):
+                reason = f"the methodology could not be applied: {outcome}"
             else:
                 included.append(
                     {
                         **base,
-                        "inputs": evaluation.inputs,
-                        "values": {step.name: step.value for step in evaluation.steps},
-                        "reductions": evaluation.result,
+                        "inputs": outcome.inputs,
+                        "values": outcome.values,
+                        "reductions": outcome.result,
                     }
                 )
-                total += evaluation.result
+                total += outcome.result
                 continue
         excluded.append({**base, "reason": reason})
     report: dict[str, Any] = {
@@ -531,10 +529,27 @@ def sessions_report(
             "result": methodology.result,
             "resultUnit": methodology.result_unit,
         },
+        **_outcome(spec, methodology, len(stoves), included, excluded, total),
+    }
+    report["reportDigest"] = report_digest(report)
+    return report
+
+
+def _outcome(
+    spec: PeriodSpec,
+    methodology: Methodology,
+    stoves: int,
+    included: list[dict[str, Any]],
+    excluded: list[dict[str, Any]],
+    total: float,
+) -> dict[str, Any]:
+    """A report's closing sections, the same under every version: the stoves credited and
+    left out, the totals, the credits (rounded down) and the digest of the inputs."""
+    return {
         "stoves": included,
         "exclusions": excluded,
         "totals": {
-            "stoves": len(stoves),
+            "stoves": stoves,
             "included": len(included),
             "excluded": len(excluded),
             "reductions": total,
@@ -549,8 +564,6 @@ def sessions_report(
             row["inputsDigest"] for row in sorted(included + excluded, key=lambda r: r["stove"])
         ),
     }
-    report["reportDigest"] = report_digest(report)
-    return report
 
 
 def _plain_usage(stove: StovePeriod) -> dict[str, Any]:

@@ -360,9 +360,15 @@ class Methodology:
             # see the same values stove after stove, so their value is remembered.
             # (A formula whose values rarely repeat, such as the reductions themselves, stops
             # being remembered after its first hundred: `_unshared` names it.)
+            # A zero is keyed by its repr: -0.0 == 0.0, but a formula may keep the sign
+            # (-0.0 * 0.95 is -0.0), and a remembered 0.0 must not stand in for CEL's -0.0.
             which = (bound, index)
             remembered = which not in unshared
-            key = (bound, index, *[data[name] for name in uses]) if remembered else None
+            key = (
+                (bound, index, *[v if (v := data[name]) else repr(v) for name in uses])
+                if remembered
+                else None
+            )
             value = memo.get(key) if remembered else None
             if value is None:
                 try:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
 from functools import lru_cache
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -288,18 +289,20 @@ class Methodology:
                     errors = errors | ~np.isfinite(found)
             env[formula.name], unsettled = found, unsettled | errors
         steps = [f.name for f in self.formulas]
-        results = env[self.result].astype(np.float64).tolist()
         # Columns zipped, not a 2-D array's rows: zip hands out one tuple again and again,
         # where .tolist() would make a list a row for the collector to walk.
-        figures = zip(*[env[name].astype(np.float64).tolist() for name in steps], strict=True)
+        columns = [env[name].astype(np.float64).tolist() for name in steps]
+        results = columns[steps.index(self.result)]
+        figures = zip(*columns, strict=True)
         if changed:
             given = list(zip(*used, strict=True)) if used else [()] * count
         assert given is not None
-        new = tuple.__new__
-        outcomes: list[Outcome | MethodologyError] = [
-            new(Outcome, (dict(zip(names, inputs)), dict(zip(steps, values)), result))  # noqa: B905 (equal lengths)
-            for inputs, values, result in zip(given, figures, results, strict=True)
-        ]
+        # Every row's dicts and outcome made by map over C callables: no bytecode a row.
+        inputs = map(dict, map(zip, repeat(names), given))
+        values = map(dict, map(zip, repeat(steps), figures))
+        outcomes: list[Outcome | MethodologyError] = list(
+            map(tuple.__new__, repeat(Outcome), zip(inputs, values, results, strict=True))
+        )
         for index in np.flatnonzero(unsettled).tolist():
             outcomes[index] = self._outcome(rows[index], parameters)
         return outcomes

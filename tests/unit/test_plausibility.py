@@ -4,9 +4,20 @@ flagged with an explanation, normal households are not."""
 from __future__ import annotations
 
 import random
+from collections import Counter, defaultdict
 from datetime import date, timedelta
+from itertools import combinations
 
-from twinhub.mrv.plausibility import PlausibilityRules, StoveDay, assess
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twinhub.mrv.plausibility import (
+    MAX_BUCKET,
+    PlausibilityRules,
+    StoveDay,
+    assess,
+    shared_days,
+)
 
 START = date(2026, 10, 1)
 
@@ -107,3 +118,53 @@ def test_thresholds_are_settings() -> None:
     assert "tampered" in kinds(assess(every), "stove-005")
     lenient = PlausibilityRules(meter_tolerance=0.5)
     assert "tampered" not in kinds(assess(every, lenient), "stove-005")
+
+
+def _shared_days_one_by_one(
+    by_stove: dict[str, list[StoveDay]], least: float = 1
+) -> list[tuple[tuple[str, str], int]]:
+    """The pairs of shared days as the rule counted them before arrays: tuples in a
+    Counter, in the order first met (the reference the array count must equal)."""
+    buckets: dict[tuple[date, int, float], list[str]] = defaultdict(list)
+    for stove, days in by_stove.items():
+        for d in days:
+            if d.sessions:
+                buckets[(d.day, d.sessions, round(d.energy, 3))].append(stove)
+    shared: Counter[tuple[str, str]] = Counter()
+    for stoves in buckets.values():
+        if 1 < len(stoves) <= MAX_BUCKET:
+            shared.update(combinations(sorted(set(stoves)), 2))
+    return [(pair, same) for pair, same in shared.items() if same >= least]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([f"s{n:02d}" for n in range(60)]),
+            st.integers(0, 6),
+            st.integers(0, 3),
+            st.sampled_from([0.5, 0.5004, 0.5006, 1.0, 1.25, 0.0]),
+        ),
+        max_size=400,
+    )
+)
+def test_shared_days_are_counted_as_one_by_one_in_the_same_order(
+    readings: list[tuple[str, int, int, float]],
+) -> None:
+    """Buckets large and small (over MAX_BUCKET too), a stove's day repeated, days with no
+    session: the same pairs, counts and order."""
+    by_stove: dict[str, list[StoveDay]] = defaultdict(list)
+    for stove, offset, sessions, energy in readings:
+        day = START + timedelta(days=offset)
+        by_stove[stove].append(StoveDay(stove, day, sessions, energy, 0.0, 0, 0))
+    assert shared_days(by_stove) == _shared_days_one_by_one(by_stove)
+    assert shared_days(by_stove, 2.5) == _shared_days_one_by_one(by_stove, 2.5)
+
+
+def test_a_bucket_of_more_than_fifty_stove_days_is_a_common_value() -> None:
+    day = [StoveDay(f"s{n:02d}", START, 2, 1.0, 0.0, 0, 0) for n in range(MAX_BUCKET + 1)]
+    by_stove = {d.stove: [d] for d in day}
+    assert shared_days(by_stove) == []
+    del by_stove["s50"]
+    assert len(shared_days(by_stove)) == MAX_BUCKET * (MAX_BUCKET - 1) // 2

@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from itertools import repeat
+from operator import eq, itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -80,18 +82,24 @@ FEATURES = {
 
 
 def profile(stove: str, days: list[StoveDay]) -> Profile:
-    sessions = sum(d.sessions for d in days)
+    # The days as columns (one C pass), each summed in the days' order.
+    columns = zip(*days, strict=True) if days else _NONE
+    _, _, counts, energy, minutes, mornings, evenings, _ = columns
+    sessions = sum(counts)
     per_session = sessions or 1
     return Profile(
         stove=stove,
         days=len(days),
-        active_days=sum(1 for d in days if d.sessions),
+        active_days=sum(map(bool, counts)),
         sessions_per_day=sessions / max(len(days), 1),
-        energy_per_session=sum(d.energy for d in days) / per_session,
-        minutes_per_session=sum(d.cooking_minutes for d in days) / per_session,
-        morning_share=sum(d.morning_sessions for d in days) / per_session,
-        evening_share=sum(d.evening_sessions for d in days) / per_session,
+        energy_per_session=sum(energy) / per_session,
+        minutes_per_session=sum(minutes) / per_session,
+        morning_share=sum(mornings) / per_session,
+        evening_share=sum(evenings) / per_session,
     )
+
+
+_NONE: list[tuple[()]] = [()] * len(StoveDay._fields)  # the columns of no days
 
 
 def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = None) -> list[Finding]:
@@ -100,8 +108,9 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     by_stove: dict[str, list[StoveDay]] = defaultdict(list)
     for day in stove_days:
         by_stove[day.stove].append(day)
+    by_day = itemgetter(1)  # StoveDay.day
     for days in by_stove.values():
-        days.sort(key=lambda d: d.day)
+        days.sort(key=by_day)
     findings: list[Finding] = []
     for stove, days in by_stove.items():
         findings += _register_findings(stove, days, rules)
@@ -115,9 +124,14 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
 
 def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
     """The cumulative register is the harder number to fake: compare the sessions to it."""
-    metered = [d for d in days if d.meter_delta is not None]
+    deltas = [d.meter_delta for d in days]
+    metered = days if None not in deltas else [d for d in days if d.meter_delta is not None]
     findings: list[Finding] = []
-    backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
+    shown = [delta for delta in deltas if delta is not None]
+    if shown and not min(shown) >= 0:  # a NaN first makes min NaN: then look day by day
+        backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
+    else:
+        backwards = []
     if backwards:
         findings.append(
             Finding(
@@ -128,7 +142,9 @@ def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRule
                 {"days": float(len(backwards))},
             )
         )
-    stuck = run_length(d.sessions > 0 and d.meter_delta == 0 for d in metered)
+    stuck = (
+        0 if 0 not in shown else run_length(d.sessions > 0 and d.meter_delta == 0 for d in metered)
+    )
     if stuck >= rules.stuck_days:
         findings.append(
             Finding(
@@ -140,8 +156,8 @@ def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRule
         )
     if len(metered) < rules.min_days:
         return findings
-    reported = sum(d.energy for d in metered)
-    register = sum(d.meter_delta or 0.0 for d in metered if (d.meter_delta or 0.0) > 0)
+    reported = sum([d.energy for d in metered])
+    register = sum([delta for delta in shown if delta > 0])
     if register > 0 and abs(reported - register) > rules.meter_tolerance * register:
         more = "more" if reported > register else "less"
         findings.append(
@@ -167,9 +183,15 @@ def run_length(flags: Iterable[bool]) -> int:
 
 
 def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
-    values = [round(d.energy, 4) for d in days]
-    longest = run_length(
-        value > 0 and index > 0 and value == values[index - 1] for index, value in enumerate(values)
+    values = list(map(round, [d.energy for d in days], repeat(4)))
+    repeated = any(map(eq, values, values[1:]))  # most stoves: no day repeats the one before
+    longest = (
+        run_length(
+            value > 0 and index > 0 and value == values[index - 1]
+            for index, value in enumerate(values)
+        )
+        if repeated
+        else 0
     )
     if longest + 1 >= rules.frozen_days:
         return [

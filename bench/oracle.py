@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import random
 import sqlite3
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     figures = asyncio.run(bench(args))
+    faulthandler.cancel_dump_traceback_later()  # asyncio.run came back: no hang to report
     for name, value in figures.items():
         print(f"{name}: {value}")
     return 0
@@ -169,6 +171,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             figures["period: credits"] = report["credits"]["amount"]
         finally:
             await platform.stop()
+    # Twice (2026-11-28) the process never exited after its work, with no aiosqlite thread
+    # left: should asyncio.run's shutdown hang again, every thread's stack is printed and
+    # the process ends, so the cause can be read (bench/results/2026-11-28.md).
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     return figures
 
 
@@ -193,6 +199,7 @@ def _batch(methodology: Any, count: int, per_stove: float) -> dict[str, Any]:
     }
 
 
+HANG_SECONDS = 120  # from the work's end to asyncio.run's return: it takes well under 1 s
 EVALUATION: dict[str, Any] = {
     "case": 1,
     "project_fuel": "electricity",

@@ -169,6 +169,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             figures["period: total cpu (s)"] = round(c3 - c0, 2)
             figures["period: stoves included"] = report["totals"]["included"]
             figures["period: credits"] = report["credits"]["amount"]
+            figures["period: report digest"] = report["reportDigest"]  # same data, same digest
         finally:
             await platform.stop()
     # Twice (2026-11-28) the process never exited after its work, with no aiosqlite thread

@@ -4,9 +4,26 @@ flagged with an explanation, normal households are not."""
 from __future__ import annotations
 
 import random
+from collections import Counter, defaultdict
 from datetime import date, timedelta
+from itertools import combinations
+from typing import Any
 
-from twinhub.mrv.plausibility import PlausibilityRules, StoveDay, assess
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twinhub.mrv.plausibility import (
+    MAX_BUCKET,
+    PlausibilityRules,
+    Profile,
+    StoveDay,
+    _frozen_findings,
+    _register_findings,
+    assess,
+    profile,
+    run_length,
+    shared_days,
+)
 
 START = date(2026, 10, 1)
 
@@ -107,3 +124,120 @@ def test_thresholds_are_settings() -> None:
     assert "tampered" in kinds(assess(every), "stove-005")
     lenient = PlausibilityRules(meter_tolerance=0.5)
     assert "tampered" not in kinds(assess(every, lenient), "stove-005")
+
+
+def _shared_days_one_by_one(
+    by_stove: dict[str, list[StoveDay]], least: float = 1
+) -> list[tuple[tuple[str, str], int]]:
+    """The pairs of shared days as the rule counted them before arrays: tuples in a
+    Counter, in the order first met (the reference the array count must equal)."""
+    buckets: dict[tuple[date, int, float], list[str]] = defaultdict(list)
+    for stove, days in by_stove.items():
+        for d in days:
+            if d.sessions:
+                buckets[(d.day, d.sessions, round(d.energy, 3))].append(stove)
+    shared: Counter[tuple[str, str]] = Counter()
+    for stoves in buckets.values():
+        if 1 < len(stoves) <= MAX_BUCKET:
+            shared.update(combinations(sorted(set(stoves)), 2))
+    return [(pair, same) for pair, same in shared.items() if same >= least]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([f"s{n:02d}" for n in range(60)]),
+            st.integers(0, 6),
+            st.integers(0, 3),
+            st.sampled_from([0.5, 0.5004, 0.5006, 1.0, 1.25, 0.0]),
+        ),
+        max_size=400,
+    )
+)
+def test_shared_days_are_counted_as_one_by_one_in_the_same_order(
+    readings: list[tuple[str, int, int, float]],
+) -> None:
+    """Buckets large and small (over MAX_BUCKET too), a stove's day repeated, days with no
+    session: the same pairs, counts and order."""
+    by_stove: dict[str, list[StoveDay]] = defaultdict(list)
+    for stove, offset, sessions, energy in readings:
+        day = START + timedelta(days=offset)
+        by_stove[stove].append(StoveDay(stove, day, sessions, energy, 0.0, 0, 0))
+    assert shared_days(by_stove) == _shared_days_one_by_one(by_stove)
+    assert shared_days(by_stove, 2.5) == _shared_days_one_by_one(by_stove, 2.5)
+
+
+def test_a_bucket_of_more_than_fifty_stove_days_is_a_common_value() -> None:
+    day = [StoveDay(f"s{n:02d}", START, 2, 1.0, 0.0, 0, 0) for n in range(MAX_BUCKET + 1)]
+    by_stove = {d.stove: [d] for d in day}
+    assert shared_days(by_stove) == []
+    del by_stove["s50"]
+    assert len(shared_days(by_stove)) == MAX_BUCKET * (MAX_BUCKET - 1) // 2
+
+
+def _profile_day_by_day(stove: str, days: list[StoveDay]) -> Profile:
+    """The profile as it was computed before columns (the reference)."""
+    sessions = sum(d.sessions for d in days)
+    per_session = sessions or 1
+    return Profile(
+        stove=stove,
+        days=len(days),
+        active_days=sum(1 for d in days if d.sessions),
+        sessions_per_day=sessions / max(len(days), 1),
+        energy_per_session=sum(d.energy for d in days) / per_session,
+        minutes_per_session=sum(d.cooking_minutes for d in days) / per_session,
+        morning_share=sum(d.morning_sessions for d in days) / per_session,
+        evening_share=sum(d.evening_sessions for d in days) / per_session,
+    )
+
+
+def _register_day_by_day(days: list[StoveDay], rules: PlausibilityRules) -> tuple[Any, ...]:
+    """What the register rule read before columns: the days that went back, the longest
+    stuck run, and the sessions' and the register's sums."""
+    metered = [d for d in days if d.meter_delta is not None]
+    backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
+    stuck = run_length(d.sessions > 0 and d.meter_delta == 0 for d in metered)
+    reported = sum(d.energy for d in metered)
+    register = sum(d.meter_delta or 0.0 for d in metered if (d.meter_delta or 0.0) > 0)
+    return backwards, stuck, reported, register
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 9),
+            st.sampled_from([0.0, 0.5, 0.50001, 1.2, 3.0]),
+            st.one_of(st.none(), st.sampled_from([0.0, -0.0, -0.3, 0.5, 1.2, float("nan")])),
+            st.floats(0, 300),
+        ),
+        max_size=40,
+    )
+)
+def test_the_rules_over_columns_read_what_they_read_day_by_day(
+    figures: list[tuple[int, float, float | None, float]],
+) -> None:
+    """Profiles, the register rule and the frozen rule over columns give the findings and
+    figures the day-by-day reading gave, NaN, -0.0 and missing registers included."""
+    days = [
+        StoveDay("s", START + timedelta(days=n), sessions, energy, minutes, 1, 1, delta)
+        for n, (sessions, energy, delta, minutes) in enumerate(figures)
+    ]
+    rules = PlausibilityRules(min_days=1, stuck_days=2, frozen_days=3)
+    assert repr(profile("s", days)) == repr(_profile_day_by_day("s", days))
+    backwards, stuck, reported, register = _register_day_by_day(days, rules)
+    found = {f.explanation: f for f in _register_findings("s", days, rules)}
+    assert any("backwards" in e for e in found) == bool(backwards)
+    assert any("did not move" in e for e in found) == (stuck >= rules.stuck_days)
+    tampered = [f for f in found.values() if f.kind == "tampered"]
+    if tampered:
+        assert tampered[0].evidence == {
+            "reported": round(reported, 6),
+            "meter": round(register, 6),
+        }
+    values = [round(d.energy, 4) for d in days]
+    longest = run_length(
+        value > 0 and index > 0 and value == values[index - 1] for index, value in enumerate(values)
+    )
+    assert bool(_frozen_findings("s", days, rules)) == (longest + 1 >= rules.frozen_days)

@@ -15,16 +15,20 @@ import hashlib
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
 from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
+import numpy as np
 import orjson
 from cel_expr_python import cel
 
 from twinhub.kernel.errors import Problems
+from twinhub.mrv import formula_arrays
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")
@@ -35,6 +39,9 @@ INPUT_TYPES: dict[str, cel.Type] = {
 }
 MAX_INPUT_STRING = 64
 MEMO_SIZE = 50_000  # formula values remembered per methodology (mrv.methodology._run)
+# Below this many rows a batch is evaluated stove by stove: numpy's cost per operation is
+# fixed, and for a claim's one stove CEL's own evaluation is the cheaper.
+ARRAY_MIN_ROWS = 16
 # Thresholds the platform's own rules apply (mrv.periods), declared in a methodology's
 # `rules` section with value, unit and source: a formula never reads them, so they are kept
 # apart from `parameters`, every one of which some formula must use.
@@ -120,6 +127,15 @@ class Step(NamedTuple):
     unit: str
 
 
+class Outcome(NamedTuple):
+    """One stove's evaluation in a batch (`Methodology.evaluate_many`): what an Evaluation
+    says of it, without a Step per formula (a 10,000-stove period would make 180,000)."""
+
+    inputs: dict[str, float | int | str]
+    values: dict[str, float]  # each formula's value, by name, in the formulas' order
+    result: float
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """One application of a methodology: every intermediate value, so a credential can carry
@@ -183,6 +199,9 @@ class Methodology:
     )
     _unshared: set[tuple[Any, ...]] = field(default_factory=set, repr=False, compare=False)
     _judged: set[tuple[Any, ...]] = field(default_factory=set, repr=False, compare=False)
+    # The formulas as array operations (mrv.formula_arrays), translated on first use; None
+    # under "nodes" when one is outside the translated subset.
+    _arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def result_unit(self) -> str:
@@ -227,6 +246,102 @@ class Methodology:
         result = float(data[self.result])
         return Evaluation(self.id, self.version, self.digest, used, steps, result, self.result_unit)
 
+    def evaluate_many(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        parameters: Mapping[str, float] | None = None,
+        at_least: int = ARRAY_MIN_ROWS,
+    ) -> list[Outcome | MethodologyError]:
+        """`evaluate` over a batch of stoves: each row's outcome, or the MethodologyError
+        `evaluate` raises for it, with the same figures to the last bit. The formulas run
+        once for the whole batch as array operations (mrv.formula_arrays) when every one
+        translates and the batch has `at_least` rows; a row the arrays do not settle (an
+        input of the wrong type, a CEL error, a value that is not a finite number) and every
+        row otherwise is evaluated by CEL, stove by stove. The arrays need no time limit:
+        their cost is a few operations per row and node, bounded by the formulas' length."""
+        nodes = self._array_nodes()
+        count = len(rows)
+        if nodes is None or count < at_least or count == 0:
+            return [self._outcome(row, parameters) for row in rows]
+        names = list(self.inputs)
+        given = _input_rows(names, rows)
+        unsettled = np.zeros(count, dtype=bool)
+        env: dict[str, np.ndarray] = {}
+        used: list[Sequence[Any]] = []
+        changed = given is None
+        columns = zip(*given, strict=True) if given else (None for _ in names)
+        for (name, declared), column in zip(self.inputs.items(), columns, strict=True):
+            if column is None:
+                column = [row.get(name, _MISSING) for row in rows]
+            array, values, bad = _input_column(name, declared.type, column)
+            env[name], unsettled = array, unsettled | bad
+            used.append(values)
+            changed = changed or values is not column
+        values_of = self.parameter_values()
+        if parameters:
+            values_of.update({n: float(v) for n, v in parameters.items() if n in values_of})
+        for name, value in values_of.items():
+            env[name] = np.full(count, value, dtype=np.float64)
+        for formula, (node, kind) in zip(self.formulas, nodes, strict=True):
+            found, errors = formula_arrays.run(node, env, count)
+            if kind == "double":
+                with np.errstate(all="ignore"):
+                    errors = errors | ~np.isfinite(found)
+            env[formula.name], unsettled = found, unsettled | errors
+        steps = [f.name for f in self.formulas]
+        # Columns zipped, not a 2-D array's rows: zip hands out one tuple again and again,
+        # where .tolist() would make a list a row for the collector to walk.
+        columns = [env[name].astype(np.float64).tolist() for name in steps]
+        results = columns[steps.index(self.result)]
+        figures = zip(*columns, strict=True)
+        if changed:
+            given = list(zip(*used, strict=True)) if used else [()] * count
+        assert given is not None
+        # Every row's dicts and outcome made by map over C callables: no bytecode a row.
+        inputs = map(dict, map(zip, repeat(names), given))
+        values = map(dict, map(zip, repeat(steps), figures))
+        outcomes: list[Outcome | MethodologyError] = list(
+            map(tuple.__new__, repeat(Outcome), zip(inputs, values, results, strict=True))
+        )
+        for index in np.flatnonzero(unsettled).tolist():
+            outcomes[index] = self._outcome(rows[index], parameters)
+        return outcomes
+
+    def _outcome(
+        self, row: Mapping[str, Any], parameters: Mapping[str, float] | None
+    ) -> Outcome | MethodologyError:
+        try:
+            evaluation = self.evaluate(row, parameters)
+        except MethodologyError as error:
+            return error
+        values = {step.name: step.value for step in evaluation.steps}
+        return Outcome(evaluation.inputs, values, evaluation.result)
+
+    def _array_nodes(self) -> list[tuple[Any, str]] | None:
+        """Each formula translated to array operations, or None (cached either way)."""
+        if "nodes" in self._arrays:
+            return self._arrays["nodes"]  # type: ignore[no-any-return]
+        nodes: list[tuple[Any, str]] | None = []
+        types = {name: "double" for name in self.parameters}
+        types |= {name: spec.type for name, spec in self.inputs.items()}
+        if len(self._programs) != len(self.formulas):
+            nodes = None
+        else:
+            for formula, program in zip(self.formulas, self._programs, strict=True):
+                try:
+                    node = formula_arrays.translate(formula.expression, types)
+                except formula_arrays.Unsupported:
+                    nodes = None
+                    break
+                kind = "int" if program.return_type() == cel.Type.INT else "double"
+                if node[1] != kind:  # the translation disagrees with CEL's checker
+                    nodes = None
+                    break
+                nodes.append(node)
+                types[formula.name] = kind
+        self._arrays["nodes"] = nodes
+        return nodes
+
     def _run(
         self,
         bound: tuple[tuple[str, float], ...],
@@ -248,9 +363,15 @@ class Methodology:
             # see the same values stove after stove, so their value is remembered.
             # (A formula whose values rarely repeat, such as the reductions themselves, stops
             # being remembered after its first hundred: `_unshared` names it.)
+            # A zero is keyed by its repr: -0.0 == 0.0, but a formula may keep the sign
+            # (-0.0 * 0.95 is -0.0), and a remembered 0.0 must not stand in for CEL's -0.0.
             which = (bound, index)
             remembered = which not in unshared
-            key = (bound, index, *[data[name] for name in uses]) if remembered else None
+            key = (
+                (bound, index, *[v if (v := data[name]) else repr(v) for name in uses])
+                if remembered
+                else None
+            )
             value = memo.get(key) if remembered else None
             if value is None:
                 try:
@@ -364,6 +485,64 @@ def _references(
         found.append(tuple(sorted(words & known)))
         known.add(formula.name)
     return tuple(found)
+
+
+_MISSING = object()
+_PLACEHOLDER: dict[str, Any] = {"double": 0.0, "int": 0, "string": ""}
+
+
+def _input_rows(
+    names: list[str], rows: Sequence[Mapping[str, Any]]
+) -> list[tuple[Any, ...]] | None:
+    """Each row's inputs in the declared order (one C call a row), or None when a row lacks
+    one (each column is then read with a default, and the row left to `evaluate`)."""
+    if not names:
+        return [()] * len(rows)
+    pick = itemgetter(*names)
+    try:
+        found = list(map(pick, rows))
+    except (KeyError, TypeError):
+        return None
+    return found if len(names) > 1 else [(value,) for value in found]
+
+
+def _input_column(
+    name: str, type_name: str, column: Sequence[Any]
+) -> tuple[np.ndarray, Sequence[Any], np.ndarray]:
+    """One input over a batch: its array, its values as `_coerce_input` makes them (the
+    column itself when it needs no change), and the rows where it is missing or refused
+    (left to `evaluate`, which names the fault). The common case, every value already of
+    its type, is checked over the column at once."""
+    kinds = set(map(type, column))
+    count = len(column)
+    if type_name == "double" and kinds <= {float}:
+        array = np.array(column, dtype=np.float64)
+        return array, column, ~np.isfinite(array)
+    if type_name == "int" and kinds <= {int}:
+        try:
+            return np.array(column, dtype=np.int64), column, np.zeros(count, dtype=bool)
+        except OverflowError:
+            pass  # one is out of int64's range: found row by row below
+    if type_name == "string" and kinds <= {str} and max(map(len, column)) <= MAX_INPUT_STRING:
+        array = np.empty(count, dtype=object)
+        array[:] = column
+        return array, column, np.zeros(count, dtype=bool)
+    values: list[Any] = []
+    bad = np.zeros(count, dtype=bool)
+    for index, value in enumerate(column):
+        try:
+            if value is _MISSING:
+                raise MethodologyError(f"input {name!r} is missing")
+            values.append(_coerce_input(name, type_name, value))
+        except Exception:  # evaluate raises it again for this row, as it would
+            values.append(_PLACEHOLDER[type_name])
+            bad[index] = True
+    if type_name == "string":
+        array = np.empty(count, dtype=object)
+        array[:] = values
+    else:
+        array = np.array(values, dtype=np.float64 if type_name == "double" else np.int64)
+    return array, values, bad
 
 
 def _coerce_input(name: str, type_name: str, value: Any) -> float | int | str:

@@ -14,12 +14,15 @@ for. Findings only ever flag a claim for review: nothing here approves or mints.
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from itertools import combinations
+from itertools import repeat
+from operator import eq, itemgetter
 from typing import NamedTuple
+
+import numpy as np
 
 
 class StoveDay(NamedTuple):
@@ -79,18 +82,24 @@ FEATURES = {
 
 
 def profile(stove: str, days: list[StoveDay]) -> Profile:
-    sessions = sum(d.sessions for d in days)
+    # The days as columns (one C pass), each summed in the days' order.
+    columns = zip(*days, strict=True) if days else _NONE
+    _, _, counts, energy, minutes, mornings, evenings, _ = columns
+    sessions = sum(counts)
     per_session = sessions or 1
     return Profile(
         stove=stove,
         days=len(days),
-        active_days=sum(1 for d in days if d.sessions),
+        active_days=sum(map(bool, counts)),
         sessions_per_day=sessions / max(len(days), 1),
-        energy_per_session=sum(d.energy for d in days) / per_session,
-        minutes_per_session=sum(d.cooking_minutes for d in days) / per_session,
-        morning_share=sum(d.morning_sessions for d in days) / per_session,
-        evening_share=sum(d.evening_sessions for d in days) / per_session,
+        energy_per_session=sum(energy) / per_session,
+        minutes_per_session=sum(minutes) / per_session,
+        morning_share=sum(mornings) / per_session,
+        evening_share=sum(evenings) / per_session,
     )
+
+
+_NONE: list[tuple[()]] = [()] * len(StoveDay._fields)  # the columns of no days
 
 
 def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = None) -> list[Finding]:
@@ -99,8 +108,9 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     by_stove: dict[str, list[StoveDay]] = defaultdict(list)
     for day in stove_days:
         by_stove[day.stove].append(day)
+    by_day = itemgetter(1)  # StoveDay.day
     for days in by_stove.values():
-        days.sort(key=lambda d: d.day)
+        days.sort(key=by_day)
     findings: list[Finding] = []
     for stove, days in by_stove.items():
         findings += _register_findings(stove, days, rules)
@@ -114,9 +124,14 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
 
 def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
     """The cumulative register is the harder number to fake: compare the sessions to it."""
-    metered = [d for d in days if d.meter_delta is not None]
+    deltas = [d.meter_delta for d in days]
+    metered = days if None not in deltas else [d for d in days if d.meter_delta is not None]
     findings: list[Finding] = []
-    backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
+    shown = [delta for delta in deltas if delta is not None]
+    if shown and not min(shown) >= 0:  # a NaN first makes min NaN: then look day by day
+        backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
+    else:
+        backwards = []
     if backwards:
         findings.append(
             Finding(
@@ -127,7 +142,9 @@ def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRule
                 {"days": float(len(backwards))},
             )
         )
-    stuck = run_length(d.sessions > 0 and d.meter_delta == 0 for d in metered)
+    stuck = (
+        0 if 0 not in shown else run_length(d.sessions > 0 and d.meter_delta == 0 for d in metered)
+    )
     if stuck >= rules.stuck_days:
         findings.append(
             Finding(
@@ -139,8 +156,8 @@ def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRule
         )
     if len(metered) < rules.min_days:
         return findings
-    reported = sum(d.energy for d in metered)
-    register = sum(d.meter_delta or 0.0 for d in metered if (d.meter_delta or 0.0) > 0)
+    reported = sum([d.energy for d in metered])
+    register = sum([delta for delta in shown if delta > 0])
     if register > 0 and abs(reported - register) > rules.meter_tolerance * register:
         more = "more" if reported > register else "less"
         findings.append(
@@ -166,9 +183,15 @@ def run_length(flags: Iterable[bool]) -> int:
 
 
 def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
-    values = [round(d.energy, 4) for d in days]
-    longest = run_length(
-        value > 0 and index > 0 and value == values[index - 1] for index, value in enumerate(values)
+    values = list(map(round, [d.energy for d in days], repeat(4)))
+    repeated = any(map(eq, values, values[1:]))  # most stoves: no day repeats the one before
+    longest = (
+        run_length(
+            value > 0 and index > 0 and value == values[index - 1]
+            for index, value in enumerate(values)
+        )
+        if repeated
+        else 0
     )
     if longest + 1 >= rules.frozen_days:
         return [
@@ -187,22 +210,9 @@ def _clone_findings(by_stove: dict[str, list[StoveDay]], rules: PlausibilityRule
     """Stoves whose days are the same to the watt-hour on most common days. Days are bucketed
     by their exact values, so only stoves that share a bucket are compared: linear in the
     number of stove-days rather than quadratic in stoves."""
-    buckets: dict[tuple[date, int, float], list[str]] = defaultdict(list)
-    for stove, days in by_stove.items():
-        for d in days:
-            if d.sessions:
-                buckets[(d.day, d.sessions, round(d.energy, 3))].append(stove)
-    shared: Counter[tuple[str, str]] = Counter()
-    for stoves in buckets.values():
-        if 1 < len(stoves) <= 50:  # a larger bucket is a common value, not a copy
-            # Counter.update counts an iterable in C: a month of 10,000 stoves whose
-            # energy is read to the watt-hour shares a million pairs of days.
-            shared.update(combinations(sorted(set(stoves)), 2))
     findings: list[Finding] = []
     least = rules.clone_share * rules.min_days  # fewer shared days can never be a clone
-    for (first, second), same in shared.items():
-        if same < least:
-            continue
+    for (first, second), same in shared_days(by_stove, least):
         common = _active_common_days(by_stove[first], by_stove[second])
         if common >= rules.min_days and same >= rules.clone_share * common:
             for stove, other in ((first, second), (second, first)):
@@ -215,6 +225,76 @@ def _clone_findings(by_stove: dict[str, list[StoveDay]], rules: PlausibilityRule
                     )
                 )
     return findings
+
+
+MAX_BUCKET = 50  # stove-days of one value: more is a common value, not a copy
+
+
+def shared_days(
+    by_stove: dict[str, list[StoveDay]], least: float = 1
+) -> list[tuple[tuple[str, str], int]]:
+    """Each pair of stoves (in name order) with the number of buckets (day, sessions, energy
+    to the watt-hour) of cooking days they share, when at least `least`, a bucket of more
+    than MAX_BUCKET stove-days not counted; in the order the pairs are first met, buckets in
+    the order the stoves' days make them. A 10,000-stove month whose energy is read to the
+    watt-hour shares a million pairs of days: they are made and counted as integer arrays
+    (numpy), not tuples."""
+    names = sorted(by_stove)
+    number = {name: index for index, name in enumerate(names)}
+    buckets: dict[tuple[date, int, float], int] = {}
+    bucket_of, owner_of = [], []
+    for stove, days in by_stove.items():
+        index = number[stove]
+        for d in days:
+            if d.sessions:
+                key = (d.day, d.sessions, round(d.energy, 3))
+                bucket_of.append(buckets.setdefault(key, len(buckets)))
+                owner_of.append(index)
+    if not bucket_of:
+        return []
+    bucket, owner = np.array(bucket_of, dtype=np.int64), np.array(owner_of, dtype=np.int64)
+    sizes = np.bincount(bucket)  # stove-days a bucket, a stove's repeated day counted twice
+    order = np.lexsort((owner, bucket))
+    bucket, owner = bucket[order], owner[order]
+    distinct = np.ones(len(bucket), dtype=bool)  # each stove once a bucket
+    distinct[1:] = (bucket[1:] != bucket[:-1]) | (owner[1:] != owner[:-1])
+    bucket, owner = bucket[distinct], owner[distinct]
+    kept = (sizes[bucket] > 1) & (sizes[bucket] <= MAX_BUCKET)
+    bucket, owner = bucket[kept], owner[kept]
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    counts = np.diff(np.r_[starts, len(bucket)])
+    firsts, seconds, places, steps = [], [], [], []
+    for count in np.unique(counts).tolist():
+        if count < 2:
+            continue
+        groups = starts[counts == count]
+        a, b = np.triu_indices(count, 1)  # combinations' order
+        members = owner[groups[:, None] + np.arange(count)]
+        firsts.append(members[:, a].ravel())
+        seconds.append(members[:, b].ravel())
+        places.append(np.repeat(bucket[groups], len(a)))
+        steps.append(np.tile(np.arange(len(a)), len(groups)))
+    if not firsts:
+        return []
+    pairs = np.concatenate(firsts) * len(names) + np.concatenate(seconds)
+    unique, shared = np.unique(pairs, return_counts=True)
+    often = shared >= least
+    unique, shared = unique[often], shared[often]
+    if not len(unique):
+        return []
+    # Where each pair was first met (its bucket, then its place among the bucket's pairs),
+    # sought only among the pairs counted.
+    chosen = np.isin(pairs, unique)
+    met = np.concatenate(places)[chosen] * MAX_BUCKET**2 + np.concatenate(steps)[chosen]
+    order = np.lexsort((met, pairs[chosen]))
+    code, met = pairs[chosen][order], met[order]
+    firsts_met = met[np.r_[True, code[1:] != code[:-1]]]  # per pair of `unique`, in its order
+    seen = np.argsort(firsts_met, kind="stable")
+    unique, shared = unique[seen], shared[seen]
+    return [
+        ((names[code // len(names)], names[code % len(names)]), same)
+        for code, same in zip(unique.tolist(), shared.tolist(), strict=True)
+    ]
 
 
 def _active_common_days(first: list[StoveDay], second: list[StoveDay]) -> int:

@@ -54,7 +54,7 @@ from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import assess
 from twinhub.mrv.rules import takes_part
 from twinhub.security.signing import Issuer
-from twinhub.services.claim_credits import active_evaluators, compute_claims
+from twinhub.services.claim_credits import active_evaluators, compute_claims_read
 from twinhub.services.claims import (
     APPROVED,
     FLAGGED,
@@ -65,7 +65,6 @@ from twinhub.services.claims import (
     EvaluationRequest,
 )
 from twinhub.services.credentials import rfc3339
-from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.protocols import ProtocolService, ProtocolView
 
 log = get_logger(__name__)
@@ -485,16 +484,19 @@ class OracleService:
                 jobs.append(
                     ClaimJob(claim.asset_did, claim.data, document, token, collection.project_did)
                 )
-            results = await compute_claims(session, jobs, now)
+            results = await compute_claims_read(session, jobs, now)
             computed: list[tuple[str, Claim, ProtocolView, Decision, ClaimComputation]] = []
-            for (claim_id, claim, protocol, decision), result in zip(
+            periods: dict[str, StovePeriod] = {}  # the days each computation read
+            for (claim_id, claim, protocol, decision), (result, period) in zip(
                 computing, results, strict=True
             ):
                 if isinstance(result, NotComputable):
                     decision.reasons.append(result.reason)
                 else:
+                    assert period is not None
                     decision.inputs_digest = result.inputs_digest
                     computed.append((claim_id, claim, protocol, decision, result))
+                    periods[claim_id] = period
             # Double counting, against what is credited already (one read for the batch).
             devices = {
                 did: device_identity(did, stoves[did].properties)
@@ -515,9 +517,8 @@ class OracleService:
                 devices,
                 spans_of,
             )
-            # Learned plausibility, each stove over its claim's days (one read a span).
-            periods = await self._periods(session, computed)
             crediting: set[str] = set()  # stoves and devices this batch approves
+            tolerances: dict[str, float] = {}  # by protocol
             for claim_id, claim, protocol, decision, computation in computed:
                 credits = {
                     did for did in (claim.asset_did, devices.get(claim.asset_did or "")) if did
@@ -526,11 +527,16 @@ class OracleService:
                     del decisions[claim_id]
                     later.append(claim_id)
                     continue
-                methodology = methodology_of(protocol.effective_methodology or {})
-                tolerance = float(methodology.rule_values().get("corroboration_tolerance", 0.2))
+                tolerance = tolerances.get(protocol.did)
+                if tolerance is None:
+                    rules = methodology_of(protocol.effective_methodology or {}).rule_values()
+                    tolerance = tolerances[protocol.did] = float(
+                        rules.get("corroboration_tolerance", 0.2)
+                    )
                 rejects, flags = self._corroborate(claim.data, computation, tolerance)
                 project = rows[claim_id][1].project_did
                 rejects += credited.doubled(claim, project or "", computation)
+                # Learned plausibility over the days the computation read.
                 for finding in assess(periods[claim_id].days):
                     if finding.kind in REVIEW_KINDS:
                         flags.append(f"looks {finding.kind}: {finding.explanation}")
@@ -549,25 +555,6 @@ class OracleService:
                     ]
                     crediting |= credits
         return decisions, later
-
-    @staticmethod
-    async def _periods(
-        session: AsyncSession,
-        computed: list[tuple[str, Claim, ProtocolView, Decision, ClaimComputation]],
-    ) -> dict[str, StovePeriod]:
-        """Each computed claim's stove over its days, read by its methodology's measure:
-        one read for the claims over the same days."""
-        groups: dict[tuple[date, date, str], list[tuple[str, str]]] = {}
-        for claim_id, _, protocol, _, computation in computed:
-            measure = methodology_of(protocol.effective_methodology or {}).measure
-            groups.setdefault((computation.start, computation.end, measure), []).append(
-                (claim_id, computation.stove["stove"])
-            )
-        periods: dict[str, StovePeriod] = {}
-        for (start, end, measure), members in groups.items():
-            found = await stove_periods(session, [s for _, s in members], start, end, measure)
-            periods.update(zip([c for c, _ in members], found, strict=True))
-        return periods
 
     async def _oracles_for(self, claim_ids: list[str]) -> dict[str, str | None]:
         """Each claim's collection's active evaluator oracle."""

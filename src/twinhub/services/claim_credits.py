@@ -25,6 +25,7 @@ from twinhub.mrv.claims import (
     methodology_of,
 )
 from twinhub.mrv.methodology import Methodology
+from twinhub.mrv.periods import StovePeriod
 from twinhub.services.mrv_inputs import stove_periods
 
 
@@ -77,7 +78,16 @@ async def compute_claims(
     """Each job's credits (or why there are none), in order. Claims over the same days
     read their stoves' telemetry in one go (stove_periods), so an oracle approving a month
     of a programme's claims reads a handful of statements, not one set per claim."""
+    return [result for result, _ in await compute_claims_read(session, jobs, now)]
+
+
+async def compute_claims_read(
+    session: AsyncSession, jobs: Sequence[ClaimJob], now: datetime
+) -> list[tuple[ClaimComputation | NotComputable, StovePeriod | None]]:
+    """`compute_claims`, each result with the stove's period its telemetry was read into
+    (None when nothing was read): the oracle's plausibility checks look at the same days."""
     results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
+    read: list[StovePeriod | None] = [None] * len(jobs)
     methodologies: dict[int, Methodology] = {}
     by_days: dict[tuple[date, date, str], list[int]] = {}  # by days and measure
     for index, job in enumerate(jobs):
@@ -106,7 +116,10 @@ async def compute_claims(
         )
         for index, stove in zip(members, periods, strict=True):
             job = jobs[index]
+            read[index] = stove
             results[index] = claim_credits(
                 job, methodologies[index], stove, start, end, decimals[job.token]
             )
-    return [result for result in results if result is not None]
+    return [
+        (result, stove) for result, stove in zip(results, read, strict=True) if result is not None
+    ]

@@ -236,24 +236,23 @@ class OracleService:
             insert = dialect_of(session).insert
             for offset in range(0, len(claim_ids), _CHUNK):
                 chunk = claim_ids[offset : offset + _CHUNK]
+                # Core executemany (one cached statement, its rows sent together).
                 new = await session.scalars(
-                    insert(OracleDecision)
-                    .values(
-                        [
-                            {
-                                "claim_id": claim_id,
-                                "state": LEASED,
-                                "owner": self.owner,
-                                "lease_until": lease_until,
-                                "attempts": 1,
-                                "reasons": [],
-                                "created_at": now,
-                            }
-                            for claim_id in chunk
-                        ]
-                    )
+                    insert(OracleDecision.__table__)
                     .on_conflict_do_nothing(index_elements=["claim_id"])
-                    .returning(OracleDecision.claim_id)
+                    .returning(OracleDecision.__table__.c.claim_id),
+                    [
+                        {
+                            "claim_id": claim_id,
+                            "state": LEASED,
+                            "owner": self.owner,
+                            "lease_until": lease_until,
+                            "attempts": 1,
+                            "reasons": [],
+                            "created_at": now,
+                        }
+                        for claim_id in chunk
+                    ],
                 )
                 taken.update(dict.fromkeys(new, 1))
                 rest = [claim_id for claim_id in chunk if claim_id not in taken]

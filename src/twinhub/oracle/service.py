@@ -38,7 +38,7 @@ from datetime import date, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import dialect_of
@@ -233,12 +233,12 @@ class OracleService:
         lease_until = now + self.lease
         taken: dict[str, int] = {}
         async with self._sessions.begin() as session:
-            insert = dialect_of(session).insert
+            upsert = dialect_of(session).insert
             for offset in range(0, len(claim_ids), _CHUNK):
                 chunk = claim_ids[offset : offset + _CHUNK]
                 # Core executemany (one cached statement, its rows sent together).
                 new = await session.scalars(
-                    insert(OracleDecision.__table__)
+                    upsert(OracleDecision.__table__)
                     .on_conflict_do_nothing(index_elements=["claim_id"])
                     .returning(OracleDecision.__table__.c.claim_id),
                     [
@@ -380,30 +380,31 @@ class OracleService:
         return replies
 
     async def _record(self, session: AsyncSession, decisions: dict[str, Decision]) -> None:
-        """Sign each decision and store it on its claim's decision row (locked)."""
+        """Sign each decision and store it on its claim's decision row (locked), a
+        statement for the batch's rows (one more for rows of claims decided without a
+        lease: a direct call)."""
         ids = list(decisions)
-        rows: dict[str, OracleDecision] = {}
+        leased: set[str] = set()
         for offset in range(0, len(ids), _CHUNK):
-            found = await session.scalars(
-                select(OracleDecision)
-                .where(OracleDecision.claim_id.in_(ids[offset : offset + _CHUNK]))
-                .with_for_update()
+            leased.update(
+                await session.scalars(
+                    select(OracleDecision.claim_id)
+                    .where(OracleDecision.claim_id.in_(ids[offset : offset + _CHUNK]))
+                    .with_for_update()
+                )
             )
-            rows.update({row.claim_id: row for row in found})
         now = utcnow()
         decided_at = rfc3339(now)
+        changed: dict[str, dict[str, Any]] = {}  # claim -> its row's new values
         for claim_id, decision in decisions.items():
-            row = rows.get(claim_id)
-            if row is None:  # decided without a lease (a direct call): make the row
-                row = OracleDecision(claim_id=claim_id, attempts=1, reasons=[], created_at=utcnow())
-                session.add(row)
             state = SKIPPED if decision.outcome == SKIPPED else DECIDED
+            outcome = decision.outcome if state == DECIDED else None
             computation = decision.computation
             document = {
                 "type": DECISION_TYPE,
                 "claim": claim_id,
                 "oracle": decision.oracle,
-                "outcome": decision.outcome if state == DECIDED else None,
+                "outcome": outcome,
                 "reasons": decision.reasons,
                 "inputsDigest": decision.inputs_digest,
                 "methodology": decision.methodology,
@@ -411,16 +412,33 @@ class OracleService:
                 "decidedAt": decided_at,
                 "issuer": self._issuer.did,
             }
-            row.state, row.owner, row.lease_until = state, None, None
-            row.oracle = decision.oracle
-            row.outcome = decision.outcome if state == DECIDED else None
-            row.reasons = decision.reasons
-            row.inputs_digest = decision.inputs_digest
-            row.methodology = decision.methodology
             approved = computation is not None and decision.outcome == APPROVED
-            row.amount = computation.amount if computation and approved else None
-            row.document = orjson.dumps(self._issuer.sign(document, decided_at)).decode()
-            row.decided_at = now
+            changed[claim_id] = {
+                "state": state,
+                "owner": None,
+                "lease_until": None,
+                "oracle": decision.oracle,
+                "outcome": outcome,
+                "reasons": decision.reasons,
+                "inputs_digest": decision.inputs_digest,
+                "methodology": decision.methodology,
+                "amount": computation.amount if computation and approved else None,
+                "document": orjson.dumps(self._issuer.sign(document, decided_at)).decode(),
+                "decided_at": now,
+            }
+        table = OracleDecision.__table__
+        if unleased := [claim_id for claim_id in changed if claim_id not in leased]:
+            await session.execute(
+                insert(table),
+                [
+                    {"claim_id": claim_id, "attempts": 1, "created_at": now, **changed[claim_id]}
+                    for claim_id in unleased
+                ],
+            )
+        if rows := [{"b_claim": c, **values} for c, values in changed.items() if c in leased]:
+            await session.execute(
+                update(table).where(table.c.claim_id == bindparam("b_claim")), rows
+            )
 
     async def assess(self, claim_id: str) -> Decision:
         """The decision and every reason for it; writes nothing."""

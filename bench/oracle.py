@@ -251,7 +251,8 @@ def _document() -> ProjectDocument:
 
 async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> dict[str, Any]:
     """Whole oracle decisions (read the telemetry, corroborate, compute, sign, approve with
-    its credential and mint, one ledger write each) on pending claims of metered stoves."""
+    its credential and mint; a ledger write per batch of ORACLE_BATCH claims) on pending
+    claims of metered stoves; the goal is 500 claims/s, 2 ms of CPU a claim."""
     from sqlalchemy import text
 
     from twinhub.kernel.principals import Principal

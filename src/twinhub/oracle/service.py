@@ -16,8 +16,15 @@ and a restarted oracle picks up a lease that ran out), and decides:
 Every decision is signed with the platform's issuer key and stored with its reasons, the
 digest of the telemetry it used and the methodology's id, version and digest. The decision
 row and the claim's evaluation (and its credential and credits) commit in one ledger write
-the oracle opens itself (`ClaimEvaluations.evaluate_within`): a crash between them leaves
-neither, and the lease runs out for another try.
+the oracle opens itself (`ClaimEvaluations.evaluate_many_within`): a crash between them
+leaves neither, and the lease runs out for another try.
+
+It decides in batches (up to ORACLE_BATCH claims): the leases in one statement, the
+claims, their stoves, telemetry and what is credited already read in a handful of
+statements for the batch (`assess_many`), then every evaluation and signed decision in one
+ledger write, each claim decided exactly as it would be alone. A claim whose stove or
+device an earlier claim of the batch is about to credit waits for a next round of the
+batch, so its double counting is checked against that approval.
 
 How it learns of a claim: the platform's bus hands it each claim.submitted event once the
 submission commits (`claim_submitted`, registered in platform.HANDLERS), and it evaluates
@@ -520,19 +527,11 @@ class OracleService:
                 for _, claim, _, _, _ in computed
                 if (did := claim.asset_did) is not None and did in stoves
             }
-            spans_of: dict[str, set[tuple[date, date]]] = {}
-            for _, claim, _, _, computation in computed:
-                if claim.asset_did is not None:
-                    spans_of.setdefault(claim.asset_did, set()).add(
-                        (computation.start, computation.end)
-                    )
-            credited = await Credited.load(
+            credited = await self._credited(
                 session,
-                list(spans_of),
+                [(claim, computation) for _, claim, _, _, computation in computed],
                 {rows[claim_id][1].project_did for claim_id, *_ in computed},
-                [span for spans in spans_of.values() for span in spans],
                 devices,
-                spans_of,
             )
             crediting: set[str] = set()  # stoves and devices this batch approves
             tolerances: dict[str, float] = {}  # by protocol
@@ -550,26 +549,9 @@ class OracleService:
                     tolerance = tolerances[protocol.did] = float(
                         rules.get("corroboration_tolerance", 0.2)
                     )
-                rejects, flags = self._corroborate(claim.data, computation, tolerance)
-                project = rows[claim_id][1].project_did
-                rejects += credited.doubled(claim, project or "", computation)
-                # Learned plausibility over the days the computation read.
-                for finding in assess(periods[claim_id].days):
-                    if finding.kind in REVIEW_KINDS:
-                        flags.append(f"looks {finding.kind}: {finding.explanation}")
-                if rejects:
-                    decision.outcome, decision.reasons = REJECTED, rejects + flags
-                elif flags:
-                    decision.outcome, decision.reasons = FLAGGED, flags
-                else:
-                    decision.outcome = APPROVED
-                    decision.computation = computation
-                    decision.reasons = [
-                        "telemetry corroborates the claim: "
-                        f"{computation.sessions} cooking sessions, "
-                        f"{computation.quantity:g} {computation.unit} from {computation.start} "
-                        f"to {computation.end}; {computation.stove['reductions']:.6f} tCO2e"
-                    ]
+                doubled = credited.doubled(claim, rows[claim_id][1].project_did, computation)
+                self._conclude(decision, claim, computation, tolerance, doubled, periods[claim_id])
+                if decision.outcome == APPROVED:
                     crediting |= credits
         return decisions, later
 
@@ -585,6 +567,61 @@ class OracleService:
             ).all()
             oracles = await active_evaluators(session, [collection for _, collection in rows])
         return {claim_id: oracles[collection.id] for claim_id, collection in rows}
+
+    @staticmethod
+    async def _credited(
+        session: AsyncSession,
+        computed: list[tuple[Claim, ClaimComputation]],
+        projects: set[str],
+        devices: dict[str, str],
+    ) -> Credited:
+        """What is credited already of the computed claims' stoves (`devices`: their
+        device identities) over the days each computation covers."""
+        spans_of: dict[str, set[tuple[date, date]]] = {}
+        for claim, computation in computed:
+            if claim.asset_did is not None:
+                spans_of.setdefault(claim.asset_did, set()).add(
+                    (computation.start, computation.end)
+                )
+        return await Credited.load(
+            session,
+            list(spans_of),
+            projects,
+            [span for spans in spans_of.values() for span in spans],
+            devices,
+            spans_of,
+        )
+
+    @classmethod
+    def _conclude(
+        cls,
+        decision: Decision,
+        claim: Claim,
+        computation: ClaimComputation,
+        tolerance: float,
+        doubled: list[str],
+        period: StovePeriod,
+    ) -> None:
+        """The outcome of a claim whose credits computed: rejected for an over-claim or
+        double counting (`doubled`), flagged for an under-claim or a stove that looks
+        tampered, cloned or broken over its days, else approved with its computation."""
+        rejects, flags = cls._corroborate(claim.data, computation, tolerance)
+        rejects += doubled
+        for finding in assess(period.days):  # learned plausibility
+            if finding.kind in REVIEW_KINDS:
+                flags.append(f"looks {finding.kind}: {finding.explanation}")
+        if rejects:
+            decision.outcome, decision.reasons = REJECTED, rejects + flags
+        elif flags:
+            decision.outcome, decision.reasons = FLAGGED, flags
+        else:
+            decision.outcome = APPROVED
+            decision.computation = computation
+            decision.reasons = [
+                f"telemetry corroborates the claim: {computation.sessions} cooking sessions, "
+                f"{computation.quantity:g} {computation.unit} from {computation.start} to "
+                f"{computation.end}; {computation.stove['reductions']:.6f} tCO2e"
+            ]
 
     @staticmethod
     def _corroborate(

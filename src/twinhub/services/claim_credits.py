@@ -29,16 +29,11 @@ from twinhub.mrv.periods import StovePeriod
 from twinhub.services.mrv_inputs import stove_periods
 
 
-async def active_evaluator(session: AsyncSession, collection: ClaimCollection) -> str | None:
-    """The collection's first evaluator oracle that is active: the one the oracle service
-    acts as."""
-    return (await active_evaluators(session, [collection]))[collection.id]
-
-
 async def active_evaluators(
     session: AsyncSession, collections: Sequence[ClaimCollection]
 ) -> dict[int, str | None]:
-    """`active_evaluator` of each collection (by id), in one statement for them all."""
+    """Each collection's (by id) first evaluator oracle that is active: the one the oracle
+    service acts as; one statement for them all."""
     wanted = sorted({did for collection in collections for did in collection.evaluators})
     rows = await session.execute(
         select(Domain.did).where(Domain.did.in_(wanted), Domain.status == "active")

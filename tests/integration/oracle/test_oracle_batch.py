@@ -199,3 +199,24 @@ async def test_a_crash_in_a_batch_decides_nothing_twice(registry: Registry) -> N
         assert attempts == 2
     finally:
         await world.close()
+
+
+async def test_a_claim_decided_without_a_lease_gets_its_signed_decision(
+    registry: Registry,
+) -> None:
+    """A direct call (`decide`, no lease taken): the decision row is made with the
+    evaluation, in the same write."""
+    world = await build_world(registry)
+    try:
+        collection = (await world.collection())["id"]
+        claim_id = await submit(world, collection, await world.metered_asset(), metered_claim())
+        reply = await registry.platform.oracle.decide(claim_id)
+        assert reply is not None and reply["status"] == "approved"
+        decided = (await registry.client.get(f"/v1/claims/{claim_id}/oracle-decision")).json()
+        assert decided["state"] == "decided" and decided["outcome"] == "approved"
+        assert decided["amount"] == METERED_AMOUNT and decided["attempts"] == 1
+        check = await registry.client.post("/v1/credentials/verify", json=decided["signed"])
+        assert check.json()["verified"] is True
+        assert await registry.platform.oracle.run_claims([claim_id]) == 0  # decided once
+    finally:
+        await world.close()

@@ -227,6 +227,8 @@ METER = {
     "certificate": "sha256:" + "c" * 64,
     "registerMax": 99999.9,
 }
+CLAIMS_GOAL = 500  # claims decided a second
+CLAIM_CPU_GOAL_MS = 2.0
 SAMPLED = {"householdSize": {"value": 4.6, "sampleSize": 97, "confidence": 0.9, "precision": 0.08}}
 
 
@@ -281,7 +283,8 @@ def _document() -> ProjectDocument:
 
 async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> dict[str, Any]:
     """Whole oracle decisions (read the telemetry, corroborate, compute, sign, approve with
-    its credential and mint, one ledger write each) on pending claims of metered stoves."""
+    its credential and mint; a ledger write per batch of ORACLE_BATCH claims) on pending
+    claims of metered stoves; the goal is 500 claims/s, 2 ms of CPU a claim."""
     from sqlalchemy import text
 
     from twinhub.kernel.principals import Principal
@@ -336,7 +339,8 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
         "oracle: claims decided": decided,
         "oracle: approved": approved["counts"]["approved"],
         "oracle: claim evaluations/s (wall)": round(decided / wall, 1),
-        "oracle: cpu per claim (ms)": round(cpu / max(decided, 1) * 1000, 1),
+        "oracle: cpu per claim (ms)": round(cpu / max(decided, 1) * 1000, 2),
+        "oracle: goal": f">= {CLAIMS_GOAL} claims/s, <= {CLAIM_CPU_GOAL_MS} ms cpu per claim",
     }
 
 

@@ -25,15 +25,24 @@ from twinhub.mrv.claims import (
     methodology_of,
 )
 from twinhub.mrv.methodology import Methodology
+from twinhub.mrv.periods import StovePeriod
 from twinhub.services.mrv_inputs import stove_periods
 
 
-async def active_evaluator(session: AsyncSession, collection: ClaimCollection) -> str | None:
-    """The collection's first evaluator oracle that is active: the one the oracle service
-    acts as."""
-    rows = await session.scalars(select(Domain).where(Domain.did.in_(collection.evaluators)))
-    active = {row.did for row in rows if row.status == "active"}
-    return next((did for did in collection.evaluators if did in active), None)
+async def active_evaluators(
+    session: AsyncSession, collections: Sequence[ClaimCollection]
+) -> dict[int, str | None]:
+    """Each collection's (by id) first evaluator oracle that is active: the one the oracle
+    service acts as; one statement for them all."""
+    wanted = sorted({did for collection in collections for did in collection.evaluators})
+    rows = await session.execute(
+        select(Domain.did).where(Domain.did.in_(wanted), Domain.status == "active")
+    )
+    active = {did for (did,) in rows}
+    return {
+        collection.id: next((did for did in collection.evaluators if did in active), None)
+        for collection in collections
+    }
 
 
 async def token_decimals(session: AsyncSession, token: str) -> int:
@@ -64,7 +73,16 @@ async def compute_claims(
     """Each job's credits (or why there are none), in order. Claims over the same days
     read their stoves' telemetry in one go (stove_periods), so an oracle approving a month
     of a programme's claims reads a handful of statements, not one set per claim."""
+    return [result for result, _ in await compute_claims_read(session, jobs, now)]
+
+
+async def compute_claims_read(
+    session: AsyncSession, jobs: Sequence[ClaimJob], now: datetime
+) -> list[tuple[ClaimComputation | NotComputable, StovePeriod | None]]:
+    """`compute_claims`, each result with the stove's period its telemetry was read into
+    (None when nothing was read): the oracle's plausibility checks look at the same days."""
     results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
+    read: list[StovePeriod | None] = [None] * len(jobs)
     methodologies: dict[int, Methodology] = {}
     by_days: dict[tuple[date, date, str], list[int]] = {}  # by days and measure
     for index, job in enumerate(jobs):
@@ -93,7 +111,10 @@ async def compute_claims(
         )
         for index, stove in zip(members, periods, strict=True):
             job = jobs[index]
+            read[index] = stove
             results[index] = claim_credits(
                 job, methodologies[index], stove, start, end, decimals[job.token]
             )
-    return [result for result in results if result is not None]
+    return [
+        (result, stove) for result, stove in zip(results, read, strict=True) if result is not None
+    ]

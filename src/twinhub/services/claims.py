@@ -1035,6 +1035,28 @@ class ClaimEvaluations:
             pass
         return outcomes
 
+    async def evaluate_many_within(
+        self, write: LedgerWrite, requests: Sequence[EvaluationRequest], actor: Principal
+    ) -> list[EvaluationOutcome]:
+        """`evaluate_within` for several evaluations (the oracle's batch of decisions): made
+        in order in the caller's ledger write, each made or refused on its own as in
+        `evaluate_many`; what the caller writes beside them commits with them or not at
+        all. Approvals come with their computation (or are computed in the write)."""
+        require_role(actor, "writer")
+        outcomes = [EvaluationOutcome(request.claim) for request in requests]
+        live: list[int] = []
+        for index, request in enumerate(requests):
+            try:
+                self._check_request(request)
+            except ServiceError as error:
+                outcomes[index].error = error
+            else:
+                live.append(index)
+        if live:
+            applied = await self._apply(write, requests, outcomes, live, actor, self._now(), {})
+            await self._replies(write.session, applied)
+        return outcomes
+
     async def _evaluate_batch(
         self, actor: Hashable, requests: list[EvaluationRequest]
     ) -> list[EvaluationOutcome]:

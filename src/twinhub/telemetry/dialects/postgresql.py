@@ -1,6 +1,7 @@
 """PostgreSQL's telemetry writes (see twinhub.telemetry.dialects): readings COPYed into a
-staging table private to the connection, the rollups computed by ONE statement from it,
-monthly partitions of the readings, the devices' rows locked FOR UPDATE in id order."""
+staging table private to the connection, the rollup cells (summed in Python, column-wise)
+upserted by ONE statement from arrays, monthly partitions of the readings, the devices'
+rows locked FOR UPDATE in id order."""
 
 from __future__ import annotations
 
@@ -14,8 +15,15 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.telemetry.columns import CellColumns, batch_columns
 from twinhub.telemetry.dialects import TelemetryDialect
-from twinhub.telemetry.rows import Batch, DeviceState, RollupPlan, RollupRecord, next_month
+from twinhub.telemetry.rows import (
+    Batch,
+    DeviceState,
+    RollupPlan,
+    RollupRecord,
+    next_month,
+)
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
 _STAGE_READINGS = (
@@ -50,50 +58,31 @@ INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at, rec
 SELECT device_id, seq, time, "values", received_at, receipt_id FROM telemetry_stage
 ON CONFLICT DO NOTHING
 """
-# The rollups of the staged readings (by then exactly the ones inserted), computed by the
-# database: $3/$4/$5 name each device's rolled-up fields (numeric, or an enum field counted
-# per value); $1/$2/$6 pair each device with its scopes and each scope's rank in Python's
-# sort order. Hours are summed from the readings, days from the hours, months from the
-# days (few rows past the first step), then per scope; the rows are upserted in key order
-# (scope rank, interval, bucket, field: integers and a timestamp decide almost every
-# comparison) so concurrent transactions lock rollup rows in one order (no deadlocks).
-_ROLL_UP_STAGED = """
+# The rollups of a group's inserted readings: each batch's cells summed in Python
+# (telemetry/columns.py, column-wise over the batch) and sent as columns, $1-$8 (the batch
+# each cell is of, interval code, bucket epoch second, field rank, count, sum, min, max);
+# $9/$10 pair each batch with its scopes' ranks (the device, its projects and
+# organisations), $11/$12 name the scopes and fields by rank (Python's sort order, which
+# is the key order: a field's code points order it as COLLATE "C" would). The database
+# adds up the cells of a scope that several batches feed and upserts the rows in key order
+# (scope, interval, bucket, field), so concurrent transactions lock rollup rows in one
+# order (no deadlocks). Nothing is done per reading here: summing the staged readings'
+# JSON in this statement cost the database about twice as much per rollup row
+# (bench/README.md, "Telemetry").
+_UPSERT_CELLS = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-WITH v AS (
-    SELECT s.device_id, date_trunc('hour', s.time, 'UTC') AS bucket,
-           CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
-                ELSE f.name END AS field,
-           CASE WHEN f.counted THEN 1.0::float8
-                ELSE (s."values" ->> f.name)::float8 END AS value
-    FROM telemetry_stage s
-    JOIN unnest($3::integer[], $4::text[], $5::boolean[]) AS f(device_id, name, counted)
-      ON f.device_id = s.device_id
-    WHERE jsonb_typeof(s."values" -> f.name)
-          = CASE WHEN f.counted THEN 'string' ELSE 'number' END
-), h AS (
-    SELECT device_id, field, bucket, count(*)::integer AS n, sum(value) AS total,
-           min(value) AS low, max(value) AS high
-    FROM v WHERE length(field) <= 64 GROUP BY device_id, field, bucket
-), d AS (
-    SELECT device_id, field, date_trunc('day', bucket, 'UTC') AS bucket, sum(n)::integer AS n,
-           sum(total) AS total, min(low) AS low, max(high) AS high
-    FROM h GROUP BY device_id, field, 3
-), mo AS (
-    SELECT device_id, field, date_trunc('month', bucket, 'UTC') AS bucket,
-           sum(n)::integer AS n, sum(total) AS total, min(low) AS low, max(high) AS high
-    FROM d GROUP BY device_id, field, 3
-), cells AS (
-    SELECT 1 AS interval, * FROM h
-    UNION ALL SELECT 0, * FROM d
-    UNION ALL SELECT 2, * FROM mo
-)
-SELECT m.scope, (ARRAY['day', 'hour', 'month'])[c.interval + 1], c.bucket, c.field,
-       sum(c.n), sum(c.total), min(c.low), max(c.high)
-FROM cells c
-JOIN unnest($1::integer[], $2::text[], $6::integer[]) AS m(device_id, scope, rank)
-  ON m.device_id = c.device_id
-GROUP BY m.rank, c.interval, c.bucket, c.field, m.scope
-ORDER BY m.rank, c.interval, c.bucket, c.field COLLATE "C"
+SELECT ($11::text[])[g.scope + 1], (ARRAY['day', 'hour', 'month'])[g.interval + 1],
+       to_timestamp(g.stamp), ($12::text[])[g.field + 1], g.n, g.total, g.low, g.high
+FROM (
+    SELECT m.scope, c.interval, c.stamp, c.field, sum(c.n)::bigint AS n,
+           sum(c.total) AS total, min(c.low) AS low, max(c.high) AS high
+    FROM unnest($1::integer[], $2::integer[], $3::bigint[], $4::integer[], $5::bigint[],
+                $6::float8[], $7::float8[], $8::float8[])
+         AS c(part, interval, stamp, field, n, total, low, high)
+    JOIN unnest($9::integer[], $10::integer[]) AS m(part, scope) ON m.part = c.part
+    GROUP BY m.scope, c.interval, c.stamp, c.field
+) g
+ORDER BY g.scope, g.interval, g.stamp, g.field
 ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
     count = t.count + excluded.count,
     sum = t.sum + excluded.sum,
@@ -273,21 +262,43 @@ class PostgreSQLTelemetry(TelemetryDialect):
         batch: Batch,
         inserted: list[Reading],
     ) -> None:
-        """The device's scopes and fields, once: the database sums the staged readings."""
-        if device not in planned:
-            planned.add(device)
-            plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
+        """The batch's cells, summed here column-wise; the database joins them to the
+        device and its scopes."""
+        part = len(plan.parts)
+        plan.parts.append(batch_columns(inserted, batch.numeric, batch.counted))
+        for scope in dict.fromkeys((batch.did, *batch.scopes)):
+            plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """One INSERT ... SELECT ... GROUP BY ... ON CONFLICT over the staged readings, so
-        nothing is done per reading or per rollup row in Python."""
-        if not plan.fields:
+        """The group's cells, one statement (see _UPSERT_CELLS)."""
+        if not any(plan.parts):
             return
-        scope_ids, scopes = zip(*plan.scopes, strict=True)
-        field_ids, names, counted = zip(*plan.fields, strict=True)
-        rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
-        ranks = [rank[scope] for scope in scopes]
-        await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks)
+        cells = CellColumns()
+        parts: list[int] = []
+        for part, columns in enumerate(plan.parts):
+            parts += [part] * len(columns)
+            cells.extend(columns)
+        # Scopes and fields go as their rank in Python's sort order (the key order rows
+        # are locked in; a field's code points order it as COLLATE "C" would).
+        scope_names = sorted({scope for _, scope in plan.scopes})
+        scope_rank = {scope: n for n, scope in enumerate(scope_names)}
+        field_names = sorted(set(cells.name))
+        field_rank = {name: n for n, name in enumerate(field_names)}
+        await driver.execute(
+            _UPSERT_CELLS,
+            parts,
+            cells.interval,
+            cells.stamp,
+            [field_rank[name] for name in cells.name],
+            cells.count,
+            cells.total,
+            cells.low,
+            cells.high,
+            [part for part, _ in plan.scopes],
+            [scope_rank[scope] for _, scope in plan.scopes],
+            scope_names,
+            field_names,
+        )
 
     async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
         await driver.execute(_STAGE_ROLLUPS)

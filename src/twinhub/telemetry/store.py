@@ -5,15 +5,15 @@ write on the session's own driver connection: the readings go into a staging tab
 (PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are
 deleted from it (so a reading sent twice is stored once even when its time differs; the few
 deleted come back), and the rest is inserted. The rollups (hour, day, month; per device and
-per project/organisation) are summed in Python per batch from the readings inserted and
-upserted once per key per group. PostgreSQL: the cells summed column-wise over a batch
-(telemetry/columns.py, numpy) go as arrays to one statement, which joins them to their
-scopes and upserts in key order. SQLite: cells summed per batch (rows.add_cells),
-executemany. The device's live state and its events go in the same transaction: either
-all of a group counts or none. rollup_rows is the Python reference of the same sums (in
-telemetry/rows.py; the tests compare the two; the benchmark seeds rollups with it). A
-process writes one transaction at a time: the callers waiting meanwhile go in together as
-one group (store_many), so a project's rollup rows are upserted once per group.
+per project/organisation) are summed in Python per batch from the readings inserted
+(column-wise over a large batch: telemetry/columns.py, numpy) and upserted once per key per
+group (PostgreSQL: the cells as arrays to one statement, which joins them to their scopes
+and upserts in key order; SQLite: executemany). The device's live state and its events go
+in the same transaction: either all of a group counts or none. rollup_rows is the Python
+reference of the same sums (in telemetry/rows.py; the tests compare the two; the benchmark
+seeds rollups with it). A process writes one transaction at a time: the callers waiting
+meanwhile go in together as one group (store_many), so a project's rollup rows are
+upserted once per group.
 On SQLite new readings go in with one INSERT OR IGNORE, the staging table kept for batches
 that repeat stored seqs.
 """

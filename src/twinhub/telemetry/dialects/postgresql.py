@@ -10,12 +10,13 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
-from twinhub.telemetry.columns import CellColumns, batch_columns
+from twinhub.telemetry.columns import batch_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
@@ -29,8 +30,35 @@ from twinhub.telemetry.rows import (
 _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
     ' time timestamptz, "values" jsonb, received_at timestamptz, receipt_id bigint)'
+    " ON COMMIT DELETE ROWS;"
+    " CREATE TEMP TABLE IF NOT EXISTS telemetry_cell_stage (part integer, interval integer,"
+    " stamp bigint, field integer, n bigint, total float8, low float8, high float8)"
     " ON COMMIT DELETE ROWS"
 )
+# telemetry_cell_stage's rows in COPY's binary format, built column-wise (numpy): the
+# number of fields, then each field's size and big-endian value.
+_CELL_COLUMNS = {
+    "part": ">i4",
+    "interval": ">i4",
+    "stamp": ">i8",
+    "field": ">i4",
+    "n": ">i8",
+    "total": ">f8",
+    "low": ">f8",
+    "high": ">f8",
+}
+_CELL_ROW = np.dtype(
+    [
+        ("fields", ">i2"),
+        *(
+            (pair)
+            for name, kind in _CELL_COLUMNS.items()
+            for pair in ((f"{name}_size", ">i4"), (name, kind))
+        ),
+    ]
+)
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
+_COPY_TRAILER = b"\xff\xff"
 _STAGE_COLUMNS = ["device_id", "seq", "time", "values", "received_at", "receipt_id"]
 _RECEIPT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('telemetry_receipts', 'id')) FROM generate_series(1, $1)"
@@ -59,27 +87,25 @@ SELECT device_id, seq, time, "values", received_at, receipt_id FROM telemetry_st
 ON CONFLICT DO NOTHING
 """
 # The rollups of a group's inserted readings: each batch's cells summed in Python
-# (telemetry/columns.py, column-wise over the batch) and sent as columns, $1-$8 (the batch
-# each cell is of, interval code, bucket epoch second, field rank, count, sum, min, max);
-# $9/$10 pair each batch with its scopes' ranks (the device, its projects and
-# organisations), $11/$12 name the scopes and fields by rank (Python's sort order, which
-# is the key order: a field's code points order it as COLLATE "C" would). The database
-# adds up the cells of a scope that several batches feed and upserts the rows in key order
-# (scope, interval, bucket, field), so concurrent transactions lock rollup rows in one
-# order (no deadlocks). Nothing is done per reading here: summing the staged readings'
-# JSON in this statement cost the database about twice as much per rollup row
-# (bench/README.md, "Telemetry").
+# (telemetry/columns.py, column-wise over the batch) and COPYed in binary into
+# telemetry_cell_stage (the batch each cell is of, interval code, bucket epoch second, field
+# rank, count, sum, min, max: no Python object per cell encoded); $1/$2 pair each batch
+# with its scopes' ranks (the device, its projects and organisations), $3/$4 name the
+# scopes and fields by rank (Python's sort order, which is the key order: a field's code
+# points order it as COLLATE "C" would). The database adds up the cells of a scope that
+# several batches feed and upserts the rows in key order (scope, interval, bucket, field),
+# so concurrent transactions lock rollup rows in one order (no deadlocks). Nothing is done
+# per reading here: summing the staged readings' JSON in this statement cost the database
+# about twice as much per rollup row (bench/README.md, "Telemetry").
 _UPSERT_CELLS = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-SELECT ($11::text[])[g.scope + 1], (ARRAY['day', 'hour', 'month'])[g.interval + 1],
-       to_timestamp(g.stamp), ($12::text[])[g.field + 1], g.n, g.total, g.low, g.high
+SELECT ($3::text[])[g.scope + 1], (ARRAY['day', 'hour', 'month'])[g.interval + 1],
+       to_timestamp(g.stamp), ($4::text[])[g.field + 1], g.n, g.total, g.low, g.high
 FROM (
     SELECT m.scope, c.interval, c.stamp, c.field, sum(c.n)::bigint AS n,
            sum(c.total) AS total, min(c.low) AS low, max(c.high) AS high
-    FROM unnest($1::integer[], $2::integer[], $3::bigint[], $4::integer[], $5::bigint[],
-                $6::float8[], $7::float8[], $8::float8[])
-         AS c(part, interval, stamp, field, n, total, low, high)
-    JOIN unnest($9::integer[], $10::integer[]) AS m(part, scope) ON m.part = c.part
+    FROM telemetry_cell_stage c
+    JOIN unnest($1::integer[], $2::integer[]) AS m(part, scope) ON m.part = c.part
     GROUP BY m.scope, c.interval, c.stamp, c.field
 ) g
 ORDER BY g.scope, g.interval, g.stamp, g.field
@@ -270,30 +296,40 @@ class PostgreSQLTelemetry(TelemetryDialect):
             plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """The group's cells, one statement (see _UPSERT_CELLS)."""
-        if not any(plan.parts):
+        """The group's cells COPYed, then one statement (see _UPSERT_CELLS)."""
+        size = sum(len(columns) for columns in plan.parts)
+        if not size:
             return
-        cells = CellColumns()
-        parts: list[int] = []
-        for part, columns in enumerate(plan.parts):
-            parts += [part] * len(columns)
-            cells.extend(columns)
         # Scopes and fields go as their rank in Python's sort order (the key order rows
         # are locked in; a field's code points order it as COLLATE "C" would).
         scope_names = sorted({scope for _, scope in plan.scopes})
         scope_rank = {scope: n for n, scope in enumerate(scope_names)}
-        field_names = sorted(set(cells.name))
+        field_names = sorted({name for columns in plan.parts for name in columns.name})
         field_rank = {name: n for n, name in enumerate(field_names)}
+        rows = np.empty(size, _CELL_ROW)
+        rows["fields"] = len(_CELL_COLUMNS)
+        for name, kind in _CELL_COLUMNS.items():
+            rows[f"{name}_size"] = np.dtype(kind).itemsize
+        start = 0
+        for part, columns in enumerate(plan.parts):
+            end = start + len(columns)
+            rows["part"][start:end] = part
+            rows["interval"][start:end] = columns.interval
+            rows["stamp"][start:end] = columns.stamp
+            rows["field"][start:end] = [field_rank[name] for name in columns.name]
+            rows["n"][start:end] = columns.count
+            rows["total"][start:end] = columns.total
+            rows["low"][start:end] = columns.low
+            rows["high"][start:end] = columns.high
+            start = end
+        await driver.copy_to_table(
+            "telemetry_cell_stage",
+            # a buffer, not bytes (which asyncpg would take for a file's path)
+            source=memoryview(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER),
+            format="binary",
+        )
         await driver.execute(
             _UPSERT_CELLS,
-            parts,
-            cells.interval,
-            cells.stamp,
-            [field_rank[name] for name in cells.name],
-            cells.count,
-            cells.total,
-            cells.low,
-            cells.high,
             [part for part, _ in plan.scopes],
             [scope_rank[scope] for _, scope in plan.scopes],
             scope_names,

@@ -440,9 +440,9 @@ class TelemetryStore:
     async def _roll_up(self, driver: Any, plan: RollupPlan) -> None:
         """Add the cells planned from the readings _insert_readings just stored
         (dialect.plan) to the rollups of their devices and scopes, in the caller's
-        transaction: one upsert per key of the group. Summing the staged readings' JSON
-        in PostgreSQL cost it about 14 µs per rollup row, twice the upsert of a row summed
-        here (bench/README.md, "Telemetry")."""
+        transaction: one upsert per key of the group. (PostgreSQL summing the staged
+        readings' JSON itself cost it more than the cells summed here cost both:
+        bench/README.md, "Where a reading's CPU goes".)"""
         await self.dialect.roll_up(driver, plan)
 
     async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:

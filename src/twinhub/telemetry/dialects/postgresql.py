@@ -96,7 +96,8 @@ ON CONFLICT DO NOTHING
 # several batches feed and upserts the rows in key order (scope, interval, bucket, field),
 # so concurrent transactions lock rollup rows in one order (no deadlocks). Nothing is done
 # per reading here: summing the staged readings' JSON in this statement cost the database
-# about twice as much per rollup row (bench/README.md, "Telemetry").
+# about a fifth more CPU per reading than this path (bench/README.md, "Where a reading's CPU
+# goes").
 _UPSERT_CELLS = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
 SELECT ($3::text[])[g.scope + 1], (ARRAY['day', 'hour', 'month'])[g.interval + 1],

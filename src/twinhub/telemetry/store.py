@@ -2,9 +2,9 @@
 
 A group of batches (one HTTP batch, or many devices' MQTT messages) goes in as one bulk
 write on the session's own driver connection: the readings go into a staging table
-(PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are
-deleted from it (so a reading sent twice is stored once even when its time differs; the few
-deleted come back), and the rest is inserted. The rollups (hour, day, month; per device and
+(PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are left
+out (so a reading sent twice is stored once even when its time differs; the few left out
+come back), and the rest is inserted. The rollups (hour, day, month; per device and
 per project/organisation) are summed in Python per batch from the readings inserted
 (column-wise over a large batch: telemetry/columns.py, numpy) and upserted once per key per
 group (PostgreSQL: the cells as arrays to one statement, which joins them to their scopes
@@ -430,11 +430,11 @@ class TelemetryStore:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
         (device id, seq) pairs NOT stored because the device has stored that seq before
         (usually none, so nothing per reading comes back). Each goes with its receipt time
-        and its receipt's id (None: unsigned). The readings go into a staging
-        table (PostgreSQL: COPY; SQLite: executemany), the device's used seqs are deleted
-        from it (whatever their time: on PostgreSQL the key holds the time too, for the
-        partitions) and the rest is inserted; the staging table then holds exactly the
-        inserted readings, which _roll_up reads."""
+        and its receipt's id (None: unsigned). PostgreSQL: the readings are COPYed into
+        a staging table, then one statement returns the device's used seqs (whatever their
+        time: the key holds the time too, for the partitions) and inserts the rest.
+        SQLite: one INSERT OR IGNORE, the staging table only for batches that repeat
+        stored seqs."""
         return await self.dialect.insert_readings(driver, items, driver in self._staged)
 
     async def _roll_up(self, driver: Any, plan: RollupPlan) -> None:

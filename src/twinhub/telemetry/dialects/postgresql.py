@@ -71,20 +71,26 @@ _INSERT_QUARANTINE = (
     'INSERT INTO telemetry_quarantine (device_did, seq, time, received_at, "values", reason,'
     " source, receipt_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
 )
-# OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
-# semi-join (the staging table has no statistics) it hashed every stored reading instead.
-_DROP_STORED = """
-DELETE FROM telemetry_stage s
-WHERE EXISTS (
-    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
-    OFFSET 0
-)
-RETURNING s.device_id, s.seq
-"""
+# The staged readings whose (device, seq) the device stored before (whatever their time: the
+# key holds the time too, for the partitions) are returned, the rest inserted: one statement,
+# one round trip. OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index:
+# turned into a semi-join (the staging table has no statistics) it hashed every stored
+# reading instead.
 _INSERT_STAGED = """
-INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
-SELECT device_id, seq, time, "values", received_at, receipt_id FROM telemetry_stage
-ON CONFLICT DO NOTHING
+WITH stored AS (
+    SELECT s.device_id, s.seq FROM telemetry_stage s
+    WHERE EXISTS (
+        SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
+        OFFSET 0
+    )
+), inserted AS (
+    INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
+    SELECT s.device_id, s.seq, s.time, s."values", s.received_at, s.receipt_id
+    FROM telemetry_stage s
+    WHERE NOT EXISTS (SELECT 1 FROM stored d WHERE d.device_id = s.device_id AND d.seq = s.seq)
+    ON CONFLICT DO NOTHING
+)
+SELECT device_id, seq FROM stored
 """
 # The rollups of a group's inserted readings: each batch's cells summed in Python
 # (telemetry/columns.py, column-wise over the batch) and COPYed in binary into
@@ -257,8 +263,8 @@ class PostgreSQLTelemetry(TelemetryDialect):
     async def insert_readings(
         self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]], staged: bool
     ) -> set[tuple[int, int]]:
-        """COPY into the staging table, the device's used seqs deleted from it (whatever
-        their time: the key holds the time too, for the partitions), the rest inserted."""
+        """COPY into the staging table, then one statement: the device's used seqs
+        returned, the rest inserted (_INSERT_STAGED)."""
         if not staged:
             await driver.execute(_STAGE_READINGS)
         if not items:
@@ -268,9 +274,7 @@ class PostgreSQLTelemetry(TelemetryDialect):
             records=[(d, r.seq, r.time, dumps(r.values), at, n) for d, r, at, n in items],
             columns=_STAGE_COLUMNS,
         )
-        skipped = await driver.fetch(_DROP_STORED)
-        await driver.execute(_INSERT_STAGED)
-        return {(d, q) for d, q in skipped}
+        return {(d, q) for d, q in await driver.fetch(_INSERT_STAGED)}
 
     async def receipt_ids(self, driver: Any, count: int) -> list[int]:
         return [row[0] for row in await driver.fetch(_RECEIPT_IDS, count)]

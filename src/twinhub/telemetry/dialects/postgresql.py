@@ -102,7 +102,7 @@ SELECT device_id, seq FROM stored
 # several batches feed and upserts the rows in key order (scope, interval, bucket, field),
 # so concurrent transactions lock rollup rows in one order (no deadlocks). Nothing is done
 # per reading here: summing the staged readings' JSON in this statement cost the database
-# about a fifth more CPU per reading than this path (bench/README.md, "Where a reading's CPU
+# more CPU per reading than this whole path costs it (bench/README.md, "Where a reading's CPU
 # goes").
 _UPSERT_CELLS = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)

@@ -80,30 +80,21 @@ class StoredBatch:
     was_online_at: datetime | None  # the device's last reading before this batch
 
 
-@dataclass
-class RollupPlan:
-    """What a group's inserted readings roll up into, for the database to compute: each
-    device's scopes (itself, its projects and organisations) and each device's fields
-    (numeric ones, and enum fields whose values are counted: counted=True)."""
-
-    scopes: list[tuple[int, str]]
-    fields: list[tuple[int, str, bool]]
-    cells: dict[str, list[Cells]]  # SQLite: each scope's cells, summed in Python
-
-    def add(
-        self, device: int, scopes: Iterable[str], numeric: Sequence[str], counted: Sequence[str]
-    ) -> None:
-        """One device's part (add each device once: a repeated pair would count twice)."""
-        for scope in dict.fromkeys(scopes):
-            self.scopes.append((device, scope))
-        for name in numeric:
-            self.fields.append((device, name, False))
-        for name in counted:
-            self.fields.append((device, name, True))
-
-
 Cells = dict[tuple[str, int, str], list[float]]  # (interval, epoch s, field): count/sum/min/max
 RollupRecord = tuple[str, str, datetime, str, int, float, float, float]
+
+
+@dataclass
+class RollupPlan:
+    """What a group's inserted readings roll up into: each batch's cells, summed in Python
+    (the databases upsert them). SQLite: `cells`, each scope's cells (a batch's shared by
+    the device and its scopes). PostgreSQL: `parts`, each batch's cells as columns
+    (telemetry/columns.CellColumns), and `scopes` pairing each part's index with the
+    device and its scopes."""
+
+    cells: dict[str, list[Cells]] = field(default_factory=dict)
+    parts: list[Any] = field(default_factory=list)
+    scopes: list[tuple[int, str]] = field(default_factory=list)
 
 
 def add_cells(

@@ -2,17 +2,18 @@
 
 A group of batches (one HTTP batch, or many devices' MQTT messages) goes in as one bulk
 write on the session's own driver connection: the readings go into a staging table
-(PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are
-deleted from it (so a reading sent twice is stored once even when its time differs; the few
-deleted come back), and the rest is inserted. The staging table then holds exactly the
-inserted readings, and on PostgreSQL ONE statement rolls them up (hour, day, month; per
-device and per project/organisation: INSERT ... SELECT ... GROUP BY ... ON CONFLICT DO
-UPDATE), so no Python work is done per rollup row; SQLite, which runs in this process, sums
-cells in Python (cheaper there). The device's live state and its events go in the same
-transaction: either all of a group counts or none. rollup_rows is the Python reference of
-the same sums (in telemetry/rows.py; the tests compare the two; the benchmark seeds rollups
-with it). A process writes one transaction at a time: the callers waiting meanwhile go in
-together as one group (store_many), so a project's rollup rows are upserted once per group.
+(PostgreSQL: COPY; SQLite: executemany), the seqs each device has stored already are left
+out (so a reading sent twice is stored once even when its time differs; the few left out
+come back), and the rest is inserted. The rollups (hour, day, month; per device and
+per project/organisation) are summed in Python per batch from the readings inserted
+(column-wise over a large batch: telemetry/columns.py, numpy) and upserted once per key per
+group (PostgreSQL: the cells as arrays to one statement, which joins them to their scopes
+and upserts in key order; SQLite: executemany). The device's live state and its events go
+in the same transaction: either all of a group counts or none. rollup_rows is the Python
+reference of the same sums (in telemetry/rows.py; the tests compare the two; the benchmark
+seeds rollups with it). A process writes one transaction at a time: the callers waiting
+meanwhile go in together as one group (store_many), so a project's rollup rows are
+upserted once per group.
 On SQLite new readings go in with one INSERT OR IGNORE, the staging table kept for batches
 that repeat stored seqs.
 """
@@ -341,7 +342,7 @@ class TelemetryStore:
                 for r, o in zip(fresh[i], origins[i], strict=True)
             ],
         )
-        plan = RollupPlan([], [], {})
+        plan = RollupPlan()
         planned: set[int] = set()
         changed: dict[int, DeviceState] = {}
         results: dict[int, StoredBatch] = {}
@@ -429,20 +430,19 @@ class TelemetryStore:
         """Insert (device id, reading) pairs whose seqs are new within the group; the
         (device id, seq) pairs NOT stored because the device has stored that seq before
         (usually none, so nothing per reading comes back). Each goes with its receipt time
-        and its receipt's id (None: unsigned). The readings go into a staging
-        table (PostgreSQL: COPY; SQLite: executemany), the device's used seqs are deleted
-        from it (whatever their time: on PostgreSQL the key holds the time too, for the
-        partitions) and the rest is inserted; the staging table then holds exactly the
-        inserted readings, which _roll_up reads."""
+        and its receipt's id (None: unsigned). PostgreSQL: the readings are COPYed into
+        a staging table, then one statement returns the device's used seqs (whatever their
+        time: the key holds the time too, for the partitions) and inserts the rest.
+        SQLite: one INSERT OR IGNORE, the staging table only for batches that repeat
+        stored seqs."""
         return await self.dialect.insert_readings(driver, items, driver in self._staged)
 
     async def _roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """Add the staged readings (those _insert_readings just stored) to the rollups of
-        their devices and scopes, in the caller's transaction. PostgreSQL: one INSERT ...
-        SELECT ... GROUP BY ... ON CONFLICT, so nothing is done per reading or per rollup
-        row in Python. SQLite runs in this process, where the same statement cost more
-        than the Python sums (JSON taken apart per reading and field), so the cells
-        summed per batch are upserted there."""
+        """Add the cells planned from the readings _insert_readings just stored
+        (dialect.plan) to the rollups of their devices and scopes, in the caller's
+        transaction: one upsert per key of the group. (PostgreSQL summing the staged
+        readings' JSON itself cost it more than the cells summed here cost both:
+        bench/README.md, "Where a reading's CPU goes".)"""
         await self.dialect.roll_up(driver, plan)
 
     async def add_rollups(self, session: AsyncSession, records: list[RollupRecord]) -> None:

@@ -4,9 +4,9 @@ chosen once from the engine (`telemetry_dialect`). The store calls these instead
 branching on the database's name.
 
 Each module keeps its database's statements exactly as the store ran them (PostgreSQL:
-COPY into a staging table, the unnest rollup statement, the monthly partitions' DDL, the
-devices locked FOR UPDATE in id order; SQLite: BEGIN IMMEDIATE, INSERT OR IGNORE, the
-cells summed in Python). They work on the driver's own connection (asyncpg or aiosqlite),
+COPY into a staging table, the rollup cells upserted from arrays, the monthly partitions'
+DDL, the devices locked FOR UPDATE in id order; SQLite: BEGIN IMMEDIATE, INSERT OR IGNORE,
+the cells upserted by executemany). They work on the driver's own connection (asyncpg or aiosqlite),
 as the store hands it over. The modules sit in the telemetry package because they speak
 its rows (readings, device state, rollup plans); the storage layer below knows none.
 """

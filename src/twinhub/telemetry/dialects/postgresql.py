@@ -1,6 +1,7 @@
 """PostgreSQL's telemetry writes (see twinhub.telemetry.dialects): readings COPYed into a
-staging table private to the connection, the rollups computed by ONE statement from it,
-monthly partitions of the readings, the devices' rows locked FOR UPDATE in id order."""
+staging table private to the connection, the rollup cells (summed in Python, column-wise)
+upserted by ONE statement from arrays, monthly partitions of the readings, the devices'
+rows locked FOR UPDATE in id order."""
 
 from __future__ import annotations
 
@@ -9,20 +10,55 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.telemetry.columns import batch_columns
 from twinhub.telemetry.dialects import TelemetryDialect
-from twinhub.telemetry.rows import Batch, DeviceState, RollupPlan, RollupRecord, next_month
+from twinhub.telemetry.rows import (
+    Batch,
+    DeviceState,
+    RollupPlan,
+    RollupRecord,
+    next_month,
+)
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
 _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
     ' time timestamptz, "values" jsonb, received_at timestamptz, receipt_id bigint)'
+    " ON COMMIT DELETE ROWS;"
+    " CREATE TEMP TABLE IF NOT EXISTS telemetry_cell_stage (part integer, interval integer,"
+    " stamp bigint, field integer, n bigint, total float8, low float8, high float8)"
     " ON COMMIT DELETE ROWS"
 )
+# telemetry_cell_stage's rows in COPY's binary format, built column-wise (numpy): the
+# number of fields, then each field's size and big-endian value.
+_CELL_COLUMNS = {
+    "part": ">i4",
+    "interval": ">i4",
+    "stamp": ">i8",
+    "field": ">i4",
+    "n": ">i8",
+    "total": ">f8",
+    "low": ">f8",
+    "high": ">f8",
+}
+_CELL_ROW = np.dtype(
+    [
+        ("fields", ">i2"),
+        *(
+            (pair)
+            for name, kind in _CELL_COLUMNS.items()
+            for pair in ((f"{name}_size", ">i4"), (name, kind))
+        ),
+    ]
+)
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
+_COPY_TRAILER = b"\xff\xff"
 _STAGE_COLUMNS = ["device_id", "seq", "time", "values", "received_at", "receipt_id"]
 _RECEIPT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('telemetry_receipts', 'id')) FROM generate_series(1, $1)"
@@ -35,65 +71,51 @@ _INSERT_QUARANTINE = (
     'INSERT INTO telemetry_quarantine (device_did, seq, time, received_at, "values", reason,'
     " source, receipt_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
 )
-# OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index: turned into a
-# semi-join (the staging table has no statistics) it hashed every stored reading instead.
-_DROP_STORED = """
-DELETE FROM telemetry_stage s
-WHERE EXISTS (
-    SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
-    OFFSET 0
-)
-RETURNING s.device_id, s.seq
-"""
+# The staged readings whose (device, seq) the device stored before (whatever their time: the
+# key holds the time too, for the partitions) are returned, the rest inserted: one statement,
+# one round trip. OFFSET 0 keeps the EXISTS a per-row probe of the (device_id, seq) index:
+# turned into a semi-join (the staging table has no statistics) it hashed every stored
+# reading instead.
 _INSERT_STAGED = """
-INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
-SELECT device_id, seq, time, "values", received_at, receipt_id FROM telemetry_stage
-ON CONFLICT DO NOTHING
-"""
-# The rollups of the staged readings (by then exactly the ones inserted), computed by the
-# database: $3/$4/$5 name each device's rolled-up fields (numeric, or an enum field counted
-# per value); $1/$2/$6 pair each device with its scopes and each scope's rank in Python's
-# sort order. Hours are summed from the readings, days from the hours, months from the
-# days (few rows past the first step), then per scope; the rows are upserted in key order
-# (scope rank, interval, bucket, field: integers and a timestamp decide almost every
-# comparison) so concurrent transactions lock rollup rows in one order (no deadlocks).
-_ROLL_UP_STAGED = """
-INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-WITH v AS (
-    SELECT s.device_id, date_trunc('hour', s.time, 'UTC') AS bucket,
-           CASE WHEN f.counted THEN f.name || '=' || (s."values" ->> f.name)
-                ELSE f.name END AS field,
-           CASE WHEN f.counted THEN 1.0::float8
-                ELSE (s."values" ->> f.name)::float8 END AS value
+WITH stored AS (
+    SELECT s.device_id, s.seq FROM telemetry_stage s
+    WHERE EXISTS (
+        SELECT 1 FROM telemetry_readings r WHERE r.device_id = s.device_id AND r.seq = s.seq
+        OFFSET 0
+    )
+), inserted AS (
+    INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
+    SELECT s.device_id, s.seq, s.time, s."values", s.received_at, s.receipt_id
     FROM telemetry_stage s
-    JOIN unnest($3::integer[], $4::text[], $5::boolean[]) AS f(device_id, name, counted)
-      ON f.device_id = s.device_id
-    WHERE jsonb_typeof(s."values" -> f.name)
-          = CASE WHEN f.counted THEN 'string' ELSE 'number' END
-), h AS (
-    SELECT device_id, field, bucket, count(*)::integer AS n, sum(value) AS total,
-           min(value) AS low, max(value) AS high
-    FROM v WHERE length(field) <= 64 GROUP BY device_id, field, bucket
-), d AS (
-    SELECT device_id, field, date_trunc('day', bucket, 'UTC') AS bucket, sum(n)::integer AS n,
-           sum(total) AS total, min(low) AS low, max(high) AS high
-    FROM h GROUP BY device_id, field, 3
-), mo AS (
-    SELECT device_id, field, date_trunc('month', bucket, 'UTC') AS bucket,
-           sum(n)::integer AS n, sum(total) AS total, min(low) AS low, max(high) AS high
-    FROM d GROUP BY device_id, field, 3
-), cells AS (
-    SELECT 1 AS interval, * FROM h
-    UNION ALL SELECT 0, * FROM d
-    UNION ALL SELECT 2, * FROM mo
+    WHERE NOT EXISTS (SELECT 1 FROM stored d WHERE d.device_id = s.device_id AND d.seq = s.seq)
+    ON CONFLICT DO NOTHING
 )
-SELECT m.scope, (ARRAY['day', 'hour', 'month'])[c.interval + 1], c.bucket, c.field,
-       sum(c.n), sum(c.total), min(c.low), max(c.high)
-FROM cells c
-JOIN unnest($1::integer[], $2::text[], $6::integer[]) AS m(device_id, scope, rank)
-  ON m.device_id = c.device_id
-GROUP BY m.rank, c.interval, c.bucket, c.field, m.scope
-ORDER BY m.rank, c.interval, c.bucket, c.field COLLATE "C"
+SELECT device_id, seq FROM stored
+"""
+# The rollups of a group's inserted readings: each batch's cells summed in Python
+# (telemetry/columns.py, column-wise over the batch) and COPYed in binary into
+# telemetry_cell_stage (the batch each cell is of, interval code, bucket epoch second, field
+# rank, count, sum, min, max: no Python object per cell encoded); $1/$2 pair each batch
+# with its scopes' ranks (the device, its projects and organisations), $3/$4 name the
+# scopes and fields by rank (Python's sort order, which is the key order: a field's code
+# points order it as COLLATE "C" would). The database adds up the cells of a scope that
+# several batches feed and upserts the rows in key order (scope, interval, bucket, field),
+# so concurrent transactions lock rollup rows in one order (no deadlocks). Nothing is done
+# per reading here: summing the staged readings' JSON in this statement cost the database
+# more CPU per reading than this whole path costs it (bench/README.md, "Where a reading's CPU
+# goes").
+_UPSERT_CELLS = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
+SELECT ($3::text[])[g.scope + 1], (ARRAY['day', 'hour', 'month'])[g.interval + 1],
+       to_timestamp(g.stamp), ($4::text[])[g.field + 1], g.n, g.total, g.low, g.high
+FROM (
+    SELECT m.scope, c.interval, c.stamp, c.field, sum(c.n)::bigint AS n,
+           sum(c.total) AS total, min(c.low) AS low, max(c.high) AS high
+    FROM telemetry_cell_stage c
+    JOIN unnest($1::integer[], $2::integer[]) AS m(part, scope) ON m.part = c.part
+    GROUP BY m.scope, c.interval, c.stamp, c.field
+) g
+ORDER BY g.scope, g.interval, g.stamp, g.field
 ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
     count = t.count + excluded.count,
     sum = t.sum + excluded.sum,
@@ -241,8 +263,8 @@ class PostgreSQLTelemetry(TelemetryDialect):
     async def insert_readings(
         self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]], staged: bool
     ) -> set[tuple[int, int]]:
-        """COPY into the staging table, the device's used seqs deleted from it (whatever
-        their time: the key holds the time too, for the partitions), the rest inserted."""
+        """COPY into the staging table, then one statement: the device's used seqs
+        returned, the rest inserted (_INSERT_STAGED)."""
         if not staged:
             await driver.execute(_STAGE_READINGS)
         if not items:
@@ -252,9 +274,7 @@ class PostgreSQLTelemetry(TelemetryDialect):
             records=[(d, r.seq, r.time, dumps(r.values), at, n) for d, r, at, n in items],
             columns=_STAGE_COLUMNS,
         )
-        skipped = await driver.fetch(_DROP_STORED)
-        await driver.execute(_INSERT_STAGED)
-        return {(d, q) for d, q in skipped}
+        return {(d, q) for d, q in await driver.fetch(_INSERT_STAGED)}
 
     async def receipt_ids(self, driver: Any, count: int) -> list[int]:
         return [row[0] for row in await driver.fetch(_RECEIPT_IDS, count)]
@@ -273,21 +293,53 @@ class PostgreSQLTelemetry(TelemetryDialect):
         batch: Batch,
         inserted: list[Reading],
     ) -> None:
-        """The device's scopes and fields, once: the database sums the staged readings."""
-        if device not in planned:
-            planned.add(device)
-            plan.add(device, (batch.did, *batch.scopes), batch.numeric, batch.counted)
+        """The batch's cells, summed here column-wise; the database joins them to the
+        device and its scopes."""
+        part = len(plan.parts)
+        plan.parts.append(batch_columns(inserted, batch.numeric, batch.counted))
+        for scope in dict.fromkeys((batch.did, *batch.scopes)):
+            plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """One INSERT ... SELECT ... GROUP BY ... ON CONFLICT over the staged readings, so
-        nothing is done per reading or per rollup row in Python."""
-        if not plan.fields:
+        """The group's cells COPYed, then one statement (see _UPSERT_CELLS)."""
+        size = sum(len(columns) for columns in plan.parts)
+        if not size:
             return
-        scope_ids, scopes = zip(*plan.scopes, strict=True)
-        field_ids, names, counted = zip(*plan.fields, strict=True)
-        rank = {scope: n for n, scope in enumerate(sorted(set(scopes)))}
-        ranks = [rank[scope] for scope in scopes]
-        await driver.execute(_ROLL_UP_STAGED, scope_ids, scopes, field_ids, names, counted, ranks)
+        # Scopes and fields go as their rank in Python's sort order (the key order rows
+        # are locked in; a field's code points order it as COLLATE "C" would).
+        scope_names = sorted({scope for _, scope in plan.scopes})
+        scope_rank = {scope: n for n, scope in enumerate(scope_names)}
+        field_names = sorted({name for columns in plan.parts for name in columns.name})
+        field_rank = {name: n for n, name in enumerate(field_names)}
+        rows = np.empty(size, _CELL_ROW)
+        rows["fields"] = len(_CELL_COLUMNS)
+        for name, kind in _CELL_COLUMNS.items():
+            rows[f"{name}_size"] = np.dtype(kind).itemsize
+        start = 0
+        for part, columns in enumerate(plan.parts):
+            end = start + len(columns)
+            rows["part"][start:end] = part
+            rows["interval"][start:end] = columns.interval
+            rows["stamp"][start:end] = columns.stamp
+            rows["field"][start:end] = [field_rank[name] for name in columns.name]
+            rows["n"][start:end] = columns.count
+            rows["total"][start:end] = columns.total
+            rows["low"][start:end] = columns.low
+            rows["high"][start:end] = columns.high
+            start = end
+        await driver.copy_to_table(
+            "telemetry_cell_stage",
+            # a buffer, not bytes (which asyncpg would take for a file's path)
+            source=memoryview(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER),
+            format="binary",
+        )
+        await driver.execute(
+            _UPSERT_CELLS,
+            [part for part, _ in plan.scopes],
+            [scope_rank[scope] for _, scope in plan.scopes],
+            scope_names,
+            field_names,
+        )
 
     async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
         await driver.execute(_STAGE_ROLLUPS)

@@ -1,8 +1,8 @@
 """SQLite's telemetry writes (see twinhub.telemetry.dialects): the transaction holds the
 database's write lock from its start (BEGIN IMMEDIATE), new readings go in with one INSERT
 OR IGNORE (a staging table kept for batches that repeat stored seqs), and the rollup cells
-are summed in Python, which on this in-process database costs less than the statement
-PostgreSQL runs. Times are stored as the text SQLAlchemy writes."""
+are summed in Python (column-wise over a large batch: telemetry/columns.py) and upserted by
+executemany. Times are stored as the text SQLAlchemy writes."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ import functools
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.telemetry.columns import INTERVAL_NAMES, CellColumns, batch_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
-    Cells,
     DeviceState,
     RollupPlan,
     RollupRecord,
-    add_cells,
-    cell_records,
+    merge_cells,
 )
 
 _ADD_DEVICE = (
@@ -228,15 +228,18 @@ class SQLiteTelemetry(TelemetryDialect):
         batch: Batch,
         inserted: list[Reading],
     ) -> None:
-        """The batch's cells, summed here, shared by the device and its scopes."""
-        cells: Cells = {}
-        add_cells(cells, inserted, batch.numeric, batch.counted)
-        for scope in (batch.did, *batch.scopes):
-            plan.cells.setdefault(scope, []).append(cells)
+        """The batch's cells, summed here column-wise, for the device and its scopes."""
+        part = len(plan.parts)
+        plan.parts.append(batch_columns(inserted, batch.numeric, batch.counted))
+        for scope in dict.fromkeys((batch.did, *batch.scopes)):
+            plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """The cells summed per batch, upserted."""
-        await driver.executemany(_UPSERT_ROLLUP, sqlite_cell_rows(plan.cells))
+        """The cells upserted, one row per scope and key (in no particular order: SQLite's
+        one writer at a time holds the whole database, so no lock order is needed)."""
+        rows = sqlite_cell_rows(plan.parts, plan.scopes)
+        if rows:
+            await driver.executemany(_UPSERT_ROLLUP, rows)
 
     async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
         rows = [(*r[:2], sqlite_time(r[2]), *r[3:]) for r in records]
@@ -259,7 +262,44 @@ def _sqlite_bucket(stamp: int) -> str:
     return sqlite_time(datetime.fromtimestamp(stamp, UTC))
 
 
-def sqlite_cell_rows(scoped: dict[str, list[Cells]]) -> list[RollupRecord]:
-    """cell_records with each bucket as SQLite's text, in no particular order: SQLite's
-    one writer at a time holds the whole database, so no lock order is needed."""
-    return cell_records(scoped, _sqlite_bucket, ordered=False)
+def sqlite_cell_rows(
+    parts: list[CellColumns], scopes: list[tuple[int, str]]
+) -> list[tuple[Any, ...]]:
+    """Rollup rows of the group's cells, buckets as SQLite's text: a scope fed by one batch
+    takes its columns as they are; one fed by several adds their cells up first (in batch
+    order, as rows.merge_cells does), so each key is upserted once."""
+    fed: dict[str, list[int]] = {}
+    for part, scope in scopes:
+        fed.setdefault(scope, []).append(part)
+    texts: dict[int, tuple[list[str], list[str]]] = {}
+    rows: list[tuple[Any, ...]] = []
+    for scope, mine in fed.items():
+        if len(mine) == 1:
+            columns = parts[mine[0]]
+            if not columns:
+                continue
+            named = texts.get(mine[0])
+            if named is None:
+                named = texts[mine[0]] = (
+                    [INTERVAL_NAMES[code] for code in columns.interval],
+                    [_sqlite_bucket(stamp) for stamp in columns.stamp],
+                )
+            rows += zip(
+                repeat(scope),
+                *named,
+                columns.name,
+                columns.count,
+                columns.total,
+                columns.low,
+                columns.high,
+                strict=False,
+            )
+            continue
+        cells = parts[mine[0]].as_cells()
+        for more in mine[1:]:
+            merge_cells(cells, parts[more].as_cells())
+        rows += [
+            (scope, interval, _sqlite_bucket(stamp), name, int(n), total, low, high)
+            for (interval, stamp, name), (n, total, low, high) in cells.items()
+        ]
+    return rows

@@ -88,11 +88,11 @@ def topic_for(prefix: str, did: str) -> str:
 
 class _Taker(Protocol):
     def __call__(
-        self, client: _OneConnection, mid: int, topic: Any, payload: bytes, properties: Any
+        self, client: OneConnection, mid: int, topic: Any, payload: bytes, properties: Any
     ) -> None: ...
 
 
-class _OneConnection(gmqtt.Client):  # type: ignore[misc]
+class OneConnection(gmqtt.Client):  # type: ignore[misc]
     """A gmqtt client for one connection: MqttIngest reconnects with backoff and a fresh
     client, so gmqtt's own reconnect (fixed delay, same client) stays off. Its QoS 1
     messages go to `take` as gmqtt decodes them, unacknowledged: gmqtt would run a task per
@@ -165,12 +165,12 @@ class _Group:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.acks: list[tuple[_OneConnection, int]] = []
+        self.acks: list[tuple[OneConnection, int]] = []
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def acknowledge(self) -> None:
         """The PUBACKs of the group's QoS 1 messages, one write per connection."""
-        by_client: dict[_OneConnection, list[int]] = {}
+        by_client: dict[OneConnection, list[int]] = {}
         for client, mid in self.acks:
             by_client.setdefault(client, []).append(mid)
         for client, mids in by_client.items():
@@ -267,7 +267,7 @@ class MqttIngest:
                     group.done.set_result(None)
 
     def _new_client(self, lost: asyncio.Event) -> gmqtt.Client:
-        client = _OneConnection(
+        client = OneConnection(
             self.client_id,
             take=self._take,
             clean_session=not self._persistent,
@@ -300,7 +300,7 @@ class MqttIngest:
             log.warning("mqtt subscription refused", codes=list(granted))
 
     def _take(
-        self, client: _OneConnection, mid: int, topic: Any, payload: bytes, properties: Any
+        self, client: OneConnection, mid: int, topic: Any, payload: bytes, properties: Any
     ) -> None:
         """A QoS 1 message joins the group being filled; its PUBACK follows that group's
         commit (or its judgement as bad)."""

@@ -402,7 +402,8 @@ class MqttIngest:
                 await self._one_by_one(prepared)
 
     async def _credentials(self, key_ids: set[str]) -> dict[str, DeviceCredential | None]:
-        return {key_id: await self._tokens.by_id(key_id) for key_id in key_ids if key_id}
+        """The group's device tokens: cached ones as they are, the rest in one query."""
+        return await self._tokens.by_ids({key_id for key_id in key_ids if key_id})
 
     async def _one_by_one(self, prepared: list[Prepared]) -> None:
         """A group failed for a reason retrying cannot cure: store each alone, so only the

@@ -13,8 +13,11 @@ Every ingestion figure comes with a same-run ceiling and CPU per 1,000 readings/
 machine):
 - HTTP ceiling: the same batches to a bare Starlette endpoint in this process (same uvicorn
   settings) that only parses the body with twinhub's parser and answers counts.
-- MQTT ceiling: the same messages, same publishers, to a bare gmqtt consumer in this process
-  (shared subscription, PUBACK after its coroutine) that only parses each payload.
+- MQTT ceiling: the same messages, same publishers, to a bare consumer in this process on
+  twinhub's own MQTT connection (gmqtt, shared subscription) that only parses each payload
+  and acknowledges it at once. The
+  publishers' and (on this machine) the broker's CPU per 1,000 messages are printed beside
+  both, so a flood bound by them rather than by the consumer shows.
 - PostgreSQL: the flood's rows by raw asyncpg COPY into a temporary table (the database's
   own write ceiling).
 
@@ -22,10 +25,11 @@ machine):
    connections, through `POST /v1/domains/{did}/telemetry`; readings stored per second.
 2. MQTT (when the broker at `--mqtt-url` answers and `--mqtt-messages` is not 0):
    `--mqtt-messages` signed QoS 1 messages of one reading each, published to Mosquitto by
-   `--mqtt-publishers` processes (each device's messages from one of them, in order) and
-   stored by the shared subscription; messages stored per second (publish start to last
-   commit). Messages that never arrive (the broker dropped them) are reported, not waited
-   for; see bench/README.md on more than one publisher with Mosquitto 2.0.
+   `--mqtt-publishers` processes (each device's messages from one of them, in order;
+   packets encoded beforehand and written to a plain socket, each process keeping the
+   broker's Receive Maximum in flight) and stored by the shared subscription; messages
+   stored per second (publish start to last commit). Messages that never arrive (the
+   broker dropped them) are reported, not waited for.
 3. History: `--stoves` stoves (default 10,000) get `--other-days` days of hourly readings
    each (bulk-seeded into the readings table), one stove a year of hourly readings through
    the ingestion path; then `GET .../telemetry?from=&to=&limit=100` over random month
@@ -82,8 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mqtt-publishers",
         type=int,
-        default=1,
-        help="publisher processes (on the load core; see bench/README.md before raising it)",
+        default=4,
+        help="publisher processes (on the load core; each keeps the broker's Receive Maximum "
+        "in flight)",
     )
     parser.add_argument(
         "--no-pin-database",
@@ -336,9 +341,10 @@ async def bench(
                 await bare.stop()
             ceiling = result["mqtt_ceiling"]
             print(
-                f"MQTT ceiling (bare gmqtt consumer, {len(loads)} publisher processes): "
+                f"MQTT ceiling (bare consumer, {len(loads)} publisher processes): "
                 f"{ceiling['messages_per_second']:,} messages/s, "
                 f"{ceiling['server_cpu_ms_per_1000_messages']} ms CPU per 1,000 messages"
+                + _senders(ceiling, "messages")
             )
 
             def handled() -> int:
@@ -615,44 +621,172 @@ def _load_mqtt(
     url: str,
     messages: list[tuple[str, bytes, list[Any]]],
 ) -> None:
+    """Publish `messages` (QoS 1) over a plain socket, packets encoded before "go": a
+    paho client costs about 150 µs of CPU a message, four times the bare consumer, so
+    with paho the publishers, not the broker or the consumer, set the ceiling."""
     from urllib.parse import urlsplit
 
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-    from paho.mqtt.packettypes import PacketTypes
-    from paho.mqtt.properties import Properties
-
     parts = urlsplit(url)
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
-    client.max_queued_messages_set(0)
-    client.connect(parts.hostname or "127.0.0.1", parts.port or 1883)
-    client.loop_start()
-    prepared = []
-    for topic, payload, pairs in messages:
-        properties = Properties(PacketTypes.PUBLISH)
-        properties.UserProperty = pairs
-        prepared.append((topic, payload, properties))
+    sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 1883), 10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    client_id = f"twinhub-bench-pub-{os.getpid()}-{index}".encode()
+    # CONNECT: MQTT 5, clean start, keep alive 60 s, no properties.
+    sock.sendall(_packet(0x10, b"\x00\x04MQTT\x05\x02\x00\x3c\x00" + _utf8(client_id)))
+    reader = _PacketReader(sock)
+    kind, body = reader.next()
+    if kind != 0x20 or body[1] != 0:
+        raise RuntimeError(f"the broker refused the publisher: {kind:#x} {body[:2]!r}")
+    receive_maximum = _receive_maximum(body)  # the broker's: more in flight is an error
+    packets = [
+        _publish(topic, payload, pairs, n % 65535 + 1)
+        for n, (topic, payload, pairs) in enumerate(messages)
+    ]
     conn.send(("ready",))
     conn.recv()
     started = time.perf_counter()
     # Each process reserves a few messages of the window at a time (counted in `sent` before
     # they go out, so the others see them at once): the publishers together keep at most
     # WINDOW, plus a reservation each when they look at the same moment, in flight.
-    budget = 0
-    for topic, payload, properties in prepared:
-        while budget <= 0:
-            budget = min(RESERVE, WINDOW - (sum(sent) - progress.value))
-            if budget > 0:
+    budget = in_flight = acknowledged = 0
+    position = 0
+    while acknowledged < len(packets):
+        batch = []
+        while position < len(packets) and in_flight < receive_maximum:
+            if budget <= 0:
+                budget = min(RESERVE, WINDOW - (sum(sent) - progress.value))
+                if budget <= 0:
+                    break
                 sent[index] += budget
-            else:
-                time.sleep(0.0005)
-        client.publish(topic, payload, qos=1, properties=properties)
-        budget -= 1
+            batch.append(packets[position])
+            position += 1
+            in_flight += 1
+            budget -= 1
+        if batch:
+            sock.sendall(b"".join(batch))
+        if in_flight:
+            acks = reader.pubacks()
+            in_flight -= acks
+            acknowledged += acks
+        else:
+            time.sleep(0.0005)
     sent[index] -= budget  # reserved, not used
     conn.send(("done", time.perf_counter() - started))
     conn.recv()  # the consumer has them all: disconnect
-    client.disconnect()
-    client.loop_stop()
+    sock.sendall(_packet(0xE0, b""))
+    sock.close()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        value, digit = value >> 7, value & 0x7F
+        out.append(digit | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _utf8(data: bytes) -> bytes:
+    return len(data).to_bytes(2, "big") + data
+
+
+def _packet(first: int, body: bytes) -> bytes:
+    return bytes([first]) + _varint(len(body)) + body
+
+
+def _publish(topic: str, payload: bytes, pairs: list[tuple[str, str]], mid: int) -> bytes:
+    """A QoS 1 PUBLISH with user properties (MQTT 5)."""
+    properties = b"".join(
+        b"\x26" + _utf8(name.encode()) + _utf8(value.encode()) for name, value in pairs
+    )
+    head = _utf8(topic.encode()) + mid.to_bytes(2, "big") + _varint(len(properties))
+    return _packet(0x32, head + properties + payload)
+
+
+def _receive_maximum(connack: bytes) -> int:
+    """The Receive Maximum of a CONNACK's properties (65,535 when absent)."""
+    length, at = 0, 2
+    shift = 0
+    while True:
+        byte = connack[at]
+        at += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    end = at + length
+    sizes = {
+        0x01: 1,
+        0x17: 1,
+        0x19: 1,
+        0x24: 1,
+        0x25: 1,
+        0x28: 1,
+        0x29: 1,
+        0x2A: 1,
+        0x13: 2,
+        0x21: 2,
+        0x22: 2,
+        0x11: 4,
+        0x27: 4,
+    }
+    while at < end:
+        ident = connack[at]
+        at += 1
+        if ident == 0x21:
+            return int.from_bytes(connack[at : at + 2], "big")
+        if ident in sizes:
+            at += sizes[ident]
+        elif ident == 0x26:  # user property: two strings
+            at += 2 + int.from_bytes(connack[at : at + 2], "big")
+            at += 2 + int.from_bytes(connack[at : at + 2], "big")
+        else:  # a string or binary data
+            at += 2 + int.from_bytes(connack[at : at + 2], "big")
+    return 65_535
+
+
+class _PacketReader:
+    """MQTT packets from a socket: the CONNACK, then PUBACKs counted."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _split(self) -> tuple[int, bytes] | None:
+        buffer = self.buffer
+        length, at, shift = 0, 1, 0
+        while True:
+            if at >= len(buffer):
+                return None
+            byte = buffer[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if len(buffer) < at + length:
+            return None
+        self.buffer = buffer[at + length :]
+        return buffer[0] & 0xF0, buffer[at : at + length]
+
+    def next(self) -> tuple[int, bytes]:
+        while (found := self._split()) is None:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            self.buffer += chunk
+        return found
+
+    def pubacks(self) -> int:
+        """Wait for data, and count the PUBACKs it completes."""
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        self.buffer += chunk
+        count = 0
+        while (found := self._split()) is not None:
+            if found[0] == 0x40:
+                count += 1
+        return count
 
 
 # -- measuring -------------------------------------------------------------------------------
@@ -714,8 +848,21 @@ def _report(name: str, figures: dict[str, Any], ceiling: dict[str, Any], unit: s
             else ""
         )
         + (f"; {grouped} batches per transaction" if grouped else "")
+        + _senders(figures, unit)
         + f"; bare ceiling {top:,}/s, {top_cpu} ms per 1,000: rate ratio "
         f"{figures['versus_ceiling']['rate']}, CPU ratio {figures['versus_ceiling']['cpu']}"
+    )
+
+
+def _senders(figures: dict[str, Any], unit: str) -> str:
+    """The MQTT publishers' and broker's CPU over a flood, when measured: which of them,
+    if any, was the bound."""
+    publishers = figures.get(f"publisher_cpu_ms_per_1000_{unit}")
+    if publishers is None:
+        return ""
+    broker = figures.get(f"broker_cpu_ms_per_1000_{unit}")
+    return f"; publishers {publishers} ms, broker " + (
+        f"{broker} ms per 1,000" if broker is not None else "not on this machine"
     )
 
 
@@ -799,21 +946,31 @@ async def mqtt_flood(
         load.conn.send(("mqtt", url, share))
     for load in loads:
         await asyncio.to_thread(load.conn.recv)  # connected, waiting for "go"
+    others = {"publishers": [load.process.pid for load in loads], "broker": broker_pids(url)}
     db0, cpu0, loop0 = await db_cpu_seconds(database_url), time.process_time(), time.thread_time()
+    others0 = {name: sum(map(_process_cpu, pids)) for name, pids in others.items()}
     started = time.perf_counter()
     for load in loads:
         load.conn.send(("go",))
-    moved, last = time.perf_counter(), 0
+    # Figures up to the last message handled, not over the wait for lost ones (the server's
+    # background tasks would count against the messages).
+    moved, last, cpu, loop_cpu = time.perf_counter(), 0, 0.0, 0.0
     while (done := handled() - before) < len(messages):
         loads[0].progress.value = done
         if done != last:
             moved, last = time.perf_counter(), done
+            cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop0
         elif time.perf_counter() - moved > 10:  # lost by the broker: say so, stop waiting
             print(f"  MQTT: {len(messages) - done} messages never arrived; stopped waiting")
             break
         await asyncio.sleep(0.002)
-    seconds = time.perf_counter() - started
-    cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop0
+    else:
+        moved = time.perf_counter()
+        cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop0
+    seconds = moved - started
+    others_cpu = {
+        name: sum(map(_process_cpu, pids)) - others0[name] for name, pids in others.items()
+    }
     db = await db_cpu_seconds(database_url) - db0
     for load in loads:
         await asyncio.to_thread(load.conn.recv)  # published
@@ -823,7 +980,33 @@ async def mqtt_flood(
     figures["loop_cpu_ms_per_1000_messages"] = round(
         loop_cpu / max(figures["messages"], 1) * 1e6, 2
     )
+    figures["publisher_cpu_ms_per_1000_messages"] = round(
+        others_cpu["publishers"] / max(figures["messages"], 1) * 1e6, 2
+    )
+    if others["broker"]:
+        figures["broker_cpu_ms_per_1000_messages"] = round(
+            others_cpu["broker"] / max(figures["messages"], 1) * 1e6, 2
+        )
     return figures
+
+
+def broker_pids(url: str) -> list[int]:
+    """The processes of a Mosquitto broker on this machine, when `url` is a loopback one
+    (their CPU says whether the broker bounded a flood); none otherwise."""
+    from urllib.parse import urlsplit
+
+    if (urlsplit(url).hostname or "127.0.0.1") not in ("127.0.0.1", "localhost", "::1"):
+        return []
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as comm:
+                    if comm.read().strip() == "mosquitto":
+                        pids.append(int(entry))
+            except OSError:  # gone
+                continue
+    return pids
 
 
 class BackendPinner:
@@ -884,8 +1067,9 @@ class BackendPinner:
 
 
 class BareConsumer:
-    """The MQTT ceiling: a shared subscription whose handler only parses each payload and
-    acknowledges it (same broker, client library and publisher as twinhub's)."""
+    """The MQTT ceiling: a minimal consumer on twinhub's own connection (gmqtt, QoS 1
+    messages taken as they are decoded, shared subscription, same broker and publishers):
+    it parses each payload and acknowledges it at once, one PUBACK a message."""
 
     def __init__(self, url: str, prefix: str) -> None:
         from urllib.parse import urlsplit
@@ -899,23 +1083,19 @@ class BareConsumer:
         return self.count
 
     async def start(self) -> None:
-        import gmqtt
+        from twinhub.telemetry.mqtt import RECEIVE_MAXIMUM, OneConnection
 
-        from twinhub.telemetry.mqtt import RECEIVE_MAXIMUM
-
-        client = gmqtt.Client(
-            None, optimistic_acknowledgement=False, receive_maximum=RECEIVE_MAXIMUM
-        )
-
-        async def on_message(_: Any, topic: str, payload: bytes, qos: int, props: Any) -> int:
+        def take(client: Any, mid: int, topic: Any, payload: bytes, properties: Any) -> None:
             loads(payload)
             self.count += 1
-            return 0  # PUBACK (success) once this returns, as twinhub's subscriber
+            client.acknowledge([mid])
 
         def on_subscribe(*_: Any) -> None:
             self.subscribed = True
 
-        client.on_message = on_message
+        client = OneConnection(
+            None, take=take, optimistic_acknowledgement=False, receive_maximum=RECEIVE_MAXIMUM
+        )
         client.on_subscribe = on_subscribe
         await client.connect(self.url.hostname or "127.0.0.1", self.url.port or 1883)
         client.subscribe(f"$share/bare/{self.prefix}/#", qos=1)

@@ -344,6 +344,44 @@ async def test_a_device_over_its_rate_limit_loses_only_the_excess(
     assert [i["reason"] for i in listed if i["device"] == stove].count("rate limited") == 3
 
 
+@pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)  # the broker's part
+async def test_a_stored_group_is_acknowledged_so_the_broker_sends_more(
+    make_registry: RegistryFactory,
+    mqtt_settings: dict[str, Any],
+    publisher: mqtt.Client,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group's PUBACKs go out once it is stored: with a Receive Maximum of 3 the broker
+    holds back every further message until some are acknowledged (without acknowledgements
+    the subscriber would get three of the ten), so all ten arrive only if they reach it."""
+    from twinhub.telemetry import mqtt as ingest_module
+
+    registry = await make_registry(**mqtt_settings)
+    platform = registry.platform
+    monkeypatch.setattr(ingest_module, "RECEIVE_MAXIMUM", 3)
+    settings = registry.settings.telemetry.model_copy(update={"mqtt_shared_group": "small"})
+    client_id = mqtt_settings["mqtt_client_id"] + "-small"
+    small = MqttIngest(settings, platform.telemetry, platform.device_tokens, client_id, False)
+    task = asyncio.create_task(small.run())
+    try:
+        await subscribed(platform.mqtt, small)
+        farm = await build_farm(registry)
+        stove = await farm.stove()
+        for seq in range(1, 11):
+            publish(
+                publisher,
+                mqtt_settings["mqtt_topic_prefix"],
+                stove,
+                farm.tokens[stove],
+                reading(seq),
+            )
+        await until(lambda: _true(small.stored == 10), what=small.as_record)
+        assert small.dropped == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_small_group_waits_a_moment_for_the_messages_on_their_way(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -172,3 +172,31 @@ async def test_a_revoked_token_is_refused_everywhere_within_the_cache_bound(
     clock[0] += 0.2
     assert (await other.authenticate(token)) is None  # past the bound: refused
     assert (await other.authenticate(token + "x")) is None  # a wrong secret, always
+
+
+async def test_a_group_of_token_ids_is_looked_up_at_once_with_the_same_cache_bound(
+    registry: Registry,
+) -> None:
+    """An MQTT group's token ids (`by_ids`): each answers as `by_id` would (unknown and
+    over-long ids: None), and a revoked one is refused once its lookup is CACHE_SECONDS
+    old, never later."""
+    farm = await build_farm(registry)
+    stoves = [await farm.stove(), await farm.stove()]
+    ids = []
+    for stove in stoves:
+        listed = await registry.client.get(f"/v1/domains/{stove}/device-tokens")
+        ids.append(listed.json()["items"][0]["id"])
+    clock = [1000.0]
+    other = DeviceTokenService(registry.platform.sessionmaker, clock=lambda: clock[0])
+    found = await other.by_ids({*ids, "unknown", "x" * 17})
+    assert [found[i].domain if found[i] else None for i in ids] == stoves
+    assert found["unknown"] is None and found["x" * 17] is None
+    assert await other.by_id(ids[0]) == found[ids[0]]
+
+    revoked = await registry.client.delete(f"/v1/domains/{stoves[1]}/device-tokens/{ids[1]}")
+    assert revoked.status_code == 200, revoked.text
+    clock[0] += CACHE_SECONDS - 0.1
+    assert (await other.by_ids({ids[1]}))[ids[1]] is not None  # within the bound: cached
+    clock[0] += 0.2
+    again = await other.by_ids(set(ids))
+    assert again[ids[1]] is None and again[ids[0]] == found[ids[0]]  # looked up again

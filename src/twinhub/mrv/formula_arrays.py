@@ -112,15 +112,23 @@ class _Parser:
         return left
 
     def unary(self) -> tuple[Node, str]:
-        if self.peek() == "!" and self.tokens[self.at][0] == "op":
-            self.take()
-            node, kind = self.unary()
-            if kind != "bool":
-                raise Unsupported("! of a non-bool")
-            return (lambda env, n: _not(node(env, n))), "bool"
-        if self.peek() == "-" and self.tokens[self.at][0] == "op":
-            self.take()
-            return _negate(self.unary())
+        """A run of `!` or of `-` as CEL's parser reads it: an even run cancels out (CEL
+        drops it: `!!s` is `s`), an odd run is one operator."""
+        for op in ("!", "-"):
+            run = 0
+            while self.peek() == op and self.tokens[self.at][0] == "op":
+                self.take()
+                run += 1
+            if run:
+                operand = self.primary()
+                if run % 2 == 0:
+                    return operand
+                if op == "-":
+                    return _negate(operand)
+                node, kind = operand
+                if kind != "bool":
+                    raise Unsupported("! of a non-bool")
+                return (lambda env, n: _not(node(env, n))), "bool"
         return self.primary()
 
     def primary(self) -> tuple[Node, str]:

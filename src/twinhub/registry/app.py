@@ -45,6 +45,7 @@ from twinhub.registry.routes import (
     router,
 )
 from twinhub.registry.routes_admin import router as admin_router
+from twinhub.registry.routes_claims import CLAIM_PATH, ClaimRoute, get_claim
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_customers import router as customers_router
 from twinhub.registry.routes_events import router as events_router
@@ -415,49 +416,73 @@ class RegistryApp(FastAPI):
     deadline, five middleware frames, a Request and the record's decoding and encoding."""
 
     hot_route: Route | None = None
+    claim_route: Route | None = None  # `GET /v1/claims/{id}`, the same way (ClaimRoute)
     create_route: CreateRoute | None = None
     _hot_lane: ASGIApp | None = None
+    _claim_lane: ASGIApp | None = None
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
     answered_now = 0  # requests it answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.hot_route
         if (
-            route is not None
-            and scope["type"] == "http"
+            scope["type"] == "http"
             and scope["method"] == "GET"
-            and scope["path"].startswith(HOT_PREFIX)
             and not scope.get("query_string")
             and not self.root_path
-            and not self._native_telemetry.enabled()
-            and _bodiless(scope)
         ):
-            match, child = route.matches(scope)
-            if match is Match.FULL:
-                started = time.perf_counter()
-                answer = self._answer_now(child["path_params"]["did"], scope)
-                if answer is not None:
-                    self.answered_now += 1
-                    try:
-                        await send(
-                            {"type": "http.response.start", "status": 200, "headers": answer[0]}
-                        )
-                        await send({"type": "http.response.body", "body": answer[1]})
-                    finally:
-                        self.state.metrics.observe(
-                            self._read_children, time.perf_counter() - started
-                        )
-                    return
-                scope["app"] = self
-                if "router" not in scope:
-                    scope["router"] = self.router
-                scope.update(child)
-                lane = self._hot_lane or self._build_hot_lane(route)
-                await lane(scope, receive, send)
+            path = scope["path"]
+            if path.startswith(HOT_PREFIX):
+                route, claim = self.hot_route, False
+            elif path.startswith(CLAIM_PREFIX):
+                route, claim = self.claim_route, True
+            else:
+                route = None
+            if (
+                route is not None
+                and not self._native_telemetry.enabled()
+                and _bodiless(scope)
+                and await self._hot(route, claim, scope, receive, send)
+            ):
                 return
         await super().__call__(scope, receive, send)
 
-    def _answer_now(self, did: str, scope: Scope) -> tuple[list[Any], bytes] | None:
+    async def _hot(
+        self, route: Route, claim: bool, scope: Scope, receive: Receive, send: Send
+    ) -> bool:
+        """Answer a hot read (a domain's or, when `claim`, a claim's) outright or through
+        its lane; False when `route` does not match, for the whole stack to answer."""
+        match, child = route.matches(scope)
+        if match is not Match.FULL:
+            return False
+        started = time.perf_counter()
+        params = child["path_params"]
+        if claim:
+            answer = self._answer_now(params["claim_id"], scope, claim=True)
+        else:
+            answer = self._answer_now(params["did"], scope)
+        if answer is not None:
+            self.answered_now += 1
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
+                await send({"type": "http.response.body", "body": answer[1]})
+            finally:
+                children = self._claim_children if claim else self._read_children
+                self.state.metrics.observe(children, time.perf_counter() - started)
+            return True
+        scope["app"] = self
+        if "router" not in scope:
+            scope["router"] = self.router
+        scope.update(child)
+        if claim:
+            lane = self._claim_lane = self._claim_lane or self._build_hot_lane(route)
+        else:
+            lane = self._hot_lane = self._hot_lane or self._build_hot_lane(route)
+        await lane(scope, receive, send)
+        return True
+
+    def _answer_now(
+        self, key: str, scope: Scope, claim: bool = False
+    ) -> tuple[list[Any], bytes] | None:
         """The lane's 200 when it can be given without awaiting anything, else None, having
         changed nothing, for the lane to answer (tests/integration/registry/test_hot_paths.py
         holds the two equal).
@@ -470,7 +495,8 @@ class RegistryApp(FastAPI):
         request deadline (which only ends requests still waiting when it fires) has nothing
         to do, and the request needs no task of its own; the metrics count it as
         ObserveRequests does. An error here leaves the answer to the lane, which reads
-        again and answers the error as always."""
+        again and answers the error as always. A claim's read (`claim`) is answered so when
+        its answer was built before and the claim is unchanged (`ClaimRecords.claim_now`)."""
         if not self.answers_now:
             return None
         state = self.state
@@ -485,7 +511,10 @@ class RegistryApp(FastAPI):
             caller = platform.api_keys.authenticate_now(token)
             if caller is None or not (caller.is_admin or caller.roles & _READ_ROLES):
                 return None
-            answer = state.reads.domains.record_now(did)
+            if claim:
+                answer = state.reads.claims.claim_now(key)
+            else:
+                answer = state.reads.domains.record_now(key)
         except Exception:
             return None
         if answer is None or counter.hit(caller.did) is not None:
@@ -499,6 +528,15 @@ class RegistryApp(FastAPI):
         return (
             metrics.requests.labels("GET", f"/v1/domains/{DID_PATH}", "200"),
             metrics.latency.labels("GET", f"/v1/domains/{DID_PATH}"),
+        )
+
+    @functools.cached_property
+    def _claim_children(self) -> tuple[Any, Any]:
+        """The metrics children of a 200 of the claim read (ClaimRoute)."""
+        metrics: RegistryMetrics = self.state.metrics
+        return (
+            metrics.requests.labels("GET", CLAIM_PATH, "200"),
+            metrics.latency.labels("GET", CLAIM_PATH),
         )
 
     def _build_hot_lane(self, route: Route) -> ASGIApp:
@@ -524,11 +562,11 @@ class RegistryApp(FastAPI):
         for cls, args, kwargs in reversed(self.user_middleware):
             if cls not in _NOTHING_TO_DO_ON_A_READ:
                 app = cls(app, *args, **kwargs)
-        self._hot_lane = ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
-        return self._hot_lane
+        return ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
 
 
 HOT_PREFIX = "/v1/domains/"
+CLAIM_PREFIX = "/v1/claims/"
 _READ_ROLES = frozenset({"reader", "writer"})  # the `reader` dependency's roles
 
 
@@ -646,6 +684,9 @@ def create_registry_app(
     )
     app.router.routes.insert(1, app.create_route)  # then the hot write (see CreateRoute)
     app.router.routes.extend(_included_routers())  # as include_router, prepared once
+    app.claim_route = ClaimRoute(  # matched by the app itself (RegistryApp), not the router
+        next(r for r in claims_router.routes if getattr(r, "endpoint", None) is get_claim)
+    )
     app.include_router(create_graphql_router(settings))
 
     # Endpoints read the platform from the request, never from a closure: FastAPI keeps

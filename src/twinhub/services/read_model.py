@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -127,6 +127,12 @@ MOVEMENTS_OF = (
     "SELECT id, reason, amount, sender FROM credit_movements "
     "WHERE token = ? AND kind = ? ORDER BY id"
 )
+# The registry's claim read (`ClaimRecords.claim_now`): every column of the claim and of its
+# evaluations, whatever columns they gain, so that any change to either is a new stamp.
+CLAIM_STAMP = "SELECT * FROM claims WHERE id = ?"
+EVALUATIONS_STAMP = "SELECT * FROM evaluations WHERE claim_id = ? ORDER BY id"
+PG_CLAIM_STAMP = _numbered(CLAIM_STAMP)
+PG_EVALUATIONS_STAMP = _numbered(EVALUATIONS_STAMP)
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
 PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
@@ -285,6 +291,15 @@ def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
 def claim_row(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
     """A claim's row (`SELECT_CLAIMS`) with its evaluations (None: not read)."""
     return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
+
+
+def _json_answer(body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A JSON body with the raw headers Starlette's `Response(body,
+    media_type="application/json")` gives it, in its order."""
+    return [
+        (b"content-length", str(len(body)).encode("latin-1")),
+        (b"content-type", b"application/json"),
+    ], body
 
 
 class ReadSources(Protocol):
@@ -667,6 +682,69 @@ class ClaimRecords:
     def __init__(self, reads: ReadModel) -> None:
         self._reads = reads
         self._collection_protocols: dict[int, str] = {}
+        # id: [stamp, raw headers, body, the data_version the stamp was last read at] of
+        # the registry's claim reads (`claim_answer`, `claim_now`).
+        self._answers: dict[str, list[Any]] = {}
+
+    def claim_now(self, claim_id: str) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The registry's answer to `GET /v1/claims/{claim_id}` (raw headers and body) when
+        it was built before (`claim_answer`) and the claim is unchanged since, read inline
+        from the SQLite file; None otherwise (not a SQLite file, not built yet, changed),
+        for the awaited path to answer. Unchanged: no other connection committed since the
+        stamp was last read (`PRAGMA data_version`), or the claim's row and its evaluations,
+        every column, are still the ones the answer was built from."""
+        kept = self._answers.get(claim_id)
+        if kept is None or not self._reads.on_file:
+            return None
+        db = self._reads.connection()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if version != kept[3]:
+            stamp = (
+                db.execute(CLAIM_STAMP, (claim_id,)).fetchone(),
+                db.execute(EVALUATIONS_STAMP, (claim_id,)).fetchall(),
+            )
+            if stamp != kept[0]:
+                return None
+            kept[3] = version
+        return kept[1], kept[2]
+
+    async def claim_answer(
+        self, claim_id: str, build: Callable[[], Awaitable[bytes]]
+    ) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """The answer to `GET /v1/claims/{claim_id}`: the body `build` renders (the claim
+        service's view, as the route encodes it; its errors propagate), kept under the
+        claim's stamp and given again, without building, while the stamp is unchanged.
+        The stamp is read before and after building and the answer kept only when the two
+        agree, so a kept body is the one its stamp's state renders. Without a database to
+        read here (in-memory SQLite) every read builds."""
+        if not self._reads.fast:
+            return _json_answer(await build())
+        if self._reads.on_file:
+            db = self._reads.connection()
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+        else:
+            version = None
+        before = await self._claim_stamp(claim_id)
+        kept = self._answers.get(claim_id)
+        if kept is not None and kept[0] == before:
+            kept[3] = version
+            return kept[1], kept[2]
+        headers, body = _json_answer(await build())
+        if before[0] is not None and await self._claim_stamp(claim_id) == before:
+            if kept is None and len(self._answers) >= KEPT_ANSWERS:
+                del self._answers[next(iter(self._answers))]  # the oldest kept
+            self._answers[claim_id] = [before, headers, body, version]
+        return headers, body
+
+    def forget(self, claim_id: str) -> None:
+        """Build the claim's answer again at its next read: something it shows changed
+        that its stamp may not (told by the bus)."""
+        self._answers.pop(claim_id, None)
+
+    async def _claim_stamp(self, claim_id: str) -> tuple[Any, Any]:
+        found = await self._reads.rows(CLAIM_STAMP, PG_CLAIM_STAMP, claim_id)
+        evaluations = await self._reads.rows(EVALUATIONS_STAMP, PG_EVALUATIONS_STAMP, claim_id)
+        return (found[0] if found else None), evaluations
 
     async def claim(
         self, claim_id: str, built: Callable[[str, Any], bool] = lambda claim, stamp: False

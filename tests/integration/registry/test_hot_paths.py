@@ -40,6 +40,7 @@ from tests.conftest import (
     fresh_postgres_database,
     new_phone,
     running_registry,
+    unique,
 )
 from twinhub.kernel.ratelimit import MemoryCounter
 from twinhub.registry.app import RegistryMetrics
@@ -989,3 +990,89 @@ async def test_an_evaluation_answers_the_bytes_the_claim_read_answers(world: Any
         assert evaluated.content == read.content
         assert evaluated.headers["content-type"] == read.headers["content-type"]
         assert evaluated.headers["content-length"] == read.headers["content-length"]
+
+
+async def _claim_answers(app: Any, client: Any, claim_id: str) -> list[Answer]:
+    """`GET /v1/claims/{claim_id}` answered by the general route (FastAPI's `get_claim`,
+    which a query string sends it to), through the claim's lane, and as the app answers
+    it (outright when it can): in that order, the last asked last."""
+    answers = []
+    for path, now in (
+        (f"/v1/claims/{claim_id}?general=1", True),
+        (f"/v1/claims/{claim_id}", False),
+        (f"/v1/claims/{claim_id}", True),
+    ):
+        app.answers_now = now
+        try:
+            response = await client.get(path)
+        finally:
+            app.answers_now = True
+        answers.append((response.status_code, sorted(response.headers.items()), response.content))
+    return answers
+
+
+async def test_the_claim_read_answers_what_the_general_route_answers(world: Any) -> None:
+    """`GET /v1/claims/{id}` through ClaimRoute (its answer kept by the read model and,
+    on a SQLite file with the rate limit in process, given outright) answers the general
+    route's status, headers and bytes, for a claim in every state it can be in, read
+    again after each change (never the answer kept from before it); for an unknown id,
+    ids the general route refuses or treats as no claim, no key, an unknown key, a reader
+    of another organisation (claims are public registry facts, db/visibility.py), and a
+    database known to be down."""
+    registry = world.registry
+    app = registry.app
+    platform = registry.platform
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
+    )
+    collection = (await world.collection())["id"]
+
+    async def read_back(claim_id: str, status: str) -> None:
+        general, lane, app_way = await _claim_answers(app, world.oracle_client, claim_id)
+        assert general == lane == app_way, claim_id
+        assert general[0] == 200
+        view = orjson.loads(general[2])
+        assert view == await platform.claims.views.claim(claim_id)
+        assert view["status"] == status
+        before = app.answered_now
+        again = await world.oracle_client.get(f"/v1/claims/{claim_id}")
+        assert (again.status_code, sorted(again.headers.items()), again.content) == general
+        assert app.answered_now == before + outright  # kept, and given outright
+
+    async def evaluated(claim_id: str, body: dict[str, Any]) -> None:
+        reply = await world.oracle_client.post(f"/v1/claims/{claim_id}/evaluations", json=body)
+        assert reply.status_code == 200, reply.text
+        await read_back(claim_id, body["status"])
+
+    reason = "relevé incomplet — « à revoir »"
+    claims = [(await world.approvable(collection))["id"] for _ in range(5)]
+    for claim_id in claims:
+        await read_back(claim_id, "pending")
+    await evaluated(claims[0], {"status": "approved"})
+    await evaluated(claims[1], {"status": "rejected", "reason": reason})
+    await evaluated(claims[2], {"status": "flagged", "reason": "a second look"})
+    await evaluated(claims[2], {"status": "approved", "reason": "checked on site"})
+    await evaluated(claims[3], {"status": "disputed", "reason": reason})
+    await evaluated(claims[4], {"status": "invalidated", "reason": reason})
+
+    for path in ("nobody-here", "evaluations", "x" * 101, "not%20an%20id"):
+        general, lane, app_way = await _claim_answers(app, world.oracle_client, path)
+        assert general == lane == app_way, path
+        assert general[0] in (404, 422), path
+    stranger = await world.client(f"did:ixo:org/{unique('stranger')}", "reader")
+    answers = await _claim_answers(app, stranger, claims[0])
+    assert answers[0] == answers[1] == answers[2] and answers[0][0] == 200
+    async with registry.as_key(None) as anonymous:
+        answers = await _claim_answers(app, anonymous, claims[0])
+        assert answers[0] == answers[1] == answers[2] and answers[0][0] == 401
+    async with registry.as_key("thk_nokey_nosecret") as unknown:
+        answers = await _claim_answers(app, unknown, claims[0])
+        assert answers[0] == answers[1] == answers[2] and answers[0][0] == 401
+    platform.database.healthy = False
+    try:
+        before = app.answered_now
+        answers = await _claim_answers(app, world.oracle_client, claims[0])
+    finally:
+        platform.database.healthy = True
+    assert answers[0] == answers[1] == answers[2] and answers[0][0] == 503
+    assert app.answered_now == before

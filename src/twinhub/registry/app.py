@@ -37,8 +37,10 @@ from twinhub.registry.params import nul_parameters
 from twinhub.registry.routes import (
     DID_PATH,
     DOMAIN_DID_PATH,
+    LIST_PATH,
     CreateRoute,
     HotRoute,
+    ListRoute,
     create_domain,
     create_router,
     hot_router,
@@ -420,23 +422,25 @@ class RegistryApp(FastAPI):
     create_route: CreateRoute | None = None
     _hot_lane: ASGIApp | None = None
     _claim_lane: ASGIApp | None = None
+    list_route: Route | None = None  # `GET /v1/domains?type=...` and the like (ListRoute)
+    _list_lane: ASGIApp | None = None
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
     answered_now = 0  # requests it answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["method"] == "GET"
-            and not scope.get("query_string")
-            and not self.root_path
-        ):
+        if scope["type"] == "http" and scope["method"] == "GET" and not self.root_path:
             path = scope["path"]
-            if path.startswith(HOT_PREFIX):
+            route = None
+            if path == LIST_PATH:
+                if self.list_route is not None and self.state.reads.fast:
+                    await self._listed(self.list_route, scope, receive, send)
+                    return
+            elif scope.get("query_string"):
+                pass
+            elif path.startswith(HOT_PREFIX):
                 route, claim = self.hot_route, False
             elif path.startswith(CLAIM_PREFIX):
                 route, claim = self.claim_route, True
-            else:
-                route = None
             if (
                 route is not None
                 and not self._native_telemetry.enabled()
@@ -445,6 +449,22 @@ class RegistryApp(FastAPI):
             ):
                 return
         await super().__call__(scope, receive, send)
+
+    async def _listed(self, route: Route, scope: Scope, receive: Receive, send: Send) -> None:
+        """A list page ListRoute answers through its lane; any other, the whole stack."""
+        if self._native_telemetry.enabled() or not _bodiless(scope):
+            await super().__call__(scope, receive, send)
+            return
+        match, child = route.matches(scope)
+        if match is not Match.FULL:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self
+        if "router" not in scope:
+            scope["router"] = self.router
+        scope.update(child)
+        lane = self._list_lane = self._list_lane or self._build_hot_lane(route)
+        await lane(scope, receive, send)
 
     async def _hot(
         self, route: Route, claim: bool, scope: Scope, receive: Receive, send: Send
@@ -512,7 +532,9 @@ class RegistryApp(FastAPI):
             if caller is None or not (caller.is_admin or caller.roles & _READ_ROLES):
                 return None
             if claim:
-                answer = state.reads.claims.claim_now(key)
+                route = self.claim_route
+                assert isinstance(route, ClaimRoute)
+                answer = state.reads.claims.claim_now(key, route.render)
             else:
                 answer = state.reads.domains.record_now(key)
         except Exception:
@@ -684,6 +706,7 @@ def create_registry_app(
     )
     app.router.routes.insert(1, app.create_route)  # then the hot write (see CreateRoute)
     app.router.routes.extend(_included_routers())  # as include_router, prepared once
+    app.list_route = ListRoute()  # matched by the app itself, as the claim read
     app.claim_route = ClaimRoute(  # matched by the app itself (RegistryApp), not the router
         next(r for r in claims_router.routes if getattr(r, "endpoint", None) is get_claim)
     )

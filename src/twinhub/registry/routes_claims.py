@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Path, Query, Request
 from fastapi import Body as JsonBody
-from fastapi.routing import APIRoute, serialize_response
+from fastapi.routing import APIRoute
 from pydantic import Field, field_validator
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -21,7 +21,7 @@ from twinhub.registry.auth import Reader, Writer, bearer_of, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import Cursor, Moment, documented
-from twinhub.registry.routes import DID_PATH, page_size
+from twinhub.registry.routes import DID_PATH, RawResponse, page_size
 from twinhub.registry.schemas import Body, as_utc
 from twinhub.services.claims import (
     CLAIM_ID,
@@ -30,6 +30,7 @@ from twinhub.services.claims import (
     CollectionSpec,
     EvaluationOutcome,
     EvaluationRequest,
+    claim_view,
 )
 from twinhub.settings import setting_name
 
@@ -220,14 +221,16 @@ CLAIM_PATH = "/v1/claims/{claim_id}"
 
 class ClaimRoute(Route):
     """`GET /v1/claims/{claim_id}` without a query string, as a plain Starlette route that
-    the registry app matches directly (RegistryApp): FastAPI's route handling, dependency
-    solving and response encoding, and the ORM session of the claim service's read, were
-    most of the read's cost. The body is the general route's own (`get_claim`: the claim
-    service's view, encoded by that route's response field), built once and kept by the
-    read model under the claim's stamp (`ClaimRecords.claim_answer`) until the claim
-    changes. The same checks, the same errors; an id the general route would refuse (too
-    long, not an id) is left to it. tests/integration/registry/test_hot_paths.py holds the
-    two equal for every state of a claim."""
+    the registry app matches directly (RegistryApp), and on a SQLite file answers outright
+    (`ClaimRecords.claim_now`): FastAPI's route handling, dependency solving and response
+    encoding, and the ORM session of the claim service's read, were nearly all of the
+    read's cost. The read model reads the claim and its evaluations as the ORM loads them;
+    the body is `claim_view`'s, the claim service's one view of a claim, encoded by the
+    general route's own response field (`render`), and kept under the claim's stamp until
+    the claim changes. The same checks, the same errors (an unknown claim is the service's
+    404); an id the general route would refuse (too long, not an id) is left to it.
+    tests/integration/registry/test_hot_paths.py holds the two equal for every state of a
+    claim."""
 
     def __init__(self, general: APIRoute) -> None:
         super().__init__(CLAIM_PATH, self._read, methods=["GET"], include_in_schema=False)
@@ -242,30 +245,27 @@ class ClaimRoute(Route):
         child["route"] = self  # the metrics label: the path, as the general route's
         return match, child
 
+    def render(self, row: Any, evaluations: list[Any]) -> bytes:
+        """The general route's body for a claim's row and evaluations (`claim_view`)."""
+        return self._encoded(claim_view(row, evaluations))
+
+    def _encoded(self, view: dict[str, Any]) -> bytes:
+        """`view` validated and encoded by the general route's response field, as FastAPI
+        does it."""
+        field = self.general.response_field
+        assert field is not None
+        value, errors = field.validate(view, {}, loc=("response",))
+        assert not errors, errors
+        return bytes(field.serialize_json(value))
+
     async def _read(self, request: Request) -> Response:
         await reader(await principal(request, bearer_of(request)))
         claim_id = request.path_params["claim_id"]
-        platform = _platform(request)
-
-        async def build() -> bytes:
-            view = await platform.claims.views.claim(claim_id)
-            encoded = await serialize_response(
-                field=self.general.response_field, response_content=view, dump_json=True
-            )
-            return bytes(encoded)
-
-        headers, body = await request.app.state.reads.claims.claim_answer(claim_id, build)
-        return RawResponse(headers, body)
-
-
-class RawResponse(Response):
-    """A 200 of raw headers and body built already (kept by the read model)."""
-
-    def __init__(self, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-        self.status_code = 200
-        self.background = None
-        self.body = body
-        self.raw_headers = list(headers)  # the kept list stays as kept
+        answer = await request.app.state.reads.claims.claim_answer(claim_id, self.render)
+        if answer is None:  # unknown (the service's 404), or nothing to read here
+            body = self._encoded(await _platform(request).claims.views.claim(claim_id))
+            return Response(body, media_type="application/json")
+        return RawResponse(*answer)
 
 
 @router.post(

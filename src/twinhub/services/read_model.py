@@ -30,19 +30,22 @@ import asyncio
 import contextlib
 import functools
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 import orjson
+from sqlalchemy import JSON
 from sqlalchemy.engine import make_url
 
 from twinhub.db.failures import Failure, classify
+from twinhub.db.models import Claim, Evaluation, UtcDateTime
 from twinhub.kernel.identifiers import is_did
 from twinhub.services.domains import DomainService, resolve_inheritance
 from twinhub.services.ledger import Ledger
-from twinhub.services.paging import Window, WindowPage
+from twinhub.services.paging import Window, WindowPage, encode_cursor
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import Settings
 
@@ -72,6 +75,15 @@ def _keyset_pages(select: str) -> dict[tuple[bool, bool], str]:
 
 
 PAGES = _keyset_pages(SELECT_KEYS)
+# The registry's list pages (`DomainRecords.list_page`): after a sequence number, all
+# domains or those of one type or class, on the (type, seq) and (class_did, seq) indexes.
+LIST_KEYS = {
+    None: SELECT_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ?",
+    "type": SELECT_KEYS + "WHERE type = ? AND seq > ? ORDER BY seq LIMIT ?",
+    "class": SELECT_KEYS + "WHERE class_did = ? AND seq > ? ORDER BY seq LIMIT ?",
+}
+KEPT_ITEMS = 16384  # rendered list items kept by `list_page` (about 1 KiB each)
+KEPT_PAGES = 256  # list pages kept by `list_page`
 EDGES = "SELECT type, target_did FROM relationships WHERE source_did = ?"
 TYPES = "SELECT did, type FROM domains WHERE did IN (SELECT value FROM json_each(?))"
 COUNT = "SELECT count(*) FROM domains"
@@ -89,6 +101,7 @@ PG_BY_DID = _numbered(BY_DID)
 PG_KEY_BY_DID = _numbered(KEY_BY_DID)
 PG_BY_DIDS = SELECT_DOMAINS + "WHERE did = ANY($1::text[])"
 PG_PAGES = {shape: _numbered(statement) for shape, statement in PAGES.items()}
+PG_LIST_KEYS = {kind: _numbered(statement) for kind, statement in LIST_KEYS.items()}
 PG_EDGES = _numbered(EDGES)
 PG_TYPES = "SELECT did, type FROM domains WHERE did = ANY($1::text[])"
 PG_POOL_SIZE = 4
@@ -127,12 +140,61 @@ MOVEMENTS_OF = (
     "SELECT id, reason, amount, sender FROM credit_movements "
     "WHERE token = ? AND kind = ? ORDER BY id"
 )
-# The registry's claim read (`ClaimRecords.claim_now`): every column of the claim and of its
-# evaluations, whatever columns they gain, so that any change to either is a new stamp.
-CLAIM_STAMP = "SELECT * FROM claims WHERE id = ?"
-EVALUATIONS_STAMP = "SELECT * FROM evaluations WHERE claim_id = ? ORDER BY id"
+
+
+class Columns:
+    """Every column of a table's model, read as stored and loaded as the ORM loads it into
+    an object with the model's attribute names (its times UTC-aware, its JSON decoded):
+    the registry's claim read (`ClaimRecords.claim_now`) reads the claim and its
+    evaluations so, and any column either gains is in its stamp and in the row."""
+
+    def __init__(self, model: Any) -> None:
+        table = model.__table__
+        mapper = model.__mapper__
+        self.names = ", ".join(column.name for column in table.columns)
+        self.table = table.name
+        self._loads: list[tuple[str, Callable[[Any], Any]]] = []
+        for column in table.columns:
+            kind = column.type
+            if isinstance(kind, UtcDateTime):
+                load: Callable[[Any], Any] = _utc
+            elif isinstance(kind, JSON):
+                load = _json
+            else:
+                load = _same
+            self._loads.append((mapper.get_property_by_column(column).key, load))
+
+    def loaded(self, raw: tuple[Any, ...]) -> SimpleNamespace:
+        pairs = zip(self._loads, raw, strict=True)
+        return SimpleNamespace(**{key: load(value) for (key, load), value in pairs})
+
+
+def _utc(value: str | datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _json(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+CLAIM_COLUMNS = Columns(Claim)
+EVALUATION_COLUMNS = Columns(Evaluation)
+CLAIM_STAMP = f"SELECT {CLAIM_COLUMNS.names} FROM claims WHERE id = ?"  # noqa: S608
+EVALUATIONS_STAMP = (
+    f"SELECT {EVALUATION_COLUMNS.names} FROM evaluations WHERE claim_id = ? ORDER BY id"  # noqa: S608
+)
 PG_CLAIM_STAMP = _numbered(CLAIM_STAMP)
 PG_EVALUATIONS_STAMP = _numbered(EVALUATIONS_STAMP)
+# What the registry renders a claim's answer from: its row and its evaluations, loaded.
+ClaimRender = Callable[[Any, list[Any]], bytes]
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
 PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
@@ -549,6 +611,77 @@ class DomainRecords:
         self._sources = sources
         # did: (row, edges, protocol view, response headers, body) of `record_now`'s answers
         self._answers: dict[str, tuple[tuple[Any, ...], list[Any], Any, list[Any], bytes]] = {}
+        # (did, version): a list item as rendered; (filter, value, after, limit): [the
+        # page's keys, its body, the data_version its keys were last read at].
+        self._items: dict[tuple[str, int], bytes] = {}
+        self._pages: dict[tuple[Any, ...], list[Any]] = {}
+
+    async def list_page(
+        self,
+        kind: str | None,
+        value: str | None,
+        after: int,
+        limit: int,
+        render: Callable[[list[dict[str, Any]]], list[bytes]],
+    ) -> bytes:
+        """The body of a registry list page (`GET /v1/domains`, `type` or `class` or no
+        filter, after the sequence number `after`): `{"items": [...], "nextCursor": ...,
+        "total": null}` with each item as `render` renders records (the general route's
+        encoding). One index range reads the page's keys (did, seq, version); a domain's
+        item is rendered once per version and kept, as the node keeps its messages, and
+        the page itself is kept under its keys. On a SQLite file a page is given again
+        without reading its keys while no other connection has committed."""
+        page_key = (kind, value, after, limit)
+        version = None
+        if self._reads.on_file:
+            version = self._reads.connection().execute("PRAGMA data_version").fetchone()[0]
+            kept = self._pages.get(page_key)
+            if kept is not None and kept[2] == version:
+                return kept[1]  # type: ignore[no-any-return]
+        params: list[Any] = [] if kind is None else [value]
+        params += [after, limit + 1]
+        keys = await self._reads.rows(LIST_KEYS[kind], PG_LIST_KEYS[kind], *params)
+        kept = self._pages.get(page_key)
+        if kept is not None and kept[0] == keys:
+            kept[2] = version
+            return kept[1]  # type: ignore[no-any-return]
+        more = len(keys) > limit
+        shown = keys[:limit]
+        items = self._items
+        missing = [did for did, _seq, version_ in shown if (did, version_) not in items]
+        whole = True  # every item rendered at its key's version
+        if missing:
+            rows = await self.domain_rows(missing)
+            built = [await self.domain(row) for row in rows.values()]
+            for record, rendered in zip(built, render(built), strict=True):
+                if len(items) >= KEPT_ITEMS:
+                    del items[next(iter(items))]  # the oldest kept
+                items[record["did"], record["version"]] = rendered
+        parts = []
+        for did, _seq, version_ in shown:
+            item = items.get((did, version_))
+            if item is None:  # changed (or gone) since its key was read: not kept
+                whole = False
+                rows = await self.domain_rows([did])
+                if did not in rows:
+                    continue
+                item = render([await self.domain(rows[did])])[0]
+            parts.append(item)
+        cursor = encode_cursor(shown[-1][1]) if more and shown else None
+        body = b"".join(
+            (
+                b'{"items":[',
+                b",".join(parts),
+                b'],"nextCursor":',
+                orjson.dumps(cursor),
+                b',"total":null}',
+            )
+        )
+        if whole:
+            if page_key not in self._pages and len(self._pages) >= KEPT_PAGES:
+                del self._pages[next(iter(self._pages))]
+            self._pages[page_key] = [keys, body, version]
+        return body
 
     async def domain_row(self, did: str) -> DomainRow | None:
         """The stored row of `did` (None when unknown); None on the fallback path too, so
@@ -683,68 +816,70 @@ class ClaimRecords:
         self._reads = reads
         self._collection_protocols: dict[int, str] = {}
         # id: [stamp, raw headers, body, the data_version the stamp was last read at] of
-        # the registry's claim reads (`claim_answer`, `claim_now`).
+        # the registry's claim reads (`claim_now`, `claim_answer`).
         self._answers: dict[str, list[Any]] = {}
 
-    def claim_now(self, claim_id: str) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
-        """The registry's answer to `GET /v1/claims/{claim_id}` (raw headers and body) when
-        it was built before (`claim_answer`) and the claim is unchanged since, read inline
-        from the SQLite file; None otherwise (not a SQLite file, not built yet, changed),
-        for the awaited path to answer. Unchanged: no other connection committed since the
-        stamp was last read (`PRAGMA data_version`), or the claim's row and its evaluations,
-        every column, are still the ones the answer was built from."""
-        kept = self._answers.get(claim_id)
-        if kept is None or not self._reads.on_file:
+    def claim_now(
+        self, claim_id: str, render: ClaimRender
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The registry's answer to `GET /v1/claims/{claim_id}` (raw headers and body),
+        read inline from the SQLite file; None when it cannot be answered so (not a SQLite
+        file, no such claim), for the awaited path to answer. The body is `render`'s of the
+        claim's row and evaluations, kept under their stamp (every column of both) and
+        given again while the stamp is unchanged; nothing is read at all while no other
+        connection has committed since the stamp was last read (`PRAGMA data_version`)."""
+        if not self._reads.on_file:
             return None
         db = self._reads.connection()
         version = db.execute("PRAGMA data_version").fetchone()[0]
-        if version != kept[3]:
-            stamp = (
-                db.execute(CLAIM_STAMP, (claim_id,)).fetchone(),
-                db.execute(EVALUATIONS_STAMP, (claim_id,)).fetchall(),
-            )
-            if stamp != kept[0]:
-                return None
-            kept[3] = version
-        return kept[1], kept[2]
+        kept = self._answers.get(claim_id)
+        if kept is not None and kept[3] == version:
+            return kept[1], kept[2]
+        stamp = (
+            db.execute(CLAIM_STAMP, (claim_id,)).fetchone(),
+            db.execute(EVALUATIONS_STAMP, (claim_id,)).fetchall(),
+        )
+        return self._answer(claim_id, stamp, version, kept, render)
 
     async def claim_answer(
-        self, claim_id: str, build: Callable[[], Awaitable[bytes]]
-    ) -> tuple[list[tuple[bytes, bytes]], bytes]:
-        """The answer to `GET /v1/claims/{claim_id}`: the body `build` renders (the claim
-        service's view, as the route encodes it; its errors propagate), kept under the
-        claim's stamp and given again, without building, while the stamp is unchanged.
-        The stamp is read before and after building and the answer kept only when the two
-        agree, so a kept body is the one its stamp's state renders. Without a database to
-        read here (in-memory SQLite) every read builds."""
+        self, claim_id: str, render: ClaimRender
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """`claim_now` awaited: on PostgreSQL's pool, or on the SQLite file; None for an
+        unknown claim or without a database to read here (in-memory SQLite), for the
+        claim service to answer."""
         if not self._reads.fast:
-            return _json_answer(await build())
+            return None
         if self._reads.on_file:
-            db = self._reads.connection()
-            version = db.execute("PRAGMA data_version").fetchone()[0]
-        else:
-            version = None
-        before = await self._claim_stamp(claim_id)
-        kept = self._answers.get(claim_id)
-        if kept is not None and kept[0] == before:
+            return self.claim_now(claim_id, render)
+        found = await self._reads.fetch(PG_CLAIM_STAMP, claim_id)
+        evaluations = await self._reads.fetch(PG_EVALUATIONS_STAMP, claim_id)
+        stamp = (found[0] if found else None), evaluations
+        return self._answer(claim_id, stamp, None, self._answers.get(claim_id), render)
+
+    def _answer(
+        self,
+        claim_id: str,
+        stamp: tuple[Any, Any],
+        version: object,
+        kept: list[Any] | None,
+        render: ClaimRender,
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        if stamp[0] is None:
+            return None
+        if kept is not None and kept[0] == stamp:
             kept[3] = version
             return kept[1], kept[2]
-        headers, body = _json_answer(await build())
-        if before[0] is not None and await self._claim_stamp(claim_id) == before:
-            if kept is None and len(self._answers) >= KEPT_ANSWERS:
-                del self._answers[next(iter(self._answers))]  # the oldest kept
-            self._answers[claim_id] = [before, headers, body, version]
+        row = CLAIM_COLUMNS.loaded(stamp[0])
+        headers, body = _json_answer(render(row, [EVALUATION_COLUMNS.loaded(e) for e in stamp[1]]))
+        if kept is None and len(self._answers) >= KEPT_ANSWERS:
+            del self._answers[next(iter(self._answers))]  # the oldest kept
+        self._answers[claim_id] = [stamp, headers, body, version]
         return headers, body
 
     def forget(self, claim_id: str) -> None:
         """Build the claim's answer again at its next read: something it shows changed
         that its stamp may not (told by the bus)."""
         self._answers.pop(claim_id, None)
-
-    async def _claim_stamp(self, claim_id: str) -> tuple[Any, Any]:
-        found = await self._reads.rows(CLAIM_STAMP, PG_CLAIM_STAMP, claim_id)
-        evaluations = await self._reads.rows(EVALUATIONS_STAMP, PG_EVALUATIONS_STAMP, claim_id)
-        return (found[0] if found else None), evaluations
 
     async def claim(
         self, claim_id: str, built: Callable[[str, Any], bool] = lambda claim, stamp: False

@@ -1076,3 +1076,76 @@ async def test_the_claim_read_answers_what_the_general_route_answers(world: Any)
         platform.database.healthy = True
     assert answers[0] == answers[1] == answers[2] and answers[0][0] == 503
     assert app.answered_now == before
+
+
+async def _list_answers(client: Any, query: str) -> tuple[Answer, Answer]:
+    """`GET /v1/domains?{query}` answered by the general route (`count=false` sends it
+    there, and changes nothing of its answer) and as the app answers it (ListRoute)."""
+    answers = []
+    for path in (f"/v1/domains?{query}&count=false", f"/v1/domains?{query}"):
+        response = await client.get(path)
+        answers.append((response.status_code, sorted(response.headers.items()), response.content))
+    return answers[0], answers[1]
+
+
+async def test_list_pages_answer_what_the_general_route_answers(registry: Registry) -> None:
+    """`GET /v1/domains` by type, by class and unfiltered, walked page by page through
+    ListRoute, answers the general route's status, headers and bytes; a domain changed
+    after its page was kept is shown changed; a bad cursor, a limit that is no number,
+    both filters at once are answered as the general route answers them; a reader of
+    another organisation sees the same pages (domain records are public registry facts,
+    db/visibility.py) and no key is refused alike."""
+    client = registry.client
+    organisation = "did:ixo:protocol/organisation"
+    dids = []
+    for index in range(7):
+        created = await client.post(
+            "/v1/domains",
+            json={"type": "Organisation", "class": organisation, "metadata": {"n": index}},
+        )
+        assert created.status_code == 201, created.text
+        dids.append(created.json()["did"])
+
+    async def walk(query: str) -> list[str]:
+        seen: list[str] = []
+        cursor = ""
+        while True:
+            general, listed = await _list_answers(client, query + cursor)
+            assert general == listed, query + cursor
+            assert listed[0] == 200
+            page = orjson.loads(listed[2])
+            seen += [item["did"] for item in page["items"]]
+            if page["nextCursor"] is None:
+                return seen
+            cursor = f"&cursor={page['nextCursor']}"
+
+    for query in ("type=Organisation&limit=3", f"class={organisation}&limit=2", "limit=4"):
+        walked = await walk(query)
+        assert [did for did in walked if did in dids] == dids, query
+        assert await walk(query) == walked  # kept, and the same
+    changed = await client.patch(f"/v1/domains/{dids[1]}", json={"metadata": {"n": "changed"}})
+    assert changed.status_code == 200, changed.text
+    general, listed = await _list_answers(client, "type=Organisation&limit=3")
+    assert general == listed
+    await walk("type=Organisation&limit=3")
+    page = orjson.loads((await client.get(f"/v1/domains?class={organisation}&limit=100")).content)
+    shown = {item["did"]: item for item in page["items"]}
+    assert shown[dids[1]]["metadata"] == {"n": "changed"}
+    assert shown[dids[1]]["version"] == changed.json()["version"]
+    for query in (
+        "type=Organisation&cursor=not-a-cursor",
+        "type=Organisation&limit=abc",
+        "type=Organisation&limit=0",
+        f"type=Organisation&class={organisation}",
+        "type=NoSuchType",
+        "type=Organisation&type=Project",
+    ):
+        general, listed = await _list_answers(client, query)
+        assert general == listed, query
+    stranger = registry.as_key(await registry.key(f"did:ixo:org/{unique('stranger')}", "reader"))
+    async with stranger:
+        general, listed = await _list_answers(stranger, "type=Organisation&limit=3")
+        assert general == listed and listed[0] == 200
+    async with registry.as_key(None) as anonymous:
+        general, listed = await _list_answers(anonymous, "type=Organisation&limit=3")
+        assert general == listed and listed[0] == 401

@@ -38,12 +38,14 @@ from twinhub.registry.routes import (
     DID_PATH,
     DOMAIN_DID_PATH,
     LIST_PATH,
+    LISTED,
     CreateRoute,
     HotRoute,
     ListRoute,
     create_domain,
     create_router,
     hot_router,
+    page_size_of,
     router,
 )
 from twinhub.registry.routes_admin import router as admin_router
@@ -59,6 +61,7 @@ from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.registry.routes_workflow import router as workflow_router
+from twinhub.services.paging import decode_cursor
 from twinhub.settings import Settings, setting_name
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
@@ -435,6 +438,7 @@ class RegistryApp(FastAPI):
                 if self.list_route is not None and self.state.reads.fast:
                     await self._listed(self.list_route, scope, receive, send)
                     return
+                route = None
             elif scope.get("query_string"):
                 pass
             elif path.startswith(HOT_PREFIX):
@@ -459,6 +463,16 @@ class RegistryApp(FastAPI):
         if match is not Match.FULL:
             await super().__call__(scope, receive, send)
             return
+        started = time.perf_counter()
+        answer = self._answer_now(child[LISTED], scope, "list")
+        if answer is not None:
+            self.answered_now += 1
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
+                await send({"type": "http.response.body", "body": answer[1]})
+            finally:
+                self.state.metrics.observe(self._list_children, time.perf_counter() - started)
+            return
         scope["app"] = self
         if "router" not in scope:
             scope["router"] = self.router
@@ -477,9 +491,9 @@ class RegistryApp(FastAPI):
         started = time.perf_counter()
         params = child["path_params"]
         if claim:
-            answer = self._answer_now(params["claim_id"], scope, claim=True)
+            answer = self._answer_now(params["claim_id"], scope, "claim")
         else:
-            answer = self._answer_now(params["did"], scope)
+            answer = self._answer_now(params["did"], scope, "domain")
         if answer is not None:
             self.answered_now += 1
             try:
@@ -500,9 +514,7 @@ class RegistryApp(FastAPI):
         await lane(scope, receive, send)
         return True
 
-    def _answer_now(
-        self, key: str, scope: Scope, claim: bool = False
-    ) -> tuple[list[Any], bytes] | None:
+    def _answer_now(self, key: Any, scope: Scope, read: str) -> tuple[list[Any], bytes] | None:
         """The lane's 200 when it can be given without awaiting anything, else None, having
         changed nothing, for the lane to answer (tests/integration/registry/test_hot_paths.py
         holds the two equal).
@@ -515,8 +527,9 @@ class RegistryApp(FastAPI):
         request deadline (which only ends requests still waiting when it fires) has nothing
         to do, and the request needs no task of its own; the metrics count it as
         ObserveRequests does. An error here leaves the answer to the lane, which reads
-        again and answers the error as always. A claim's read (`claim`) is answered so when
-        its answer was built before and the claim is unchanged (`ClaimRecords.claim_now`)."""
+        again and answers the error as always. `read` says which read: a domain's (`key` its
+        DID), a claim's (its id: `ClaimRecords.claim_now`) or a list page (what ListRoute
+        matched: `DomainRecords.list_now`, a page kept and unchanged)."""
         if not self.answers_now:
             return None
         state = self.state
@@ -531,10 +544,14 @@ class RegistryApp(FastAPI):
             caller = platform.api_keys.authenticate_now(token)
             if caller is None or not (caller.is_admin or caller.roles & _READ_ROLES):
                 return None
-            if claim:
+            if read == "claim":
                 route = self.claim_route
                 assert isinstance(route, ClaimRoute)
                 answer = state.reads.claims.claim_now(key, route.render)
+            elif read == "list":
+                kind, value, cursor, limit = key
+                size = page_size_of(platform.settings, limit)
+                answer = state.reads.domains.list_now(kind, value, decode_cursor(cursor), size)
             else:
                 answer = state.reads.domains.record_now(key)
         except Exception:
@@ -550,6 +567,15 @@ class RegistryApp(FastAPI):
         return (
             metrics.requests.labels("GET", f"/v1/domains/{DID_PATH}", "200"),
             metrics.latency.labels("GET", f"/v1/domains/{DID_PATH}"),
+        )
+
+    @functools.cached_property
+    def _list_children(self) -> tuple[Any, Any]:
+        """The metrics children of a 200 of a list page (ListRoute)."""
+        metrics: RegistryMetrics = self.state.metrics
+        return (
+            metrics.requests.labels("GET", LIST_PATH, "200"),
+            metrics.latency.labels("GET", LIST_PATH),
         )
 
     @functools.cached_property

@@ -54,6 +54,7 @@ from twinhub.services.domains import (
 from twinhub.services.paging import decode_cursor
 from twinhub.services.protocols import ProtocolService, ProtocolSpec, ProtocolView
 from twinhub.services.read_model import ReadModel
+from twinhub.settings import Settings
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 DID_PATH = "{did:path}"
@@ -116,7 +117,11 @@ def _protocols(request: Request) -> ProtocolService:
 
 
 def page_size(request: Request, limit: int | None) -> int:
-    settings = request.app.state.platform.settings
+    return page_size_of(request.app.state.platform.settings, limit)
+
+
+def page_size_of(settings: Settings, limit: int | None) -> int:
+    """The size of a page a client asked `limit` of (None: the default)."""
     return min(limit or settings.registry.page_size, settings.registry.max_page_size)
 
 
@@ -519,13 +524,7 @@ class ListRoute(Route):
         size = page_size(request, limit)
         reads: ReadModel = request.app.state.reads
         body = await reads.domains.list_page(kind, value, after, size, _rendered)
-        return RawResponse(
-            [
-                (b"content-length", str(len(body)).encode("latin-1")),
-                (b"content-type", b"application/json"),
-            ],
-            body,
-        )
+        return Response(body, media_type="application/json")
 
 
 LISTED = "twinhub.listed"  # scope key: what ListRoute matched

@@ -634,10 +634,10 @@ class DomainRecords:
         page_key = (kind, value, after, limit)
         version = None
         if self._reads.on_file:
+            kept_now = self.list_now(kind, value, after, limit)
+            if kept_now is not None:
+                return kept_now[1]
             version = self._reads.connection().execute("PRAGMA data_version").fetchone()[0]
-            kept = self._pages.get(page_key)
-            if kept is not None and kept[2] == version:
-                return kept[1]  # type: ignore[no-any-return]
         params: list[Any] = [] if kind is None else [value]
         params += [after, limit + 1]
         keys = await self._reads.rows(LIST_KEYS[kind], PG_LIST_KEYS[kind], *params)
@@ -680,8 +680,31 @@ class DomainRecords:
         if whole:
             if page_key not in self._pages and len(self._pages) >= KEPT_PAGES:
                 del self._pages[next(iter(self._pages))]
-            self._pages[page_key] = [keys, body, version]
+            headers = [
+                (b"content-length", str(len(body)).encode("latin-1")),
+                (b"content-type", b"application/json"),
+            ]
+            self._pages[page_key] = [keys, body, version, headers]
         return body
+
+    def list_now(
+        self, kind: str | None, value: str | None, after: int, limit: int
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """A kept `list_page` (raw headers and body), read inline from the SQLite file:
+        given when no other connection has committed since its keys were read, or when
+        its keys, read again, are the same; None otherwise, for `list_page` to build."""
+        kept = self._pages.get((kind, value, after, limit))
+        if kept is None or not self._reads.on_file:
+            return None
+        db = self._reads.connection()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if version != kept[2]:
+            params: list[Any] = [] if kind is None else [value]
+            params += [after, limit + 1]
+            if db.execute(LIST_KEYS[kind], params).fetchall() != kept[0]:
+                return None
+            kept[2] = version
+        return kept[3], kept[1]
 
     async def domain_row(self, did: str) -> DomainRow | None:
         """The stored row of `did` (None when unknown); None on the fallback path too, so

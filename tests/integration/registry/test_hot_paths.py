@@ -1119,10 +1119,15 @@ async def test_list_pages_answer_what_the_general_route_answers(registry: Regist
                 return seen
             cursor = f"&cursor={page['nextCursor']}"
 
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
+    )
     for query in ("type=Organisation&limit=3", f"class={organisation}&limit=2", "limit=4"):
         walked = await walk(query)
         assert [did for did in walked if did in dids] == dids, query
+        before = registry.app.answered_now
         assert await walk(query) == walked  # kept, and the same
+        assert (registry.app.answered_now > before) == outright  # kept pages given outright
     changed = await client.patch(f"/v1/domains/{dids[1]}", json={"metadata": {"n": "changed"}})
     assert changed.status_code == 200, changed.text
     general, listed = await _list_answers(client, "type=Organisation&limit=3")

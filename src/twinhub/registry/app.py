@@ -49,7 +49,14 @@ from twinhub.registry.routes import (
     router,
 )
 from twinhub.registry.routes_admin import router as admin_router
-from twinhub.registry.routes_claims import CLAIM_PATH, ClaimRoute, get_claim
+from twinhub.registry.routes_claims import (
+    CLAIM_PATH,
+    CLAIMS_PATH,
+    LISTED_CLAIMS,
+    ClaimRoute,
+    ClaimsListRoute,
+    get_claim,
+)
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_customers import router as customers_router
 from twinhub.registry.routes_events import router as events_router
@@ -427,6 +434,8 @@ class RegistryApp(FastAPI):
     _claim_lane: ASGIApp | None = None
     list_route: Route | None = None  # `GET /v1/domains?type=...` and the like (ListRoute)
     _list_lane: ASGIApp | None = None
+    claims_list_route: Route | None = None  # `GET /v1/claims?collection=` (ClaimsListRoute)
+    _claims_lane: ASGIApp | None = None
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
     answered_now = 0  # requests it answered
 
@@ -434,11 +443,11 @@ class RegistryApp(FastAPI):
         if scope["type"] == "http" and scope["method"] == "GET" and not self.root_path:
             path = scope["path"]
             route = None
-            if path == LIST_PATH:
-                if self.list_route is not None and self.state.reads.fast:
-                    await self._listed(self.list_route, scope, receive, send)
+            if path in (LIST_PATH, CLAIMS_PATH):
+                listing = self.list_route if path == LIST_PATH else self.claims_list_route
+                if listing is not None and self.state.reads.fast:
+                    await self._listed(listing, scope, receive, send)
                     return
-                route = None
             elif scope.get("query_string"):
                 pass
             elif path.startswith(HOT_PREFIX):
@@ -455,7 +464,8 @@ class RegistryApp(FastAPI):
         await super().__call__(scope, receive, send)
 
     async def _listed(self, route: Route, scope: Scope, receive: Receive, send: Send) -> None:
-        """A list page ListRoute answers through its lane; any other, the whole stack."""
+        """A list page ListRoute (or ClaimsListRoute) answers, outright or through its
+        lane; any other, the whole stack."""
         if self._native_telemetry.enabled() or not _bodiless(scope):
             await super().__call__(scope, receive, send)
             return
@@ -464,20 +474,28 @@ class RegistryApp(FastAPI):
             await super().__call__(scope, receive, send)
             return
         started = time.perf_counter()
-        answer = self._answer_now(child[LISTED], scope, "list")
+        domains = route is self.list_route
+        if domains:
+            answer = self._answer_now(child[LISTED], scope, "list")
+        else:
+            answer = self._answer_now(child[LISTED_CLAIMS], scope, "claims")
         if answer is not None:
             self.answered_now += 1
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
                 await send({"type": "http.response.body", "body": answer[1]})
             finally:
-                self.state.metrics.observe(self._list_children, time.perf_counter() - started)
+                children = self._list_children if domains else self._claims_children
+                self.state.metrics.observe(children, time.perf_counter() - started)
             return
         scope["app"] = self
         if "router" not in scope:
             scope["router"] = self.router
         scope.update(child)
-        lane = self._list_lane = self._list_lane or self._build_hot_lane(route)
+        if domains:
+            lane = self._list_lane = self._list_lane or self._build_hot_lane(route)
+        else:
+            lane = self._claims_lane = self._claims_lane or self._build_hot_lane(route)
         await lane(scope, receive, send)
 
     async def _hot(
@@ -548,6 +566,11 @@ class RegistryApp(FastAPI):
                 route = self.claim_route
                 assert isinstance(route, ClaimRoute)
                 answer = state.reads.claims.claim_now(key, route.render)
+            elif read == "claims":
+                collection, cursor, limit = key
+                size = page_size_of(platform.settings, limit)
+                found = decode_cursor(cursor)
+                answer = state.reads.claims.collection_now(collection, found, size)
             elif read == "list":
                 kind, value, cursor, limit = key
                 size = page_size_of(platform.settings, limit)
@@ -576,6 +599,15 @@ class RegistryApp(FastAPI):
         return (
             metrics.requests.labels("GET", LIST_PATH, "200"),
             metrics.latency.labels("GET", LIST_PATH),
+        )
+
+    @functools.cached_property
+    def _claims_children(self) -> tuple[Any, Any]:
+        """The metrics children of a 200 of a claims list page (ClaimsListRoute)."""
+        metrics: RegistryMetrics = self.state.metrics
+        return (
+            metrics.requests.labels("GET", CLAIMS_PATH, "200"),
+            metrics.latency.labels("GET", CLAIMS_PATH),
         )
 
     @functools.cached_property
@@ -736,6 +768,7 @@ def create_registry_app(
     app.claim_route = ClaimRoute(  # matched by the app itself (RegistryApp), not the router
         next(r for r in claims_router.routes if getattr(r, "endpoint", None) is get_claim)
     )
+    app.claims_list_route = ClaimsListRoute(app.claim_route)
     app.include_router(create_graphql_router(settings))
 
     # Endpoints read the platform from the request, never from a closure: FastAPI keeps

@@ -192,9 +192,18 @@ EVALUATIONS_STAMP = (
     f"SELECT {EVALUATION_COLUMNS.names} FROM evaluations WHERE claim_id = ? ORDER BY id"  # noqa: S608
 )
 PG_CLAIM_STAMP = _numbered(CLAIM_STAMP)
+# The registry's claims list of one collection (`ClaimRecords.collection_page`), on the
+# (collection_id, seq) index: whole rows, each its item's stamp.
+COLLECTION_PAGE = (
+    f"SELECT {CLAIM_COLUMNS.names} FROM claims "  # noqa: S608
+    "WHERE collection_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+PG_COLLECTION_PAGE = _numbered(COLLECTION_PAGE)
 PG_EVALUATIONS_STAMP = _numbered(EVALUATIONS_STAMP)
 # What the registry renders a claim's answer from: its row and its evaluations, loaded.
 ClaimRender = Callable[[Any, list[Any]], bytes]
+# What it renders a claims list's items from: the claims' rows, loaded.
+ItemsRender = Callable[[list[Any]], list[bytes]]
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
 PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
@@ -841,6 +850,10 @@ class ClaimRecords:
         # id: [stamp, raw headers, body, the data_version the stamp was last read at] of
         # the registry's claim reads (`claim_now`, `claim_answer`).
         self._answers: dict[str, list[Any]] = {}
+        # A claim's row: its list item as rendered; (collection, after, limit): [the page's
+        # rows, its body, the data_version its rows were last read at, its raw headers].
+        self._items: dict[tuple[Any, ...], bytes] = {}
+        self._pages: dict[tuple[int, int, int], list[Any]] = {}
 
     def claim_now(
         self, claim_id: str, render: ClaimRender
@@ -898,6 +911,73 @@ class ClaimRecords:
             del self._answers[next(iter(self._answers))]  # the oldest kept
         self._answers[claim_id] = [stamp, headers, body, version]
         return headers, body
+
+    async def collection_page(
+        self, collection: int, after: int, limit: int, render: ItemsRender
+    ) -> bytes:
+        """The body of a registry claims list of one collection after the sequence number
+        `after` (`GET /v1/claims?collection=`): `{"items": [...], "nextCursor": ...}`, each
+        item as `render` renders claims' rows (the general route's encoding), kept under
+        the row it was rendered from (every column), and the page kept under its rows; on
+        a SQLite file given again without reading while nothing was committed since."""
+        kept_now = self.collection_now(collection, after, limit)
+        if kept_now is not None:
+            return kept_now[1]
+        version = None
+        if self._reads.on_file:
+            version = self._reads.connection().execute("PRAGMA data_version").fetchone()[0]
+        rows = await self._reads.rows(
+            COLLECTION_PAGE, PG_COLLECTION_PAGE, collection, after, limit + 1
+        )
+        page_key = (collection, after, limit)
+        kept = self._pages.get(page_key)
+        if kept is not None and kept[0] == rows:
+            kept[2] = version
+            return kept[1]  # type: ignore[no-any-return]
+        shown = rows[:limit]
+        items = self._items
+        missing = [row for row in shown if row not in items]
+        if missing:
+            for row, rendered in zip(
+                missing, render([CLAIM_COLUMNS.loaded(row) for row in missing]), strict=True
+            ):
+                if len(items) >= KEPT_ITEMS:
+                    del items[next(iter(items))]  # the oldest kept
+                items[row] = rendered
+        cursor = encode_cursor(shown[-1][1]) if len(rows) > limit and shown else None
+        body = b"".join(
+            (
+                b'{"items":[',
+                b",".join(items[row] for row in shown),
+                b'],"nextCursor":',
+                orjson.dumps(cursor),
+                b"}",
+            )
+        )
+        if page_key not in self._pages and len(self._pages) >= KEPT_PAGES:
+            del self._pages[next(iter(self._pages))]
+        headers = [
+            (b"content-length", str(len(body)).encode("latin-1")),
+            (b"content-type", b"application/json"),
+        ]
+        self._pages[page_key] = [rows, body, version, headers]
+        return body
+
+    def collection_now(
+        self, collection: int, after: int, limit: int
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """A kept `collection_page` (raw headers and body) read inline from the SQLite file,
+        as `DomainRecords.list_now`; None when there is none or it changed."""
+        kept = self._pages.get((collection, after, limit))
+        if kept is None or not self._reads.on_file:
+            return None
+        db = self._reads.connection()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if version != kept[2]:
+            if db.execute(COLLECTION_PAGE, (collection, after, limit + 1)).fetchall() != kept[0]:
+                return None
+            kept[2] = version
+        return kept[3], kept[1]
 
     def forget(self, claim_id: str) -> None:
         """Build the claim's answer again at its next read: something it shows changed

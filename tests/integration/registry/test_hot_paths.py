@@ -1154,3 +1154,65 @@ async def test_list_pages_answer_what_the_general_route_answers(registry: Regist
     async with registry.as_key(None) as anonymous:
         general, listed = await _list_answers(anonymous, "type=Organisation&limit=3")
         assert general == listed and listed[0] == 401
+
+
+async def test_claims_list_pages_answer_what_the_general_route_answers(world: Any) -> None:
+    """`GET /v1/claims?collection=` walked page by page through ClaimsListRoute answers
+    the general route's status, headers and bytes (an unknown parameter sends a request
+    to the general route, which ignores it); an evaluated claim is shown evaluated at
+    once; a bad cursor, a limit or collection out of bounds or no number are answered as
+    the general route answers them; a reader of another organisation sees the same pages
+    (claims are public registry facts, db/visibility.py) and no key is refused alike."""
+    registry = world.registry
+    collection = (await world.collection())["id"]
+    claims = [(await world.approvable(collection))["id"] for _ in range(5)]
+
+    async def answers(client: Any, query: str) -> tuple[Answer, Answer]:
+        found = []
+        for path in (f"/v1/claims?{query}&general=1", f"/v1/claims?{query}"):
+            response = await client.get(path)
+            found.append((response.status_code, sorted(response.headers.items()), response.content))
+        return found[0], found[1]
+
+    async def walk(query: str) -> list[dict[str, Any]]:
+        seen: list[dict[str, Any]] = []
+        cursor = ""
+        while True:
+            general, listed = await answers(world.oracle_client, query + cursor)
+            assert general == listed, query + cursor
+            assert listed[0] == 200
+            page = orjson.loads(listed[2])
+            seen += page["items"]
+            if page["nextCursor"] is None:
+                return seen
+            cursor = f"&cursor={page['nextCursor']}"
+
+    walked = await walk(f"collection={collection}&limit=2")
+    assert [item["id"] for item in walked] == claims
+    assert await walk(f"collection={collection}&limit=2") == walked  # kept, and the same
+    reply = await world.oracle_client.post(
+        f"/v1/claims/{claims[2]}/evaluations",
+        json={"status": "rejected", "reason": "relevé incomplet — « à revoir »"},
+    )
+    assert reply.status_code == 200, reply.text
+    after = {item["id"]: item for item in await walk(f"collection={collection}&limit=2")}
+    assert after[claims[2]]["status"] == "rejected"
+    assert await walk(f"collection={collection}") == list(after.values())
+    for query in (
+        f"collection={collection}&cursor=not-a-cursor",
+        f"collection={collection}&limit=abc",
+        f"collection={collection}&limit=0",
+        "collection=0",
+        "collection=abc",
+        f"collection={2**31}",
+        f"collection={collection + 1000}",
+        f"collection={collection}&collection={collection}",
+    ):
+        general, listed = await answers(world.oracle_client, query)
+        assert general == listed, query
+    stranger = await world.client(f"did:ixo:org/{unique('stranger')}", "reader")
+    general, listed = await answers(stranger, f"collection={collection}&limit=2")
+    assert general == listed and listed[0] == 200
+    async with registry.as_key(None) as anonymous:
+        general, listed = await answers(anonymous, f"collection={collection}&limit=2")
+        assert general == listed and listed[0] == 401

@@ -1035,9 +1035,11 @@ async def test_the_claim_read_answers_what_the_general_route_answers(world: Any)
         assert view == await platform.claims.views.claim(claim_id)
         assert view["status"] == status
         before = app.answered_now
-        again = await world.oracle_client.get(f"/v1/claims/{claim_id}")
+        # The bootstrap key: known without a look-up, however long the machine took since
+        # the oracle's key was last checked (a checked key is known for five seconds).
+        again = await registry.client.get(f"/v1/claims/{claim_id}")
         assert (again.status_code, sorted(again.headers.items()), again.content) == general
-        assert app.answered_now == before + outright  # kept, and given outright
+        assert app.answered_now == before + outright  # given outright
 
     async def evaluated(claim_id: str, body: dict[str, Any]) -> None:
         reply = await world.oracle_client.post(f"/v1/claims/{claim_id}/evaluations", json=body)

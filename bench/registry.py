@@ -79,6 +79,7 @@ AUTO_PACED_FRACTION = 0.25  # auto paced rate: this share of the smallest size's
 WALK_PAGE = 500  # page size of the cursor walk (the server clamps to its own maximum)
 MIB = 1024 * 1024
 CEILING_TARGET = 0.5  # issue #14: GET by DID at >= 50 % of the bare Starlette ceiling
+LIST_CEILING_TARGET = 0.3  # issue #33: each list page at >= 30 % of it
 NOISE_WARN_PERCENT = 10.0  # warn when other processes took more of the server's core
 
 # endpoint key -> how the table and the JSON name it
@@ -1113,6 +1114,7 @@ class RunResult:
     status: str = "ok"  # ok | failed
     reason: str = ""
     ceiling: dict[str, Any] = field(default_factory=dict)  # GET by DID vs bare Starlette
+    list_ceilings: list[dict[str, Any]] = field(default_factory=list)  # the lists vs it
     sizes: list[SizeResult] = field(default_factory=list)
     paced_rates: dict[str, float] = field(default_factory=dict)
     rss_peak_mib: float = 0.0
@@ -1229,11 +1231,14 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
             [hwm_mib(server.pid), *(s.rss_after_reads_mib for s in result.sizes)]
         )
         if args.ceiling and result.sizes:
-            last = result.sizes[-1].reads["get"].full
-            result.ceiling = versus_ceiling(
-                "GET by DID", last, measure_ceiling(ctx, files["get"]), CEILING_TARGET
-            )
+            last = result.sizes[-1].reads
+            bare = measure_ceiling(ctx, files["get"])
+            result.ceiling = versus_ceiling("GET by DID", last["get"].full, bare, CEILING_TARGET)
             print_ceiling(result.ceiling)
+            for op in ("list_type", "list_class"):
+                versus = versus_ceiling(ENDPOINTS[op], last[op].full, bare, LIST_CEILING_TARGET)
+                result.list_ceilings.append(versus)
+                print_ceiling(versus)
         if result.errors > args.max_errors:
             result.status = "failed"
             result.reason = f"{result.errors} errors (allowed: {args.max_errors})"
@@ -1501,6 +1506,7 @@ def to_json(
         "ratio_largest_to_smallest": p99_ratios(result),
         "targets": targets(result),
         "versus_ceiling": result.ceiling,
+        "lists_versus_ceiling": result.list_ceilings,
         "errors": result.errors,
         "max_foreign_cpu_percent_on_server_core": round(noise_percent(result), 1),
         "rss_peak_mib": round(result.rss_peak_mib, 2),

@@ -19,6 +19,7 @@ from twinhub.kernel.bus import (
     SHARED_SIGNALS,
     Bus,
     Handler,
+    Message,
 )
 from twinhub.kernel.principals import Principal
 from twinhub.kernel.relay import Relay
@@ -51,6 +52,17 @@ def _telemetry_forgets(platform: Platform) -> Handler:
     return lambda message: platform.telemetry.forget(message.subject)
 
 
+def _claim_read_forgets(platform: Platform) -> Handler:
+    def forget(message: Message) -> None:
+        claim = message.data.get("claim")
+        if isinstance(claim, dict):
+            claim = claim.get("id")
+        if isinstance(claim, str):
+            platform.reads.claims.forget(claim)
+
+    return forget
+
+
 HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
     # Events committed unnumbered (customers, telemetry, stove problems) -> numbered.
     (EVENTS_WRITTEN, "sequencer numbers them", lambda p: p.events.events_written),
@@ -64,6 +76,11 @@ HANDLERS: tuple[tuple[str, str, Callable[[Platform], Handler]], ...] = (
     # the twins it is a project or organisation of).
     ("domain.updated", "telemetry forgets it", _telemetry_forgets),
     ("domain.deactivated", "telemetry forgets it", _telemetry_forgets),
+    # A claim evaluated, or credits minted for it -> its kept read answer is built again
+    # (ReadModel: the answer is also checked against the claim's rows at every read; this
+    # covers what the claim shows from elsewhere, in this process).
+    ("claim.evaluated", "claim read forgotten", _claim_read_forgets),
+    ("credits.minted", "claim read forgotten", _claim_read_forgets),
 )
 
 

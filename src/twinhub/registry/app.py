@@ -37,14 +37,26 @@ from twinhub.registry.params import nul_parameters
 from twinhub.registry.routes import (
     DID_PATH,
     DOMAIN_DID_PATH,
+    LIST_PATH,
+    LISTED,
     CreateRoute,
     HotRoute,
+    ListRoute,
     create_domain,
     create_router,
     hot_router,
+    page_size_of,
     router,
 )
 from twinhub.registry.routes_admin import router as admin_router
+from twinhub.registry.routes_claims import (
+    CLAIM_PATH,
+    CLAIMS_PATH,
+    LISTED_CLAIMS,
+    ClaimRoute,
+    ClaimsListRoute,
+    get_claim,
+)
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_customers import router as customers_router
 from twinhub.registry.routes_events import router as events_router
@@ -56,6 +68,7 @@ from twinhub.registry.routes_support import router as support_router
 from twinhub.registry.routes_surveys import router as surveys_router
 from twinhub.registry.routes_telemetry import router as telemetry_router
 from twinhub.registry.routes_workflow import router as workflow_router
+from twinhub.services.paging import decode_cursor
 from twinhub.settings import Settings, setting_name
 from twinhub.web.audit import WriteLog
 from twinhub.web.errors import error_response
@@ -415,49 +428,111 @@ class RegistryApp(FastAPI):
     deadline, five middleware frames, a Request and the record's decoding and encoding."""
 
     hot_route: Route | None = None
+    claim_route: Route | None = None  # `GET /v1/claims/{id}`, the same way (ClaimRoute)
     create_route: CreateRoute | None = None
     _hot_lane: ASGIApp | None = None
+    _claim_lane: ASGIApp | None = None
+    list_route: Route | None = None  # `GET /v1/domains?type=...` and the like (ListRoute)
+    _list_lane: ASGIApp | None = None
+    claims_list_route: Route | None = None  # `GET /v1/claims?collection=` (ClaimsListRoute)
+    _claims_lane: ASGIApp | None = None
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
     answered_now = 0  # requests it answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.hot_route
-        if (
-            route is not None
-            and scope["type"] == "http"
-            and scope["method"] == "GET"
-            and scope["path"].startswith(HOT_PREFIX)
-            and not scope.get("query_string")
-            and not self.root_path
-            and not self._native_telemetry.enabled()
-            and _bodiless(scope)
-        ):
-            match, child = route.matches(scope)
-            if match is Match.FULL:
-                started = time.perf_counter()
-                answer = self._answer_now(child["path_params"]["did"], scope)
-                if answer is not None:
-                    self.answered_now += 1
-                    try:
-                        await send(
-                            {"type": "http.response.start", "status": 200, "headers": answer[0]}
-                        )
-                        await send({"type": "http.response.body", "body": answer[1]})
-                    finally:
-                        self.state.metrics.observe(
-                            self._read_children, time.perf_counter() - started
-                        )
+        if scope["type"] == "http" and scope["method"] == "GET" and not self.root_path:
+            path = scope["path"]
+            route = None
+            if path in (LIST_PATH, CLAIMS_PATH):
+                listing = self.list_route if path == LIST_PATH else self.claims_list_route
+                if listing is not None and self.state.reads.fast:
+                    await self._listed(listing, scope, receive, send)
                     return
-                scope["app"] = self
-                if "router" not in scope:
-                    scope["router"] = self.router
-                scope.update(child)
-                lane = self._hot_lane or self._build_hot_lane(route)
-                await lane(scope, receive, send)
+            elif scope.get("query_string"):
+                pass
+            elif path.startswith(HOT_PREFIX):
+                route, claim = self.hot_route, False
+            elif path.startswith(CLAIM_PREFIX):
+                route, claim = self.claim_route, True
+            if (
+                route is not None
+                and not self._native_telemetry.enabled()
+                and _bodiless(scope)
+                and await self._hot(route, claim, scope, receive, send)
+            ):
                 return
         await super().__call__(scope, receive, send)
 
-    def _answer_now(self, did: str, scope: Scope) -> tuple[list[Any], bytes] | None:
+    async def _listed(self, route: Route, scope: Scope, receive: Receive, send: Send) -> None:
+        """A list page ListRoute (or ClaimsListRoute) answers, outright or through its
+        lane; any other, the whole stack."""
+        if self._native_telemetry.enabled() or not _bodiless(scope):
+            await super().__call__(scope, receive, send)
+            return
+        match, child = route.matches(scope)
+        if match is not Match.FULL:
+            await super().__call__(scope, receive, send)
+            return
+        started = time.perf_counter()
+        domains = route is self.list_route
+        if domains:
+            answer = self._answer_now(child[LISTED], scope, "list")
+        else:
+            answer = self._answer_now(child[LISTED_CLAIMS], scope, "claims")
+        if answer is not None:
+            self.answered_now += 1
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
+                await send({"type": "http.response.body", "body": answer[1]})
+            finally:
+                children = self._list_children if domains else self._claims_children
+                self.state.metrics.observe(children, time.perf_counter() - started)
+            return
+        scope["app"] = self
+        if "router" not in scope:
+            scope["router"] = self.router
+        scope.update(child)
+        if domains:
+            lane = self._list_lane = self._list_lane or self._build_hot_lane(route)
+        else:
+            lane = self._claims_lane = self._claims_lane or self._build_hot_lane(route)
+        await lane(scope, receive, send)
+
+    async def _hot(
+        self, route: Route, claim: bool, scope: Scope, receive: Receive, send: Send
+    ) -> bool:
+        """Answer a hot read (a domain's or, when `claim`, a claim's) outright or through
+        its lane; False when `route` does not match, for the whole stack to answer."""
+        match, child = route.matches(scope)
+        if match is not Match.FULL:
+            return False
+        started = time.perf_counter()
+        params = child["path_params"]
+        if claim:
+            answer = self._answer_now(params["claim_id"], scope, "claim")
+        else:
+            answer = self._answer_now(params["did"], scope, "domain")
+        if answer is not None:
+            self.answered_now += 1
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
+                await send({"type": "http.response.body", "body": answer[1]})
+            finally:
+                children = self._claim_children if claim else self._read_children
+                self.state.metrics.observe(children, time.perf_counter() - started)
+            return True
+        scope["app"] = self
+        if "router" not in scope:
+            scope["router"] = self.router
+        scope.update(child)
+        if claim:
+            lane = self._claim_lane = self._claim_lane or self._build_hot_lane(route)
+        else:
+            lane = self._hot_lane = self._hot_lane or self._build_hot_lane(route)
+        await lane(scope, receive, send)
+        return True
+
+    def _answer_now(self, key: Any, scope: Scope, read: str) -> tuple[list[Any], bytes] | None:
         """The lane's 200 when it can be given without awaiting anything, else None, having
         changed nothing, for the lane to answer (tests/integration/registry/test_hot_paths.py
         holds the two equal).
@@ -470,7 +545,9 @@ class RegistryApp(FastAPI):
         request deadline (which only ends requests still waiting when it fires) has nothing
         to do, and the request needs no task of its own; the metrics count it as
         ObserveRequests does. An error here leaves the answer to the lane, which reads
-        again and answers the error as always."""
+        again and answers the error as always. `read` says which read: a domain's (`key` its
+        DID), a claim's (its id: `ClaimRecords.claim_now`) or a list page (what ListRoute
+        matched: `DomainRecords.list_now`, a page kept and unchanged)."""
         if not self.answers_now:
             return None
         state = self.state
@@ -485,7 +562,21 @@ class RegistryApp(FastAPI):
             caller = platform.api_keys.authenticate_now(token)
             if caller is None or not (caller.is_admin or caller.roles & _READ_ROLES):
                 return None
-            answer = state.reads.domains.record_now(did)
+            if read == "claim":
+                route = self.claim_route
+                assert isinstance(route, ClaimRoute)
+                answer = state.reads.claims.claim_now(key, route.render)
+            elif read == "claims":
+                collection, cursor, limit = key
+                size = page_size_of(platform.settings, limit)
+                found = decode_cursor(cursor)
+                answer = state.reads.claims.collection_now(collection, found, size)
+            elif read == "list":
+                kind, value, cursor, limit = key
+                size = page_size_of(platform.settings, limit)
+                answer = state.reads.domains.list_now(kind, value, decode_cursor(cursor), size)
+            else:
+                answer = state.reads.domains.record_now(key)
         except Exception:
             return None
         if answer is None or counter.hit(caller.did) is not None:
@@ -499,6 +590,33 @@ class RegistryApp(FastAPI):
         return (
             metrics.requests.labels("GET", f"/v1/domains/{DID_PATH}", "200"),
             metrics.latency.labels("GET", f"/v1/domains/{DID_PATH}"),
+        )
+
+    @functools.cached_property
+    def _list_children(self) -> tuple[Any, Any]:
+        """The metrics children of a 200 of a list page (ListRoute)."""
+        metrics: RegistryMetrics = self.state.metrics
+        return (
+            metrics.requests.labels("GET", LIST_PATH, "200"),
+            metrics.latency.labels("GET", LIST_PATH),
+        )
+
+    @functools.cached_property
+    def _claims_children(self) -> tuple[Any, Any]:
+        """The metrics children of a 200 of a claims list page (ClaimsListRoute)."""
+        metrics: RegistryMetrics = self.state.metrics
+        return (
+            metrics.requests.labels("GET", CLAIMS_PATH, "200"),
+            metrics.latency.labels("GET", CLAIMS_PATH),
+        )
+
+    @functools.cached_property
+    def _claim_children(self) -> tuple[Any, Any]:
+        """The metrics children of a 200 of the claim read (ClaimRoute)."""
+        metrics: RegistryMetrics = self.state.metrics
+        return (
+            metrics.requests.labels("GET", CLAIM_PATH, "200"),
+            metrics.latency.labels("GET", CLAIM_PATH),
         )
 
     def _build_hot_lane(self, route: Route) -> ASGIApp:
@@ -524,11 +642,11 @@ class RegistryApp(FastAPI):
         for cls, args, kwargs in reversed(self.user_middleware):
             if cls not in _NOTHING_TO_DO_ON_A_READ:
                 app = cls(app, *args, **kwargs)
-        self._hot_lane = ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
-        return self._hot_lane
+        return ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
 
 
 HOT_PREFIX = "/v1/domains/"
+CLAIM_PREFIX = "/v1/claims/"
 _READ_ROLES = frozenset({"reader", "writer"})  # the `reader` dependency's roles
 
 
@@ -646,6 +764,11 @@ def create_registry_app(
     )
     app.router.routes.insert(1, app.create_route)  # then the hot write (see CreateRoute)
     app.router.routes.extend(_included_routers())  # as include_router, prepared once
+    app.list_route = ListRoute()  # matched by the app itself, as the claim read
+    app.claim_route = ClaimRoute(  # matched by the app itself (RegistryApp), not the router
+        next(r for r in claims_router.routes if getattr(r, "endpoint", None) is get_claim)
+    )
+    app.claims_list_route = ClaimsListRoute(app.claim_route)
     app.include_router(create_graphql_router(settings))
 
     # Endpoints read the platform from the request, never from a closure: FastAPI keeps

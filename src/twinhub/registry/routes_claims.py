@@ -4,29 +4,36 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl
 
 import orjson
 from fastapi import APIRouter, Path, Query, Request
 from fastapi import Body as JsonBody
+from fastapi.routing import APIRoute
 from pydantic import Field, field_validator
 from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from twinhub.kernel.bounds import INT64_MAX
 from twinhub.kernel.errors import FieldProblem, TooLarge
 from twinhub.platform import Platform
-from twinhub.registry.auth import Reader, Writer
+from twinhub.registry.auth import Reader, Writer, bearer_of, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import Cursor, Moment, documented
-from twinhub.registry.routes import DID_PATH, page_size
+from twinhub.registry.routes import DID_PATH, RawResponse, page_size
 from twinhub.registry.schemas import Body, as_utc
 from twinhub.services.claims import (
+    CLAIM_ID,
     STATUSES,
     ClaimFilter,
     CollectionSpec,
     EvaluationOutcome,
     EvaluationRequest,
+    claim_view,
 )
+from twinhub.services.paging import decode_cursor
 from twinhub.settings import setting_name
 
 router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
@@ -209,6 +216,119 @@ async def list_claims(
 @router.get("/claims/{claim_id}", tags=["claims"])
 async def get_claim(request: Request, claim_id: ClaimId, caller: Reader) -> dict[str, Any]:
     return await _platform(request).claims.views.claim(claim_id)
+
+
+CLAIM_PATH = "/v1/claims/{claim_id}"
+
+
+CLAIMS_PATH = "/v1/claims"
+LISTED_CLAIMS = "twinhub.listed_claims"  # scope key: what ClaimsListRoute matched
+
+
+def _collection_query(query: bytes) -> tuple[int, str | None, int | None] | None:
+    """(collection, cursor, limit) of a claims list ClaimsListRoute answers: `collection`,
+    with `cursor` and `limit` at most, each once and not empty, the numbers whole and in
+    the general route's bounds; None for anything else (the general route answers it)."""
+    if b"%00" in query:
+        return None
+    asked: dict[str, str] = {}
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if name not in ("collection", "cursor", "limit") or name in asked or not value:
+            return None
+        asked[name] = value
+    numbers = [asked.get("collection", ""), asked.get("limit", "1")]
+    if not all(n.isascii() and n.isdigit() and 1 <= int(n) <= 2**31 - 1 for n in numbers):
+        return None
+    limit = asked.get("limit")
+    return int(asked["collection"]), asked.get("cursor"), int(limit) if limit else None
+
+
+class ClaimsListRoute(Route):
+    """`GET /v1/claims?collection=` (with `cursor` and `limit` at most), as a plain
+    Starlette route the registry app matches directly, as ListRoute does for domains: the
+    read model reads the page's rows on the (collection_id, seq) index and joins items it
+    rendered once per row (`ClaimRecords.collection_page`), each `claim_view` encoded by
+    the general route's response field. Any other request is the general route's.
+    tests/integration/registry/test_hot_paths.py holds the two equal."""
+
+    def __init__(self, claim: ClaimRoute) -> None:
+        super().__init__(CLAIMS_PATH, self._list, methods=["GET"], include_in_schema=False)
+        self.claim = claim
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("method") != "GET":
+            return Match.NONE, {}
+        asked = _collection_query(scope.get("query_string", b""))
+        if asked is None:
+            return Match.NONE, {}
+        match, child = super().matches(scope)
+        if match is not Match.FULL:
+            return Match.NONE, {}
+        child["route"] = self  # the metrics label: the path, as the general route's
+        child[LISTED_CLAIMS] = asked
+        return match, child
+
+    def render(self, rows: list[Any]) -> list[bytes]:
+        """Claims' rows as the general route's list items (`claim_view`, no evaluations)."""
+        return [self.claim.encoded(claim_view(row)) for row in rows]
+
+    async def _list(self, request: Request) -> Response:
+        await reader(await principal(request, bearer_of(request)))
+        collection, cursor, limit = request.scope[LISTED_CLAIMS]
+        after = decode_cursor(cursor)  # refused as the claim service refuses it
+        size = page_size(request, limit)
+        claims = request.app.state.reads.claims
+        body = await claims.collection_page(collection, after, size, self.render)
+        return Response(body, media_type="application/json")
+
+
+class ClaimRoute(Route):
+    """`GET /v1/claims/{claim_id}` without a query string, as a plain Starlette route that
+    the registry app matches directly (RegistryApp), and on a SQLite file answers outright
+    (`ClaimRecords.claim_now`): FastAPI's route handling, dependency solving and response
+    encoding, and the ORM session of the claim service's read, were nearly all of the
+    read's cost. The read model reads the claim and its evaluations as the ORM loads them;
+    the body is `claim_view`'s, the claim service's one view of a claim, encoded by the
+    general route's own response field (`render`), and kept under the claim's stamp until
+    the claim changes. The same checks, the same errors (an unknown claim is the service's
+    404); an id the general route would refuse (too long, not an id) is left to it.
+    tests/integration/registry/test_hot_paths.py holds the two equal for every state of a
+    claim."""
+
+    def __init__(self, general: APIRoute) -> None:
+        super().__init__(CLAIM_PATH, self._read, methods=["GET"], include_in_schema=False)
+        self.general = general
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("query_string") or scope.get("method") != "GET":
+            return Match.NONE, {}
+        match, child = super().matches(scope)
+        if match is not Match.FULL or not CLAIM_ID.match(child["path_params"]["claim_id"]):
+            return Match.NONE, {}
+        child["route"] = self  # the metrics label: the path, as the general route's
+        return match, child
+
+    def render(self, row: Any, evaluations: list[Any]) -> bytes:
+        """The general route's body for a claim's row and evaluations (`claim_view`)."""
+        return self.encoded(claim_view(row, evaluations))
+
+    def encoded(self, view: dict[str, Any]) -> bytes:
+        """`view` validated and encoded by the general route's response field, as FastAPI
+        does it."""
+        field = self.general.response_field
+        assert field is not None
+        value, errors = field.validate(view, {}, loc=("response",))
+        assert not errors, errors
+        return bytes(field.serialize_json(value))
+
+    async def _read(self, request: Request) -> Response:
+        await reader(await principal(request, bearer_of(request)))
+        claim_id = request.path_params["claim_id"]
+        answer = await request.app.state.reads.claims.claim_answer(claim_id, self.render)
+        if answer is None:  # unknown (the service's 404), or nothing to read here
+            body = self.encoded(await _platform(request).claims.views.claim(claim_id))
+            return Response(body, media_type="application/json")
+        return RawResponse(*answer)
 
 
 @router.post(

@@ -33,16 +33,19 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 import orjson
+from sqlalchemy import JSON
 from sqlalchemy.engine import make_url
 
 from twinhub.db.failures import Failure, classify
+from twinhub.db.models import Claim, Evaluation, UtcDateTime
 from twinhub.kernel.identifiers import is_did
 from twinhub.services.domains import DomainService, resolve_inheritance
 from twinhub.services.ledger import Ledger
-from twinhub.services.paging import Window, WindowPage
+from twinhub.services.paging import Window, WindowPage, encode_cursor
 from twinhub.services.protocols import ProtocolService
 from twinhub.settings import Settings
 
@@ -72,6 +75,15 @@ def _keyset_pages(select: str) -> dict[tuple[bool, bool], str]:
 
 
 PAGES = _keyset_pages(SELECT_KEYS)
+# The registry's list pages (`DomainRecords.list_page`): after a sequence number, all
+# domains or those of one type or class, on the (type, seq) and (class_did, seq) indexes.
+LIST_KEYS = {
+    None: SELECT_KEYS + "WHERE seq > ? ORDER BY seq LIMIT ?",
+    "type": SELECT_KEYS + "WHERE type = ? AND seq > ? ORDER BY seq LIMIT ?",
+    "class": SELECT_KEYS + "WHERE class_did = ? AND seq > ? ORDER BY seq LIMIT ?",
+}
+KEPT_ITEMS = 16384  # rendered list items kept by `list_page` (about 1 KiB each)
+KEPT_PAGES = 256  # list pages kept by `list_page`
 EDGES = "SELECT type, target_did FROM relationships WHERE source_did = ?"
 TYPES = "SELECT did, type FROM domains WHERE did IN (SELECT value FROM json_each(?))"
 COUNT = "SELECT count(*) FROM domains"
@@ -89,6 +101,7 @@ PG_BY_DID = _numbered(BY_DID)
 PG_KEY_BY_DID = _numbered(KEY_BY_DID)
 PG_BY_DIDS = SELECT_DOMAINS + "WHERE did = ANY($1::text[])"
 PG_PAGES = {shape: _numbered(statement) for shape, statement in PAGES.items()}
+PG_LIST_KEYS = {kind: _numbered(statement) for kind, statement in LIST_KEYS.items()}
 PG_EDGES = _numbered(EDGES)
 PG_TYPES = "SELECT did, type FROM domains WHERE did = ANY($1::text[])"
 PG_POOL_SIZE = 4
@@ -127,6 +140,70 @@ MOVEMENTS_OF = (
     "SELECT id, reason, amount, sender FROM credit_movements "
     "WHERE token = ? AND kind = ? ORDER BY id"
 )
+
+
+class Columns:
+    """Every column of a table's model, read as stored and loaded as the ORM loads it into
+    an object with the model's attribute names (its times UTC-aware, its JSON decoded):
+    the registry's claim read (`ClaimRecords.claim_now`) reads the claim and its
+    evaluations so, and any column either gains is in its stamp and in the row."""
+
+    def __init__(self, model: Any) -> None:
+        table = model.__table__
+        mapper = model.__mapper__
+        self.names = ", ".join(column.name for column in table.columns)
+        self.table = table.name
+        self._loads: list[tuple[str, Callable[[Any], Any]]] = []
+        for column in table.columns:
+            kind = column.type
+            if isinstance(kind, UtcDateTime):
+                load: Callable[[Any], Any] = _utc
+            elif isinstance(kind, JSON):
+                load = _json
+            else:
+                load = _same
+            self._loads.append((mapper.get_property_by_column(column).key, load))
+
+    def loaded(self, raw: tuple[Any, ...]) -> SimpleNamespace:
+        pairs = zip(self._loads, raw, strict=True)
+        return SimpleNamespace(**{key: load(value) for (key, load), value in pairs})
+
+
+def _utc(value: str | datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _json(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+CLAIM_COLUMNS = Columns(Claim)
+EVALUATION_COLUMNS = Columns(Evaluation)
+CLAIM_STAMP = f"SELECT {CLAIM_COLUMNS.names} FROM claims WHERE id = ?"  # noqa: S608
+EVALUATIONS_STAMP = (
+    f"SELECT {EVALUATION_COLUMNS.names} FROM evaluations WHERE claim_id = ? ORDER BY id"  # noqa: S608
+)
+PG_CLAIM_STAMP = _numbered(CLAIM_STAMP)
+# The registry's claims list of one collection (`ClaimRecords.collection_page`), on the
+# (collection_id, seq) index: whole rows, each its item's stamp.
+COLLECTION_PAGE = (
+    f"SELECT {CLAIM_COLUMNS.names} FROM claims "  # noqa: S608
+    "WHERE collection_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+PG_COLLECTION_PAGE = _numbered(COLLECTION_PAGE)
+PG_EVALUATIONS_STAMP = _numbered(EVALUATIONS_STAMP)
+# What the registry renders a claim's answer from: its row and its evaluations, loaded.
+ClaimRender = Callable[[Any, list[Any]], bytes]
+# What it renders a claims list's items from: the claims' rows, loaded.
+ItemsRender = Callable[[list[Any]], list[bytes]]
 PG_CLAIM_BY_ID = _numbered(CLAIM_BY_ID)
 PG_CLAIMS_BY_IDS = SELECT_CLAIMS + "WHERE id = ANY($1::text[])"
 PG_CLAIM_PAGES = {shape: _numbered(statement) for shape, statement in CLAIM_PAGES.items()}
@@ -285,6 +362,15 @@ def _evaluation(raw: tuple[Any, ...]) -> EvaluationRow:
 def claim_row(raw: tuple[Any, ...], evaluations: Iterable[EvaluationRow] | None) -> ClaimRow:
     """A claim's row (`SELECT_CLAIMS`) with its evaluations (None: not read)."""
     return ClaimRow(*raw, None if evaluations is None else tuple(evaluations))
+
+
+def _json_answer(body: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A JSON body with the raw headers Starlette's `Response(body,
+    media_type="application/json")` gives it, in its order."""
+    return [
+        (b"content-length", str(len(body)).encode("latin-1")),
+        (b"content-type", b"application/json"),
+    ], body
 
 
 class ReadSources(Protocol):
@@ -534,6 +620,100 @@ class DomainRecords:
         self._sources = sources
         # did: (row, edges, protocol view, response headers, body) of `record_now`'s answers
         self._answers: dict[str, tuple[tuple[Any, ...], list[Any], Any, list[Any], bytes]] = {}
+        # (did, version): a list item as rendered; (filter, value, after, limit): [the
+        # page's keys, its body, the data_version its keys were last read at].
+        self._items: dict[tuple[str, int], bytes] = {}
+        self._pages: dict[tuple[Any, ...], list[Any]] = {}
+
+    async def list_page(
+        self,
+        kind: str | None,
+        value: str | None,
+        after: int,
+        limit: int,
+        render: Callable[[list[dict[str, Any]]], list[bytes]],
+    ) -> bytes:
+        """The body of a registry list page (`GET /v1/domains`, `type` or `class` or no
+        filter, after the sequence number `after`): `{"items": [...], "nextCursor": ...,
+        "total": null}` with each item as `render` renders records (the general route's
+        encoding). One index range reads the page's keys (did, seq, version); a domain's
+        item is rendered once per version and kept, as the node keeps its messages, and
+        the page itself is kept under its keys. On a SQLite file a page is given again
+        without reading its keys while no other connection has committed."""
+        page_key = (kind, value, after, limit)
+        version = None
+        if self._reads.on_file:
+            kept_now = self.list_now(kind, value, after, limit)
+            if kept_now is not None:
+                return kept_now[1]
+            version = self._reads.connection().execute("PRAGMA data_version").fetchone()[0]
+        params: list[Any] = [] if kind is None else [value]
+        params += [after, limit + 1]
+        keys = await self._reads.rows(LIST_KEYS[kind], PG_LIST_KEYS[kind], *params)
+        kept = self._pages.get(page_key)
+        if kept is not None and kept[0] == keys:
+            kept[2] = version
+            return kept[1]  # type: ignore[no-any-return]
+        more = len(keys) > limit
+        shown = keys[:limit]
+        items = self._items
+        missing = [did for did, _seq, version_ in shown if (did, version_) not in items]
+        whole = True  # every item rendered at its key's version
+        if missing:
+            rows = await self.domain_rows(missing)
+            built = [await self.domain(row) for row in rows.values()]
+            for record, rendered in zip(built, render(built), strict=True):
+                if len(items) >= KEPT_ITEMS:
+                    del items[next(iter(items))]  # the oldest kept
+                items[record["did"], record["version"]] = rendered
+        parts = []
+        for did, _seq, version_ in shown:
+            item = items.get((did, version_))
+            if item is None:  # changed (or gone) since its key was read: not kept
+                whole = False
+                rows = await self.domain_rows([did])
+                if did not in rows:
+                    continue
+                item = render([await self.domain(rows[did])])[0]
+            parts.append(item)
+        cursor = encode_cursor(shown[-1][1]) if more and shown else None
+        body = b"".join(
+            (
+                b'{"items":[',
+                b",".join(parts),
+                b'],"nextCursor":',
+                orjson.dumps(cursor),
+                b',"total":null}',
+            )
+        )
+        if whole:
+            if page_key not in self._pages and len(self._pages) >= KEPT_PAGES:
+                del self._pages[next(iter(self._pages))]
+            headers = [
+                (b"content-length", str(len(body)).encode("latin-1")),
+                (b"content-type", b"application/json"),
+            ]
+            self._pages[page_key] = [keys, body, version, headers]
+        return body
+
+    def list_now(
+        self, kind: str | None, value: str | None, after: int, limit: int
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """A kept `list_page` (raw headers and body), read inline from the SQLite file:
+        given when no other connection has committed since its keys were read, or when
+        its keys, read again, are the same; None otherwise, for `list_page` to build."""
+        kept = self._pages.get((kind, value, after, limit))
+        if kept is None or not self._reads.on_file:
+            return None
+        db = self._reads.connection()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if version != kept[2]:
+            params: list[Any] = [] if kind is None else [value]
+            params += [after, limit + 1]
+            if db.execute(LIST_KEYS[kind], params).fetchall() != kept[0]:
+                return None
+            kept[2] = version
+        return kept[3], kept[1]
 
     async def domain_row(self, did: str) -> DomainRow | None:
         """The stored row of `did` (None when unknown); None on the fallback path too, so
@@ -667,6 +847,142 @@ class ClaimRecords:
     def __init__(self, reads: ReadModel) -> None:
         self._reads = reads
         self._collection_protocols: dict[int, str] = {}
+        # id: [stamp, raw headers, body, the data_version the stamp was last read at] of
+        # the registry's claim reads (`claim_now`, `claim_answer`).
+        self._answers: dict[str, list[Any]] = {}
+        # A claim's row: its list item as rendered; (collection, after, limit): [the page's
+        # rows, its body, the data_version its rows were last read at, its raw headers].
+        self._items: dict[tuple[Any, ...], bytes] = {}
+        self._pages: dict[tuple[int, int, int], list[Any]] = {}
+
+    def claim_now(
+        self, claim_id: str, render: ClaimRender
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The registry's answer to `GET /v1/claims/{claim_id}` (raw headers and body),
+        read inline from the SQLite file; None when it cannot be answered so (not a SQLite
+        file, no such claim), for the awaited path to answer. The body is `render`'s of the
+        claim's row and evaluations, kept under their stamp (every column of both) and
+        given again while the stamp is unchanged; nothing is read at all while no other
+        connection has committed since the stamp was last read (`PRAGMA data_version`)."""
+        if not self._reads.on_file:
+            return None
+        db = self._reads.connection()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        kept = self._answers.get(claim_id)
+        if kept is not None and kept[3] == version:
+            return kept[1], kept[2]
+        stamp = (
+            db.execute(CLAIM_STAMP, (claim_id,)).fetchone(),
+            db.execute(EVALUATIONS_STAMP, (claim_id,)).fetchall(),
+        )
+        return self._answer(claim_id, stamp, version, kept, render)
+
+    async def claim_answer(
+        self, claim_id: str, render: ClaimRender
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """`claim_now` awaited: on PostgreSQL's pool, or on the SQLite file; None for an
+        unknown claim or without a database to read here (in-memory SQLite), for the
+        claim service to answer."""
+        if not self._reads.fast:
+            return None
+        if self._reads.on_file:
+            return self.claim_now(claim_id, render)
+        found = await self._reads.fetch(PG_CLAIM_STAMP, claim_id)
+        evaluations = await self._reads.fetch(PG_EVALUATIONS_STAMP, claim_id)
+        stamp = (found[0] if found else None), evaluations
+        return self._answer(claim_id, stamp, None, self._answers.get(claim_id), render)
+
+    def _answer(
+        self,
+        claim_id: str,
+        stamp: tuple[Any, Any],
+        version: object,
+        kept: list[Any] | None,
+        render: ClaimRender,
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        if stamp[0] is None:
+            return None
+        if kept is not None and kept[0] == stamp:
+            kept[3] = version
+            return kept[1], kept[2]
+        row = CLAIM_COLUMNS.loaded(stamp[0])
+        headers, body = _json_answer(render(row, [EVALUATION_COLUMNS.loaded(e) for e in stamp[1]]))
+        if kept is None and len(self._answers) >= KEPT_ANSWERS:
+            del self._answers[next(iter(self._answers))]  # the oldest kept
+        self._answers[claim_id] = [stamp, headers, body, version]
+        return headers, body
+
+    async def collection_page(
+        self, collection: int, after: int, limit: int, render: ItemsRender
+    ) -> bytes:
+        """The body of a registry claims list of one collection after the sequence number
+        `after` (`GET /v1/claims?collection=`): `{"items": [...], "nextCursor": ...}`, each
+        item as `render` renders claims' rows (the general route's encoding), kept under
+        the row it was rendered from (every column), and the page kept under its rows; on
+        a SQLite file given again without reading while nothing was committed since."""
+        kept_now = self.collection_now(collection, after, limit)
+        if kept_now is not None:
+            return kept_now[1]
+        version = None
+        if self._reads.on_file:
+            version = self._reads.connection().execute("PRAGMA data_version").fetchone()[0]
+        rows = await self._reads.rows(
+            COLLECTION_PAGE, PG_COLLECTION_PAGE, collection, after, limit + 1
+        )
+        page_key = (collection, after, limit)
+        kept = self._pages.get(page_key)
+        if kept is not None and kept[0] == rows:
+            kept[2] = version
+            return kept[1]  # type: ignore[no-any-return]
+        shown = rows[:limit]
+        items = self._items
+        missing = [row for row in shown if row not in items]
+        if missing:
+            for row, rendered in zip(
+                missing, render([CLAIM_COLUMNS.loaded(row) for row in missing]), strict=True
+            ):
+                if len(items) >= KEPT_ITEMS:
+                    del items[next(iter(items))]  # the oldest kept
+                items[row] = rendered
+        cursor = encode_cursor(shown[-1][1]) if len(rows) > limit and shown else None
+        body = b"".join(
+            (
+                b'{"items":[',
+                b",".join(items[row] for row in shown),
+                b'],"nextCursor":',
+                orjson.dumps(cursor),
+                b"}",
+            )
+        )
+        if page_key not in self._pages and len(self._pages) >= KEPT_PAGES:
+            del self._pages[next(iter(self._pages))]
+        headers = [
+            (b"content-length", str(len(body)).encode("latin-1")),
+            (b"content-type", b"application/json"),
+        ]
+        self._pages[page_key] = [rows, body, version, headers]
+        return body
+
+    def collection_now(
+        self, collection: int, after: int, limit: int
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """A kept `collection_page` (raw headers and body) read inline from the SQLite file,
+        as `DomainRecords.list_now`; None when there is none or it changed."""
+        kept = self._pages.get((collection, after, limit))
+        if kept is None or not self._reads.on_file:
+            return None
+        db = self._reads.connection()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if version != kept[2]:
+            if db.execute(COLLECTION_PAGE, (collection, after, limit + 1)).fetchall() != kept[0]:
+                return None
+            kept[2] = version
+        return kept[3], kept[1]
+
+    def forget(self, claim_id: str) -> None:
+        """Build the claim's answer again at its next read: something it shows changed
+        that its stamp may not (told by the bus)."""
+        self._answers.pop(claim_id, None)
 
     async def claim(
         self, claim_id: str, built: Callable[[str, Any], bool] = lambda claim, stamp: False

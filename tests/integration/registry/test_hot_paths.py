@@ -40,6 +40,7 @@ from tests.conftest import (
     fresh_postgres_database,
     new_phone,
     running_registry,
+    unique,
 )
 from twinhub.kernel.ratelimit import MemoryCounter
 from twinhub.registry.app import RegistryMetrics
@@ -989,3 +990,231 @@ async def test_an_evaluation_answers_the_bytes_the_claim_read_answers(world: Any
         assert evaluated.content == read.content
         assert evaluated.headers["content-type"] == read.headers["content-type"]
         assert evaluated.headers["content-length"] == read.headers["content-length"]
+
+
+async def _claim_answers(app: Any, client: Any, claim_id: str) -> list[Answer]:
+    """`GET /v1/claims/{claim_id}` answered by the general route (FastAPI's `get_claim`,
+    which a query string sends it to), through the claim's lane, and as the app answers
+    it (outright when it can): in that order, the last asked last."""
+    answers = []
+    for path, now in (
+        (f"/v1/claims/{claim_id}?general=1", True),
+        (f"/v1/claims/{claim_id}", False),
+        (f"/v1/claims/{claim_id}", True),
+    ):
+        app.answers_now = now
+        try:
+            response = await client.get(path)
+        finally:
+            app.answers_now = True
+        answers.append((response.status_code, sorted(response.headers.items()), response.content))
+    return answers
+
+
+async def test_the_claim_read_answers_what_the_general_route_answers(world: Any) -> None:
+    """`GET /v1/claims/{id}` through ClaimRoute (its answer kept by the read model and,
+    on a SQLite file with the rate limit in process, given outright) answers the general
+    route's status, headers and bytes, for a claim in every state it can be in, read
+    again after each change (never the answer kept from before it); for an unknown id,
+    ids the general route refuses or treats as no claim, no key, an unknown key, a reader
+    of another organisation (claims are public registry facts, db/visibility.py), and a
+    database known to be down."""
+    registry = world.registry
+    app = registry.app
+    platform = registry.platform
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
+    )
+    collection = (await world.collection())["id"]
+
+    async def read_back(claim_id: str, status: str) -> None:
+        general, lane, app_way = await _claim_answers(app, world.oracle_client, claim_id)
+        assert general == lane == app_way, claim_id
+        assert general[0] == 200
+        view = orjson.loads(general[2])
+        assert view == await platform.claims.views.claim(claim_id)
+        assert view["status"] == status
+        before = app.answered_now
+        # The bootstrap key: known without a look-up, however long the machine took since
+        # the oracle's key was last checked (a checked key is known for five seconds).
+        again = await registry.client.get(f"/v1/claims/{claim_id}")
+        assert (again.status_code, sorted(again.headers.items()), again.content) == general
+        assert app.answered_now == before + outright  # given outright
+
+    async def evaluated(claim_id: str, body: dict[str, Any]) -> None:
+        reply = await world.oracle_client.post(f"/v1/claims/{claim_id}/evaluations", json=body)
+        assert reply.status_code == 200, reply.text
+        await read_back(claim_id, body["status"])
+
+    reason = "relevé incomplet — « à revoir »"
+    claims = [(await world.approvable(collection))["id"] for _ in range(5)]
+    for claim_id in claims:
+        await read_back(claim_id, "pending")
+    await evaluated(claims[0], {"status": "approved"})
+    await evaluated(claims[1], {"status": "rejected", "reason": reason})
+    await evaluated(claims[2], {"status": "flagged", "reason": "a second look"})
+    await evaluated(claims[2], {"status": "approved", "reason": "checked on site"})
+    await evaluated(claims[3], {"status": "disputed", "reason": reason})
+    await evaluated(claims[4], {"status": "invalidated", "reason": reason})
+
+    for path in ("nobody-here", "evaluations", "x" * 101, "not%20an%20id"):
+        general, lane, app_way = await _claim_answers(app, world.oracle_client, path)
+        assert general == lane == app_way, path
+        assert general[0] in (404, 422), path
+    stranger = await world.client(f"did:ixo:org/{unique('stranger')}", "reader")
+    answers = await _claim_answers(app, stranger, claims[0])
+    assert answers[0] == answers[1] == answers[2] and answers[0][0] == 200
+    async with registry.as_key(None) as anonymous:
+        answers = await _claim_answers(app, anonymous, claims[0])
+        assert answers[0] == answers[1] == answers[2] and answers[0][0] == 401
+    async with registry.as_key("thk_nokey_nosecret") as unknown:
+        answers = await _claim_answers(app, unknown, claims[0])
+        assert answers[0] == answers[1] == answers[2] and answers[0][0] == 401
+    platform.database.healthy = False
+    try:
+        before = app.answered_now
+        answers = await _claim_answers(app, world.oracle_client, claims[0])
+    finally:
+        platform.database.healthy = True
+    assert answers[0] == answers[1] == answers[2] and answers[0][0] == 503
+    assert app.answered_now == before
+
+
+async def _list_answers(client: Any, query: str) -> tuple[Answer, Answer]:
+    """`GET /v1/domains?{query}` answered by the general route (`count=false` sends it
+    there, and changes nothing of its answer) and as the app answers it (ListRoute)."""
+    answers = []
+    for path in (f"/v1/domains?{query}&count=false", f"/v1/domains?{query}"):
+        response = await client.get(path)
+        answers.append((response.status_code, sorted(response.headers.items()), response.content))
+    return answers[0], answers[1]
+
+
+async def test_list_pages_answer_what_the_general_route_answers(registry: Registry) -> None:
+    """`GET /v1/domains` by type, by class and unfiltered, walked page by page through
+    ListRoute, answers the general route's status, headers and bytes; a domain changed
+    after its page was kept is shown changed; a bad cursor, a limit that is no number,
+    both filters at once are answered as the general route answers them; a reader of
+    another organisation sees the same pages (domain records are public registry facts,
+    db/visibility.py) and no key is refused alike."""
+    client = registry.client
+    organisation = "did:ixo:protocol/organisation"
+    dids = []
+    for index in range(7):
+        created = await client.post(
+            "/v1/domains",
+            json={"type": "Organisation", "class": organisation, "metadata": {"n": index}},
+        )
+        assert created.status_code == 201, created.text
+        dids.append(created.json()["did"])
+
+    async def walk(query: str) -> list[str]:
+        seen: list[str] = []
+        cursor = ""
+        while True:
+            general, listed = await _list_answers(client, query + cursor)
+            assert general == listed, query + cursor
+            assert listed[0] == 200
+            page = orjson.loads(listed[2])
+            seen += [item["did"] for item in page["items"]]
+            if page["nextCursor"] is None:
+                return seen
+            cursor = f"&cursor={page['nextCursor']}"
+
+    outright = registry.settings.storage.resolved_database_url.startswith("sqlite") and (
+        registry.settings.storage.redis_url is None
+    )
+    for query in ("type=Organisation&limit=3", f"class={organisation}&limit=2", "limit=4"):
+        walked = await walk(query)
+        assert [did for did in walked if did in dids] == dids, query
+        before = registry.app.answered_now
+        assert await walk(query) == walked  # kept, and the same
+        assert (registry.app.answered_now > before) == outright  # kept pages given outright
+    changed = await client.patch(f"/v1/domains/{dids[1]}", json={"metadata": {"n": "changed"}})
+    assert changed.status_code == 200, changed.text
+    general, listed = await _list_answers(client, "type=Organisation&limit=3")
+    assert general == listed
+    await walk("type=Organisation&limit=3")
+    page = orjson.loads((await client.get(f"/v1/domains?class={organisation}&limit=100")).content)
+    shown = {item["did"]: item for item in page["items"]}
+    assert shown[dids[1]]["metadata"] == {"n": "changed"}
+    assert shown[dids[1]]["version"] == changed.json()["version"]
+    for query in (
+        "type=Organisation&cursor=not-a-cursor",
+        "type=Organisation&limit=abc",
+        "type=Organisation&limit=0",
+        f"type=Organisation&class={organisation}",
+        "type=NoSuchType",
+        "type=Organisation&type=Project",
+    ):
+        general, listed = await _list_answers(client, query)
+        assert general == listed, query
+    stranger = registry.as_key(await registry.key(f"did:ixo:org/{unique('stranger')}", "reader"))
+    async with stranger:
+        general, listed = await _list_answers(stranger, "type=Organisation&limit=3")
+        assert general == listed and listed[0] == 200
+    async with registry.as_key(None) as anonymous:
+        general, listed = await _list_answers(anonymous, "type=Organisation&limit=3")
+        assert general == listed and listed[0] == 401
+
+
+async def test_claims_list_pages_answer_what_the_general_route_answers(world: Any) -> None:
+    """`GET /v1/claims?collection=` walked page by page through ClaimsListRoute answers
+    the general route's status, headers and bytes (an unknown parameter sends a request
+    to the general route, which ignores it); an evaluated claim is shown evaluated at
+    once; a bad cursor, a limit or collection out of bounds or no number are answered as
+    the general route answers them; a reader of another organisation sees the same pages
+    (claims are public registry facts, db/visibility.py) and no key is refused alike."""
+    registry = world.registry
+    collection = (await world.collection())["id"]
+    claims = [(await world.approvable(collection))["id"] for _ in range(5)]
+
+    async def answers(client: Any, query: str) -> tuple[Answer, Answer]:
+        found = []
+        for path in (f"/v1/claims?{query}&general=1", f"/v1/claims?{query}"):
+            response = await client.get(path)
+            found.append((response.status_code, sorted(response.headers.items()), response.content))
+        return found[0], found[1]
+
+    async def walk(query: str) -> list[dict[str, Any]]:
+        seen: list[dict[str, Any]] = []
+        cursor = ""
+        while True:
+            general, listed = await answers(world.oracle_client, query + cursor)
+            assert general == listed, query + cursor
+            assert listed[0] == 200
+            page = orjson.loads(listed[2])
+            seen += page["items"]
+            if page["nextCursor"] is None:
+                return seen
+            cursor = f"&cursor={page['nextCursor']}"
+
+    walked = await walk(f"collection={collection}&limit=2")
+    assert [item["id"] for item in walked] == claims
+    assert await walk(f"collection={collection}&limit=2") == walked  # kept, and the same
+    reply = await world.oracle_client.post(
+        f"/v1/claims/{claims[2]}/evaluations",
+        json={"status": "rejected", "reason": "relevé incomplet — « à revoir »"},
+    )
+    assert reply.status_code == 200, reply.text
+    after = {item["id"]: item for item in await walk(f"collection={collection}&limit=2")}
+    assert after[claims[2]]["status"] == "rejected"
+    assert await walk(f"collection={collection}") == list(after.values())
+    for query in (
+        f"collection={collection}&cursor=not-a-cursor",
+        f"collection={collection}&limit=abc",
+        f"collection={collection}&limit=0",
+        "collection=0",
+        "collection=abc",
+        f"collection={2**31}",
+        f"collection={collection + 1000}",
+        f"collection={collection}&collection={collection}",
+    ):
+        general, listed = await answers(world.oracle_client, query)
+        assert general == listed, query
+    stranger = await world.client(f"did:ixo:org/{unique('stranger')}", "reader")
+    general, listed = await answers(stranger, f"collection={collection}&limit=2")
+    assert general == listed and listed[0] == 200
+    async with registry.as_key(None) as anonymous:
+        general, listed = await answers(anonymous, f"collection={collection}&limit=2")
+        assert general == listed and listed[0] == 401

@@ -62,6 +62,9 @@ class World:
     group: str
     group_clients: list[httpx.AsyncClient]
     opened: list[httpx.AsyncClient] = field(default_factory=list)
+    # Each project's verification workflow, once a test issued its claims
+    # (workflow_world.issue_claims): project -> Workflow.
+    workflows: dict[str, Any] = field(default_factory=dict)
 
     async def client(self, did: str, *roles: str) -> httpx.AsyncClient:
         client = self.registry.as_key(await self.registry.key(did, *roles))

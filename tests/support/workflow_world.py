@@ -7,12 +7,13 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
 
 import httpx
 
 from tests.conftest import Registry, unique
-from tests.support.claims_world import World, build_world
+from tests.support.claims_world import METERED_DAYS, METERED_START, World, build_world
 from twinhub.security.signing import Issuer
 
 CERTIFICATE = b"water boiling test, EPC-6L, 2026"
@@ -225,3 +226,66 @@ async def build_workflow(
         await accredit(flow, flow.verifier, project)
         await validate(flow, project_document())
     return flow
+
+
+async def workflow_of(world: World, project: str | None = None) -> Workflow:
+    """The verification workflow of a project of `world` (claims_world's, verified): a
+    proponent key made a controller, a verifier accredited by a registry key, the project
+    document validated. Made once per project."""
+    project = project or world.project
+    if project in world.workflows:
+        return world.workflows[project]
+    registry = world.registry
+    proponent = await actor(registry, world, "proponent", "writer")
+    found = await world.operator_client.get(f"/v1/domains/{project}")
+    assert found.status_code == 200, found.text
+    controllers = found.json()["controller"]
+    patched = await world.operator_client.patch(
+        f"/v1/domains/{project}", json={"controller": [*controllers, proponent.did]}
+    )
+    assert patched.status_code == 200, patched.text
+    flow = Workflow(
+        world,
+        project,
+        proponent,
+        await actor(registry, world, "verifier"),
+        await actor(registry, world, "registry"),
+    )
+    uploaded = await proponent.client.post(
+        f"/v1/attachments?digest={CERTIFICATE_DIGEST}",
+        content=CERTIFICATE,
+        headers={"content-type": "application/pdf"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    await accredit(flow, flow.verifier, project)
+    await validate(flow, project_document())
+    world.workflows[project] = flow
+    return flow
+
+
+async def issue_claims(
+    world: World, project: str | None = None, after: date | None = None
+) -> dict[str, Any]:
+    """Issue the project's approved claims awaiting issuance, as the registry does (issue
+    #29: an approval is a draft figure, credits come with issuance): a one-day monitoring
+    period after the claims' last day (`after`; the metered claims' by default) and after
+    the project's earlier periods, drafted, submitted, verified and issued. The issued
+    period (its `claims` carried are in its report)."""
+    flow = await workflow_of(world, project)
+    day = after or (METERED_START.date() + timedelta(days=METERED_DAYS - 1))
+    listed = await world.operator_client.get(f"/v1/domains/{flow.project}/monitoring-periods")
+    assert listed.status_code == 200, listed.text
+    for period in listed.json()["items"]:
+        if period["state"] != "rejected":
+            day = max(day, date.fromisoformat(period["to"]) + timedelta(days=1))
+    drafted = await flow.draft(day.isoformat(), day.isoformat())
+    report = await world.operator_client.get(
+        f"/v1/domains/{flow.project}/monitoring-periods/{drafted['id']}/report"
+    )
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert body.get("claims"), f"the period carries no claim: {body}"
+    stoves = [row["stove"] for row in body["stoves"] + body["exclusions"]]
+    issued = await flow.through(drafted["id"], stoves[:1])
+    assert issued["state"] == "issued", issued
+    return {**issued, "claims": body["claims"]}

@@ -26,7 +26,8 @@ import orjson
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.models import Claim, ClaimCollection, Credential, Domain
+from twinhub.db.models import Claim, ClaimCollection, Credential, Domain, Event
+from twinhub.kernel.bus import Cause
 from twinhub.kernel.errors import Conflict, FieldProblem
 from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days
 from twinhub.security.jcs import digest
@@ -188,6 +189,7 @@ async def issue(
             .with_for_update()
         )
     }
+    causes = await _approvals(session, [claim.submitted_event for claim, _ in rows.values()])
     for entry in entries:
         claim, protocol = rows[entry["claim"]]
         if claim.period_id != period_id or claim.issued_at is not None:
@@ -202,5 +204,21 @@ async def issue(
             claim.id,
             actor,
             decimals=entry["decimals"],
+            cause=causes.get(claim.submitted_event or ""),
         )
         claim.issued_at = now
+
+
+async def _approvals(session: AsyncSession, submitted: list[str | None]) -> dict[str, Cause]:
+    """What each claim's credits.minted follows from: its claim.approved event, in the chain
+    of its submission (claim.submitted event id -> cause), so a credit delivered by webhook
+    still traces back through the approval to the claim and its readings."""
+    wanted = [event for event in submitted if event]
+    if not wanted:
+        return {}
+    rows = await session.execute(
+        select(Event.causation_id, Event.event_id, Event.correlation_id).where(
+            Event.type == "claim.approved", Event.causation_id.in_(wanted)
+        )
+    )
+    return {cause: Cause(approved, chain or cause) for cause, approved, chain in rows if cause}

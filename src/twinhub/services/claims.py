@@ -968,9 +968,10 @@ class ClaimEvaluations:
         oracle: str | None = None,
         computation: ClaimComputation | None = None,
     ) -> dict[str, Any]:
-        """Record an evaluation. An approval mints what the protocol's methodology computes
-        from the claim's stove telemetry (`computation`, when the oracle computed it
-        already); nobody names an amount."""
+        """Record an evaluation. An approval records what the protocol's methodology
+        computes from the claim's stove telemetry (`computation`, when the oracle computed
+        it already), minted later by the issuance that carries the claim; nobody names an
+        amount."""
         request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation)
         if computation is None:
             # Single evaluations arriving together are made together (services/coalesce).
@@ -1066,7 +1067,7 @@ class ClaimEvaluations:
         if request.amount is not None:
             problems.add(
                 "amount",
-                "credits follow from the methodology: an approval mints what it computes "
+                "credits follow from the methodology: an approval records what it computes "
                 "from the stove's telemetry; leave amount out",
             )
         problems.raise_if_any("The evaluation is invalid.")

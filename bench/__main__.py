@@ -23,7 +23,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "claims": (
         "bench.claims",
-        "claims: submissions, evaluations (credential + mint) and reads per second, "
+        "claims: submissions, evaluations (credential + held stove-days) and reads per second, "
         "with 1k and 100k claims stored (--claims N, --database sqlite|postgresql)",
     ),
     "telemetry": (

@@ -14,11 +14,13 @@ and measures with wrk: `GET /v1/claims/{id}`, the collection's first page and a 
 deep cursor (at exactly that many claims), then claim submissions
 (`POST /v1/claim-collections/{id}/claims`, each on a stove-month no other claim names),
 approvals (`POST /v1/claims/{id}/evaluations {"status": "approved"}`: the methodology
-computes the credits from the stove-month's telemetry, the credential is signed, CARBON is
-minted to the stove's owner) and rejections, each at full load and paced at a low rate, and
-prints how the figures change from the small store to the large one. Telemetry is ingested
-in this process (`TelemetryService`, as `POST /v1/domains/{did}/telemetry` does) before each
-approval phase, for exactly the stove-months of the claims that phase may approve.
+computes the credits from the stove-month's telemetry, the credential is signed, the
+stove-days are held; nothing is minted: the claim's credits come with the issuance of its
+project's next monitoring period, which this bench does not run) and rejections, each at
+full load and paced at a low rate, and prints how the figures change from the small store
+to the large one. Telemetry is ingested in this process (`TelemetryService`, as
+`POST /v1/domains/{did}/telemetry` does) before each approval phase, for exactly the
+stove-months of the claims that phase may approve.
 See bench/README.md.
 """
 
@@ -110,21 +112,21 @@ MIB = 1024 * 1024
 # operation -> label; writes first, then reads (measured first at each size)
 OPS: dict[str, str] = {
     "submit": "submit claim",
-    "approve": "approve (+credential, mint)",
+    "approve": "approve (+credential, days)",
     "reject": "reject",
     "get": "GET claim",
     "list": "list first page",
     "list_deep": "list deep cursor",
 }
 WRITES = ("submit", "approve", "reject")
-WRITE_TARGETS = {"approve": 1000}  # issue #14: approvals with credential and mint per second
+WRITE_TARGETS = {"approve": 1000}  # issue #14: approvals (credential, held days) per second
 READS = ("get", "list", "list_deep")
 OP_REQUESTS: dict[str, str] = {
     "submit": 'POST /v1/claim-collections/{id}/claims {"id", "asset", "data": {"reportType", '
     '"mealsCooked", "periodStart", "periodEnd"}} (a stove-month no other claim names)',
     "approve": 'POST /v1/claims/{id}/evaluations {"status": "approved"} (credits computed by '
-    "the methodology from the stove-month's telemetry, credential signed, CARBON minted to the "
-    "stove's owner)",
+    "the methodology from the stove-month's telemetry, credential signed, stove-days held; "
+    "minted later, by the issuance of the period carrying the claim)",
     "reject": 'POST /v1/claims/{id}/evaluations {"status": "rejected", "reason": ...}',
     "get": "GET /v1/claims/{id} (random known claim)",
     "list": f"GET /v1/claims?collection={{id}}&limit={LIST_PAGE}",
@@ -431,7 +433,7 @@ class Programme:
     assets: list[str] = field(default_factory=list)
     devices: dict[str, DeviceCredential] = field(default_factory=dict)  # stove -> its token
     metered_days: int = 0  # cooking days of a metered stove-month
-    amount: int = 0  # what an approval mints (smallest unit): the smoke approval's
+    amount: int = 0  # what an approval computes (smallest unit): the smoke approval's
 
 
 @dataclass
@@ -801,8 +803,8 @@ async def smoke(
 ) -> None:
     """By hand first, so a broken contract shows as one readable reply: one claim on a
     metered stove-month submitted and approved (the methodology computes an amount > 0, the
-    credential verifies and carries it, the stove's owner holds that much CARBON), and one
-    rejected. Sets `prog.amount`, what every bench approval must then mint."""
+    credential verifies and carries it, nothing is minted yet: the claim awaits issuance),
+    and one rejected. Sets `prog.amount`, what every bench approval must then compute."""
     import httpx
 
     headers = {"Authorization": f"Bearer {prog.operator_key}"}
@@ -859,11 +861,13 @@ async def smoke(
         stove = prog.assets.index(str(replies[0]["asset"]))
         owner = f"did:ixo:customer/bench-{tag}-{stove}"
         balances = (await call(admin, "GET", f"/v1/balances/{owner}", 200))["balances"]
-        if not any(b.get("token") == "CARBON" and b.get("amount") == amount for b in balances):
+        if any(b.get("token") == "CARBON" and b.get("amount") for b in balances):
             raise BenchError(
-                f"the approval did not mint its {amount} CARBON to the stove's owner {owner}: "
-                f"{balances}"
+                f"the approval minted CARBON to the stove's owner {owner} (credits come with "
+                f"issuance): {balances}"
             )
+        if (replies[0].get("credits") or {}).get("state") != "awaiting issuance":
+            raise BenchError(f"the approved claim does not await issuance: {replies[0]}")
 
 
 # ------------------------------------------------------------------------------ seeding
@@ -1492,7 +1496,8 @@ async def bench_async(
             f"{prog.oracle}, {len(prog.assets)} stoves, collection {prog.collection}; one "
             f"claim approved by hand (the methodology computed {prog.amount} CARBON in its "
             f"smallest unit from {prog.metered_days} metered days; credential verifies, "
-            f"minted to the owner) and one rejected ({result.programme['seconds']:.1f} s)",
+            "awaiting issuance, nothing minted) and one rejected "
+            f"({result.programme['seconds']:.1f} s)",
             flush=True,
         )
         bench = Bench(ctx, platform, prog, store, result)

@@ -21,6 +21,7 @@ from google.api import annotations_pb2
 from tests.conftest import Registry, unique
 from tests.support.chain_gateway import running_node
 from tests.support.claims_world import World
+from tests.support.workflow_world import issue_claims
 from twinhub.chain.descriptors import QUERY_SERVICES, file_descriptor_set
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +121,7 @@ async def test_grpcurl_calls_every_rpc_by_reflection_and_from_protos(
     registry: Registry, world: World, node: str, tmp_path: Path
 ) -> None:
     _, collection, claim = await world.approved_claim()
+    await issue_claims(world)  # CARBON is minted by the registry's issuance
     minter = registry.platform.credentials.issuer.did
     calls = _calls(world, str(collection["id"]), claim["id"], claim["agent"], minter)
     assert {s: set(m) for s, m in calls.items()} == _declared()  # every RPC, no more

@@ -27,7 +27,7 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,9 @@ from tests.integration.cli.test_cli import wait_healthy, wait_upstream_serving
 from tests.support.cli import TWINHUB, run_process
 from tests.support.served import START_SECONDS
 from tests.support.ussd_flows import Journey, create_account, log_in
+from tests.support.workflow_world import Actor, issue_through, workflow_over
 from twinhub.kernel.identifiers import customer_did
+from twinhub.security.signing import Issuer
 
 PIN = "40517"
 FOOTER = "0. Back\n*. Exit"
@@ -93,9 +95,11 @@ class Served:
     gateway: str
     secrets: list[str] = field(default_factory=list)
 
-    def key(self, did: str) -> str:
-        """An API key for `did` (reader, writer), made the README's way: by the CLI."""
-        made = run_process("keys", "create", did, "-r", "reader", "-r", "writer", env=self.env)
+    def key(self, did: str, *roles: str) -> str:
+        """An API key for `did` (reader, writer unless `roles` name others), made the
+        README's way: by the CLI."""
+        asked = [flag for role in roles or ("reader", "writer") for flag in ("-r", role)]
+        made = run_process("keys", "create", did, *asked, env=self.env)
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip().splitlines()[-1]
         self.secrets.append(token)
@@ -194,13 +198,19 @@ class Interfaces:
     gateway: httpx.AsyncClient
     stack: AsyncExitStack
 
-    async def registry(self, did: str) -> httpx.AsyncClient:
+    async def registry(self, did: str, *roles: str) -> httpx.AsyncClient:
         client = httpx.AsyncClient(
             base_url=self.served.registry,
-            headers={"Authorization": f"Bearer {self.served.key(did)}"},
+            headers={"Authorization": f"Bearer {self.served.key(did, *roles)}"},
             timeout=30,
         )
         return await self.stack.enter_async_context(client)
+
+    async def actor(self, *roles: str) -> Actor:
+        """A role holder of the verification workflow: a did:key of its own, and its
+        client (tests/support/workflow_world)."""
+        key = Issuer(os.urandom(32))
+        return Actor(key, await self.registry(key.did, "reader", *roles))
 
     async def chain(self, path: str) -> dict[str, Any]:
         return (await self.chain_at(path))[1]
@@ -537,11 +547,24 @@ async def test_a_clean_cooking_programme_from_phone_to_credit(served: Served) ->
         chain_claim = (await ui.chain(f"/ixo/claims/claim/{claim['id']}"))["claim"]
         assert chain_claim["evaluation"]["verification_proof"] == credential["id"]
 
+        # The approval is a draft figure: nothing is minted until the registry issues the
+        # project's monitoring period that carries the claim (issue #29).
+        assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
+        await journey.send("0")
+        assert await journey.send("5") == (
+            f"CON My Claims\n{sent.group(1)} {day} approved, not issued\n{FOOTER}"
+        )
+        await journey.send("0")
+        flow = await workflow_over(ops, project["did"], ui.actor)
+        last_day = date.fromisoformat(claim["data"]["periodEnd"][:10]) - timedelta(days=1)
+        issued = await issue_through(flow, ops, last_day)
+        assert [c["claim"] for c in issued["claims"]] == [claim["id"]]
+
         # The credits: on the phone, in GraphQL, in the registry and through the gateway.
         assert await journey.send("6") == f"CON My Credits\nCARBON: 0.067984\n{FOOTER}"
         await journey.send("0")
         assert await journey.send("5") == (
-            f"CON My Claims\n{sent.group(1)} {day} approved\n{FOOTER}"
+            f"CON My Claims\n{sent.group(1)} {day} credits issued\n{FOOTER}"
         )
         facts = await graphql(
             ops, GRAPHQL_FACTS, project=project["did"], stove=stove["did"], holder=owner

@@ -63,6 +63,9 @@ class World:
     group_clients: list[httpx.AsyncClient]
     opened: list[httpx.AsyncClient] = field(default_factory=list)
     cooked: int = 0  # stoves cooked so far: each of the next seven gets a swing of its own
+    # Each project's verification workflow, once a test issued its claims
+    # (workflow_world.issue_claims): project -> Workflow.
+    workflows: dict[str, Any] = field(default_factory=dict)
 
     async def client(self, did: str, *roles: str) -> httpx.AsyncClient:
         client = self.registry.as_key(await self.registry.key(did, *roles))

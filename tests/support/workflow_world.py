@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
 
 import httpx
 
 from tests.conftest import Registry, unique
-from tests.support.claims_world import World, build_world
+from tests.support.claims_world import METERED_DAYS, METERED_START, World, build_world
 from twinhub.security.signing import Issuer
 
 CERTIFICATE = b"water boiling test, EPC-6L, 2026"
@@ -225,3 +227,93 @@ async def build_workflow(
         await accredit(flow, flow.verifier, project)
         await validate(flow, project_document())
     return flow
+
+
+async def workflow_over(
+    operator: httpx.AsyncClient,
+    project: str,
+    make_actor: Callable[..., Awaitable[Actor]],
+    world: World | None = None,
+) -> Workflow:
+    """The verification workflow of a verified project that `operator` controls, over any
+    registry (in process or served): a proponent key (`make_actor(*roles)`) made a
+    controller, a verifier accredited by a registry key, the project document validated."""
+    proponent = await make_actor("proponent", "writer")
+    found = await operator.get(f"/v1/domains/{project}")
+    assert found.status_code == 200, found.text
+    controllers = found.json()["controller"]
+    patched = await operator.patch(
+        f"/v1/domains/{project}", json={"controller": [*controllers, proponent.did]}
+    )
+    assert patched.status_code == 200, patched.text
+    flow = Workflow(
+        world,  # type: ignore[arg-type]  # None over a served registry: draft() needs no world
+        project,
+        proponent,
+        await make_actor("verifier"),
+        await make_actor("registry"),
+    )
+    uploaded = await proponent.client.post(
+        f"/v1/attachments?digest={CERTIFICATE_DIGEST}",
+        content=CERTIFICATE,
+        headers={"content-type": "application/pdf"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    await accredit(flow, flow.verifier, project)
+    await validate(flow, project_document())
+    return flow
+
+
+async def workflow_of(world: World, project: str | None = None) -> Workflow:
+    """The verification workflow of a project of `world` (claims_world's, verified), made
+    once per project (`workflow_over`)."""
+    project = project or world.project
+    if project not in world.workflows:
+
+        async def make_actor(*roles: str) -> Actor:
+            return await actor(world.registry, world, *roles)
+
+        world.workflows[project] = await workflow_over(
+            world.operator_client, project, make_actor, world
+        )
+    flow: Workflow = world.workflows[project]
+    return flow
+
+
+async def issue_through(flow: Workflow, operator: httpx.AsyncClient, after: date) -> dict[str, Any]:
+    """Issue the project's approved claims awaiting issuance, as the registry does (issue
+    #29: an approval is a draft figure, credits come with issuance): a one-day monitoring
+    period after the claims' last day (`after`) and after the project's earlier periods,
+    drafted by `operator`, submitted, verified and issued. The issued period, with the
+    claims it carried (its report's `claims`)."""
+    day = after
+    listed = await operator.get(f"/v1/domains/{flow.project}/monitoring-periods")
+    assert listed.status_code == 200, listed.text
+    for period in listed.json()["items"]:
+        if period["state"] != "rejected":
+            day = max(day, date.fromisoformat(period["to"]) + timedelta(days=1))
+    made = await operator.post(
+        f"/v1/domains/{flow.project}/monitoring-periods",
+        json={"from": day.isoformat(), "to": day.isoformat()},
+    )
+    assert made.status_code in (200, 201), made.text
+    drafted = made.json()
+    report = await operator.get(
+        f"/v1/domains/{flow.project}/monitoring-periods/{drafted['id']}/report"
+    )
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert body.get("claims"), f"the period carries no claim: {body}"
+    stoves = [row["stove"] for row in body["stoves"] + body["exclusions"]]
+    issued = await flow.through(drafted["id"], stoves[:1])
+    assert issued["state"] == "issued", issued
+    return {**issued, "claims": body["claims"]}
+
+
+async def issue_claims(
+    world: World, project: str | None = None, after: date | None = None
+) -> dict[str, Any]:
+    """`issue_through` for a project of `world` (its metered claims' last day by default)."""
+    flow = await workflow_of(world, project)
+    day = after or (METERED_START.date() + timedelta(days=METERED_DAYS - 1))
+    return await issue_through(flow, world.operator_client, day)

@@ -394,6 +394,11 @@ class Claim(Base):
     period: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # The id of its claim.submitted event: the cause of its evaluation's events.
     submitted_event: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    # An approved claim's credits come with issuance (oracle.period_workflow): the
+    # monitoring period of its project that carries it (from its submission), and when
+    # that period's issuance minted them.
+    period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    issued_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
 class Evaluation(Base):

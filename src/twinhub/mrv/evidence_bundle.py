@@ -7,6 +7,13 @@ the frozen inputs and the report against the submission, the raw readings agains
 digests and the day figures the inputs froze, and recomputes every credit from the frozen
 inputs with the same code that made them (mrv.period_inputs.report_of). Each difference is
 named: the field, the stove, both values.
+
+The approved claims a period carries to issuance (the report's `claims`) are checked
+against the oracle's signed credential of each (`claimCredentials`): the signature, the
+digest the report names, the claim, its days and its figure, and the issuance's line for
+it. The figure itself is not recomputed from readings here: the claim's readings are not
+in the bundle (its credential holds the whole calculation, reductions and credits, as the
+methodology made them at the approval).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from twinhub.mrv.period_inputs import (
 from twinhub.mrv.periods import report_digest
 from twinhub.security.device_signatures import SCHEME, verify_batch
 from twinhub.security.jcs import CanonicalizationError, digest
+from twinhub.security.signing import verify
 
 BUNDLE = "twinhub-evidence/1"
 
@@ -58,6 +66,7 @@ def verify_bundle(bundle: Any) -> list[str]:
     try:
         _check_chain(bundle, out)
         _check_inputs(bundle, out)
+        _check_claims(bundle, out)
     except (KeyError, TypeError, ValueError, AttributeError, CanonicalizationError) as error:
         out.append(f"the bundle is malformed: {error!r}")
     return out
@@ -141,9 +150,72 @@ def _check_chain(bundle: dict[str, Any], out: list[str]) -> None:
             f"issuance.recipient: {subject.get('recipient')}, the proponent is "
             f"{submission.get('issuer')}"
         )
+    if subject.get("claims") != (
+        chain.issued_claims(report["claims"]) if report.get("claims") else None
+    ):
+        out.append(
+            f"issuance.claims: {subject.get('claims')!r}, the report carries "
+            f"{report.get('claims')!r}"
+        )
     registries = {c.get("issuer") for c in accreditations if isinstance(c, dict)}
     if issuance.get("issuer") not in registries:
         out.append("issuance: its issuer is not the registry that accredited the verifier")
+
+
+def _check_claims(bundle: dict[str, Any], out: list[str]) -> None:
+    """Each carried claim against the oracle's signed credential of it."""
+    report = bundle["report"]
+    period = report["period"]
+    credentials = {digest(c): c for c in bundle.get("claimCredentials") or []}
+    included = {r["stove"] for r in report.get("stoves", [])}
+    for entry in report.get("claims") or []:
+        name = f"claims[{entry['claim']}]"
+        credential = credentials.get(entry["credential"])
+        if credential is None:
+            out.append(f"{name}: the bundle has no credential of digest {entry['credential']}")
+            continue
+        result = verify(credential)
+        if not result.verified:
+            out.append(f"{name}: its credential does not verify ({result.problem})")
+        subject = _subject(credential)
+        claim = subject.get("claim") or {}
+        evaluation = subject.get("evaluation") or {}
+        calculation = evaluation.get("calculation") or {}
+        expected = {
+            "claim": entry["claim"],
+            "project": bundle["project"],
+            "status": "approved",
+            "amount": entry["amount"],
+            "token": entry["token"],
+            "decimals": entry["decimals"],
+            "from": entry["from"],
+            "to": entry["to"],
+            "calculated": entry["amount"],
+        }
+        given = {
+            "claim": claim.get("id"),
+            "project": claim.get("project"),
+            "status": evaluation.get("status"),
+            "amount": evaluation.get("amount"),
+            "token": evaluation.get("tokenClass"),
+            "decimals": evaluation.get("decimals"),
+            "from": (calculation.get("period") or {}).get("from"),
+            "to": (calculation.get("period") or {}).get("to"),
+            "calculated": (calculation.get("credits") or {}).get("amount"),
+        }
+        for field, value in expected.items():
+            if given[field] != value:
+                out.append(
+                    f"{name} {field}: the report says {value!r}, its credential {given[field]!r}"
+                )
+        if entry["to"] > period["to"]:
+            out.append(f"{name}: its last day {entry['to']} is after the period's end")
+        if (
+            entry.get("stove") in included
+            and entry["from"] <= period["to"]
+            and (period["from"] <= entry["to"])
+        ):
+            out.append(f"{name}: {entry['stove']} is credited by the period too (double counting)")
 
 
 def _check_receipts(bundle: dict[str, Any], out: list[str]) -> None:
@@ -218,7 +290,7 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
     except NotComputable as error:
         out.append(f"methodology: {error.reason}")
         return
-    for key in ("project", "period", "credits", "totals", "inputsDigest"):
+    for key in ("project", "period", "credits", "totals", "inputsDigest", "claims"):
         if report.get(key) != recomputed.get(key):
             out.append(
                 f"report.{key}: the report says {report.get(key)!r}, the inputs give "

@@ -85,12 +85,15 @@ def freeze(
     taken_at: datetime | None = None,
     document: dict[str, Any] | None = None,
     sampled: Mapping[str, Any] | None = None,
+    claims: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The snapshot: plain JSON. `readings`: each (stove, day)'s readings digest;
     `identities`: each stove's device identity; `taken_at`: when the readings were read
     (those received later are late data); `document`: the project design document the
     period computes under (None: the methodology's defaults); `sampled`: the sampled
-    parameters of the project's surveys."""
+    parameters of the project's surveys; `claims`: the approved claims the period carries to
+    issuance (services.claim_issuance), a key of the snapshot only when there are some, so
+    a snapshot without claims is the same as before they rode periods."""
     rows = []
     for stove in sorted(stoves, key=lambda s: s.stove):
         days = []
@@ -119,7 +122,7 @@ def freeze(
                 "days": days,
             }
         )
-    return {
+    frozen = {
         "project": spec.project,
         "period": {"from": spec.start.isoformat(), "to": spec.end.isoformat()},
         "token": spec.token,
@@ -132,6 +135,9 @@ def freeze(
         "takenAt": taken_at.astimezone(UTC).isoformat() if taken_at is not None else None,
         "stoves": rows,
     }
+    if claims:
+        frozen["claims"] = [dict(claim) for claim in claims]
+    return frozen
 
 
 def inputs_digest(frozen: dict[str, Any]) -> str:
@@ -193,6 +199,8 @@ def report_of(frozen: dict[str, Any]) -> dict[str, Any]:
         sampled=frozen.get("sampled"),
     )
     report["protocol"] = frozen["protocol"]
+    if frozen.get("claims"):  # the approved claims it carries to issuance, as frozen
+        report["claims"] = [dict(claim) for claim in frozen["claims"]]
     report["reportDigest"] = report_digest(report)
     return report
 

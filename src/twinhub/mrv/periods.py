@@ -597,7 +597,7 @@ def compare_reports(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[
     differences: list[str] = []
     if stored.get("reportDigest") != report_digest(stored):
         differences.append("the report's digest does not match its content (it was edited)")
-    for key in ("project", "period", "inputsDigest", "credits", "totals", "fleet"):
+    for key in ("project", "period", "inputsDigest", "credits", "totals", "fleet", "claims"):
         if key == "fleet" and key not in stored:
             continue  # a report made before the fleet rule
         if stored.get(key) != recomputed.get(key):

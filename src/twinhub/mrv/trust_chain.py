@@ -122,14 +122,36 @@ def issuance_subject(
     verification_digest: str,
     credits: dict[str, Any],
     recipient: str,
+    claims: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """`claims`: the approved claims the period carries (its report's `claims`), each
+    issued to its own recipient; a key only when there are some."""
+    subject = {
         "id": project,
         "period": period,
         "verification": verification_digest,
         "credits": credits,
         "recipient": recipient,
     }
+    if claims:
+        subject["claims"] = issued_claims(claims)
+    return subject
+
+
+def issued_claims(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What an issuance says of each carried claim: who receives how many of which token,
+    and the oracle credential the figure comes from."""
+    return [
+        {
+            "claim": claim["claim"],
+            "recipient": claim["owner"],
+            "token": claim["token"],
+            "decimals": claim["decimals"],
+            "amount": claim["amount"],
+            "credential": claim["credential"],
+        }
+        for claim in claims
+    ]
 
 
 def verdict_problems(

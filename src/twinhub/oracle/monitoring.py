@@ -1,6 +1,7 @@
 """Monitoring periods of a project: every stove's reductions from its telemetry rollups,
 computed as a draft with its inputs' snapshot (the figures and the digests of the readings
-behind them), which the verification workflow (oracle.period_workflow) freezes, verifies
+behind them, and the project's approved claims awaiting issuance it carries: services.
+claim_issuance), which the verification workflow (oracle.period_workflow) freezes, verifies
 and issues. A draft can be recomputed; nothing is minted here.
 
 Overlapping periods of one project are refused (checked again inside the ledger write, so
@@ -36,6 +37,7 @@ from twinhub.mrv.periods import (
     report_csv,
 )
 from twinhub.services.claim_credits import token_decimals
+from twinhub.services.claim_issuance import carried
 from twinhub.services.claims import APPROVED, OPEN
 from twinhub.services.credited_days import held
 from twinhub.services.domains import ACTIVE, verified_project
@@ -207,6 +209,7 @@ class MonitoringService:
             await self._documents.validation_of(session, project) if self._documents else None
         )
         sampled = await self._surveys.sampled_parameters(project) if self._surveys else None
+        claims = await carried(session, project, end)
         return freeze(
             spec,
             protocol.did,
@@ -218,6 +221,7 @@ class MonitoringService:
             taken_at,
             validation.document if validation is not None else None,
             sampled or None,  # frozen with the inputs: the survey's figures at submission
+            claims,  # the approved claims awaiting issuance it carries
         )
 
     async def compute(

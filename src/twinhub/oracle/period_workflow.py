@@ -15,7 +15,12 @@ Rules that live here:
   the stoves it sampled;
 - the registry issues a verified period: the credits are minted to the proponent, once
   (the period's row is re-read under the ledger's turn, so of two concurrent issuances
-  one mints and the other is refused).
+  one mints and the other is refused);
+- a period carries its project's approved claims awaiting issuance (its report's
+  `claims`, services.claim_issuance): its submission carries them (a claim rides one
+  period), corrections and rejection release them, and its issuance mints each claim's
+  amount to the claim's owner in the same write. A period whose stoves are all credited
+  by claims (it includes none) is submitted for the claims it carries.
 Every step is checked in full before anything is written, and again under the ledger's
 turn; a refusal changes nothing.
 """
@@ -50,6 +55,7 @@ from twinhub.oracle.monitoring import (
     period_view,
 )
 from twinhub.security.jcs import digest
+from twinhub.services import claim_issuance
 from twinhub.services.credentials import steps, store_step
 from twinhub.services.credited_days import DayCredited, release, reserve
 from twinhub.services.credits import Minting
@@ -155,13 +161,15 @@ class PeriodWorkflow:
                     "than the one validated (or none); recompute the draft first."
                 )
             report = orjson.loads(row.report)
-            if report["totals"]["included"] == 0:
+            claims = report.get("claims") or []
+            if report["totals"]["included"] == 0 and not claims:
                 raise Conflict(
                     f"Monitoring period {row.id} includes no stove: there is nothing to "
                     "submit (see its exclusions for why)."
                 )
-            if report["credits"]["amount"] < 1:
+            if report["credits"]["amount"] < 1 and not claims:
                 raise Conflict(f"Monitoring period {row.id} credits nothing: not submitted.")
+            await claim_issuance.check_carried(session, claims, row.id)
             return chain.submission_subject(
                 project,
                 _ref(row),
@@ -211,7 +219,12 @@ class PeriodWorkflow:
         report = orjson.loads(row.report)
         assert row.proponent is not None
         return chain.issuance_subject(
-            project, _ref(row), verification.digest or "", report["credits"], row.proponent
+            project,
+            _ref(row),
+            verification.digest or "",
+            report["credits"],
+            row.proponent,
+            report.get("claims"),
         )
 
     # -- the steps -----------------------------------------------------------------------
@@ -285,6 +298,7 @@ class PeriodWorkflow:
                     [FieldProblem(stove, f"claim {claim}")],
                 )
             await reserve(session, devices, row.start, row.end, row.project_did, period_id=row.id)
+            await claim_issuance.carry(session, report.get("claims") or [], row.id)
             # The readings behind the period outlive the telemetry retention.
             validation = await self._documents.issuance_blockers(session, row.project_did)
             await hold_evidence(
@@ -314,6 +328,7 @@ class PeriodWorkflow:
                 row.state = VERIFIED
             else:
                 await release(session, row.id)
+                await claim_issuance.release(session, row.id)
                 await release_evidence(session, _holder(row))
                 row.state = REJECTED if outcome == chain.REJECTED else DRAFT
         else:
@@ -322,14 +337,18 @@ class PeriodWorkflow:
             frozen = _frozen(row)
             minting = Minting(write)
             assert row.proponent is not None
-            await minting.add(
-                credits["token"],
-                frozen["protocol"],
-                row.proponent,
-                credits["amount"],
-                f"monitoring-period:{row.id}",
-                actor.did,
-                decimals=credits["decimals"],
+            if credits["amount"] > 0:  # a period may carry claims alone
+                await minting.add(
+                    credits["token"],
+                    frozen["protocol"],
+                    row.proponent,
+                    credits["amount"],
+                    f"monitoring-period:{row.id}",
+                    actor.did,
+                    decimals=credits["decimals"],
+                )
+            await claim_issuance.issue(
+                write, minting, report.get("claims") or [], row.id, actor.did, utcnow()
             )
             await minting.finish()
             row.state = ISSUED
@@ -459,6 +478,10 @@ class PeriodWorkflow:
                 session,
                 {r["receipt"] for rows in readings.values() for r in rows if r.get("receipt")},
             )
+            report = orjson.loads(row.report)
+            claims = await claim_issuance.credentials_of(
+                session, [c["claim"] for c in report.get("claims") or []]
+            )
         dids: dict[str, list[str]] = {}
         for credential in [*accreditations, *credentials] + (
             [validation.credential] if validation else []
@@ -473,7 +496,7 @@ class PeriodWorkflow:
             roles = dids.setdefault(credential["issuer"], [])
             if role not in roles:
                 roles.append(role)
-        return {
+        bundle = {
             "bundle": "twinhub-evidence/1",
             "project": project,
             "period": {**_ref(row), "state": row.state},
@@ -491,7 +514,10 @@ class PeriodWorkflow:
             "receipts": receipts,  # the signed batches and messages the readings came in
             "signedReadings": sum(1 for rows in readings.values() for r in rows if r["receipt"]),
             "lateReadings": {stove: rows for stove, rows in late.items() if rows},
-            "report": orjson.loads(row.report),
+            "report": report,
             "chain": credentials,
             "dids": dids,
         }
+        if claims:  # the oracle's signed credential of each claim the period carries
+            bundle["claimCredentials"] = claims
+        return bundle

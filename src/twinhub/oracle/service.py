@@ -5,8 +5,9 @@ It looks for pending claims whose protocol carries a methodology, takes a lease 
 and a restarted oracle picks up a lease that ran out), and decides:
 
 - approved: the telemetry corroborates the claim, the stove is plausible, the stove-period
-  was not credited before; the approval mints what the methodology computes, through the
-  same verified-only path as a person's approval;
+  was not credited before; the approval records what the methodology computes (minted
+  when the registry issues the project's period that carries the claim:
+  services.claim_issuance), through the same verified-only path as a person's approval;
 - rejected: the claim says more than the telemetry recorded, or the stove-period was
   credited already (double counting);
 - flagged: anything the oracle cannot decide with confidence (no telemetry, gaps, a
@@ -15,9 +16,9 @@ and a restarted oracle picks up a lease that ran out), and decides:
 
 Every decision is signed with the platform's issuer key and stored with its reasons, the
 digest of the telemetry it used and the methodology's id, version and digest. The decision
-row and the claim's evaluation (and its credential and credits) commit in one ledger write
-the oracle opens itself (`ClaimEvaluations.evaluate_many_within`): a crash between them
-leaves neither, and the lease runs out for another try.
+row and the claim's evaluation (and its credential and held stove-days) commit in one
+ledger write the oracle opens itself (`ClaimEvaluations.evaluate_many_within`): a crash
+between them leaves neither, and the lease runs out for another try.
 
 It decides in batches (up to ORACLE_BATCH claims): the leases in one statement, the
 claims, their stoves, telemetry and what is credited already read in a handful of

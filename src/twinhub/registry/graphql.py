@@ -301,10 +301,20 @@ class Claim:
     )
     oracle: str | None
     reason: str | None
-    amount: Long | None = strawberry.field(description="Credits minted by an approval.")
+    amount: Long | None = strawberry.field(
+        description="Credits an approval computed: minted to the claim's owner when the "
+        "registry issues the project's monitoring period that carries the claim."
+    )
     credential: str | None = strawberry.field(description="Id of the credential it earned.")
     submitted_at: datetime
     evaluated_at: datetime | None
+    credits_state: str | None = strawberry.field(
+        default=None,
+        description='An approved claim\'s credits: "awaiting issuance" or "issued".',
+    )
+    credits_period: int | None = strawberry.field(
+        default=None, description="The monitoring period carrying (or that issued) them."
+    )
 
     @classmethod
     def from_view(cls, view: dict[str, Any]) -> Claim:
@@ -320,6 +330,8 @@ class Claim:
             credential=view["credential"],
             submitted_at=datetime.fromisoformat(view["submittedAt"]),
             evaluated_at=_datetime(view["evaluatedAt"]),
+            credits_state=(view.get("credits") or {}).get("state"),
+            credits_period=(view.get("credits") or {}).get("period"),
         )
 
 

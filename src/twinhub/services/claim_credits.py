@@ -1,8 +1,9 @@
 """A claim's credits, read and computed: the claim's stove and its telemetry read from the
 database (services.mrv_inputs), computed by the pure rules (mrv.claims, mrv.periods).
 
-A human approval (services.claims) and the oracle (oracle.service) both mint what this
-computes, so the two can never disagree.
+A human approval (services.claims) and the oracle (oracle.service) both record what this
+computes (the issuance of the period carrying the claim mints it), so the two can never
+disagree.
 """
 
 from __future__ import annotations

@@ -11,25 +11,28 @@ Rules that live here:
   only an evaluator oracle (or one of its controllers) evaluates, and only a pending or
   flagged claim: approved, rejected, disputed and invalidated are final;
 - an approval issues a signed verifiable credential and, when the protocol names a token
-  class, mints the evaluated amount to the owner of the claim's asset: the household its
+  class, records the evaluated amount and holds the claim's stove-days (one stove-day, one
+  credit): a draft figure. It mints nothing. The credits come with issuance: the claim
+  rides its project's next monitoring period (oracle.period_workflow), whose submission,
+  verification and issuance credentials cover it, and the registry's issuance mints the
+  amount to the owner of the claim's asset (`credit_owner`): the household its
   `ownerCustomerId` names, else its first controller; or to the project's first
   controller when the claim names no asset.
-Every write is one ledger write: the claim, its counters, the credential and the credits
-commit together or not at all. That is why "claim approved -> credential and mint" is a
-step of the approval's own transaction and not a handler of the bus (kernel.bus) run after
-its commit: a crash between them would leave an approved claim without its credits. What
-the bus carries after the commit is the news (claim.approved, credential.issued,
-credits.minted: webhooks, streams). A caller that must write with an evaluation (the
-oracle's signed decision, a monitoring period) opens the ledger write itself and makes the
-evaluation in it (`ClaimEvaluations.evaluate_within`), rather than passing a callback down
-here.
+Every write is one ledger write: the claim, its counters, the credential and the held days
+commit together or not at all. That is why "claim approved -> credential" is a step of the
+approval's own transaction and not a handler of the bus (kernel.bus) run after its commit:
+a crash between them would leave an approved claim without its credential. What the bus
+carries after the commit is the news (claim.approved, credential.issued: webhooks,
+streams). A caller that must write with an evaluation (the oracle's signed decision)
+opens the ledger write itself and makes the evaluation in it
+(`ClaimEvaluations.evaluate_within`), rather than passing a callback down here.
 
 The service is four classes of one job each, built together (`ClaimService`):
 `ClaimCollections`, `ClaimSubmissions`, `ClaimEvaluations` and `ClaimViews`.
 
 Events carry their causes (kernel.bus.Cause): a claim keeps the id of its claim.submitted
 event, which causes its evaluation's events (claim.evaluated, claim.approved,
-credential.issued); claim.approved causes the credits.minted of the approval.
+credential.issued).
 """
 
 from __future__ import annotations
@@ -81,7 +84,6 @@ from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credited_days import day_rows, held_over, insert_days
-from twinhub.services.credits import Minting
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
@@ -212,6 +214,24 @@ def collection_view(row: ClaimCollection) -> dict[str, Any]:
     }
 
 
+AWAITING_ISSUANCE, ISSUED = "awaiting issuance", "issued"
+
+
+def credits_state(
+    status: str, amount: int | None, period_id: int | None, issued_at: datetime | None
+) -> dict[str, Any] | None:
+    """Where an approved claim's credits are: "awaiting issuance" (the approval's figure is a
+    draft; `period` names the monitoring period carrying it once one is submitted) or
+    "issued" by that period's issuance. None for a claim with nothing to credit."""
+    if status != APPROVED or not amount:
+        return None
+    return {
+        "state": ISSUED if issued_at is not None else AWAITING_ISSUANCE,
+        "period": period_id,
+        "issuedAt": _iso(issued_at),
+    }
+
+
 def claim_view(row: Claim, evaluations: list[Evaluation] | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": row.id,
@@ -224,6 +244,7 @@ def claim_view(row: Claim, evaluations: list[Evaluation] | None = None) -> dict[
         "reason": row.reason,
         "amount": row.amount,
         "credential": row.credential_id,
+        "credits": credits_state(row.status, row.amount, row.period_id, row.issued_at),
         "submittedAt": _iso(row.submitted_at),
         "evaluatedAt": _iso(row.evaluated_at),
     }
@@ -299,14 +320,6 @@ class PeriodClaimed(Conflict):
     """The stove already has a counted claim for this reporting period."""
 
     code = "period_claimed"
-
-
-def _minted_cause(evaluated: Cause | None, approved: str | None) -> Cause | None:
-    """An approval's credits.minted follows from its claim.approved event, in the chain of
-    the claim's submission (or, for a claim older than causes, of the approval)."""
-    if approved is None:
-        return None
-    return evaluated.then(approved) if evaluated is not None else Cause.root(approved)
 
 
 def _month_start(moment: datetime) -> datetime:
@@ -540,7 +553,7 @@ class EvaluationOutcome:
     reply: dict[str, Any] | None = None
     error: ServiceError | None = None
     credential: str | None = None  # the approval's credential id
-    token: str | None = None  # and the token class it minted
+    token: str | None = None  # and the token class its credits will be issued in
 
 
 @dataclass
@@ -556,12 +569,11 @@ class _Applied:
 @dataclass
 class _Turn:
     """What the evaluations of one ledger write share: the rows read for them (locked),
-    the mints and the new rows gathered, written together once every evaluation is made."""
+    the new rows gathered, written together once every evaluation is made."""
 
     write: LedgerWrite
     domains: dict[str, Domain]
     credited: Credited
-    minting: Minting
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     credentials: list[dict[str, Any]] = field(default_factory=list)
     days: list[dict[str, Any]] = field(default_factory=list)  # credited stove-days
@@ -577,7 +589,6 @@ class _Turn:
             await session.execute(_INSERT_EVALUATION, self.evaluations)
         if self.days:
             await insert_days(session, self.days)
-        await self.minting.finish()
 
 
 async def _project(session: AsyncSession, did: str, doing: str) -> Domain:
@@ -957,9 +968,10 @@ class ClaimEvaluations:
         oracle: str | None = None,
         computation: ClaimComputation | None = None,
     ) -> dict[str, Any]:
-        """Record an evaluation. An approval mints what the protocol's methodology computes
-        from the claim's stove telemetry (`computation`, when the oracle computed it
-        already); nobody names an amount."""
+        """Record an evaluation. An approval records what the protocol's methodology
+        computes from the claim's stove telemetry (`computation`, when the oracle computed
+        it already), minted later by the issuance that carries the claim; nobody names an
+        amount."""
         request = EvaluationRequest(claim_id, status, reason, amount, oracle, computation)
         if computation is None:
             # Single evaluations arriving together are made together (services/coalesce).
@@ -1077,7 +1089,7 @@ class ClaimEvaluations:
         if request.amount is not None:
             problems.add(
                 "amount",
-                "credits follow from the methodology: an approval mints what it computes "
+                "credits follow from the methodology: an approval records what it computes "
                 "from the stove's telemetry; leave amount out",
             )
         problems.raise_if_any("The evaluation is invalid.")
@@ -1117,7 +1129,7 @@ class ClaimEvaluations:
             },
             spans_of,
         )
-        turn = _Turn(write, domains, credited, Minting(write))
+        turn = _Turn(write, domains, credited)
         applied: list[_Applied] = []
         for index in live:
             request, outcome = requests[index], outcomes[index]
@@ -1181,9 +1193,8 @@ class ClaimEvaluations:
         project = _verified_project(
             domains.get(collection.project_did), collection.project_did, "evaluate claims"
         )
-        asset = None
         if status == APPROVED and claim.asset_did is not None:
-            asset = _verified_asset(domains.get(claim.asset_did), claim.asset_did)
+            _verified_asset(domains.get(claim.asset_did), claim.asset_did)
         evaluator = self._evaluator(domains, collection, actor, request.oracle)
         if claim.status not in EVALUABLE:
             raise Conflict(
@@ -1260,19 +1271,8 @@ class ClaimEvaluations:
             {"claim": view, "credential": credential["id"] if credential else None},
             cause=cause,
         )
-        approved = write.events.get("claim.approved")
         if computation is not None and computation.amount > 0:
-            outcome.token = computation.token
-            await turn.minting.add(
-                computation.token,
-                protocol.did,
-                self._owner(claim, project, asset),
-                computation.amount,
-                claim.id,
-                actor.did,
-                decimals=computation.decimals,
-                cause=_minted_cause(cause, approved),
-            )
+            outcome.token = computation.token  # minted by its period's issuance, not here
         return _Applied(outcome, claim, evaluation, before)
 
     async def _replies(self, session: AsyncSession, applied: list[_Applied]) -> None:
@@ -1426,15 +1426,17 @@ class ClaimEvaluations:
         turn.credentials.append(row)
         return credential
 
-    @staticmethod
-    def _owner(claim: Claim, project: Domain, asset: Domain | None) -> str:
-        """Who the credits go to; `asset` is the claim's stove as the approval locked it."""
-        if claim.asset_did:
-            if asset is not None and asset.owner_customer_id:
-                return customer_did(asset.owner_customer_id)  # the household owning it
-            if asset is not None and asset.controller:
-                return asset.controller[0]
-        return project.controller[0]
+
+def credit_owner(claim: Claim, project: Domain, asset: Domain | None) -> str:
+    """Who an approved claim's credits go to at issuance: the household owning its stove,
+    else the stove's first controller; the project's first controller when the claim names
+    no stove (`asset`: the claim's stove as read at the period's submission)."""
+    if claim.asset_did:
+        if asset is not None and asset.owner_customer_id:
+            return customer_did(asset.owner_customer_id)  # the household owning it
+        if asset is not None and asset.controller:
+            return asset.controller[0]
+    return project.controller[0]
 
 
 class ClaimViews:

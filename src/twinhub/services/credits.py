@@ -1,8 +1,10 @@
 """Credits (CARBON, ...): minted for approved claims, transferred, retired.
 
 Rules that live here:
-- credits come into being only by minting for an approved claim (ClaimEvaluations mints
-  through `Minting` inside its own ledger write); nobody mints by hand;
+- credits come into being only by the registry's issuance of a verified monitoring period
+  (oracle.period_workflow mints through `Minting` inside its own ledger write): the
+  period's credits to its proponent, and those of the approved claims it carries to their
+  owners (services.claim_issuance); nobody mints by hand;
 - the owner of a balance, or an admin acting as custodian for people who reach twinhub
   by phone only, may transfer or retire it; retiring needs a reason, and produces a
   signed retirement certificate in the same write (services.retirement_certificates);

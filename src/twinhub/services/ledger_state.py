@@ -12,7 +12,9 @@ is with what the tables hold:
 - domains: each domain's current record (the last `domain.*` transaction about it holds the
   whole record) against the `domains`, `domain_controllers` and `relationships` rows;
 - claims: each claim's current view (the last `claims.submit/evaluate` about it) against the
-  `claims` row, and each collection's counters against its claims' replayed statuses.
+  `claims` row, and each collection's counters against its claims' replayed statuses
+  (a claim's credits state, set by the issuance that carries it, is left out: the mints
+  are reconciled as movements).
 
 A difference is reported by name (which row, which field, both values), never silently
 fixed: the ledger is the evidence, and deciding which side is right is the operator's call.
@@ -253,7 +255,10 @@ async def _claims(session: AsyncSession, state: ReplayedState) -> list[Differenc
         elif ledger is None:
             found.append(Difference(where, "in the table but never recorded by the ledger"))
         else:
-            found += _fields(where, _plain(claim_view(row)), ledger)
+            # Where its credits are (services.claim_issuance) is not in its own
+            # transactions: an issuance changes it, and mints them (reconciled as movements).
+            table = {k: v for k, v in _plain(claim_view(row)).items() if k != "credits"}
+            found += _fields(where, table, {k: v for k, v in ledger.items() if k != "credits"})
     # A collection's counters are those of its claims' current statuses, as replayed.
     replayed: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for view in state.claims.values():

@@ -2,7 +2,8 @@
 
 Rules that live here (the property itself is checked by the domain service):
 - a stove belongs to at most one household, the customer its `ownerCustomerId` names; the
-  credits of its approved claims are minted to that customer's DID, and the customer sees
+  credits of its approved claims are minted to that customer's DID (at the issuance that
+  carries them: services.claim_issuance), and the customer sees
   it (and reports on it) over USSD;
 - assigning a stove that already has a household is a move; a move may name the household
   it expects to take the stove from, and is refused (Conflict) when another holds it;

@@ -30,6 +30,7 @@ from twinhub.db.models import (
 )
 from twinhub.db.visibility import Viewer, domain_visible, event_visible
 from twinhub.events.types import CATALOGUE
+from twinhub.services.claims import credits_state
 from twinhub.services.listing import ListPage, ListQuery, choose, fetch_page, matching
 
 YES_NO = ("yes", "no")
@@ -319,6 +320,9 @@ class ProgrammeLists:
                 "data": claim.data,
                 "reason": claim.reason,
                 "amount": claim.amount,
+                "credits": credits_state(
+                    claim.status, claim.amount, claim.period_id, claim.issued_at
+                ),
                 "submittedAt": _iso(claim.submitted_at),
             }
             for claim, project in page.items

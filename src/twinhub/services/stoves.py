@@ -82,6 +82,8 @@ class ClaimLine:
     asset: str | None
     submitted_at: datetime
     reason: str | None = None  # a rejected claim's: one of REJECTION_REASONS
+    # An approved claim's credits: "awaiting issuance" or "issued" (services.claims).
+    credits: str | None = None
 
 
 # Why a claim was rejected, in a few words a household can act on (a code the screens
@@ -270,6 +272,7 @@ class StoveService:
                 asset=view["asset"],
                 submitted_at=datetime.fromisoformat(view["submittedAt"]),
                 reason=rejection_reason(view["reason"]) if view["status"] == REJECTED else None,
+                credits=(view.get("credits") or {}).get("state"),
             )
             for view in reversed(views[start:end])
         ]

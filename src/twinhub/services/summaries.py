@@ -7,8 +7,9 @@ queries as one of ten:
 
 - stoves: the project's physical assets (domains with a `project` edge to it), by state;
 - claims: submitted in the period, by status;
-- credits: minted by approvals of the scope's claims in the period (per token and per day),
-  and retired in the period by the holders those approvals credited (credits are
+- credits: minted for the scope's claims in the period (per token and per day; an approved
+  claim's credits are minted by the issuance of the period carrying it), and retired in the
+  period by the holders those mints credited (credits are
   fungible, so a retirement is counted for the scope whose holder made it);
 - telemetry: stoves online now, cooking sessions and energy per day, from a
   `TelemetrySource`: the platform passes telemetry.figures.RollupTelemetry (day rollups

@@ -21,6 +21,7 @@ from tests.support.chain_gateway import (
     running_node,
 )
 from tests.support.claims_world import METERED_AMOUNT, World
+from tests.support.workflow_world import issue_claims
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2 as entity_q
 from twinhub.chain.protos.ixo.entity.v1beta1 import query_pb2_grpc as entity_grpc
@@ -111,6 +112,7 @@ async def test_claims_and_token_routes_answer_registry_data(
     registry: Registry, world: World, gateway: RunningGateway
 ) -> None:
     _, collection, claim = await world.approved_claim()
+    await issue_claims(world)  # CARBON is minted by the registry's issuance
     view = (await registry.client.get(f"/v1/claim-collections/{collection['id']}")).json()
     got = (await ok(gateway, f"/ixo/claims/collection/{collection['id']}", registry))["collection"]
     assert got["id"] == str(collection["id"])

@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.conftest import Registry, unique
 from tests.support.claims_world import METERED_AMOUNT, World
+from tests.support.workflow_world import issue_claims
 from twinhub.chain.bootstrap import build_node
 from twinhub.chain.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from twinhub.chain.protos.ixo.claims.v1beta1 import claims_pb2
@@ -108,6 +109,7 @@ async def test_claims_and_tokens_answer_from_the_registry(
 ) -> None:
     owner = f"did:ixo:customer/{unique('c')}"
     stove, collection, claim = await world.approved_claim(owner)
+    await issue_claims(world)  # CARBON is minted by the registry's issuance
     claims = claims_grpc.QueryStub(channel)
     found = (await claims.Claim(claims_q.QueryClaimRequest(id=claim["id"]))).claim
     assert found.claim_id == claim["id"] and found.collection_id == str(collection["id"])

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import Registry, unique
 from tests.support.chain_gateway import gateway_settings, running_gateway
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
+from tests.support.workflow_world import issue_claims
 from twinhub.chain.bootstrap import build_node
 from twinhub.chain.node import NodeServer, one_batch
 from twinhub.chain.node.answers import Answer, AnswerCache, local_node
@@ -92,7 +93,8 @@ async def test_a_kept_answer_is_dropped_by_the_next_write(
 async def test_claims_and_tokens_answers_follow_writes(registry: Registry, served: Served) -> None:
     world, address = served.world, served.address
     minter = registry.platform.credentials.issuer.did
-    await world.approved_claim()  # CARBON exists from here on
+    await world.approved_claim()
+    await issue_claims(world)  # CARBON exists from here on
     collection = await world.collection()
     async with grpc.aio.insecure_channel(address) as channel:
         claims = claims_grpc.QueryStub(channel)
@@ -117,6 +119,8 @@ async def test_claims_and_tokens_answers_follow_writes(registry: Registry, serve
         assert evaluated.status_code == 200, evaluated.text
         got = (await claims.Collection(asked)).collection
         assert (got.count, got.approved) == (1, 1)
+        assert await tokens.TokenDoc(carbon) == before  # an approval mints nothing
+        await issue_claims(world)
         after = await tokens.TokenDoc(carbon)
         assert int(after.tokenDoc.supply) == int(before.tokenDoc.supply) + METERED_AMOUNT
 

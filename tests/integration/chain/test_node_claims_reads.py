@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from tests.conftest import BACKENDS, Registry, unique
 from tests.support.chain_gateway import running_node
 from tests.support.claims_world import METERED_AMOUNT, World, metered_claim
+from tests.support.workflow_world import issue_claims
 from twinhub.chain.node.answers import Dispatcher, QueryFailed
 from twinhub.chain.node.claims import ClaimsQuery
 from twinhub.chain.node.common import VersionCache, timestamp
@@ -68,6 +69,7 @@ async def programme(world: World) -> str:
     pending claim."""
     owner = f"did:ixo:customer/{unique('c')}"
     await world.approved_claim(owner)
+    await issue_claims(world)  # its credits: minted by the registry's issuance
     collection = (await world.collection())["id"]
     rejected = await world.approvable(collection)
     flagged = await world.approvable(collection)
@@ -174,7 +176,8 @@ async def test_a_write_is_seen_by_the_next_claims_and_token_query(
     registry: Registry, world: World
 ) -> None:
     """Through the node's gRPC server, which keeps answers per database version."""
-    await world.approved_claim()  # CARBON exists from here on
+    await world.approved_claim()
+    await issue_claims(world)  # CARBON exists from here on
     collection = (await world.collection())["id"]
     minter = registry.platform.credentials.issuer.did
     async with (
@@ -202,6 +205,9 @@ async def test_a_write_is_seen_by_the_next_claims_and_token_query(
         assert [(c.denom, c.amount) for c in found.evaluation.amount] == [
             ("CARBON", str(METERED_AMOUNT))
         ]
+        now = {t.name: int(t.supply) for t in (await tokens.TokenList(listed)).tokenDocs}
+        assert now == supply  # an approval mints nothing
+        await issue_claims(world)
         now = {t.name: int(t.supply) for t in (await tokens.TokenList(listed)).tokenDocs}
         assert now["CARBON"] == supply["CARBON"] + METERED_AMOUNT
         missing = claims_q.QueryClaimRequest(id=f"claim-{unique('x')}")

@@ -1,7 +1,7 @@
 """Many evaluations in one request (POST /v1/claims/evaluations), on both backends: each is
 made or refused on its own, exactly as one evaluation would be; a refused one leaves no
-trace; every approval computes its credits, issues its credential and mints once; the
-ledger stays whole."""
+trace; every approval computes its credits and issues its credential, and mints nothing:
+the issuance of the period carrying the claim mints it once; the ledger stays whole."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tests.integration.claims.test_claims_rules import (
     token_state,
 )
 from tests.support.claims_world import METERED_AMOUNT, World, build_world
+from tests.support.workflow_world import issue_claims
 from twinhub.db.models import Claim, ClaimCollection, Credential, CreditMovement
 from twinhub.kernel.errors import Conflict
 from twinhub.kernel.principals import Principal
@@ -94,17 +95,22 @@ async def test_a_batch_makes_each_evaluation_or_refuses_it_alone(
         view = await claim_of(registry, claim)
         assert view["status"] == "approved" and len(view["evaluations"]) == 1
         assert view["credential"] == results[index]["credential"]
-        assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
-        assert [m["kind"] for m in await movements_of(registry, owner)] == ["mint"]
+        assert view["credits"]["state"] == "awaiting issuance"
+        assert await balance(registry, owner) == {"amount": 0, "retired": 0}
         credential = await world.oracle_client.get(f"/v1/claims/{claim}/credential")
         checked = await registry.client.post("/v1/credentials/verify", json=credential.json())
         assert checked.json()["verified"] is True, checked.text
     assert (await claim_of(registry, to_reject))["status"] == "rejected"
-    assert (await token_state(registry))["minted"] == minted + 3 * METERED_AMOUNT
+    assert (await token_state(registry))["minted"] == minted  # nothing until issuance
     tally = await counts(registry, collection)
     assert (tally["approved"], tally["rejected"], tally["pending"]) == (4, 1, 0)
-    # Two transactions per approval (evaluation, mint), one per rejection; none refused.
-    assert await registry.platform.ledger.height() == height + 3 * 2 + 1
+    # One transaction per evaluation made; none refused.
+    assert await registry.platform.ledger.height() == height + 3 + 1
+    await issue_claims(world)  # the four approved (`done` too), once each
+    for owner in owners:
+        assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
+        assert [m["kind"] for m in await movements_of(registry, owner)] == ["mint"]
+    assert (await token_state(registry))["minted"] == minted + 4 * METERED_AMOUNT
     assert (await registry.platform.ledger.verify()).ok
 
 
@@ -193,8 +199,8 @@ async def test_a_claim_named_twice_or_doubling_a_stove_in_one_batch_is_refused(
         assert (await claim_of(registry, twin))["status"] == "pending"
         assert await rows(registry, Credential, Credential.claim_id == twin) == 0
         assert await rows(registry, CreditMovement, CreditMovement.claim_id == twin) == 0
-        assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
-        assert (await token_state(registry))["minted"] == minted + METERED_AMOUNT
+        assert await balance(registry, owner) == {"amount": 0, "retired": 0}  # at issuance
+        assert (await token_state(registry))["minted"] == minted
         assert (await registry.platform.ledger.verify()).ok
     finally:  # the run's PostgreSQL database is shared: leave no row the ledger never made
         async with registry.platform.sessionmaker.begin() as session:
@@ -231,7 +237,8 @@ async def test_concurrent_batches_and_single_evaluations_approve_each_claim_once
     registry: Registry, world: World
 ) -> None:
     """Overlapping batches and single evaluations at once: each claim is approved by
-    exactly one of them, with one credential and one mint; the rest are refused."""
+    exactly one of them, with one credential (and at issuance one mint); the rest are
+    refused."""
     collection = (await world.collection())["id"]
     owners = [customer() for _ in range(8)]
     claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
@@ -262,10 +269,15 @@ async def test_concurrent_batches_and_single_evaluations_approve_each_claim_once
     assert sorted(made) == sorted(claims)
     for claim, owner in zip(claims, owners, strict=True):
         assert await rows(registry, Credential, Credential.claim_id == claim) == 1
+        assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
+        assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+    assert (await token_state(registry))["minted"] == minted
+    assert await registry.platform.ledger.height() == height + len(claims)
+    await issue_claims(world)
+    for claim, owner in zip(claims, owners, strict=True):
         assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 1
         assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT
-    assert await registry.platform.ledger.height() == height + 2 * len(claims)
     assert (await registry.platform.ledger.verify()).ok
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.conftest import Registry, unique
 from tests.support.claims_world import METERED_AMOUNT, build_world, metered_claim
+from tests.support.workflow_world import issue_claims
 
 
 async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Registry) -> None:
@@ -39,6 +40,10 @@ async def test_an_approved_claim_becomes_a_credential_and_credits(registry: Regi
         credential["credentialSubject"]["evaluation"]["amount"] = 700
         tampered = await registry.client.post("/v1/credentials/verify", json=credential)
         assert tampered.json()["verified"] is False
+        assert approved.json()["credits"]["state"] == "awaiting issuance"
+        none = (await registry.client.get(f"/v1/balances/{owner}")).json()["balances"]
+        assert not [b for b in none if b["token"] == "CARBON"]  # minted at issuance
+        await issue_claims(world)
         balances = (await registry.client.get(f"/v1/balances/{owner}")).json()["balances"]
         carbon = {"token": "CARBON", "amount": METERED_AMOUNT, "retired": 0, "decimals": 6}
         assert carbon in balances
@@ -74,9 +79,21 @@ async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
             f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved"}
         )
         assert approved.status_code == 200, approved.text
+        waiting = await registry.client.post(
+            "/graphql",
+            json={
+                "query": "query($id: String!) { claim(id: $id) { creditsState creditsPeriod } }",
+                "variables": {"id": claim["id"]},
+            },
+        )
+        assert waiting.json()["data"]["claim"] == {
+            "creditsState": "awaiting issuance",
+            "creditsPeriod": None,
+        }
+        issued = await issue_claims(world)
         query = (
             "query($id: String!, $holder: String!, $asset: String!) {"
-            " claim(id: $id) { status amount credential asset }"
+            " claim(id: $id) { status amount credential asset creditsState creditsPeriod }"
             " claims(asset: $asset) { nodes { id status } }"
             " balances(holder: $holder) { token amount retired decimals }"
             ' creditClass(name: "CARBON") { minted supply } }'
@@ -94,6 +111,8 @@ async def test_graphql_shows_claims_and_credits(registry: Registry) -> None:
             "amount": METERED_AMOUNT,
             "credential": approved.json()["credential"],
             "asset": stove,
+            "creditsState": "issued",
+            "creditsPeriod": issued["id"],
         }
         assert data["claims"]["nodes"] == [{"id": claim["id"], "status": "approved"}]
         assert data["balances"] == [

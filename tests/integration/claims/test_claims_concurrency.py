@@ -25,7 +25,7 @@ from tests.integration.claims.test_claims_rules import (
     token_state,
 )
 from tests.support.claims_world import METERED_AMOUNT, World, metered_claim
-from tests.support.workflow_world import build_workflow
+from tests.support.workflow_world import build_workflow, issue_claims
 from twinhub.db.models import Credential, CreditMovement
 
 
@@ -102,7 +102,7 @@ async def test_concurrent_retries_with_one_idempotency_key_make_one_claim(
     assert [c["id"] for c in await claims_in(registry, collection)] == list(made)
 
 
-async def test_concurrent_approvals_issue_one_credential_and_mint_once(
+async def test_concurrent_approvals_issue_one_credential_and_issuance_mints_once(
     registry: Registry, world: World
 ) -> None:
     owner = customer()
@@ -121,12 +121,18 @@ async def test_concurrent_approvals_issue_one_credential_and_mint_once(
     view = await claim_of(registry, claim)
     assert view["status"] == "approved" and len(view["evaluations"]) == 1
     assert await rows(registry, Credential, Credential.claim_id == claim) == 1
+    # The approval is a draft figure: nothing minted until the registry's issuance.
+    assert view["credits"]["state"] == "awaiting issuance"
+    assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
+    assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+    assert (await token_state(registry))["minted"] == minted
+    tally = await counts(registry, collection)
+    assert (tally["evaluated"], tally["approved"], tally["pending"]) == (1, 1, 0)
+    await issue_claims(world)
     assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 1
     assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert [m["kind"] for m in await movements_of(registry, owner)] == ["mint"]
     assert (await token_state(registry))["minted"] == minted + METERED_AMOUNT
-    tally = await counts(registry, collection)
-    assert (tally["evaluated"], tally["approved"], tally["pending"]) == (1, 1, 0)
     assert (await registry.platform.ledger.verify()).ok
 
 
@@ -154,12 +160,13 @@ async def test_concurrent_different_outcomes_leave_exactly_one(
 
 
 async def owner_of_ten(registry: Registry, world: World) -> tuple[str, httpx.AsyncClient]:
-    """A new holder of exactly 10 CARBON millionths (an approved claim about its stove, the
-    rest passed on), and its client."""
+    """A new holder of exactly 10 CARBON millionths (an approved claim about its stove,
+    issued, the rest passed on), and its client."""
     owner = customer()
     collection = (await world.collection())["id"]
     claim = (await world.approvable(collection, owner=owner))["id"]
     await evaluated(world.oracle_client, claim, "approved")
+    await issue_claims(world)
     client = await world.client(owner, "reader", "writer")
     rest = await client.post(
         "/v1/credits/CARBON/transfers",
@@ -263,8 +270,8 @@ async def test_many_evaluators_approve_many_claims_each_once(
     registry: Registry, world: World
 ) -> None:
     """Approvals compute their credits before the ledger's turn: under many concurrent
-    evaluators each claim is still approved once, with one credential and one mint, and
-    the writes that lose the race leave nothing behind."""
+    evaluators each claim is still approved once, with one credential (and, at the
+    issuance, one mint), and the writes that lose the race leave nothing behind."""
     collection = (await world.collection())["id"]
     owners = [customer() for _ in range(6)]
     claims = [(await world.approvable(collection, owner=owner))["id"] for owner in owners]
@@ -285,13 +292,18 @@ async def test_many_evaluators_approve_many_claims_each_once(
         assert view["amount"] == METERED_AMOUNT and len(view["evaluations"]) == 1
     for claim, owner in zip(claims, owners, strict=True):
         assert await rows(registry, Credential, Credential.claim_id == claim) == 1
+        assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
+        assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+    assert (await token_state(registry))["minted"] == minted  # minted at issuance
+    tally = await counts(registry, collection)
+    assert (tally["evaluated"], tally["approved"], tally["pending"]) == (6, 6, 0)
+    # One ledger transaction per approval (its evaluation); none for a refused one.
+    assert await registry.platform.ledger.height() == height + len(claims)
+    await issue_claims(world)
+    for claim, owner in zip(claims, owners, strict=True):
         assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 1
         assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT
-    tally = await counts(registry, collection)
-    assert (tally["evaluated"], tally["approved"], tally["pending"]) == (6, 6, 0)
-    # Two ledger transactions per approval (evaluation, mint); none for a refused one.
-    assert await registry.platform.ledger.height() == height + 2 * len(claims)
     assert (await registry.platform.ledger.verify()).ok
 
 
@@ -350,6 +362,10 @@ async def test_approvals_racing_a_monitoring_period_never_credit_a_stove_twice(
             assert stoves[claim] in credited
             assert await rows(registry, Credential, Credential.claim_id == claim) == 0
             assert await rows(registry, CreditMovement, CreditMovement.claim_id == claim) == 0
-    # A submission mints nothing (the registry's issuance does): only the approvals minted.
-    assert (await token_state(registry))["minted"] == minted + approved * METERED_AMOUNT
+    # Neither a submission nor an approval mints (the registry's issuance does).
+    assert (await token_state(registry))["minted"] == minted
+    if approved:  # the approved claims ride the project's next period: minted once there
+        world.workflows[flow.project] = flow
+        await issue_claims(world, flow.project)
+        assert (await token_state(registry))["minted"] == minted + approved * METERED_AMOUNT
     assert (await registry.platform.ledger.verify()).ok

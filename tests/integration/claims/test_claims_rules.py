@@ -44,6 +44,7 @@ from tests.conftest import (
 )
 from tests.integration.registry.test_registry_rules import error_of, every_page
 from tests.support.claims_world import CLAIM_PROTOCOL, METERED_AMOUNT, World, metered_claim
+from tests.support.workflow_world import issue_claims
 from twinhub.security.signing import Issuer
 from twinhub.services.api_keys import BOOTSTRAP_PRINCIPAL
 from twinhub.settings import Settings
@@ -231,9 +232,11 @@ async def test_a_claim_of_a_revoked_project_is_not_evaluated(
     assert await balance(registry, owner) == {"amount": 0, "retired": 0}
     assert await movements_of(registry, owner) == []
     assert (await token_state(registry))["minted"] == minted
-    # Verified again, the very same claim is evaluated and credited.
+    # Verified again, the very same claim is evaluated, and credited at issuance.
     await world.govern(world.project, "verify")
     await evaluated(world.oracle_client, claim, "approved")
+    assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+    await issue_claims(world)
     assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert (await counts(registry, collection))["approved"] == 1
 
@@ -796,6 +799,8 @@ async def test_a_flagged_claim_is_evaluated_again(registry: Registry, world: Wor
     assert all(e["oracle"] == world.oracle for e in view["evaluations"])
     times = [datetime.fromisoformat(e["at"]) for e in view["evaluations"]]
     assert times == sorted(times)
+    assert await balance(registry, owner) == {"amount": 0, "retired": 0}  # until issuance
+    await issue_claims(world)
     assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     error_of(await evaluate(world.oracle_client, claim, "flagged"), 409, "conflict")
 
@@ -1103,6 +1108,9 @@ async def test_credits_are_minted_moved_and_retired(registry: Registry, world: W
     operators = (await world.approvable(collection))["id"]  # a stove the operator owns
     await evaluated(world.oracle_client, about_stove, "approved")
     await evaluated(world.oracle_client, operators, "approved")
+    assert await balance(registry, owner) == {"amount": 0, "retired": 0}  # until issuance
+    await issue_claims(world)
+    registrar = world.workflows[world.project].registry.did
     # The asset's first controller owns its credits (M, in millionths, computed).
     m = METERED_AMOUNT
     assert await balance(registry, owner) == {"amount": m, "retired": 0}
@@ -1217,7 +1225,7 @@ async def test_credits_are_minted_moved_and_retired(registry: Registry, world: W
     ]
     mint = (await movements_of(registry, owner))[0]
     assert mint["from"] is None and mint["to"] == owner and mint["claim"] == about_stove
-    assert mint["actor"] == world.oracle_operator
+    assert mint["actor"] == registrar  # minted by the registry's issuance
     heights = [m["ledgerHeight"] for m in await movements_of(registry, owner)]
     assert heights == sorted(heights) and len(set(heights)) == len(heights)
     # The ledger: intact, and it tells the story of the asset and of the owner.

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import Registry, RegistryFactory
 from tests.integration.claims.test_claims_rules import balance, customer, token_state
 from tests.support.claims_world import METERED_AMOUNT, World, build_world
+from tests.support.workflow_world import issue_claims
 from twinhub.services.coalesce import Coalescer
 
 
@@ -176,9 +177,13 @@ async def test_concurrent_single_approvals_are_made_together_each_once(
     assert f"twinhub_claim_evaluations_coalesced_total {float(after_items)}" in metrics
     assert f"twinhub_claim_evaluation_batches_total {float(after_batches)}" in metrics
     for owner in owners:
+        assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+    assert (await token_state(registry))["minted"] == minted  # minted at issuance
+    assert await registry.platform.ledger.height() == height + len(claims)
+    await issue_claims(world)
+    for owner in owners:
         assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
     assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT
-    assert await registry.platform.ledger.height() == height + 2 * len(claims)
     assert (await registry.platform.ledger.verify()).ok
 
 
@@ -186,7 +191,8 @@ async def test_approvals_of_clients_in_a_closed_loop_linger_into_batches_each_on
     make_registry: RegistryFactory,
 ) -> None:
     """Four oracle clients, each sending its next approval once the last is answered, with
-    a linger long enough to gather them: every claim approved and minted exactly once,
+    a linger long enough to gather them: every claim approved (and at issuance minted)
+    exactly once,
     in fewer batches than approvals, and the chain intact."""
     registry = await make_registry(claims_evaluation_linger_seconds=0.1)
     world = await build_world(registry)
@@ -215,9 +221,13 @@ async def test_approvals_of_clients_in_a_closed_loop_linger_into_batches_each_on
         assert after_items - items == len(claims)
         assert after_batches - batches < len(claims)
         for owner in owners:
+            assert await balance(registry, owner) == {"amount": 0, "retired": 0}
+        assert (await token_state(registry))["minted"] == minted
+        assert await registry.platform.ledger.height() == height + len(claims)
+        await issue_claims(world)
+        for owner in owners:
             assert await balance(registry, owner) == {"amount": METERED_AMOUNT, "retired": 0}
         assert (await token_state(registry))["minted"] == minted + len(claims) * METERED_AMOUNT
-        assert await registry.platform.ledger.height() == height + 2 * len(claims)
         again = await world.oracle_client.post(
             f"/v1/claims/{claims[0]}/evaluations", json={"status": "approved"}
         )

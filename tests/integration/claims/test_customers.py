@@ -10,6 +10,7 @@ from typing import Any
 from tests.conftest import Registry, new_phone, restore_token_decimals, saved_token_decimals
 from tests.support.claims_world import METERED_AMOUNT, World, build_world, metered_claim
 from tests.support.cli import base_env, run_cli
+from tests.support.workflow_world import issue_claims
 from twinhub.kernel.identifiers import customer_did
 from twinhub.kernel.principals import Principal
 from twinhub.platform import SYSTEM_PRINCIPAL, Platform
@@ -132,7 +133,10 @@ async def test_assign_and_move_a_stove_between_households(registry: Registry) ->
             f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved"}
         )
         assert approved.status_code == 200, approved.text
-        balances = await registry.platform.credits.balances(customer_did(second.customer_id))
+        holder = customer_did(second.customer_id)
+        assert await registry.platform.credits.balances(holder) == []  # until issuance
+        await issue_claims(world)
+        balances = await registry.platform.credits.balances(holder)
         assert [int(b["amount"]) for b in balances] == [METERED_AMOUNT]
         claims = (await registry.client.get(f"/v1/customers/{second.customer_id}/claims")).json()
         assert [(c["id"], c["status"]) for c in claims["items"]] == [(claim["id"], "approved")]

@@ -23,6 +23,7 @@ from tests.conftest import (
 )
 from tests.support.claims_world import METERED_AMOUNT, World, build_world
 from tests.support.cli import base_env, run_cli
+from tests.support.workflow_world import issue_claims
 from twinhub.platform import Platform
 from twinhub.services.ledger_state import reconcile
 from twinhub.settings import Settings
@@ -49,8 +50,9 @@ async def state_database(
 async def world(
     state_database: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[dict[str, Any]]:
-    """A programme with an approved claim (METERED_AMOUNT CARBON minted to the stove's owner), a
-    transfer of 1 and a retirement of 1: every kind of credit movement."""
+    """A programme with an approved claim (METERED_AMOUNT CARBON minted to the stove's owner
+    by the issuance of the period carrying it), a transfer of 1 and a retirement of 1: every
+    kind of credit movement."""
     settings = Settings(
         environment="test",
         data_dir=tmp_path_factory.mktemp("state-data"),
@@ -66,6 +68,7 @@ async def world(
         built: World = await build_world(registry)
         owner = "did:ixo:customer/holder-one"
         stove, _, claim = await built.approved_claim(owner=owner)
+        await issue_claims(built)
         holder = await built.client(owner, "reader", "writer")
         moved = await holder.post(
             "/v1/credits/CARBON/transfers", json={"to": "did:ixo:org/buyer", "amount": 1}
@@ -226,6 +229,7 @@ def test_ledger_verify_cli_names_a_hand_made_balance(tmp_path: Path) -> None:
             built = await build_world(registry)
             owner = "did:ixo:customer/cli-holder"
             stove, _, _ = await built.approved_claim(owner=owner)
+            await issue_claims(built)
             await built.close()
             return owner, stove
 

@@ -27,6 +27,7 @@ from tests.conftest import (
     unique,
 )
 from tests.support.claims_world import METERED_AMOUNT, build_world
+from tests.support.workflow_world import issue_claims
 from twinhub.console.pages import credit_amount
 
 EVIL = "<script>alert(1)</script>"
@@ -63,6 +64,7 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
     world = await build_world(registry)
     try:
         stove, collection, approved = await world.approved_claim()
+        issued = await issue_claims(world)  # its credits come with the registry's issuance
         await world.asset(verified=False)  # a second stove, without claims, unverified
         pending = await world.operator_client.post(
             f"/v1/claim-collections/{collection['id']}/claims",
@@ -145,10 +147,16 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
             assert page.status_code == 200
             shown = f"0.{METERED_AMOUNT:06d}".rstrip("0")
             assert f'<span class="value">{shown}</span>' in page.text
-            # The stove's page names the token its approved claim minted, in credits.
+            # The stove's page names the token its approved claim minted, in credits, and
+            # the period whose issuance minted them.
             twin = await browser.get(f"/console/twins/{stove}")
             assert twin.status_code == 200
-            assert f"<td>{shown} CARBON</td>" in twin.text
+            state = f'<span class="muted credits-state">issued (period {issued["id"]})</span>'
+            assert f"<td>{shown} CARBON<br>{state}</td>" in twin.text
+            # So does the claims queue's row of the approved claim.
+            queue = await browser.get("/console/claims", params={"status": "approved"})
+            assert queue.status_code == 200 and approved["id"] in queue.text
+            assert f"{METERED_AMOUNT}<br>{state}" in queue.text
             assert f"<td>{METERED_AMOUNT}</td>" not in twin.text
     finally:
         await world.close()

@@ -17,6 +17,7 @@ import asyncpg
 from tests.conftest import Backend, RegistryFactory, fresh_postgres_database, unavailable
 from tests.support.claims_world import build_world
 from tests.support.cli import base_env, run_cli
+from tests.support.workflow_world import issue_claims
 
 TAMPER = "UPDATE credit_balances SET amount = amount + 1000"
 
@@ -44,7 +45,8 @@ async def test_a_backup_restores_and_the_ledger_verifies(
         registry = await make_registry(**overrides)
         world = await build_world(registry)
         try:
-            await world.approved_claim()  # domains, a vote, a claim, a credential, credits
+            await world.approved_claim()  # domains, a vote, a claim, a credential
+            await issue_claims(world)  # and its credits, issued by a period's issuance
         finally:
             await world.close()
         source = await registry.platform.ledger.verify()

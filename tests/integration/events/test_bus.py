@@ -28,6 +28,7 @@ from tests.conftest import (
 from tests.integration.registry.test_registry_basics import make_domain
 from tests.support.claims_world import METERED_AMOUNT, build_world, metered_claim
 from tests.support.webhook_receiver import Received, Receiver
+from tests.support.workflow_world import issue_claims
 from twinhub.db.models import Event, WebhookDelivery
 from twinhub.kernel.bus import Bus, Message
 from twinhub.services import collection_members
@@ -178,6 +179,9 @@ async def test_a_credit_delivery_traces_back_to_the_claim_and_its_readings(
         collection = (await world.collection())["id"]
         stove = await world.metered_asset()
         claim_id = await submit(registry, world, collection, stove)
+        # The oracle approves it by itself; its credits come with the registry's issuance.
+        assert await eventually(lambda: decided(registry, claim_id)) == "approved"
+        await issue_claims(world)
 
         async def minted() -> list[Received]:
             return [

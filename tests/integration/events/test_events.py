@@ -20,6 +20,7 @@ from tests.integration.events import test_webhooks
 from tests.integration.events.test_webhooks import EventsRegistry
 from tests.integration.registry.test_registry_basics import make_domain
 from tests.support.claims_world import METERED_AMOUNT, build_world
+from tests.support.workflow_world import issue_claims
 from twinhub.db.models import Event
 from twinhub.db.visibility import EVERYTHING
 from twinhub.events.store import record_event
@@ -118,6 +119,7 @@ async def test_a_programme_reads_as_events_in_order(events_registry: EventsRegis
     world = await build_world(registry)
     try:
         stove, _collection, claim = await world.approved_claim()
+        await issue_claims(world)  # its credits come with the registry's issuance
     finally:
         await world.close()
     await registry.platform.events.sequencer.run_until_idle()

@@ -41,7 +41,7 @@ from tests.support.claims_world import (
     metered_claim,
 )
 from tests.support.cli import TWINHUB, base_env, run_cli
-from tests.support.workflow_world import build_workflow
+from tests.support.workflow_world import build_workflow, issue_claims
 from twinhub import simulator
 from twinhub.db.models import OracleDecision
 from twinhub.kernel.clock import utcnow
@@ -168,7 +168,8 @@ async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
         )
         assert typed.status_code == 422
         assert "credits follow from the methodology" in typed.text
-        # A person's approval mints what the methodology computes, nothing else.
+        # A person's approval records what the methodology computes, nothing else (minted
+        # by the issuance of the period that carries the claim).
         approved = await world.oracle_client.post(
             f"/v1/claims/{claim_id}/evaluations", json={"status": "approved"}
         )
@@ -184,8 +185,9 @@ async def test_nobody_types_a_credit_amount(registry: Registry) -> None:
         }
         verified = await registry.client.post("/v1/credentials/verify", json=credential)
         assert verified.json()["verified"] is True
+        await issue_claims(world)
         token = (await registry.client.get("/v1/credits/CARBON")).json()
-        assert token["decimals"] == 6
+        assert token["decimals"] == 6 and token["minted"] >= METERED_AMOUNT
         # A stove without telemetry cannot be approved by a person either.
         silent = await world.asset()  # verified, never enrolled
         other = await submit(world, collection["id"], silent, metered_claim())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.conftest import Registry
 from tests.support.claims_world import build_world
+from tests.support.workflow_world import issue_claims
 
 GRAPHQL_PAGE = (Path(__file__).resolve().parents[3] / "docs" / "graphql.md").read_text()
 
@@ -15,6 +16,7 @@ async def test_the_readme_graphql_sample_answers(registry: Registry) -> None:
     world = await build_world(registry)
     try:
         stove, _, approved = await world.approved_claim()
+        await issue_claims(world)  # its credits: minted by the registry's issuance
     finally:
         await world.close()
     answer = await registry.client.post(

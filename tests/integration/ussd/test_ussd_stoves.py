@@ -24,14 +24,18 @@ from tests.conftest import (
     running_registry,
     unique,
 )
-from tests.support.claims_world import World, build_world
+from tests.support.claims_world import World, build_world, metered_claim
 from tests.support.ussd_flows import Journey, create_account, log_in
+from tests.support.workflow_world import issue_claims
+from tests.unit.test_ussd_screens import GSM7
 from twinhub.kernel.errors import Invalid, NotFound
 from twinhub.kernel.identifiers import customer_did
 from twinhub.kernel.principals import Principal
 from twinhub.services.claims import ClaimFilter
 from twinhub.services.stoves import NoOpenCollection, StoveInactive
-from twinhub.ussd.screens import CLAIMS_PER_PAGE
+from twinhub.ussd.i18n import LANGUAGES
+from twinhub.ussd.screens import CLAIMS_PER_PAGE, MAX_SCREEN
+from twinhub.ussd.screens.words import short_id
 
 PIN = "58213"
 NAME = "Amina Wanjiru"
@@ -405,3 +409,58 @@ async def test_a_stove_month_is_counted_once_whatever_the_channel(programme: Pro
     assert len(await programme.claims_of(customer_id)) == 2  # one per stove, one by API
     stored = await programme.platform.claims.views.claims(ClaimFilter(asset=other), None, 10)
     assert [c["id"] for c in stored.items] == [by_api.json()["id"]]
+
+
+# What an approved claim's row says of its credits, in every language the menus speak.
+CREDIT_ROWS = {
+    "en": ("approved, not issued", "credits issued"),
+    "fr": ("approuvée, non émise", "crédits émis"),
+    "sw": ("imekubaliwa, subiri", "krediti zimetolewa"),
+    "ny": ("yalandiridwa, dikirani", "makiredi aperekedwa"),
+    "bem": ("yasuminishiwa, lolela", "amakiredi yapeelwa"),
+}
+
+
+async def test_an_approved_claim_says_whether_its_credits_are_issued(
+    programme: Programme,
+) -> None:
+    """The oracle's approval is a draft figure: the household's claim row says its credits
+    are not issued yet, and My Credits has none; once the registry issues the period that
+    carries the claim, the row says so and My Credits holds them."""
+    customer_id, journey = await programme.customer()
+    owner = customer_did(customer_id)
+    world = programme.world
+    stove = await world.metered_asset(owner=owner)
+    collection = (await world.collection())["id"]
+    household = Principal(owner, frozenset({"writer"}))
+    claim = await programme.platform.claims.submissions.submit(
+        collection, metered_claim(), household, asset=stove
+    )
+    approved = await world.oracle_client.post(
+        f"/v1/claims/{claim['id']}/evaluations", json={"status": "approved"}
+    )
+    assert approved.status_code == 200, approved.text
+    year, month, day_of_month = claim["submittedAt"][:10].split("-")
+    row = f"{short_id(claim['id'])} {day_of_month}/{month}/{year[2:]}"
+
+    async def claims_in(code: str) -> str:
+        """The claims screen in the language `code`, chosen from the main menu."""
+        await journey.send("8")
+        await journey.send(str(list(LANGUAGES).index(code) + 1))
+        shown = await journey.send("5")
+        await journey.send("0")
+        assert len(shown) <= MAX_SCREEN and set(shown) <= GSM7, shown
+        return shown
+
+    assert await journey.send("5") == f"CON My Claims\n{row} approved, not issued\n{FOOTER}"
+    assert await journey.send("0") == MAIN_MENU
+    assert await journey.send("6") == f"CON My Credits\nNo credits yet.\n{FOOTER}"
+    assert await journey.send("0") == MAIN_MENU
+    for code, (waiting, _) in CREDIT_ROWS.items():
+        assert f"\n{row} {waiting}\n" in await claims_in(code), code
+
+    await issue_claims(world)
+    for code, (_, issued) in CREDIT_ROWS.items():
+        assert f"\n{row} {issued}\n" in await claims_in(code), code
+    await claims_in("en")
+    assert await journey.send("6") == f"CON My Credits\nCARBON: 0.021029\n{FOOTER}"

@@ -53,9 +53,12 @@ STATUSES = {
 
 def payments(view: dict[str, Any]) -> claims_pb2.Payments:
     """What a collection pays per stage, as a chain collection always carries. twinhub pays
-    nothing for submission, evaluation or rejection, and on approval mints the amount the
-    oracle decided: ixo's `is_oracle_payment`. The paying account is the collection's
-    admin; no stage waits (`timeout_ns` 0s, written as a node writes it)."""
+    nothing for submission, evaluation or rejection, and on approval pays the amount the
+    oracle decided: ixo's `is_oracle_payment`. (twinhub mints it when the registry issues
+    the project's monitoring period that carries the claim; ixo's messages have no field
+    for that, so a claim's evaluation shows the oracle's figure either way.) The paying
+    account is the collection's admin; no stage waits (`timeout_ns` 0s, written as a node
+    writes it)."""
 
     def stage(oracle_decides: bool = False) -> claims_pb2.Payment:
         return claims_pb2.Payment(

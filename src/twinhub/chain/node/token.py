@@ -63,7 +63,7 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
             contract_address=view["name"],
             **{"class": view["protocol"]},
             name=view["name"],
-            description=f"{view['name']} credits minted for approved claims",
+            description=f"{view['name']} credits issued by verified monitoring periods",
             type="twinhub-credit",
             cap="0",
             supply=str(view["minted"]),
@@ -127,7 +127,7 @@ class TokenQuery(Servicer, query_pb2_grpc.QueryServicer):
         view = await self._view(request.id)
         return q.QueryTokenMetadataResponse(
             name=view["name"],
-            description=f"{view['name']} credits minted for approved claims",
+            description=f"{view['name']} credits issued by verified monitoring periods",
             decimals="0",
             index=view["name"],
             properties=q.TokenMetadataProperties(**{"class": view["protocol"]}, cap="0"),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from twinhub.services.stoves import ClaimLine
 from twinhub.ussd.screens.words import (
     CLAIM_ROW,
+    CREDIT_WORDS,
     MAX_TOKENS,
     REJECTION_WORDS,
     STATUS_WORDS,
@@ -39,9 +40,12 @@ class ClaimScreens(Wording):
         return f"{title}\n" + "\n".join(rows) + f"\n{self._more(page, pages)}{self.footer}"
 
     def _state(self, claim: ClaimLine) -> str:
-        """A claim's state on its row; a rejected one says why, in a few words."""
+        """A claim's state on its row; a rejected one says why, in a few words; an approved
+        one whether its credits are issued yet."""
         if claim.reason is not None and claim.reason in REJECTION_WORDS:
             return self._(REJECTION_WORDS[claim.reason])
+        if claim.credits is not None and claim.credits in CREDIT_WORDS:
+            return self._(CREDIT_WORDS[claim.credits])  # approved: issued yet or not
         return self._word(claim.status, STATUS_WORDS)
 
     def credits(self, balances: Sequence[tuple[str, str]]) -> str:

@@ -203,6 +203,17 @@ REJECTION_WORDS = {
     "other": N_("rejected: call us"),
 }
 assert set(REJECTION_WORDS) == set(REJECTION_REASONS)
+# Where an approved claim's credits are: the oracle's approval is a draft figure, the
+# credits come with the registry's issuance of the project's monitoring period.
+CREDIT_WORDS = {
+    # Translators: an approved claim's row in the claims list whose credits the registry
+    # has not issued yet (they come with the project's next verified period). 22 characters
+    # at most.
+    "awaiting issuance": N_("approved, not issued"),
+    # Translators: an approved claim's row in the claims list whose credits were issued
+    # (they are in "My Credits"). 22 characters at most.
+    "issued": N_("credits issued"),
+}
 # The problems a customer can report about a stove, in the order of the menu.
 PROBLEM_WORDS = {
     # Translators: a kind of stove problem, a menu item of "Report a problem"; 20 characters.

@@ -38,6 +38,13 @@ _TOKEN = re.compile(
 _RESERVED = {"in", "null", "as", "break", "const", "continue", "else", "for", "function"}
 
 
+def _logical_not(operand: tuple[Node, str]) -> tuple[Node, str]:
+    node, kind = operand
+    if kind != "bool":
+        raise Unsupported("! of a non-bool")
+    return (lambda env, n: _not(node(env, n))), "bool"
+
+
 class Unsupported(Exception):
     """The expression uses CEL outside the translated subset: evaluate it by CEL."""
 
@@ -123,12 +130,7 @@ class _Parser:
                 operand = self.primary()
                 if run % 2 == 0:
                     return operand
-                if op == "-":
-                    return _negate(operand)
-                node, kind = operand
-                if kind != "bool":
-                    raise Unsupported("! of a non-bool")
-                return (lambda env, n: _not(node(env, n))), "bool"
+                return _negate(operand) if op == "-" else _logical_not(operand)
         return self.primary()
 
     def primary(self) -> tuple[Node, str]:

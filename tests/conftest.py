@@ -512,7 +512,10 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
 # Under pytest-xdist (./dev test), tests are dealt to the workers one by one, except groups
 # that run one after another on one worker: a module whose fixtures are module-scoped (a
 # server or programme built once for the module is built once, not once per worker), and the
-# end-to-end tests (each runs real processes or a browser that want a core of their own).
+# end-to-end tests (each runs real processes or a browser that want a core of their own), in
+# two lanes: those driving the browser, and the others. In one lane they took over seven
+# minutes, one after another on one worker, while the other workers had finished; in two
+# lanes, at most two of them run at once, and the third worker deals with the rest.
 ONE_WORKER_MODULES = {
     "test_bus",
     "test_console_browser",
@@ -523,6 +526,34 @@ ONE_WORKER_MODULES = {
     "test_registry_rules",
     "test_ussd_properties",
 }
+BROWSER_LANE = "e2e-browser"
+BROWSER_MODULES = {
+    "test_console_browser",
+    "test_console_scale_browser",
+    "test_console_views_browser",
+    "test_workflow_console_browser",
+}
+# The groups dealt first, in this order (./dev passes --no-loadscope-reorder, so pytest-xdist
+# deals the groups in the order of the collection, which is sorted here): the lanes take
+# minutes each, and a long group dealt last runs alone at the end while the others wait.
+# The longest first; every other test keeps its place in the collection, after these.
+FIRST_GROUPS = (
+    BROWSER_LANE,
+    "e2e",
+    "tests.integration.ussd.test_ussd_properties",
+    "tests.integration.oracle.test_oracle",
+    "tests.integration.registry.test_registry_rules",
+    "tests.integration.events.test_bus",
+    "tests.integration.claims.test_ledger_state",
+    "tests.integration.registry.test_registry_ledger",
+)
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
 # First among the hooks, so that pytest-xdist's own (registered in each worker after this
@@ -532,12 +563,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not item.get_closest_marker("xdist_group"):
             module = item.module.__name__ if isinstance(item, pytest.Function) else ""
+            name = module.rsplit(".", 1)[-1]
             if module.startswith("tests.e2e."):
-                item.add_marker(pytest.mark.xdist_group("e2e"))
-            elif module.rsplit(".", 1)[-1] in ONE_WORKER_MODULES:
+                item.add_marker(
+                    pytest.mark.xdist_group(BROWSER_LANE if name in BROWSER_MODULES else "e2e")
+                )
+            elif name in ONE_WORKER_MODULES:
                 item.add_marker(pytest.mark.xdist_group(module))
         if getattr(config.option, "loadgroup", False):  # set by xdist for --dist loadgroup
             _name_group(item)
+    if getattr(config.option, "loadgroup", False):
+        rank = {group: place for place, group in enumerate(FIRST_GROUPS)}
+        items.sort(key=lambda item: rank.get(_group_of(item) or "", len(FIRST_GROUPS)))
 
 
 def _name_group(item: pytest.Item) -> None:
@@ -547,10 +584,9 @@ def _name_group(item: pytest.Item) -> None:
     id is `item._id`): without this, no group reaches the scheduler and every grouped module
     is dealt test by test to both workers (the console's browser programme was built twice).
     """
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None or "@" in item.nodeid.rsplit("]", 1)[-1]:
+    group = _group_of(item)
+    if group is None or "@" in item.nodeid.rsplit("]", 1)[-1]:
         return
-    group = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
     identifier = getattr(item, "_id", None)
     if identifier is not None and hasattr(identifier, "parse"):
         item._id = type(identifier).parse(f"{item.nodeid}@{group}")

@@ -13,30 +13,16 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import unavailable
+from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_programme_e2e import Served, serving
 from tests.support.cli import run_process
 from twinhub.demo import OPERATOR, PHONE_PREFIX, PROJECT
 
-CHROMIUM = Path("/usr/bin/chromium")
-HAVE_CHROMIUM = CHROMIUM.exists()
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 ORACLE = "did:ixo:org/demo-emissions-oracle"
 STOVE = "did:ixo:entity/demo-stove-0001"
 JANUARY = {"periodStart": "2026-01-01T00:00:00Z", "periodEnd": "2026-02-01T00:00:00Z"}
@@ -182,21 +168,6 @@ def answered_survey(api: httpx.Client, served: Served, proponent: str) -> str:
                 ).text
                 assert expected in reply, reply
     return survey
-
-
-@pytest.fixture(scope="session")
-async def browser() -> AsyncIterator[Any]:
-    if not HAVE_CHROMIUM:
-        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} (apt-get install -y chromium)"))
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError as error:
-        unavailable("Playwright", error)
-    ARTIFACTS.mkdir(exist_ok=True)
-    async with async_playwright() as driver:
-        launched = await driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        await launched.close()
 
 
 class Tab:

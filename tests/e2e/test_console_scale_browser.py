@@ -15,15 +15,14 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import unavailable
-from tests.e2e.test_console_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HAVE_CHROMIUM
+from tests.e2e.conftest import ARTIFACTS
 from tests.support.large_programme import LargeProgramme, build_large_programme
 from tests.support.served import serving
 
@@ -150,27 +149,13 @@ class Walker:
         await self.page.screenshot(path=str(SHOTS / f"{tag}-{name}.png"), full_page=True)
 
 
-@pytest.fixture(scope="module")
-async def chromium() -> AsyncIterator[Any]:
-    if not HAVE_CHROMIUM:
-        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} (apt-get install -y chromium)"))
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError as error:
-        unavailable("Playwright", error)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    async with async_playwright() as driver:
-        launched = await driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        await launched.close()
-
-
 @pytest.mark.parametrize("tag", list(WIDTHS))
 async def test_every_page_fits_and_works_at_programme_scale(
-    chromium: Any, scale: Scale, tag: str
+    browser: Any, scale: Scale, tag: str
 ) -> None:
     width, height = WIDTHS[tag]
-    context = await chromium.new_context(
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    context = await browser.new_context(
         viewport={"width": width, "height": height}, is_mobile=width < 600
     )
     context.set_default_timeout(20_000)
@@ -193,11 +178,11 @@ async def test_every_page_fits_and_works_at_programme_scale(
 
 
 async def test_the_lists_count_filter_sort_and_page_the_whole_programme(
-    chromium: Any, scale: Scale
+    browser: Any, scale: Scale
 ) -> None:
     """What the tables say, against what the programme holds."""
     p = scale.programme
-    context = await chromium.new_context(viewport={"width": 1280, "height": 900})
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         walker = Walker(await context.new_page(), scale.console, 1280)
         await walker.sign_in(p.oracle_key)  # a writer, and the claims' evaluator

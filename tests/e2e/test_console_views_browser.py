@@ -19,12 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_console_browser import ARTIFACTS, Tab, browser
+from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.test_console_browser import Tab
 from tests.e2e.test_programme_e2e import Served, serving
 from tests.support.cli import run_process
 from twinhub.demo import OPERATOR, ORGANISATION, PROJECT
-
-__all__ = ["browser"]  # the session's Chromium, shared with the other console tests
 
 STOVES = 250
 DEACTIVATED = [f"did:ixo:entity/demo-stove-{n:04d}" for n in range(241, 251)]

@@ -16,7 +16,8 @@ import pytest
 import uvicorn
 
 from tests.conftest import BACKENDS, Registry, free_port
-from tests.e2e.test_console_browser import ARTIFACTS, Tab, browser  # noqa: F401 (fixture)
+from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.test_console_browser import Tab
 from tests.support.workflow_world import build_workflow
 from twinhub.registry.app import create_registry_app
 
@@ -116,7 +117,7 @@ async def pages(tab: Tab, site: dict[str, Any], suffix: str) -> None:
 
 
 async def test_workflow_pages_at_1280_and_360_pixels(
-    browser: Any,  # noqa: F811 (the fixture imported above)
+    browser: Any,
     site: dict[str, Any],
 ) -> None:
     for width, height, suffix in ((1280, 900, ""), (360, 740, "-mobile")):

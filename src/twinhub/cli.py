@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -392,6 +393,19 @@ def serve_gateway(
     _serve(settings, ["gateway"])
 
 
+@contextlib.contextmanager
+def _quieter(logger: str, level: int) -> Iterator[None]:
+    """`logger` at `level` for a while, then as it was: a caller running the CLI in its own
+    process (as the tests do) keeps its lines afterwards."""
+    held = logging.getLogger(logger)
+    before = held.level
+    held.setLevel(level)
+    try:
+        yield
+    finally:
+        held.setLevel(before)
+
+
 @app.command()
 def migrate() -> None:
     """Bring the database schema to the newest revision (also done on every start)."""
@@ -599,10 +613,12 @@ def demo(
 
     # The demo's own thousands of telemetry posts would bury its progress bar in one audit
     # line each; the ledger records every write, and the report below sums them up.
-    logging.getLogger("twinhub.audit").setLevel(logging.WARNING)
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
-    ) as bar:
+    with (
+        _quieter("twinhub.audit", logging.WARNING),
+        Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+        ) as bar,
+    ):
         task = bar.add_task("loading the demo programme", total=None)
 
         def advance(label: str, done: int, total: int) -> None:

@@ -154,7 +154,9 @@ async def test_summary_counts_stoves_claims_and_credits(registry: Registry) -> N
             state = f'<span class="muted credits-state">issued (period {issued["id"]})</span>'
             assert f"<td>{shown} CARBON<br>{state}</td>" in twin.text
             # So does the claims queue's row of the approved claim.
-            queue = await browser.get("/console/claims", params={"status": "approved"})
+            queue = await browser.get(  # (searched: other tests' claims share the database)
+                "/console/claims", params={"status": "approved", "q": approved["id"]}
+            )
             assert queue.status_code == 200 and approved["id"] in queue.text
             assert f"{METERED_AMOUNT}<br>{state}" in queue.text
             assert f"<td>{METERED_AMOUNT}</td>" not in twin.text

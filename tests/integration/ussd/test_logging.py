@@ -21,10 +21,16 @@ def log_stream() -> Iterator[io.StringIO]:
     stream = io.StringIO()
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
+    # (The audit log whole, whatever a test before in this process quieted: building the
+    # large programme quiets it for good.)
+    audit = logging.getLogger("twinhub.audit")
+    saved_audit = audit.level
+    audit.setLevel(logging.NOTSET)
     configure_logging("debug", "json", stream)
     yield stream
     root.handlers[:] = saved_handlers
     root.setLevel(saved_level)
+    audit.setLevel(saved_audit)
     structlog.reset_defaults()
 
 

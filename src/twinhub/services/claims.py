@@ -1017,15 +1017,7 @@ class ClaimEvaluations:
         immutable data and past telemetry, so the turn re-checks what can change (status,
         verification, double counting), then writes all the evaluations together."""
         require_role(actor, "writer")
-        outcomes = [EvaluationOutcome(request.claim) for request in requests]
-        live: list[int] = []
-        for index, request in enumerate(requests):
-            try:
-                self._check_request(request)
-            except ServiceError as error:
-                outcomes[index].error = error
-            else:
-                live.append(index)
+        outcomes, live = self._checked(requests)
         if not live:
             return outcomes
         now = self._now()
@@ -1055,15 +1047,7 @@ class ClaimEvaluations:
         `evaluate_many`; what the caller writes beside them commits with them or not at
         all. Approvals come with their computation (or are computed in the write)."""
         require_role(actor, "writer")
-        outcomes = [EvaluationOutcome(request.claim) for request in requests]
-        live: list[int] = []
-        for index, request in enumerate(requests):
-            try:
-                self._check_request(request)
-            except ServiceError as error:
-                outcomes[index].error = error
-            else:
-                live.append(index)
+        outcomes, live = self._checked(requests)
         if live:
             applied = await self._apply(write, requests, outcomes, live, actor, self._now(), {})
             await self._replies(write.session, applied)
@@ -1074,6 +1058,23 @@ class ClaimEvaluations:
     ) -> list[EvaluationOutcome]:
         assert isinstance(actor, Principal)
         return await self.evaluate_many(requests, actor)
+
+    @classmethod
+    def _checked(
+        cls, requests: Sequence[EvaluationRequest]
+    ) -> tuple[list[EvaluationOutcome], list[int]]:
+        """An outcome per request, those whose own fields are wrong already refused, and the
+        indexes of the others (the ones to make)."""
+        outcomes = [EvaluationOutcome(request.claim) for request in requests]
+        live: list[int] = []
+        for index, request in enumerate(requests):
+            try:
+                cls._check_request(request)
+            except ServiceError as error:
+                outcomes[index].error = error
+            else:
+                live.append(index)
+        return outcomes, live
 
     @staticmethod
     def _check_request(request: EvaluationRequest) -> None:

@@ -413,6 +413,15 @@ def _recheck_telemetry(app: FastAPI) -> None:
         native.enabled = RecheckedEvery(native.enabled)
 
 
+# The route (the metrics label) of each read RegistryApp may answer outright.
+_READ_PATHS = {
+    "domain": f"/v1/domains/{DID_PATH}",
+    "claim": CLAIM_PATH,
+    "list": LIST_PATH,
+    "claims": CLAIMS_PATH,
+}
+
+
 class RegistryApp(FastAPI):
     """The registry's FastAPI app, with a lane of its own for the current version's read
     of a domain (`GET /v1/domains/{did}` without a query string, no body): a wallet or
@@ -430,14 +439,15 @@ class RegistryApp(FastAPI):
     hot_route: Route | None = None
     claim_route: Route | None = None  # `GET /v1/claims/{id}`, the same way (ClaimRoute)
     create_route: CreateRoute | None = None
-    _hot_lane: ASGIApp | None = None
-    _claim_lane: ASGIApp | None = None
     list_route: Route | None = None  # `GET /v1/domains?type=...` and the like (ListRoute)
-    _list_lane: ASGIApp | None = None
     claims_list_route: Route | None = None  # `GET /v1/claims?collection=` (ClaimsListRoute)
-    _claims_lane: ASGIApp | None = None
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
     answered_now = 0  # requests it answered
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lanes: dict[str, ASGIApp] = {}  # by read (`_READ_PATHS`), built on first use
+        self._kept_children: dict[str, tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET" and not self.root_path:
@@ -473,30 +483,8 @@ class RegistryApp(FastAPI):
         if match is not Match.FULL:
             await super().__call__(scope, receive, send)
             return
-        started = time.perf_counter()
-        domains = route is self.list_route
-        if domains:
-            answer = self._answer_now(child[LISTED], scope, "list")
-        else:
-            answer = self._answer_now(child[LISTED_CLAIMS], scope, "claims")
-        if answer is not None:
-            self.answered_now += 1
-            try:
-                await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
-                await send({"type": "http.response.body", "body": answer[1]})
-            finally:
-                children = self._list_children if domains else self._claims_children
-                self.state.metrics.observe(children, time.perf_counter() - started)
-            return
-        scope["app"] = self
-        if "router" not in scope:
-            scope["router"] = self.router
-        scope.update(child)
-        if domains:
-            lane = self._list_lane = self._list_lane or self._build_hot_lane(route)
-        else:
-            lane = self._claims_lane = self._claims_lane or self._build_hot_lane(route)
-        await lane(scope, receive, send)
+        read, key = ("list", LISTED) if route is self.list_route else ("claims", LISTED_CLAIMS)
+        await self._kept_or_lane(route, read, child[key], child, scope, receive, send)
 
     async def _hot(
         self, route: Route, claim: bool, scope: Scope, receive: Receive, send: Send
@@ -506,31 +494,43 @@ class RegistryApp(FastAPI):
         match, child = route.matches(scope)
         if match is not Match.FULL:
             return False
-        started = time.perf_counter()
-        params = child["path_params"]
         if claim:
-            answer = self._answer_now(params["claim_id"], scope, "claim")
+            key, read = child["path_params"]["claim_id"], "claim"
         else:
-            answer = self._answer_now(params["did"], scope, "domain")
+            key, read = child["path_params"]["did"], "domain"
+        await self._kept_or_lane(route, read, key, child, scope, receive, send)
+        return True
+
+    async def _kept_or_lane(
+        self,
+        route: Route,
+        read: str,
+        key: Any,
+        child: Scope,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Answer `read` of `key` outright when `_answer_now` can, counted as the metrics
+        count a 200 of its route; else through the route's lane, built on first use."""
+        started = time.perf_counter()
+        answer = self._answer_now(key, scope, read)
         if answer is not None:
             self.answered_now += 1
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": answer[0]})
                 await send({"type": "http.response.body", "body": answer[1]})
             finally:
-                children = self._claim_children if claim else self._read_children
-                self.state.metrics.observe(children, time.perf_counter() - started)
-            return True
+                self.state.metrics.observe(self._children_of(read), time.perf_counter() - started)
+            return
         scope["app"] = self
         if "router" not in scope:
             scope["router"] = self.router
         scope.update(child)
-        if claim:
-            lane = self._claim_lane = self._claim_lane or self._build_hot_lane(route)
-        else:
-            lane = self._hot_lane = self._hot_lane or self._build_hot_lane(route)
+        lane = self.lanes.get(read)
+        if lane is None:
+            lane = self.lanes[read] = self._build_hot_lane(route)
         await lane(scope, receive, send)
-        return True
 
     def _answer_now(self, key: Any, scope: Scope, read: str) -> tuple[list[Any], bytes] | None:
         """The lane's 200 when it can be given without awaiting anything, else None, having
@@ -583,41 +583,18 @@ class RegistryApp(FastAPI):
             return None
         return answer
 
-    @functools.cached_property
-    def _read_children(self) -> tuple[Any, Any]:
-        """The metrics children ObserveRequests counts a 200 of the hot route under."""
-        metrics: RegistryMetrics = self.state.metrics
-        return (
-            metrics.requests.labels("GET", f"/v1/domains/{DID_PATH}", "200"),
-            metrics.latency.labels("GET", f"/v1/domains/{DID_PATH}"),
-        )
-
-    @functools.cached_property
-    def _list_children(self) -> tuple[Any, Any]:
-        """The metrics children of a 200 of a list page (ListRoute)."""
-        metrics: RegistryMetrics = self.state.metrics
-        return (
-            metrics.requests.labels("GET", LIST_PATH, "200"),
-            metrics.latency.labels("GET", LIST_PATH),
-        )
-
-    @functools.cached_property
-    def _claims_children(self) -> tuple[Any, Any]:
-        """The metrics children of a 200 of a claims list page (ClaimsListRoute)."""
-        metrics: RegistryMetrics = self.state.metrics
-        return (
-            metrics.requests.labels("GET", CLAIMS_PATH, "200"),
-            metrics.latency.labels("GET", CLAIMS_PATH),
-        )
-
-    @functools.cached_property
-    def _claim_children(self) -> tuple[Any, Any]:
-        """The metrics children of a 200 of the claim read (ClaimRoute)."""
-        metrics: RegistryMetrics = self.state.metrics
-        return (
-            metrics.requests.labels("GET", CLAIM_PATH, "200"),
-            metrics.latency.labels("GET", CLAIM_PATH),
-        )
+    def _children_of(self, read: str) -> tuple[Any, Any]:
+        """The metrics children ObserveRequests counts a 200 of `read`'s route under,
+        looked up once."""
+        children = self._kept_children.get(read)
+        if children is None:
+            path = _READ_PATHS[read]
+            metrics: RegistryMetrics = self.state.metrics
+            children = self._kept_children[read] = (
+                metrics.requests.labels("GET", path, "200"),
+                metrics.latency.labels("GET", path),
+            )
+        return children
 
     def _build_hot_lane(self, route: Route) -> ASGIApp:
         """`build_middleware_stack` for the hot route alone, without the layers above."""

@@ -468,17 +468,26 @@ def _rendered(records: list[dict[str, Any]]) -> list[bytes]:
     ]
 
 
-def _list_query(query: bytes) -> tuple[str | None, str | None, str | None, int | None] | None:
-    """(filter, its value, cursor, limit) of a list request ListRoute answers: `type` or
-    `class` (or neither), `cursor` and `limit`, each at most once and not empty, `limit` a
-    whole number from 1; None for anything else (the general route answers it)."""
+def query_once(query: bytes, names: frozenset[str]) -> dict[str, str] | None:
+    """The query's parameters when each is one of `names`, given once and not empty, with
+    no NUL; None for anything else (a hot route leaves such a request to the general one)."""
     if b"%00" in query:
         return None
     asked: dict[str, str] = {}
     for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-        if name not in _LIST_PARAMETERS or name in asked or not value or "\x00" in value:
+        if name not in names or name in asked or not value or "\x00" in value:
             return None
         asked[name] = value
+    return asked
+
+
+def _list_query(query: bytes) -> tuple[str | None, str | None, str | None, int | None] | None:
+    """(filter, its value, cursor, limit) of a list request ListRoute answers: `type` or
+    `class` (or neither), `cursor` and `limit`, each at most once and not empty, `limit` a
+    whole number from 1; None for anything else (the general route answers it)."""
+    asked = query_once(query, _LIST_PARAMETERS)
+    if asked is None:
+        return None
     limit = asked.get("limit")
     if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) >= 1):
         return None
@@ -489,7 +498,32 @@ def _list_query(query: bytes) -> tuple[str | None, str | None, str | None, int |
     return kind, value, asked.get("cursor"), int(limit) if limit else None
 
 
-class ListRoute(Route):
+class QueryRoute(Route):
+    """A plain GET route for one path and the queries its `asked` reads (None: not this
+    route's, left to the general route of the same path); what it read is kept in the
+    scope under `scope_key` for the endpoint and RegistryApp."""
+
+    scope_key: str
+
+    @staticmethod
+    def asked(query: bytes) -> Any | None:
+        raise NotImplementedError
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("method") != "GET":
+            return Match.NONE, {}
+        asked = self.asked(scope.get("query_string", b""))
+        if asked is None:
+            return Match.NONE, {}
+        match, child = super().matches(scope)
+        if match is not Match.FULL:
+            return Match.NONE, {}
+        child["route"] = self  # the metrics label: the path, as the general route's
+        child[self.scope_key] = asked
+        return match, child
+
+
+class ListRoute(QueryRoute):
     """`GET /v1/domains` filtered by `type` or `class` alone (with `cursor` and `limit`),
     as a plain Starlette route that the registry app matches directly (RegistryApp):
     FastAPI's parameter solving, the ORM session and the response model's validation and
@@ -500,21 +534,14 @@ class ListRoute(Route):
     no number) is left to the general route. tests/integration/registry/test_hot_paths.py
     holds the two equal."""
 
+    scope_key = "twinhub.listed"  # LISTED
+
     def __init__(self) -> None:
         super().__init__(LIST_PATH, self._list, methods=["GET"], include_in_schema=False)
 
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope.get("method") != "GET":
-            return Match.NONE, {}
-        asked = _list_query(scope.get("query_string", b""))
-        if asked is None:
-            return Match.NONE, {}
-        match, child = super().matches(scope)
-        if match is not Match.FULL:
-            return Match.NONE, {}
-        child["route"] = self  # the metrics label: the path, as the general route's
-        child[LISTED] = asked
-        return match, child
+    @staticmethod
+    def asked(query: bytes) -> Any | None:
+        return _list_query(query)
 
     @staticmethod
     async def _list(request: Request) -> Response:
@@ -527,7 +554,7 @@ class ListRoute(Route):
         return Response(body, media_type="application/json")
 
 
-LISTED = "twinhub.listed"  # scope key: what ListRoute matched
+LISTED = ListRoute.scope_key  # scope key: what ListRoute matched
 
 
 @router.get(

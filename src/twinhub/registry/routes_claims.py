@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl
 
 import orjson
 from fastapi import APIRouter, Path, Query, Request
@@ -22,7 +21,7 @@ from twinhub.registry.auth import Reader, Writer, bearer_of, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import Cursor, Moment, documented
-from twinhub.registry.routes import DID_PATH, RawResponse, page_size
+from twinhub.registry.routes import DID_PATH, QueryRoute, RawResponse, page_size, query_once
 from twinhub.registry.schemas import Body, as_utc
 from twinhub.services.claims import (
     CLAIM_ID,
@@ -225,17 +224,16 @@ CLAIMS_PATH = "/v1/claims"
 LISTED_CLAIMS = "twinhub.listed_claims"  # scope key: what ClaimsListRoute matched
 
 
+_COLLECTION_PARAMETERS = frozenset({"collection", "cursor", "limit"})
+
+
 def _collection_query(query: bytes) -> tuple[int, str | None, int | None] | None:
     """(collection, cursor, limit) of a claims list ClaimsListRoute answers: `collection`,
     with `cursor` and `limit` at most, each once and not empty, the numbers whole and in
     the general route's bounds; None for anything else (the general route answers it)."""
-    if b"%00" in query:
+    asked = query_once(query, _COLLECTION_PARAMETERS)
+    if asked is None:
         return None
-    asked: dict[str, str] = {}
-    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-        if name not in ("collection", "cursor", "limit") or name in asked or not value:
-            return None
-        asked[name] = value
     numbers = [asked.get("collection", ""), asked.get("limit", "1")]
     if not all(n.isascii() and n.isdigit() and 1 <= int(n) <= 2**31 - 1 for n in numbers):
         return None
@@ -243,7 +241,7 @@ def _collection_query(query: bytes) -> tuple[int, str | None, int | None] | None
     return int(asked["collection"]), asked.get("cursor"), int(limit) if limit else None
 
 
-class ClaimsListRoute(Route):
+class ClaimsListRoute(QueryRoute):
     """`GET /v1/claims?collection=` (with `cursor` and `limit` at most), as a plain
     Starlette route the registry app matches directly, as ListRoute does for domains: the
     read model reads the page's rows on the (collection_id, seq) index and joins items it
@@ -251,22 +249,15 @@ class ClaimsListRoute(Route):
     the general route's response field. Any other request is the general route's.
     tests/integration/registry/test_hot_paths.py holds the two equal."""
 
+    scope_key = LISTED_CLAIMS
+
     def __init__(self, claim: ClaimRoute) -> None:
         super().__init__(CLAIMS_PATH, self._list, methods=["GET"], include_in_schema=False)
         self.claim = claim
 
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope.get("method") != "GET":
-            return Match.NONE, {}
-        asked = _collection_query(scope.get("query_string", b""))
-        if asked is None:
-            return Match.NONE, {}
-        match, child = super().matches(scope)
-        if match is not Match.FULL:
-            return Match.NONE, {}
-        child["route"] = self  # the metrics label: the path, as the general route's
-        child[LISTED_CLAIMS] = asked
-        return match, child
+    @staticmethod
+    def asked(query: bytes) -> Any | None:
+        return _collection_query(query)
 
     def render(self, rows: list[Any]) -> list[bytes]:
         """Claims' rows as the general route's list items (`claim_view`, no evaluations)."""

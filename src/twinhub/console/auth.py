@@ -9,7 +9,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from twinhub.console.sessions import COOKIE, ConsoleSession, SessionStore
-from twinhub.kernel.principals import Principal
+from twinhub.kernel.principals import WORKFLOW_ROLES, Principal
 from twinhub.web.audit import note_actor
 
 
@@ -29,6 +29,12 @@ class SignedIn:
             if role in self.principal.roles:
                 return role
         return "none"
+
+    @property
+    def workflow_roles(self) -> list[str]:
+        """The workflow roles the key holds beside `role` (a verifier's key that may also
+        read shows both), for the header: who signs what is not the access level."""
+        return [r for r in WORKFLOW_ROLES if r in self.principal.roles and r != self.role]
 
     def can(self, role: str) -> bool:
         return self.principal.is_admin or role in self.principal.roles

@@ -24,9 +24,13 @@ async def test_a_draft_its_chain_review_and_documents(registry: Registry) -> Non
         refused = await browser.get(f"/console/projects/{project}/periods/{period}")
         assert refused.status_code == 303 and "/console/sign-in" in refused.headers["location"]
 
-        await sign_in(browser, await registry.key(flow.verifier.did, "verifier"))
+        # A verifier's key that may also read: the header names both, the access level
+        # first and the workflow role it signs as beside it.
+        await sign_in(browser, await registry.key(flow.verifier.did, "reader", "verifier"))
         listed = await browser.get("/console/projects")
         assert listed.status_code == 200 and f"/console/projects/{project}/periods" in listed.text
+        assert '<b class="role role-reader">reader</b>' in listed.text
+        assert '<b class="role role-workflow">verifier</b>' in listed.text
         periods = await browser.get(f"/console/projects/{project}/periods")
         assert f'id="period-{period}"' in periods.text and "draft" in periods.text
 

@@ -138,7 +138,8 @@ def _numpy_parts(parts: Sequence[Part]) -> list[CellColumns]:
     values = [r.values for r in readings]
     out = [CellColumns() for _ in parts]
     nan = float("nan")
-    numeric = dict.fromkeys(name for _, names, _ in parts for name in names)
+    sent = set().union(*values)  # the fields some reading holds: the others have no cells
+    numeric = dict.fromkeys(name for _, names, _ in parts for name in names if name in sent)
     for name in numeric:
         column = np.array([v.get(name, nan) for v in values], dtype=np.float64)
         present = ~np.isnan(column)  # a checked numeric value is finite: NaN is "absent"
@@ -149,7 +150,7 @@ def _numpy_parts(parts: Sequence[Part]) -> list[CellColumns]:
             _add_field(out, name, owner, hours, column)
         elif present.any():
             _add_field(out, name, owner[present], hours[present], column[present])
-    counted = dict.fromkeys(name for _, _, names in parts for name in names)
+    counted = dict.fromkeys(name for _, _, names in parts for name in names if name in sent)
     for name in counted:
         kinds: dict[str, list[int]] = {}
         start = 0

@@ -6,7 +6,10 @@ store hands them to the database as arrays (PostgreSQL) or rows (SQLite) without
 a Python object per cell. A large batch is summed with numpy over the whole batch (the
 readings' times and each field's values taken out once, grouped by hour with
 np.unique/np.bincount); a small one through add_cells, which costs less below
-COLUMN_READINGS readings than numpy's fixed cost per call. Either way the figures are those
+COLUMN_READINGS readings than numpy's fixed cost per call. A group commit's batches
+(MQTT: many devices' few readings) are summed together in one numpy pass
+(`group_columns`), each batch's cells still its own, and a scope fed by several batches
+gets their cells added up column-wise (`merge_columns`). Either way the figures are those
 of add_cells bit for bit: the sums are taken in the same order (readings in batch order
 into hours, hours in order of first appearance into days, days likewise into months), and
 tests/integration/telemetry/test_telemetry_columns.py checks the two against each other on

@@ -6,7 +6,10 @@ store hands them to the database as arrays (PostgreSQL) or rows (SQLite) without
 a Python object per cell. A large batch is summed with numpy over the whole batch (the
 readings' times and each field's values taken out once, grouped by hour with
 np.unique/np.bincount); a small one through add_cells, which costs less below
-COLUMN_READINGS readings than numpy's fixed cost per call. Either way the figures are those
+COLUMN_READINGS readings than numpy's fixed cost per call. A group commit's batches
+(MQTT: many devices' few readings) are summed together in one numpy pass
+(`group_columns`), each batch's cells still its own, and a scope fed by several batches
+gets their cells added up column-wise (`merge_columns`). Either way the figures are those
 of add_cells bit for bit: the sums are taken in the same order (readings in batch order
 into hours, hours in order of first appearance into days, days likewise into months), and
 tests/integration/telemetry/test_telemetry_columns.py checks the two against each other on
@@ -15,6 +18,7 @@ generated batches.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +33,7 @@ from twinhub.telemetry.rows import FIELD_LENGTH, Cells, add_cells
 COLUMN_READINGS = 128  # from this many readings on, a batch is summed with numpy (the break-even)
 INTERVAL_CODES = {"day": 0, "hour": 1, "month": 2}  # in the names' sort order
 INTERVAL_NAMES = ("day", "hour", "month")
+Part = tuple[Sequence[Reading], Sequence[str], Sequence[str]]  # readings, numeric, counted
 
 
 @dataclass
@@ -105,72 +110,161 @@ def cells_as_columns(cells: Cells) -> CellColumns:
     return out
 
 
+def group_columns(parts: Sequence[Part]) -> list[CellColumns]:
+    """Each part's (a batch's readings, numeric and counted fields) cells, as batch_columns
+    gives them, the group's parts summed together in one numpy pass once they hold
+    COLUMN_READINGS readings (MQTT's groups: many devices' few readings each, where a
+    pass per part would pay numpy's fixed cost, or add_cells' per reading, for each)."""
+    if len(parts) == 1 or sum(len(readings) for readings, _, _ in parts) < COLUMN_READINGS:
+        return [batch_columns(*part) for part in parts]
+    return _numpy_parts(parts)
+
+
 def _numpy_columns(
     readings: Sequence[Reading], numeric: Sequence[str], counted: Sequence[str]
 ) -> CellColumns:
+    return _numpy_parts([(readings, numeric, counted)])[0]
+
+
+def _numpy_parts(parts: Sequence[Part]) -> list[CellColumns]:
+    """The parts' readings taken out once for all of them; every cell keyed by its part
+    too (_PART_SHIFT), so each part's cells are its own, summed in its readings' order."""
+    readings = [r for part, _, _ in parts for r in part]
+    sizes = [len(part) for part, _, _ in parts]
     size = len(readings)
     # int(timestamp()) as add_cells takes it (truncated toward zero), then the hour.
     seconds = np.trunc(
         np.fromiter((r.time.timestamp() for r in readings), np.float64, size)
     ).astype(np.int64)
     hours = seconds - seconds % 3600
+    owner = np.repeat(np.arange(len(parts), dtype=np.int64), sizes)
     values = [r.values for r in readings]
-    out = CellColumns()
+    out = [CellColumns() for _ in parts]
     nan = float("nan")
+    sent = set().union(*values)  # the fields some reading holds: the others have no cells
+    numeric = dict.fromkeys(name for _, names, _ in parts for name in names if name in sent)
     for name in numeric:
         column = np.array([v.get(name, nan) for v in values], dtype=np.float64)
         present = ~np.isnan(column)  # a checked numeric value is finite: NaN is "absent"
+        declared = [name in names for _, names, _ in parts]
+        if not all(declared):  # a part whose protocol does not roll it up
+            present &= np.repeat(np.array(declared), sizes)
         if present.all():
-            _add_field(out, name, hours, column, column)
+            _add_field(out, name, owner, hours, column)
         elif present.any():
-            _add_field(out, name, hours[present], column[present], column[present])
+            _add_field(out, name, owner[present], hours[present], column[present])
+    counted = dict.fromkeys(name for _, _, names in parts for name in names if name in sent)
     for name in counted:
-        raw = [v.get(name) for v in values]
         kinds: dict[str, list[int]] = {}
-        for index, value in enumerate(raw):
-            if isinstance(value, str):
-                kinds.setdefault(value, []).append(index)
+        start = 0
+        for (_, _, names), count in zip(parts, sizes, strict=True):
+            if name in names:
+                for index in range(start, start + count):
+                    value = values[index].get(name)
+                    if isinstance(value, str):
+                        kinds.setdefault(value, []).append(index)
+            start += count
         for value, where in kinds.items():
             label = counted_field(name, value)
             if len(label) > FIELD_LENGTH:
                 continue
-            ones = np.ones(len(where), np.float64)
-            _add_field(out, label, hours[np.array(where, dtype=np.intp)], ones, ones)
+            at = np.array(where, dtype=np.intp)
+            _add_field(out, label, owner[at], hours[at], np.ones(len(where), np.float64))
     return out
 
 
+def merge_columns(parts: Sequence[CellColumns]) -> CellColumns:
+    """The cells of several parts added up, one per (interval, bucket, field), in part
+    order as rows.merge_cells adds them (a scope fed by several batches of a group),
+    column-wise: no Python object per cell."""
+    codes: dict[str, int] = {}
+    names = [codes.setdefault(name, len(codes)) for part in parts for name in part.name]
+    kinds = np.array([k for part in parts for k in part.interval], dtype=np.int64)
+    stamps = np.array([t for part in parts for t in part.stamp], dtype=np.int64)
+    keys = ((np.array(names, dtype=np.int64) * 3 + kinds) << _PART_SHIFT) + (stamps + _PART_OFFSET)
+    unique, n, total, low, high = _group(
+        keys,
+        np.array([c for part in parts for c in part.count], dtype=np.int64),
+        np.array([t for part in parts for t in part.total], dtype=np.float64),
+        np.array([v for part in parts for v in part.low], dtype=np.float64),
+        np.array([v for part in parts for v in part.high], dtype=np.float64),
+    )
+    spelled = list(codes)
+    kind_name = unique >> _PART_SHIFT
+    out = CellColumns()
+    out.interval = (kind_name % 3).tolist()
+    out.stamp = ((unique & _STAMP_MASK) - _PART_OFFSET).tolist()
+    out.name = [spelled[code] for code in (kind_name // 3).tolist()]
+    out.count = n.tolist()
+    out.total = total.tolist()
+    out.low = low.tolist()
+    out.high = high.tolist()
+    return out
+
+
+# A cell's key: its part's index above _PART_SHIFT bits, its bucket's epoch second below
+# (offset by _PART_OFFSET: any second of years 1-9999 fits in 2^39 either side of 1970).
+_PART_SHIFT = 40
+_PART_OFFSET = 1 << 39
+_STAMP_MASK = (1 << _PART_SHIFT) - 1
+
+
 def _add_field(
-    out: CellColumns,
+    out: list[CellColumns],
     name: str,
+    owner: NDArray[np.int64],
     hours: NDArray[np.int64],
     values: NDArray[np.float64],
-    extremes: NDArray[np.float64],
 ) -> None:
-    """One field's hour, day and month cells, summed in add_cells' order."""
+    """One field's hour, day and month cells of each part, summed in add_cells' order."""
+    base = owner << _PART_SHIFT
     hour_keys, hour_n, hour_sum, hour_min, hour_max = _group(
-        hours, np.ones(len(hours), np.int64), values, extremes, extremes
+        base + (hours + _PART_OFFSET), np.ones(len(hours), np.int64), values, values, values
     )
-    days = hour_keys - hour_keys % 86400
-    day_keys, day_n, day_sum, day_min, day_max = _group(days, hour_n, hour_sum, hour_min, hour_max)
-    months = (
-        day_keys.astype("datetime64[s]").astype("datetime64[M]").astype("datetime64[s]")
+    hour_parts = hour_keys >> _PART_SHIFT
+    hour_stamps = (hour_keys & _STAMP_MASK) - _PART_OFFSET
+    day_stamps = hour_stamps - hour_stamps % 86400
+    day_keys, day_n, day_sum, day_min, day_max = _group(
+        (hour_parts << _PART_SHIFT) + (day_stamps + _PART_OFFSET),
+        hour_n,
+        hour_sum,
+        hour_min,
+        hour_max,
+    )
+    day_parts = day_keys >> _PART_SHIFT
+    day_stamps = (day_keys & _STAMP_MASK) - _PART_OFFSET
+    month_stamps = (
+        day_stamps.astype("datetime64[s]").astype("datetime64[M]").astype("datetime64[s]")
     ).astype(np.int64)
     month_keys, month_n, month_sum, month_min, month_max = _group(
-        months, day_n, day_sum, day_min, day_max
+        (day_parts << _PART_SHIFT) + (month_stamps + _PART_OFFSET),
+        day_n,
+        day_sum,
+        day_min,
+        day_max,
     )
     for code, keys, n, total, low, high in (
         (1, hour_keys, hour_n, hour_sum, hour_min, hour_max),
         (0, day_keys, day_n, day_sum, day_min, day_max),
         (2, month_keys, month_n, month_sum, month_min, month_max),
     ):
-        count = len(keys)
-        out.interval += [code] * count
-        out.stamp += keys.tolist()
-        out.name += [name] * count
-        out.count += n.tolist()
-        out.total += total.tolist()
-        out.low += low.tolist()
-        out.high += high.tolist()
+        # The keys come in order of first appearance, the parts' readings one part after
+        # another: each part's cells are one run.
+        owners = keys >> _PART_SHIFT
+        stamps = ((keys & _STAMP_MASK) - _PART_OFFSET).tolist()
+        counts, totals, lows, highs = n.tolist(), total.tolist(), low.tolist(), high.tolist()
+        cuts = [0, *(np.flatnonzero(np.diff(owners)) + 1).tolist(), len(keys)]
+        for begin, end in itertools.pairwise(cuts):
+            if begin == end:
+                continue
+            cells = out[int(owners[begin])]
+            cells.interval += [code] * (end - begin)
+            cells.stamp += stamps[begin:end]
+            cells.name += [name] * (end - begin)
+            cells.count += counts[begin:end]
+            cells.total += totals[begin:end]
+            cells.low += lows[begin:end]
+            cells.high += highs[begin:end]
 
 
 def _group(

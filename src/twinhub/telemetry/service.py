@@ -13,7 +13,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -296,8 +296,8 @@ class TelemetryService:
         arrivals: list[Arrival] | None = None,
     ) -> list[Prepared | ServiceError]:
         """`prepare` for several messages of one device at once (MQTT: a group's messages
-        of one device): authorised once, rate-limited in one hit, the twin looked up once;
-        each body is still checked on its own, so each message is kept or refused alone
+        of one device): authorised once, rate-limited in one hit, the twin looked up once,
+        all their readings checked in one pass; each message is still kept or refused alone
         (its ServiceError in its place). A refusal of them all (another device's token, a
         deactivated twin) is raised."""
         if credential.domain != did:
@@ -315,12 +315,41 @@ class TelemetryService:
                     results.append(error)
             return results
         info = await self._twin(did)
+        received = datetime.now(UTC)
+        places: list[Prepared | ServiceError | None] = []  # each body's, in order
+        opened: list[tuple[int, list[Any], Origin]] = []  # (its place, readings, origin)
         for body, arrival in zip(bodies, each, strict=True):
             try:
-                results.append(await self._checked(did, info, body, source, arrival))
+                raw, origin = await self._opened(did, info, body, source, arrival, received)
             except ServiceError as error:
-                results.append(error)
-        return results
+                places.append(error)
+                continue
+            opened.append((len(places), raw, origin))
+            places.append(None)
+        # Every message's readings checked in one pass (a message is often one reading),
+        # then each message's share of the verdicts taken back by position.
+        items = [item for _, raw, _ in opened for item in raw]
+        valid, rejected = check_readings(items, info.schema, _NO_LATER_THAN)
+        by_index: dict[int, Rejection] = {r.index: r for r in rejected}
+        start = taken = 0
+        for place, raw, origin in opened:
+            mine: list[Rejection] = []
+            count = len(raw)
+            if by_index:
+                for index in range(start, start + count):
+                    rejection = by_index.get(index)
+                    if rejection is not None:
+                        mine.append(replace(rejection, index=index - start))
+            kept = valid[taken : taken + count - len(mine)]
+            taken += len(kept)
+            start += count
+            try:
+                places[place] = await self._sorted(
+                    did, info, count, kept, mine, source, origin, received
+                )
+            except ServiceError as error:
+                places[place] = error
+        return [one for one in places if one is not None]  # every place is filled
 
     async def _checked(
         self, did: str, info: TwinInfo, body: Any, source: str, arrival: Arrival | None
@@ -329,18 +358,46 @@ class TelemetryService:
         their origin, those whose time cannot be trusted quarantined with their reason, the
         rest rejected; a ServiceError (recorded) when none of it can be stored."""
         received = datetime.now(UTC)
+        raw, origin = await self._opened(did, info, body, source, arrival, received)
+        valid, rejected = check_readings(raw, info.schema, _NO_LATER_THAN)
+        return await self._sorted(did, info, len(raw), valid, rejected, source, origin, received)
+
+    async def _opened(
+        self,
+        did: str,
+        info: TwinInfo,
+        body: Any,
+        source: str,
+        arrival: Arrival | None,
+        received: datetime,
+    ) -> tuple[list[Any], Origin]:
+        """A batch's readings as sent and their origin, once its envelope and signature
+        hold; a refusal is recorded and raised."""
         try:
-            raw = self._envelope(body)
-            origin = self._origin(did, info, body, source, arrival, received)
+            return self._envelope(body), self._origin(did, info, body, source, arrival, received)
         except (Invalid, TooLarge, BadSignature) as error:
             await self._record_rejection(did, _refused(source, error.message, error.details))
             raise
-        valid, rejected = check_readings(raw, info.schema, _NO_LATER_THAN)
+
+    async def _sorted(
+        self,
+        did: str,
+        info: TwinInfo,
+        sent: int,
+        valid: list[Reading],
+        rejected: list[Rejection],
+        source: str,
+        origin: Origin,
+        received: datetime,
+    ) -> Prepared:
+        """A batch's checked readings (`sent` of them) as Prepared: the rejections counted,
+        the valid ones whose time cannot be trusted quarantined; a ServiceError (recorded)
+        when none of them can be stored."""
         for rejection in rejected[:20]:
             self.reject(source, did, f"{rejection.as_detail()['field']}: {rejection.error}")
         self.counters["rejected"] += len(rejected)
         if not valid:
-            await self._record_rejection(did, rejection_data(source, len(raw), rejected))
+            await self._record_rejection(did, rejection_data(source, sent, rejected))
             raise Invalid(
                 "No reading of the batch is valid.",
                 [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],

@@ -24,8 +24,15 @@ from twinhub.mrv.telemetry_schema import (
     parse_schema,
     split_by_clock,
 )
-from twinhub.telemetry.columns import COLUMN_READINGS, _numpy_columns, batch_columns
-from twinhub.telemetry.rows import Cells, add_cells, merge_rollups, rollup_rows
+from twinhub.telemetry.columns import (
+    COLUMN_READINGS,
+    _numpy_columns,
+    _numpy_parts,
+    batch_columns,
+    group_columns,
+    merge_columns,
+)
+from twinhub.telemetry.rows import Cells, add_cells, merge_cells, merge_rollups, rollup_rows
 
 SCHEMA = parse_schema(STOVE_TELEMETRY)
 OFFSETS = st.sampled_from(
@@ -79,6 +86,32 @@ def test_cells_summed_column_wise_are_the_cells_of_add_cells(readings: list[Read
     assert _numpy_columns(readings, numeric, counted).as_cells() == expected
     # What the store calls: numpy from COLUMN_READINGS readings on, add_cells below.
     assert batch_columns(readings, numeric, counted).as_cells() == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(reading_lists(0), min_size=1, max_size=8))
+def test_a_groups_parts_summed_together_are_each_parts_own_cells(
+    parts: list[list[Reading]],
+) -> None:
+    """One numpy pass over a group's batches (MQTT: many devices, few readings each) gives
+    every batch its own cells, those of add_cells; a part whose protocol rolls a field up
+    differently keeps to its own fields. Merged for a scope they feed together, the cells
+    are those rows.merge_cells makes of them."""
+    shapes = [
+        (["energyKwh", "meterKwh"], ["session", "mode"]),
+        (["energyKwh"], ["mode"]),
+        ([], ["session"]),
+    ]
+    group = [(readings, *shapes[n % 3]) for n, readings in enumerate(parts)]
+    expected = [reference(readings, *shape) for readings, *shape in group]
+    columns = group_columns(group)
+    assert [part.as_cells() for part in columns] == expected
+    # numpy's pass, whatever the group's size (a small group goes through add_cells)
+    assert [part.as_cells() for part in _numpy_parts(group)] == expected
+    merged: Cells = {key: list(cell) for key, cell in expected[0].items()}
+    for cells in expected[1:]:
+        merge_cells(merged, cells)
+    assert merge_columns(columns).as_cells() == merged
 
 
 # -- end to end ------------------------------------------------------------------------------

@@ -510,3 +510,47 @@ async def test_a_reading_the_database_could_not_hold_is_refused_alone(
     assert platform.mqtt.retries == 0 and platform.database.healthy
     publish(publisher, prefix, stove, farm.tokens[stove], reading(4))
     await until(lambda: _equals(readings_of(farm, stove), 2))
+
+
+async def test_a_devices_messages_checked_together_keep_their_own_verdicts(
+    make_registry: RegistryFactory, mqtt_settings: dict[str, Any], publisher: mqtt.Client
+) -> None:
+    """A group's messages of one device are checked in one pass (prepare_many); each
+    message still gets its own verdict: a bad reading is named by its place in its own
+    message, a message with no valid reading is refused alone, and the others' readings
+    are stored."""
+    registry = await make_registry(**mqtt_settings)
+    await subscribed(registry.platform.mqtt)
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    prefix, token = mqtt_settings["mqtt_topic_prefix"], farm.tokens[stove]
+    now = datetime.now(UTC)
+
+    def one(seq: int, value: Any) -> dict[str, Any]:
+        return {"seq": seq, "time": at(now, -seq), "values": {"energyKwh": value}}
+
+    bodies = [
+        {"readings": [one(1, 0.25)]},
+        {"readings": [one(2, 0.5), one(3, "hot"), one(4, 0.75)]},
+        {"readings": [one(5, -1)]},  # below the protocol's minimum: nothing valid
+        {"readings": [one(6, 1.0)]},
+    ]
+    for body in bodies:  # back to back: they usually arrive in one group
+        publish(publisher, prefix, stove, token, body)
+    await until(lambda: _equals(readings_of(farm, stove), 4))
+
+    async def listed() -> list[str]:
+        page = (await registry.client.get("/v1/telemetry/rejections")).json()
+        items = page["items"]
+        return [i["reason"] for i in items if i["source"] == "mqtt" and i["device"] == stove]
+
+    await until(lambda: _has(listed, 2), what=lambda: "two rejections listed")
+    reasons = await listed()
+    assert any("readings[1].values.energyKwh" in r for r in reasons), reasons
+    assert any("readings[0].values.energyKwh" in r for r in reasons), reasons
+    history = (await registry.client.get(f"/v1/domains/{stove}/telemetry")).json()
+    assert sorted(item["seq"] for item in history["items"]) == [1, 2, 4, 6]
+
+
+async def _has(listed: Callable[[], Awaitable[list[str]]], count: int) -> bool:
+    return len(await listed()) >= count

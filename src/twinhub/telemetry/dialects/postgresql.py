@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
-from twinhub.telemetry.columns import batch_columns
+from twinhub.telemetry.columns import group_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
@@ -296,27 +296,28 @@ class PostgreSQLTelemetry(TelemetryDialect):
         """The batch's cells, summed here column-wise; the database joins them to the
         device and its scopes."""
         part = len(plan.parts)
-        plan.parts.append(batch_columns(inserted, batch.numeric, batch.counted))
+        plan.parts.append((inserted, batch.numeric, batch.counted))  # summed in roll_up
         for scope in dict.fromkeys((batch.did, *batch.scopes)):
             plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
         """The group's cells COPYed, then one statement (see _UPSERT_CELLS)."""
-        size = sum(len(columns) for columns in plan.parts)
+        parts = group_columns(plan.parts)
+        size = sum(len(columns) for columns in parts)
         if not size:
             return
         # Scopes and fields go as their rank in Python's sort order (the key order rows
         # are locked in; a field's code points order it as COLLATE "C" would).
         scope_names = sorted({scope for _, scope in plan.scopes})
         scope_rank = {scope: n for n, scope in enumerate(scope_names)}
-        field_names = sorted({name for columns in plan.parts for name in columns.name})
+        field_names = sorted({name for columns in parts for name in columns.name})
         field_rank = {name: n for n, name in enumerate(field_names)}
         rows = np.empty(size, _CELL_ROW)
         rows["fields"] = len(_CELL_COLUMNS)
         for name, kind in _CELL_COLUMNS.items():
             rows[f"{name}_size"] = np.dtype(kind).itemsize
         start = 0
-        for part, columns in enumerate(plan.parts):
+        for part, columns in enumerate(parts):
             end = start + len(columns)
             rows["part"][start:end] = part
             rows["interval"][start:end] = columns.interval

@@ -17,14 +17,13 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
-from twinhub.telemetry.columns import INTERVAL_NAMES, CellColumns, batch_columns
+from twinhub.telemetry.columns import INTERVAL_NAMES, CellColumns, group_columns, merge_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
     DeviceState,
     RollupPlan,
     RollupRecord,
-    merge_cells,
 )
 
 _ADD_DEVICE = (
@@ -230,14 +229,14 @@ class SQLiteTelemetry(TelemetryDialect):
     ) -> None:
         """The batch's cells, summed here column-wise, for the device and its scopes."""
         part = len(plan.parts)
-        plan.parts.append(batch_columns(inserted, batch.numeric, batch.counted))
+        plan.parts.append((inserted, batch.numeric, batch.counted))  # summed in roll_up
         for scope in dict.fromkeys((batch.did, *batch.scopes)):
             plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
         """The cells upserted, one row per scope and key (in no particular order: SQLite's
         one writer at a time holds the whole database, so no lock order is needed)."""
-        rows = sqlite_cell_rows(plan.parts, plan.scopes)
+        rows = sqlite_cell_rows(group_columns(plan.parts), plan.scopes)
         if rows:
             await driver.executemany(_UPSERT_ROLLUP, rows)
 
@@ -295,11 +294,16 @@ def sqlite_cell_rows(
                 strict=False,
             )
             continue
-        cells = parts[mine[0]].as_cells()
-        for more in mine[1:]:
-            merge_cells(cells, parts[more].as_cells())
-        rows += [
-            (scope, interval, _sqlite_bucket(stamp), name, int(n), total, low, high)
-            for (interval, stamp, name), (n, total, low, high) in cells.items()
-        ]
+        merged = merge_columns([parts[n] for n in mine])
+        rows += zip(
+            repeat(scope),
+            [INTERVAL_NAMES[code] for code in merged.interval],
+            [_sqlite_bucket(stamp) for stamp in merged.stamp],
+            merged.name,
+            merged.count,
+            merged.total,
+            merged.low,
+            merged.high,
+            strict=False,
+        )
     return rows

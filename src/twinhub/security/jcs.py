@@ -3,9 +3,12 @@
 Every credential is signed over the canonical form of its document, and the `rfc8785`
 package, written in Python, took about a third of a bulk approval's time. orjson with
 sorted keys already writes JCS for JSON's strings, integers, booleans, null, arrays and
-objects (compact, UTF-8, the same escapes); what it writes differently is a fraction
-(`1.0`, `1e-6`), which JCS writes as ECMAScript's Number-to-String does (`1`, `0.000001`).
-So fractions are rendered here and handed to orjson as ready fragments.
+objects (compact, UTF-8, the same escapes), and a fraction from 1e-5 to 1e16 as JCS does
+(ECMAScript's Number-to-String: the shortest round-trip digits, no exponent). The other
+floats it writes differently (`1.0`, `1e-6`, `1e+20` where JCS writes `1`, `0.000001`,
+`100000000000000000000`), so those are rendered here and handed to orjson as ready
+fragments. A document is walked, not copied, unless
+such a float is in it.
 
 Whatever this fast path does not cover exactly goes to the `rfc8785` package, which then
 also raises its errors: integers beyond ±(2^53 - 1), non-finite numbers, types other than
@@ -51,7 +54,9 @@ def digest(value: Any) -> str:
 
 
 def _prepared(value: Any) -> Any:
-    """`value` with every fraction replaced by its JCS rendering (an orjson fragment)."""
+    """`value` with every number orjson would write differently from JCS replaced by its
+    JCS rendering (an orjson fragment); the same object where nothing needs replacing, so
+    a document of strings and plain fractions is walked, not copied."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return value
@@ -60,16 +65,35 @@ def _prepared(value: Any) -> Any:
             return value
         raise _Slow
     if kind is float:
+        # orjson writes a fraction from 1e-5 to 1e16 exactly as ECMAScript does (the
+        # shortest round-trip digits, no exponent); the rest (1.0, 1e-7, 1e21) differ.
+        if 1e-5 <= abs(value) < 1e16 and not value.is_integer():
+            return value
         return orjson.Fragment(number(value))
     if kind is dict:
-        prepared = {}
+        copy = None
         for key, item in value.items():
             if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
                 raise _Slow
-            prepared[key] = _prepared(item)
-        return prepared
+            if type(item) is str:
+                continue
+            ready = _prepared(item)
+            if ready is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = ready
+        return value if copy is None else copy
     if kind is list:
-        return [_prepared(item) for item in value]
+        items = None
+        for index, item in enumerate(value):
+            if type(item) is str:
+                continue
+            ready = _prepared(item)
+            if ready is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = ready
+        return value if items is None else items
     raise _Slow
 
 

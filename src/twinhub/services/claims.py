@@ -49,8 +49,7 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import bindparam, func, insert, or_, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import and_, bindparam, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.models import (
@@ -820,8 +819,7 @@ class ClaimSubmissions:
             check_values(data, protocol, problems, partial=False, where="data")
             problems.raise_if_any("The claim does not follow the collection's protocol.")
             data, period = reporting_period(protocol, data, asset, self._now())
-            if asset is not None and period is not None:
-                await self._period_unclaimed(session, asset, period)
+            await self._unclaimed(session, claim_id, asset, period)
             seq = await write.next_seq(Claim.seq)
             submitted = new_event_id()  # its claim.submitted event's: its evaluation's cause
             row = Claim(
@@ -836,13 +834,7 @@ class ClaimSubmissions:
                 period=period,
                 submitted_event=submitted,
             )
-            try:
-                async with session.begin_nested():
-                    session.add(row)
-            except IntegrityError:
-                if asset is not None and period is not None:
-                    await self._period_unclaimed(session, asset, period)  # raced: who won
-                raise Conflict(f"A claim {row.id} exists already.") from None
+            session.add(row)  # its unique keys are checked above, under the turn
             collection.count += 1
             collection.updated_at = row.submitted_at
             view = claim_view(row)
@@ -856,22 +848,46 @@ class ClaimSubmissions:
         return view
 
     @staticmethod
-    async def _period_unclaimed(session: AsyncSession, asset: str, period: str) -> None:
-        """One counted claim per stove and reporting period, whatever the channel; the
-        unique index `uq_claims_asset_period` holds it when two submitters race."""
-        existing = await session.scalar(
-            select(Claim.id).where(
-                Claim.asset_did == asset,
-                Claim.period == period,
-                Claim.status.not_in(UNCOUNTED),
+    async def _unclaimed(
+        session: AsyncSession, claim_id: str | None, asset: str | None, period: str | None
+    ) -> None:
+        """The new claim's unique keys, in one statement: one counted claim per stove and
+        reporting period, whatever the channel (the unique index `uq_claims_asset_period`
+        backs it), and a chosen id nobody has. Asked under the ledger's turn, which holds
+        the database's write lock, so nobody can take either before the row is written:
+        the row needs no savepoint of its own to learn of a conflict."""
+        terms = []
+        counted = asset is not None and period is not None
+        if counted:
+            terms.append(
+                and_(
+                    Claim.asset_did == asset,
+                    Claim.period == period,
+                    Claim.status.not_in(UNCOUNTED),
+                )
             )
-        )
-        if existing is not None:
-            raise PeriodClaimed(
-                f"{asset} has a claim for the reporting period {period} already: claim "
-                f"{existing}. A stove-period is counted once.",
-                [FieldProblem("existingClaim", existing)],
+        if claim_id is not None:
+            terms.append(Claim.id == claim_id)
+        if not terms:
+            return
+        found = (
+            await session.execute(
+                select(Claim.id, Claim.asset_did, Claim.period, Claim.status).where(or_(*terms))
             )
+        ).all()
+        for existing, other_asset, other_period, status in found:
+            if (
+                counted
+                and (other_asset, other_period) == (asset, period)
+                and status not in UNCOUNTED
+            ):
+                raise PeriodClaimed(
+                    f"{asset} has a claim for the reporting period {period} already: claim "
+                    f"{existing}. A stove-period is counted once.",
+                    [FieldProblem("existingClaim", existing)],
+                )
+        if found:
+            raise Conflict(f"A claim {claim_id} exists already.")
 
     def _check_window(self, collection: ClaimCollection) -> None:
         now = self._now()

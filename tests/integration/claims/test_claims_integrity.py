@@ -193,6 +193,27 @@ async def test_concurrent_submitters_store_one_claim_per_stove_month(
             await session.commit()
 
 
+async def test_a_chosen_claim_id_is_taken_once(registry: Registry, world: World) -> None:
+    # Checked under the ledger's turn with the stove-period, in one look-up, instead of a
+    # savepoint around the row: a repeat, alone or among concurrent submissions (a
+    # batch of the group commit), is a 409 and stores nothing.
+    collection = (await world.collection())["id"]
+    chosen = unique("chosen")
+    client = world.operator_client
+    first = await submitted(client, collection, id=chosen, data=DATA)
+    again = error_of(await submit(client, collection, id=chosen, data=DATA), 409, "conflict")
+    assert chosen in again["message"]
+    stoves = [await world.asset() for _ in range(4)]
+    racing = unique("racing")
+    responses = await asyncio.gather(
+        *(submit(client, collection, id=racing, data=DATA, asset=stove) for stove in stoves)
+    )
+    assert sorted(r.status_code for r in responses) == [201, 409, 409, 409]
+    listed = await registry.client.get("/v1/claims", params={"collection": collection})
+    ids = [item["id"] for item in listed.json()["items"]]
+    assert sorted(ids) == sorted([first["id"], racing])
+
+
 # -- 3. serial numbers unique per protocol -------------------------------------------------
 async def test_serial_numbers_are_unique_per_protocol(world: World) -> None:
     serial = unique("SN")

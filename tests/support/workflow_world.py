@@ -24,7 +24,7 @@ CERTIFICATE_DIGEST = "sha256:" + hashlib.sha256(CERTIFICATE).hexdigest()
 def project_document(**parameters: Any) -> dict[str, Any]:
     """A project document: the methodology, country, parameters with their sources."""
     return {
-        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.1.0"},
         "country": "KE",
         "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
         "baselineFuel": "charcoal",

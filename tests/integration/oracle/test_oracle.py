@@ -93,7 +93,7 @@ async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: R
     # The built-in claim protocol carries the built-in methodology, named by its digest.
     builtin = await registry.client.get("/v1/protocols/did:ixo:protocol/clean-cooking-claim")
     summary = builtin.json()["effective"]["methodology"]
-    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "2.0.0"
+    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "2.1.0"
     assert len(summary["digest"]) == 64
 
 

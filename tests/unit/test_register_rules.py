@@ -9,6 +9,7 @@ The worked example is docs/methodology.md's "The register's rate rule (2.1.0)"."
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,6 +210,23 @@ def test_the_worked_example_of_the_docs() -> None:
     assert values["LE"] == pytest.approx(0.00429256523346, abs=1e-12)
     assert row["reductions"] == pytest.approx(0.08155873943574, abs=1e-12)
     assert report["credits"]["amount"] == 81558
+
+
+def test_the_docs_state_the_figures_the_code_computes() -> None:
+    """The worked example in docs/methodology.md says what the two tests around this compute."""
+    docs = (Path(__file__).parents[2] / "docs" / "methodology.md").read_text()
+    section = docs[docs.index("### The register's rate rule (2.1.0)") :]
+    for figure in (
+        "wrap = 99,999.99 − 99,993.00 + 2.00 = 8.99 kWh ≤ 24 × 2 = 48",
+        "99,999.99 − 7.00 + 3.00 = 99,995.99 kWh > 48",
+        "register = 13 + 8.99 + 5 + 9 = **35.99 kWh**",
+        "**0.1047460546692** t",
+        "**0.01889475** t",
+        "**0.00429256523346** t",
+        "ER = **0.08155873943574 tCO2e**: 81,558 credits",
+        "0.95 × (0.2619378972 − 0.04725) = **0.20395350234 tCO2e**",
+    ):
+        assert figure in section, figure
 
 
 def test_the_same_data_under_2_0_0_computes_as_it_was_issued() -> None:

@@ -51,6 +51,8 @@ from twinhub.platform import Platform
 from twinhub.services.stoves import whole_credits
 from twinhub.settings import Settings
 
+ISSUED_2_0_0 = "clean-cooking-mecd-2.0.0"  # the shipped document 2.0.0 issued under
+
 
 @pytest.fixture(scope="module")
 async def postgres_url() -> AsyncIterator[str]:
@@ -660,7 +662,9 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
 ) -> None:
     """0020 on the test's backend: down to 0019 gives the built-in claim protocol
     methodology 1.0.0 and the stove protocol its properties without stoveModel and meter;
-    up again moves both to what this version ships."""
+    up again moves both to 2.0.0 (the document 0020 writes, shipped beside 2.1.0). A new
+    deployment's protocol carries 2.1.0; an existing one keeps 2.0.0 (no revision moves it:
+    docs/methodology.md, "Versions and how a project moves")."""
     from alembic import command
     from sqlalchemy import Connection, text
 
@@ -690,6 +694,14 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
             ).one()
         return load(methodology)["version"], load(row[0]), load(row[1])["fields"]
 
+    async def carry(name: str) -> None:
+        async with platform.engine.begin() as connection:
+            await connection.execute(
+                text("UPDATE protocols SET methodology = :m WHERE did = :d"),
+                {"m": json.dumps(builtin_document(name)), "d": CLAIM_PROTOCOL},
+            )
+
+    await carry(ISSUED_2_0_0)  # a deployment that 0020 moved to 2.0.0
     async with platform.engine.begin() as connection:
         await connection.run_sync(move, "0019", True)
     version, properties, fields = await state()
@@ -708,5 +720,7 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
                 text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
             )
         )
-    assert document == builtin_document(CLEAN_COOKING)
+    assert document == builtin_document(ISSUED_2_0_0)
+    # The database may serve later tests (PostgreSQL: one a process): a new deployment again.
+    await carry(CLEAN_COOKING)
     await platform.start()

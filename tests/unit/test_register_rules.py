@@ -95,6 +95,13 @@ def test_a_fall_with_no_range_is_a_gap_not_a_broken_meter() -> None:
     assert "no registerMax to roll over: a gap in the data" in rise.events[0]
 
 
+def test_a_reading_below_zero_is_never_a_rollover() -> None:
+    days = [RegisterDay(on(0), 99990.0, 99999.0), RegisterDay(on(1), -5.0, 2.0)]
+    rise = register_rise(days, TOP, RATE)
+    assert rise.deltas == {on(0): 9.0}
+    assert "with no reset declared and a reading below zero: a gap" in rise.events[0]
+
+
 def test_a_rollover_near_the_top_is_credited() -> None:
     after = register_rise(
         [RegisterDay(on(0), 99990.0, 99998.0), RegisterDay(on(1), 1.0, 3.0)], TOP, RATE

@@ -188,14 +188,10 @@ def register_rise(
     # kWh in the events: to the watt-hour from 2.1.0 (2.0.0's six digits kept as issued)
     kwh = _kwh if max_per_day is not None else "{:g}".format
     for reading in sorted(days):
-        when = reading.day.isoformat()
         # The most the register can rise from the last reading to this day's last: the
-        # days they span, both counted (their readings' hours are not kept).
-        allowed = (
-            None
-            if max_per_day is None
-            else max_per_day * ((reading.day - since).days + 1 if since is not None else 1)
-        )
+        # days they span, both counted (their readings' hours are not kept). Worked out
+        # only for a rise beyond one day's (most days' rises are far below it).
+        allowed = max_per_day
         if reading.resets:
             if last is not None and reading.high < last:
                 deltas[reading.day] = reading.high  # every reading came after the reset
@@ -204,22 +200,30 @@ def register_rise(
                 deltas[reading.day] = 0.0
                 last = 0.0
             since = reading.day
-            events.append(f"register reset on {when} (declared): counted again from zero")
+            events.append(
+                f"register reset on {reading.day.isoformat()} (declared): counted again from zero"
+            )
             continue
         if last is None or reading.low >= last:
             rise = reading.high - (reading.low if last is None else last)
             if allowed is not None and not rise <= allowed:
+                allowed = _allowed(allowed, since, reading.day)
+            if allowed is not None and not rise <= allowed:
                 events.append(
-                    f"register rose {_kwh(rise)} kWh by {when}, more than the methodology's "
-                    f"{_kwh(max_per_day)} kWh a day allows ({_kwh(allowed)}): a gap in the data, "
-                    "the day's rise not counted"
+                    f"register rose {_kwh(rise)} kWh by {reading.day.isoformat()}, more than "
+                    f"the methodology's {_kwh(max_per_day)} kWh a day allows ({_kwh(allowed)}): "
+                    "a gap in the data, the day's rise not counted"
                 )
             else:
                 deltas[reading.day] = rise
         elif register_max is not None and reading.high <= register_max and last <= register_max:
             after = reading.high < last  # every reading came after the rollover
             wrap = register_max - last + (reading.high if after else reading.low)
-            if allowed is not None and not (reading.low >= 0 and wrap <= allowed):
+            if allowed is not None and not wrap <= allowed:
+                allowed = _allowed(allowed, since, reading.day)
+            if allowed is not None and reading.low < 0:
+                events.append(_fault(last, reading, "a reading below zero"))
+            elif allowed is not None and not wrap <= allowed:
                 events.append(
                     _fault(
                         last,
@@ -232,12 +236,12 @@ def register_rise(
             elif after:
                 deltas[reading.day] = wrap
                 last, since = reading.high, reading.day
-                events.append(f"register rolled over at {kwh(register_max)} kWh on {when}")
+                events.append(_rolled(kwh(register_max), reading.day))
                 continue
             else:
                 deltas[reading.day] = register_max - last
                 last, since = 0.0, reading.day
-                events.append(f"register rolled over at {kwh(register_max)} kWh on {when}")
+                events.append(_rolled(kwh(register_max), reading.day))
                 continue
         elif max_per_day is not None:
             events.append(
@@ -252,11 +256,21 @@ def register_rise(
         else:
             deltas[reading.day] = reading.low - last
             events.append(
-                f"register went back from {last:g} to {reading.low:g} kWh on {when} with no "
-                "reset declared and no registerMax to roll over: its fall is not counted"
+                f"register went back from {last:g} to {reading.low:g} kWh on "
+                f"{reading.day.isoformat()} with no reset declared and no registerMax to roll "
+                "over: its fall is not counted"
             )
         last, since = reading.high, reading.day
     return RegisterRise(deltas, tuple(events))
+
+
+def _allowed(per_day: float, since: date | None, day: date) -> float:
+    """The register's plausible rise from a reading on `since` to `day`'s last reading."""
+    return per_day * ((day - since).days + 1 if since is not None else 1)
+
+
+def _rolled(top: str, day: date) -> str:
+    return f"register rolled over at {top} kWh on {day.isoformat()}"
 
 
 def _fault(last: float, reading: RegisterDay, why: str) -> str:

@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from twinhub.kernel.errors import Problems
 from twinhub.mrv.builtin import builtin_document, builtin_methodology
 from twinhub.mrv.claims import methodology_of
 from twinhub.mrv.meter import RegisterDay, register_rise
-from twinhub.mrv.methodology import Methodology
+from twinhub.mrv.methodology import Methodology, compile_methodology
 from twinhub.mrv.period_inputs import day_cells, figures_from_readings
 from twinhub.mrv.periods import PeriodSpec, compute_period
 from twinhub.mrv.plausibility import assess
@@ -66,6 +67,19 @@ def test_2_1_0_declares_the_rate_and_2_0_0_does_not() -> None:
     rule = current.rules["max_register_kwh_per_day"]
     assert (rule.value, rule.unit) == (RATE, "kWh/day") and "rollover" in rule.source
     assert issued.version == "2.0.0" and issued.reading == ("meter", None)
+
+
+def test_a_rate_that_would_count_nothing_is_refused_with_its_path() -> None:
+    document = builtin_methodology().document
+    rules = {**document["rules"]}
+    rules["max_register_kwh_per_day"] = {**rules["max_register_kwh_per_day"], "value": 0}
+    problems = Problems()
+    assert compile_methodology({**document, "rules": rules}, problems) is None
+    assert [p.field for p in problems.items] == ["methodology.rules.max_register_kwh_per_day.value"]
+    rules["max_register_kwh_per_day"] = {"value": 24, "unit": "kWh", "source": "test"}
+    problems = Problems()
+    assert compile_methodology({**document, "rules": rules}, problems) is None
+    assert [p.field for p in problems.items] == ["methodology.rules.max_register_kwh_per_day.unit"]
 
 
 def test_a_fall_far_from_the_top_is_a_gap_not_a_rollover() -> None:

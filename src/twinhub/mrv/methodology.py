@@ -739,6 +739,9 @@ def _rules(
             )
         elif rule.unit != RULES[name]:
             problems.add(f"{where}.rules.{name}.unit", f"expected {RULES[name]}")
+        elif name == REGISTER_RATE and not rule.value > 0:
+            # 0 would make every rise of every register a gap: nothing would ever count
+            problems.add(f"{where}.rules.{name}.value", "expected a rate above 0 kWh a day")
     return found, measure
 
 

@@ -48,6 +48,7 @@ from twinhub.security.jcs import DIGEST
 
 MAX_TEXT = 200
 REGISTER_RATE = "max_register_kwh_per_day"  # the methodology's rule (2.1.0 on)
+GAP = "a gap in the data"  # what every fault's event says (register_faults finds them)
 
 
 class Reading(NamedTuple):
@@ -212,7 +213,7 @@ def register_rise(
                 events.append(
                     f"register rose {_kwh(rise)} kWh by {reading.day.isoformat()}, more than "
                     f"the methodology's {_kwh(max_per_day)} kWh a day allows ({_kwh(allowed)}): "
-                    "a gap in the data, the day's rise not counted"
+                    f"{GAP}, the day's rise not counted"
                 )
             else:
                 deltas[reading.day] = rise
@@ -264,6 +265,12 @@ def register_rise(
     return RegisterRise(deltas, tuple(events))
 
 
+def register_faults(events: Sequence[str]) -> list[str]:
+    """The register events that are faults read as gaps (2.1.0's rate rule): what the
+    oracle flags a claim for, where a period's report only lists them."""
+    return [event for event in events if GAP in event]
+
+
 def _allowed(per_day: float, since: date | None, day: date) -> float:
     """The register's plausible rise from a reading on `since` to `day`'s last reading."""
     return per_day * ((day - since).days + 1 if since is not None else 1)
@@ -277,8 +284,8 @@ def _fault(last: float, reading: RegisterDay, why: str) -> str:
     """The event of a fall that is neither a declared reset nor a plausible rollover."""
     return (
         f"register fell from {_kwh(last)} to {_kwh(reading.low)} kWh on "
-        f"{reading.day.isoformat()} with no reset declared and {why}: a gap in the data, the "
-        f"day's rise not counted, read on from {_kwh(reading.high)}"
+        f"{reading.day.isoformat()} with no reset declared and {why}: {GAP}, the day's rise "
+        f"not counted, read on from {_kwh(reading.high)}"
     )
 
 

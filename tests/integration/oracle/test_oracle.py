@@ -304,6 +304,26 @@ async def test_the_oracle_decides_signs_and_never_doubles(registry: Registry) ->
         await world.close()
 
 
+async def test_a_claim_over_a_faulty_register_is_flagged_with_the_fault(
+    registry: Registry,
+) -> None:
+    """Methodology 2.1.0: a register that falls 500 kWh with no reset declared is a gap in
+    the data (never credited as a rise); the oracle leaves the claim to a person, naming
+    the day and the fault."""
+    world = await build_world(registry)
+    try:
+        collection = (await world.collection())["id"]
+        stove = await world.metered_asset(fall_on=4)
+        faulty = await submit(world, collection, stove, metered_claim(20))
+        await registry.platform.oracle.run_once()
+        view = await claim(registry, faulty)
+        assert view["status"] == "flagged", view
+        assert "the meter: register fell from" in view["reason"]
+        assert "with no reset declared and no registerMax to roll over: a gap" in view["reason"]
+    finally:
+        await world.close()
+
+
 async def test_a_crashed_oracle_is_taken_over_and_finally_flags(registry: Registry) -> None:
     world = await build_world(registry)
     oracle = registry.platform.oracle
@@ -604,6 +624,19 @@ def test_twinhub_serve_oracle_evaluates_alone(tmp_path: Path) -> None:
     assert "oracle started" in output
 
 
+async def carry(engine: Any, name: str) -> None:
+    """The built-in claim protocol carries the shipped methodology document `name`. The
+    migration tests move it (0013 writes 1.0.0, 0020 moves 1.0.0 to 2.0.0) in a database
+    later tests share (PostgreSQL: one a process), so each leaves a new deployment's."""
+    from sqlalchemy import text
+
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE protocols SET methodology = :m WHERE did = :d"),
+            {"m": json.dumps(builtin_document(name)), "d": CLAIM_PROTOCOL},
+        )
+
+
 async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -> None:
     """0013 on the test's backend: down to 0012 drops the oracle's tables and columns; up
     again restores them, and the built-in claim protocol carries its methodology again."""
@@ -634,8 +667,11 @@ async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -
                 " WHERE did = 'did:ixo:protocol/clean-cooking-claim'"
             )
         )
-        assert document is not None
+        # 0013 writes 1.0.0 and 0020 moves it on: what a deployment of those days carries
+        found = json.loads(document) if isinstance(document, str) else document
+        assert found == builtin_document(ISSUED_2_0_0)
     await restore_token_decimals(platform.engine, decimals)
+    await carry(platform.engine, CLEAN_COOKING)  # later tests' database: a new deployment
     await platform.start()
 
 
@@ -694,14 +730,7 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
             ).one()
         return load(methodology)["version"], load(row[0]), load(row[1])["fields"]
 
-    async def carry(name: str) -> None:
-        async with platform.engine.begin() as connection:
-            await connection.execute(
-                text("UPDATE protocols SET methodology = :m WHERE did = :d"),
-                {"m": json.dumps(builtin_document(name)), "d": CLAIM_PROTOCOL},
-            )
-
-    await carry(ISSUED_2_0_0)  # a deployment that 0020 moved to 2.0.0
+    await carry(platform.engine, ISSUED_2_0_0)  # a deployment that 0020 moved to 2.0.0
     async with platform.engine.begin() as connection:
         await connection.run_sync(move, "0019", True)
     version, properties, fields = await state()
@@ -721,6 +750,5 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
             )
         )
     assert document == builtin_document(ISSUED_2_0_0)
-    # The database may serve later tests (PostgreSQL: one a process): a new deployment again.
-    await carry(CLEAN_COOKING)
+    await carry(platform.engine, CLEAN_COOKING)  # later tests' database: a new deployment
     await platform.start()

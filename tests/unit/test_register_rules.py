@@ -156,6 +156,11 @@ def test_a_rise_faster_than_the_rate_is_a_gap() -> None:
     rise = register_rise(days, TOP, RATE)
     assert rise.deltas == {on(0): 1.0, on(2): 2.0}
     assert rise.events[0].startswith("register rose 4990 kWh by 2026-10-02, more than")
+    beyond = register_rise(
+        [RegisterDay(on(0), 99990.0, 99999.0), RegisterDay(on(1), 99999.5, 100001.0)], TOP, RATE
+    )
+    assert beyond.deltas == {on(0): 9.0}
+    assert "register read 100001 kWh on 2026-10-02, beyond its range (99999.99)" in beyond.events[0]
     first = register_rise([RegisterDay(on(0), 10.0, 100.0)], None, RATE)
     assert first.deltas == {} and "register rose 90 kWh" in first.events[0]
 
@@ -332,10 +337,13 @@ def test_the_rule_is_one_whichever_path_reads_and_computes(
         assert list(stove.days) == figures_from_readings(
             name, "kWh", readings, meter, methodology.reading
         )
-        metered = [d for d in stove.days if d.meter_delta is not None]
-        for before, day in zip([None, *metered], metered, strict=False):
-            span = 1 if before is None else (day.day - before.day).days + 1
-            assert day.meter_delta <= RATE * span + 1e-6
+        # No credited rise beats the rate over the days since the previous register reading.
+        read = sorted({date.fromisoformat(r["time"][:10]) for r in readings})
+        for day in stove.days:
+            if day.meter_delta is not None:
+                before = [d for d in read if d < day.day]
+                span = (day.day - before[-1]).days + 1 if before else 1
+                assert day.meter_delta <= RATE * span + 1e-6
         stoves.append(stove)
     together = compute_period(SPEC, methodology, stoves, [], sampled=SAMPLED)
     alone = [compute_period(SPEC, methodology, [stove], [], sampled=SAMPLED) for stove in stoves]

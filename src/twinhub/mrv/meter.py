@@ -29,10 +29,11 @@ a rise of about 97,000 kWh):
   `registerMax` and on from zero to the first reading after) is at most the rate times the
   days the two readings span (so the register was near its top), every reading within the
   register's range;
-- any other fall with no reset declared, and any rise faster than the rate, is a fault: the
-  day is a gap in the data (no rise is read for it, the missing-data rule counts it, the
-  event says why), and the register is read on from the day's highest reading. The stove is
-  not excluded for the fault, and the fault is never credited.
+- any other fall with no reset declared, any rise faster than the rate and any reading
+  beyond `registerMax` is a fault: the day is a gap in the data (no rise is read for it,
+  the missing-data rule counts it, the event says why), and the register is read on from
+  the day's highest reading. The stove is not excluded for the fault, and the fault is
+  never credited.
 """
 
 from __future__ import annotations
@@ -209,7 +210,12 @@ def register_rise(
             rise = reading.high - (reading.low if last is None else last)
             if allowed is not None and not rise <= allowed:
                 allowed = _allowed(allowed, since, reading.day)
-            if allowed is not None and not rise <= allowed:
+            if allowed is not None and register_max is not None and reading.high > register_max:
+                events.append(
+                    f"register read {_kwh(reading.high)} kWh on {reading.day.isoformat()}, "
+                    f"beyond its range ({_kwh(register_max)}): {GAP}, the day's rise not counted"
+                )
+            elif allowed is not None and not rise <= allowed:
                 events.append(
                     f"register rose {_kwh(rise)} kWh by {reading.day.isoformat()}, more than "
                     f"the methodology's {_kwh(max_per_day)} kWh a day allows ({_kwh(allowed)}): "

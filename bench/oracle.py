@@ -156,7 +156,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             figures.update(await _claims(platform, stoves[: args.claims], start, end))
             t0, c0 = time.perf_counter(), time.process_time()
             async with platform.sessionmaker() as session:
-                periods = await stove_periods(session, stoves, start, end)
+                periods = await stove_periods(session, stoves, start, end, methodology.reading)
             t1, c1 = time.perf_counter(), time.process_time()
             findings = assess(day for p in periods for day in p.days)
             t2, c2 = time.perf_counter(), time.process_time()
@@ -255,7 +255,7 @@ def _document() -> ProjectDocument:
     problems = Problems()
     found = check_project_document(
         {
-            "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+            "methodology": {"id": "clean-cooking-mecd", "version": "2.1.0"},
             "country": "KE",
             "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
             "baselineFuel": "charcoal",

@@ -362,7 +362,7 @@ async def bench(args: argparse.Namespace, load_cpu: int) -> dict[str, Any]:
         end: date = start + timedelta(days=args.days - 1)
         t0, c0 = time.perf_counter(), time.process_time()
         async with platform.sessionmaker() as session:
-            periods = await stove_periods(session, stoves, start, end)
+            periods = await stove_periods(session, stoves, start, end, methodology.reading)
         t1, c1 = time.perf_counter(), time.process_time()
         findings = assess(day for p in periods for day in p.days)
         t2 = time.perf_counter()

@@ -137,14 +137,18 @@ class World:
         project: str | None = None,
         kwh_per_day: float = 1.0,
         days: int = METERED_DAYS,
+        fall_on: int | None = None,
     ) -> str:
         """A stove verified by governance, enrolled, that cooked twice a day from
-        METERED_START for `days` days using `kwh_per_day`: its claims' credits compute."""
+        METERED_START for `days` days using `kwh_per_day`: its claims' credits compute.
+        `fall_on`: the day (from 0) its register falls 500 kWh with no reset declared."""
         stove = await self.asset(owner, project)  # verified by a batch proposal
-        await self.cook(stove, kwh_per_day, days)
+        await self.cook(stove, kwh_per_day, days, fall_on)
         return stove
 
-    async def cook(self, stove: str, kwh_per_day: float, days: int = METERED_DAYS) -> None:
+    async def cook(
+        self, stove: str, kwh_per_day: float, days: int = METERED_DAYS, fall_on: int | None = None
+    ) -> None:
         token = await self.registry.client.post(
             f"/v1/domains/{stove}/device-tokens", json={"label": "meter"}
         )
@@ -161,6 +165,7 @@ class World:
         for day in range(days):
             base = METERED_START + timedelta(days=day)
             today = kwh_per_day * (1 + (swing if day % 2 == 0 else -swing))
+            shift = 500.0 if fall_on is not None and day < fall_on else 0.0  # the fault
             for hour in (7, 18):
                 seq = day * 100 + hour
                 meter += today / 2
@@ -169,7 +174,10 @@ class World:
                     {
                         "seq": seq,
                         "time": at.isoformat(),
-                        "values": {"session": "start", "meterKwh": round(meter - today / 2, 6)},
+                        "values": {
+                            "session": "start",
+                            "meterKwh": round(shift + meter - today / 2, 6),
+                        },
                     }
                 )
                 readings.append(
@@ -179,7 +187,7 @@ class World:
                         "values": {
                             "session": "end",
                             "energyKwh": today / 2,
-                            "meterKwh": round(meter, 6),
+                            "meterKwh": round(shift + meter, 6),
                         },
                     }
                 )

@@ -302,7 +302,7 @@ async def _organisation_and_project(platform: Any) -> None:
             type="Project",
             protocol="did:ixo:protocol/project",
             metadata={"name": "Clean Cooking at Scale"},
-            properties={"country": "ZM", "methodology": "clean-cooking-mecd 2.0.0"},
+            properties={"country": "ZM", "methodology": "clean-cooking-mecd 2.1.0"},
             controller=[LARGE_OPERATOR],
             relationships={"implementedBy": [LARGE_ORGANISATION]},
             local_id="scale-clean-cooking",

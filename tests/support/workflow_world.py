@@ -24,7 +24,7 @@ CERTIFICATE_DIGEST = "sha256:" + hashlib.sha256(CERTIFICATE).hexdigest()
 def project_document(**parameters: Any) -> dict[str, Any]:
     """A project document: the methodology, country, parameters with their sources."""
     return {
-        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.1.0"},
         "country": "KE",
         "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
         "baselineFuel": "charcoal",
@@ -180,6 +180,15 @@ async def accredit(flow: Workflow, verifier: Actor, project: str) -> None:
 
 
 async def validate(flow: Workflow, document: dict[str, Any]) -> None:
+    """Store `document` and have the verifier validate it. The document names the version
+    of the methodology the built-in claim protocol carries in this database: a new
+    deployment's 2.1.0, or 2.0.0 where a migration test moved the protocol down and up
+    again (revisions 0013 and 0020 write what an existing deployment keeps) in a database
+    other tests share (PostgreSQL: one a process)."""
+    protocol = await flow.proponent.client.get("/v1/protocols/did:ixo:protocol/clean-cooking-claim")
+    assert protocol.status_code == 200, protocol.text
+    version = protocol.json()["effective"]["methodology"]["version"]
+    document = {**document, "methodology": {**document["methodology"], "version": version}}
     stored = await flow.proponent.client.post(
         f"/v1/domains/{flow.project}/project-document", json={"document": document}
     )

@@ -41,8 +41,9 @@ def _batch(
 
 @st.composite
 def current_inputs(draw: st.DrawFn) -> dict[str, Any]:
-    """Inputs of 2.0.0: both cases (and one it does not know), every fuel and an unknown one,
-    meters recorded or not, samples that meet 90/10 or not, a fleet above or below its share."""
+    """Inputs of 2.0.0 and 2.1.0: both cases (and one it does not know), every fuel and an
+    unknown one, meters recorded or not, samples that meet 90/10 or not, a fleet above or
+    below its share."""
     return {
         "case": draw(st.sampled_from([1, 2, 2, 3])),
         "project_fuel": draw(st.sampled_from(FUELS)),
@@ -84,12 +85,16 @@ def issued_inputs(draw: st.DrawFn) -> dict[str, Any]:
         st.fixed_dictionaries({"fNRB": st.floats(0.0, 1.0), "EF_grid": st.floats(0.0, 2.0)}),
     ),
 )
-def test_2_0_0_over_a_batch_gives_what_cel_gives_stove_by_stove(
+def test_2_x_over_a_batch_gives_what_cel_gives_stove_by_stove(
     rows: list[dict[str, Any]], document: dict[str, float] | None
 ) -> None:
-    methodology = builtin_methodology()
-    assert methodology._array_nodes() is not None  # every formula of 2.0.0 translates
-    assert _batch(methodology, rows, document) == _per_stove(methodology, rows, document)
+    """2.1.0 (the built-in) and 2.0.0 share their formulas; both are checked."""
+    for methodology in (
+        builtin_methodology(),
+        methodology_of(builtin_document("clean-cooking-mecd-2.0.0")),
+    ):
+        assert methodology._array_nodes() is not None  # every formula of 2.x translates
+        assert _batch(methodology, rows, document) == _per_stove(methodology, rows, document)
 
 
 @CHECKS

@@ -62,7 +62,7 @@ def test_worked_example_1_case_1_electric_cooker() -> None:
     assert values["LE"] == pytest.approx(0.00357813162, abs=1e-12)
     assert result.result == pytest.approx(0.06798450078, abs=1e-12)
     assert result.result_unit == "tCO2e"
-    assert result.version == "2.0.0" and result.methodology_id == "clean-cooking-mecd"
+    assert result.version == "2.1.0" and result.methodology_id == "clean-cooking-mecd"
 
 
 def test_worked_example_2_case_2_electric_pressure_cooker() -> None:

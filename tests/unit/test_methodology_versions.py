@@ -17,8 +17,9 @@ import orjson
 import pytest
 
 from twinhub.kernel.errors import Problems
-from twinhub.mrv.builtin import builtin_methodology, past_document
+from twinhub.mrv.builtin import builtin_document, builtin_methodology, past_document
 from twinhub.mrv.claims import methodology_of
+from twinhub.mrv.meter import Reading
 from twinhub.mrv.methodology import compile_methodology, digest_of
 from twinhub.mrv.periods import PeriodSpec, StovePeriod, compare_reports, compute_period
 from twinhub.mrv.plausibility import assess
@@ -31,7 +32,7 @@ def _fixture() -> dict[str, Any]:
     return orjson.loads(FIXTURE.read_bytes())
 
 
-def _periods(fixture: dict[str, Any], measure: str) -> list[StovePeriod]:
+def _periods(fixture: dict[str, Any], reading: Reading) -> list[StovePeriod]:
     periods = []
     for did, stove in fixture["stoves"].items():
         cells = {
@@ -39,7 +40,7 @@ def _periods(fixture: dict[str, Any], measure: str) -> list[StovePeriod]:
             for day, fields in stove["cells"].items()
         }
         facts = (stove["properties"], stove["verified"], stove["status"])
-        periods.append(stove_period(did, facts, True, cells, measure))
+        periods.append(stove_period(did, facts, True, cells, reading))
     return periods
 
 
@@ -58,7 +59,7 @@ def test_a_report_issued_under_1_0_0_recomputes_to_the_last_unit() -> None:
     stored = fixture["report"]
     methodology = methodology_of(fixture["methodology"])
     assert (methodology.version, methodology.measure) == ("1.0.0", "sessions")
-    periods = _periods(fixture, methodology.measure)
+    periods = _periods(fixture, methodology.reading)
     findings = assess(day for period in periods for day in period.days)
     recomputed = compute_period(_spec(stored), methodology, periods, findings, {})
     assert compare_reports(stored, recomputed) == []
@@ -75,7 +76,7 @@ def test_the_same_data_read_by_the_meter_is_another_report() -> None:
     stored = fixture["report"]
     methodology = builtin_methodology()
     assert methodology.measure == "meter"
-    periods = _periods(fixture, methodology.measure)
+    periods = _periods(fixture, methodology.reading)
     findings = assess(day for period in periods for day in period.days)
     recomputed = compute_period(_spec(stored), methodology, periods, findings, {})
     credited = {row["stove"]: row for row in recomputed["stoves"]}
@@ -119,11 +120,16 @@ def test_a_declared_measure_is_read_and_a_bad_one_refused_with_its_path() -> Non
     }
 
 
-@pytest.mark.parametrize("version", ["1.0.0", "2.0.0"])
+@pytest.mark.parametrize("version", ["1.0.0", "2.0.0", "2.1.0"])
 def test_undeclared_the_measure_follows_the_documents_form(version: str) -> None:
     """1.0.0 has no rules section (its thresholds were parameters): the sessions' sum;
-    2.0.0 has one: the meter. Neither document changes, so neither digest does."""
-    document = _fixture()["methodology"] if version == "1.0.0" else None
+    2.0.0 and 2.1.0 have one: the meter. No shipped document changes, so no digest does
+    (2.0.0 ships beside 2.1.0 as `clean-cooking-mecd-2.0.0.json`)."""
+    documents = {
+        "1.0.0": _fixture()["methodology"],
+        "2.0.0": builtin_document("clean-cooking-mecd-2.0.0"),
+    }
+    document = documents.get(version)
     methodology = methodology_of(document) if document else builtin_methodology()
     assert methodology.version == version
     assert methodology.measure == ("sessions" if version == "1.0.0" else "meter")

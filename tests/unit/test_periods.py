@@ -121,7 +121,7 @@ def parameter(value: float, unit: str) -> dict[str, Any]:
 
 def project_document(**changes: Any) -> Any:
     document = {
-        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.1.0"},
         "country": "KE",
         "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
         "baselineFuel": "charcoal",

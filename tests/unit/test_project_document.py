@@ -34,7 +34,7 @@ def parameter(value: float, unit: str, status: str = "checked", **extra: Any) ->
 
 def document(**changes: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.1.0"},
         "country": "KE",
         "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
         "baselineFuel": "charcoal",

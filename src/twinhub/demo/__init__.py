@@ -149,7 +149,7 @@ async def load_demo(platform: Platform, stoves: int, progress: Progress) -> Demo
                 type="Project",
                 protocol="did:ixo:protocol/project",
                 metadata={"name": "Clean Cooking Zambia"},
-                properties={"country": "ZM", "methodology": "clean-cooking-mecd 2.0.0"},
+                properties={"country": "ZM", "methodology": "clean-cooking-mecd 2.1.0"},
                 controller=[OPERATOR, keys.proponent.did],  # the proponent is credited
                 relationships={"implementedBy": [ORGANISATION], "verifier": [ORACLE]},
                 local_id="demo-clean-cooking-zambia",

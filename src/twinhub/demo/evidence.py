@@ -134,7 +134,7 @@ def _figure(value: float, unit: str, source: str, evidence: str) -> dict[str, An
 
 
 def project_document() -> dict[str, Any]:
-    """The programme's design document: methodology 2.0.0, Zambia (fNRB and the grid
+    """The programme's design document: methodology 2.1.0, Zambia (fNRB and the grid
     factor from the country defaults table), charcoal displaced, the meter as the measure,
     and each stove model with its tested efficiency and certificate."""
     models = {}
@@ -152,7 +152,7 @@ def project_document() -> dict[str, Any]:
             "testCertificate": certificate,
         }
     return {
-        "methodology": {"id": "clean-cooking-mecd", "version": "2.0.0"},
+        "methodology": {"id": "clean-cooking-mecd", "version": "2.1.0"},
         "country": "ZM",
         "creditingPeriod": {"from": "2026-01-01", "to": "2032-12-31"},
         "baselineFuel": "charcoal",

@@ -23,6 +23,7 @@ from typing import Any
 
 from twinhub.mrv import trust_chain as chain
 from twinhub.mrv.claims import NotComputable, methodology_of
+from twinhub.mrv.meter import METER_READING
 from twinhub.mrv.period_inputs import (
     differing_days,
     figures_from_readings,
@@ -263,9 +264,9 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
         out.append("report.reportDigest: does not match the report's content (it was edited)")
     readings = bundle.get("readings") or {}
     try:
-        measure = methodology_of(frozen["methodology"]).measure
+        rules = methodology_of(frozen["methodology"]).reading
     except NotComputable:
-        measure = "meter"  # reported below, where the report is recomputed
+        rules = METER_READING  # reported below, where the report is recomputed
     for stove in frozen["stoves"]:
         name = stove["stove"]
         rows = readings.get(name, [])
@@ -282,7 +283,7 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
                 )
         if stove["days"] or rows:
             for day, field, then, given in differing_days(
-                stove, figures_from_readings(name, stove["unit"], rows, stove.get("meter"), measure)
+                stove, figures_from_readings(name, stove["unit"], rows, stove.get("meter"), rules)
             ):
                 out.append(f"{name} {day} {field}: frozen {then!r}, the readings give {given!r}")
     try:

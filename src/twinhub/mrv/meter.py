@@ -19,6 +19,21 @@ the stove:
   reported as such (the plausibility rules flag it as broken) and its fall never counts;
 - days without register readings are gaps in the data: the missing-data rule counts them,
   and the rise across a gap is read from the readings on either side.
+
+From methodology 2.1.0 a rate rule (`rules.max_register_kwh_per_day`, the register's
+plausible rise a day) tells a rollover from a fault, because under 2.0.0 any fall of a meter
+that declares `registerMax` read as a wrap (5,000 -> 3,000 kWh on a 99,999.99 register made
+a rise of about 97,000 kWh):
+
+- a fall is a rollover only when the rise across the wrap (from the last reading up to
+  `registerMax` and on from zero to the first reading after) is at most the rate times the
+  days the two readings span (so the register was near its top), every reading within the
+  register's range;
+- any other fall with no reset declared, any rise faster than the rate and any reading
+  beyond `registerMax` is a fault: the day is a gap in the data (no rise is read for it,
+  the missing-data rule counts it, the event says why), and the register is read on from
+  the day's highest reading. The stove is not excluded for the fault, and the fault is
+  never credited.
 """
 
 from __future__ import annotations
@@ -33,6 +48,20 @@ from twinhub.kernel.errors import Problems
 from twinhub.security.jcs import DIGEST
 
 MAX_TEXT = 200
+REGISTER_RATE = "max_register_kwh_per_day"  # the methodology's rule (2.1.0 on)
+GAP = "a gap in the data"  # what every fault's event says (register_faults finds them)
+
+
+class Reading(NamedTuple):
+    """How a methodology reads a stove's telemetry into its days (mrv.rollups): its measure
+    ("meter", or "sessions" as 1.0.0 read it) and the register's plausible rise in kWh a
+    day (REGISTER_RATE; None: undeclared, as 2.0.0 read the register)."""
+
+    measure: str = "meter"
+    max_rise_per_day: float | None = None
+
+
+METER_READING = Reading()  # the meter as the measure, read without a rate rule (2.0.0)
 
 
 @dataclass(frozen=True)
@@ -149,43 +178,123 @@ class RegisterRise:
         return sum(value for value in self.deltas.values() if value > 0)
 
 
-def register_rise(days: Sequence[RegisterDay], register_max: float | None) -> RegisterRise:
-    """Read the register's rise day by day with the declared rules (module docstring)."""
+def register_rise(
+    days: Sequence[RegisterDay], register_max: float | None, max_per_day: float | None = None
+) -> RegisterRise:
+    """Read the register's rise day by day with the declared rules (module docstring);
+    `max_per_day` is the methodology's rate rule (None: 2.0.0's reading, without it)."""
     deltas: dict[date, float] = {}
     events: list[str] = []
     last: float | None = None  # the register's value at the last reading known
+    since: date | None = None  # the day of that reading
+    # kWh in the events: to the watt-hour from 2.1.0 (2.0.0's six digits kept as issued)
+    kwh = _kwh if max_per_day is not None else "{:g}".format
     for reading in sorted(days):
+        # The most the register can rise from the last reading to this day's last: the
+        # days they span, both counted (their readings' hours are not kept). Worked out
+        # only for a rise beyond one day's (most days' rises are far below it).
+        allowed = max_per_day
         if reading.resets:
-            when = reading.day.isoformat()
             if last is not None and reading.high < last:
                 deltas[reading.day] = reading.high  # every reading came after the reset
                 last = reading.high
             else:  # readings from before and after the reset: count from zero next time
                 deltas[reading.day] = 0.0
                 last = 0.0
-            events.append(f"register reset on {when} (declared): counted again from zero")
-            continue
-        if last is None:
-            deltas[reading.day] = reading.high - reading.low
-        elif reading.low >= last:
-            deltas[reading.day] = reading.high - last
-        elif register_max is not None and reading.high <= register_max and last <= register_max:
-            if reading.high < last:  # every reading came after the rollover
-                deltas[reading.day] = register_max - last + reading.high
-                last = reading.high
-            else:
-                deltas[reading.day] = register_max - last
-                last = 0.0
+            since = reading.day
             events.append(
-                f"register rolled over at {register_max:g} kWh on {reading.day.isoformat()}"
+                f"register reset on {reading.day.isoformat()} (declared): counted again from zero"
             )
             continue
+        if last is None or reading.low >= last:
+            rise = reading.high - (reading.low if last is None else last)
+            if allowed is not None and not rise <= allowed:
+                allowed = _allowed(allowed, since, reading.day)
+            if allowed is not None and register_max is not None and reading.high > register_max:
+                events.append(
+                    f"register read {_kwh(reading.high)} kWh on {reading.day.isoformat()}, "
+                    f"beyond its range ({_kwh(register_max)}): {GAP}, the day's rise not counted"
+                )
+            elif allowed is not None and not rise <= allowed:
+                events.append(
+                    f"register rose {_kwh(rise)} kWh by {reading.day.isoformat()}, more than "
+                    f"the methodology's {_kwh(max_per_day)} kWh a day allows ({_kwh(allowed)}): "
+                    f"{GAP}, the day's rise not counted"
+                )
+            else:
+                deltas[reading.day] = rise
+        elif register_max is not None and reading.high <= register_max and last <= register_max:
+            after = reading.high < last  # every reading came after the rollover
+            wrap = register_max - last + (reading.high if after else reading.low)
+            if allowed is not None and not wrap <= allowed:
+                allowed = _allowed(allowed, since, reading.day)
+            if allowed is not None and reading.low < 0:
+                events.append(_fault(last, reading, "a reading below zero"))
+            elif allowed is not None and not wrap <= allowed:
+                events.append(
+                    _fault(
+                        last,
+                        reading,
+                        f"a rollover would be a rise of {_kwh(wrap)} kWh, "
+                        f"more than the methodology's {_kwh(max_per_day)} kWh a day "
+                        f"allows ({_kwh(allowed)})",
+                    )
+                )
+            elif after:
+                deltas[reading.day] = wrap
+                last, since = reading.high, reading.day
+                events.append(_rolled(kwh(register_max), reading.day))
+                continue
+            else:
+                deltas[reading.day] = register_max - last
+                last, since = 0.0, reading.day
+                events.append(_rolled(kwh(register_max), reading.day))
+                continue
+        elif max_per_day is not None:
+            events.append(
+                _fault(
+                    last,
+                    reading,
+                    "no registerMax to roll over"
+                    if register_max is None
+                    else "outside the register's range",
+                )
+            )
         else:
             deltas[reading.day] = reading.low - last
             events.append(
                 f"register went back from {last:g} to {reading.low:g} kWh on "
-                f"{reading.day.isoformat()} with no "
-                "reset declared and no registerMax to roll over: its fall is not counted"
+                f"{reading.day.isoformat()} with no reset declared and no registerMax to roll "
+                "over: its fall is not counted"
             )
-        last = reading.high
+        last, since = reading.high, reading.day
     return RegisterRise(deltas, tuple(events))
+
+
+def register_faults(events: Sequence[str]) -> list[str]:
+    """The register events that are faults read as gaps (2.1.0's rate rule): what the
+    oracle flags a claim for, where a period's report only lists them."""
+    return [event for event in events if GAP in event]
+
+
+def _allowed(per_day: float, since: date | None, day: date) -> float:
+    """The register's plausible rise from a reading on `since` to `day`'s last reading."""
+    return per_day * ((day - since).days + 1 if since is not None else 1)
+
+
+def _rolled(top: str, day: date) -> str:
+    return f"register rolled over at {top} kWh on {day.isoformat()}"
+
+
+def _fault(last: float, reading: RegisterDay, why: str) -> str:
+    """The event of a fall that is neither a declared reset nor a plausible rollover."""
+    return (
+        f"register fell from {_kwh(last)} to {_kwh(reading.low)} kWh on "
+        f"{reading.day.isoformat()} with no reset declared and {why}: {GAP}, the day's rise "
+        f"not counted, read on from {_kwh(reading.high)}"
+    )
+
+
+def _kwh(value: float) -> str:
+    """A register figure to the watt-hour, without trailing zeros (99999.99, 48)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")

@@ -29,6 +29,7 @@ from cel_expr_python import cel
 
 from twinhub.kernel.errors import Problems
 from twinhub.mrv import formula_arrays
+from twinhub.mrv.meter import REGISTER_RATE, Reading
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")
@@ -52,6 +53,9 @@ RULES = {
     "max_fuel_kg_per_session": "kg/session",
     "corroboration_tolerance": "fraction",
     "max_missing_share": "fraction",
+    # 2.1.0 on: the register's plausible rise a day, which decides a rollover from a fault
+    # (mrv.meter.register_rise); undeclared (2.0.0), any fall with registerMax is a rollover.
+    "max_register_kwh_per_day": "kWh/day",
     "creditLateData": "flag",  # 1: a later period may credit readings that came late
 }
 # The one rule whose value is a choice, not a number: what quantity a stove is credited with.
@@ -209,6 +213,13 @@ class Methodology:
 
     def parameter_values(self) -> dict[str, float]:
         return {name: p.value for name, p in self.parameters.items()}
+
+    @property
+    def reading(self) -> Reading:
+        """How this methodology reads the telemetry into a stove's days (mrv.rollups): its
+        measure and, from 2.1.0, the register's plausible rise a day."""
+        rate = self.rules.get(REGISTER_RATE)
+        return Reading(self.measure, None if rate is None else rate.value)
 
     def rule_values(self) -> dict[str, float]:
         """The thresholds the platform's rules apply: the `rules` section, or (a document
@@ -728,6 +739,9 @@ def _rules(
             )
         elif rule.unit != RULES[name]:
             problems.add(f"{where}.rules.{name}.unit", f"expected {RULES[name]}")
+        elif name == REGISTER_RATE and not rule.value > 0:
+            # 0 would make every rise of every register a gap: nothing would ever count
+            problems.add(f"{where}.rules.{name}.value", "expected a rate above 0 kWh a day")
     return found, measure
 
 

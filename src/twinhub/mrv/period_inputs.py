@@ -20,6 +20,7 @@ from typing import Any
 
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.claims import NotComputable, methodology_of
+from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.periods import PeriodSpec, StovePeriod, compute_period, report_digest
 from twinhub.mrv.plausibility import StoveDay, assess
 from twinhub.mrv.project_document import ProjectDocument, check_project_document
@@ -253,10 +254,10 @@ def figures_from_readings(
     unit: str,
     readings: Iterable[Mapping[str, Any]],
     meter: Any = None,
-    measure: str = "meter",
+    rules: Reading = METER_READING,
 ) -> list[StoveDay]:
-    """A stove's day figures from its raw readings, read by the methodology's measure."""
-    return day_figures(stove, day_cells(readings), unit, meter, measure)[0]
+    """A stove's day figures from its raw readings, read by the methodology's rules."""
+    return day_figures(stove, day_cells(readings), unit, meter, rules)[0]
 
 
 def differing_days(

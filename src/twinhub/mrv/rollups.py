@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from twinhub.mrv.meter import RegisterDay, register_rise
+from twinhub.mrv.meter import METER_READING, Reading, RegisterDay, register_rise
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import StoveDay
 
@@ -128,16 +128,16 @@ def stove_period(
     facts: tuple[dict[str, Any], bool, str] | None,
     enrolled: bool,
     days: Cells | Sequence[tuple[Any, ...]],
-    measure: str = "meter",
+    reading: Reading = METER_READING,
 ) -> StovePeriod:
     """One stove's period from its registry facts (properties, verified, status; None when
     it is not a domain), whether a device is enrolled, and its day rollups (DayRows in day
-    order, or cells), read by the methodology's `measure` rule."""
+    order, or cells), read by the methodology's rules (`Methodology.reading`)."""
     rows = rows_of(days) if isinstance(days, dict) else days
     properties: dict[str, Any] = facts[0] if facts is not None else {}
     unit = _unit(properties, rows)
     meter = properties.get("meter")
-    figures, events = _days(did, rows, unit, meter, measure)
+    figures, events = _days(did, rows, unit, meter, reading)
     household = properties.get("householdSize")
     model, fuel = properties.get("stoveModel"), properties.get("fuelType")
     return StovePeriod(
@@ -171,12 +171,12 @@ def household_record(properties: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def day_figures(
-    did: str, cells: Cells, unit: str, meter: Any = None, measure: str = "meter"
+    did: str, cells: Cells, unit: str, meter: Any = None, reading: Reading = METER_READING
 ) -> tuple[list[StoveDay], tuple[str, ...]]:
     """The stove's days and register events from its day cells, for a stove of `unit` (kWh
     or kg) with `meter` (properties.meter): how an evidence bundle's raw readings are turned
     into the figures a period froze, by the same rules as `stove_period`."""
-    return _days(did, rows_of(cells), unit, meter, measure)
+    return _days(did, rows_of(cells), unit, meter, reading)
 
 
 def _unit(properties: dict[str, Any], rows: Sequence[tuple[Any, ...]]) -> str:
@@ -196,18 +196,19 @@ def _date(text: str) -> date:
 
 
 def _days(
-    did: str, rows: Sequence[tuple[Any, ...]], unit: str, meter: Any, measure: str
+    did: str, rows: Sequence[tuple[Any, ...]], unit: str, meter: Any, reading: Reading
 ) -> tuple[list[StoveDay], tuple[str, ...]]:
     """One StoveDay per day with telemetry (`rows`: DayRow's layout, in day order), and the
     register's events. Under the `meter` measure a day's meter rise is read by the declared
-    rules of mrv.meter (resets, rollovers, gaps; None on a day with no register reading);
+    rules of mrv.meter (resets, rollovers, gaps, and from 2.1.0 the register's plausible
+    rate; None on a day with no register reading or a gap);
     under `sessions` (1.0.0) as that version read it, for its reports to recompute: the
     day's lowest register reading less the previous such day's (the first: None), with no
     events. Tuples are made with tuple.__new__ (a named tuple's own __new__ is a Python
     call: a 10,000-stove month makes 600,000 of them)."""
     new = tuple.__new__
     days = [row[0] if type(row[0]) is not str else _date(row[0]) for row in rows]
-    if measure == "sessions":
+    if reading.measure == "sessions":
         deltas: dict[date, float] = {}
         previous: float | None = None
         for day, row in zip(days, rows, strict=True):
@@ -225,6 +226,7 @@ def _days(
                 if row[4]
             ],
             top if top is not None and top > 0 else None,
+            reading.max_rise_per_day,
         )
         deltas, events = rise.deltas, rise.events
     get = deltas.get

@@ -179,8 +179,8 @@ class MonitoringService:
         methodology = methodology or protocol.effective_methodology
         if stoves is None:
             stoves = await self.stoves_of(session, project)
-        measure = methodology_of(methodology).measure
-        periods = await stove_periods(session, stoves, start, end, measure)
+        reading = methodology_of(methodology).reading
+        periods = await stove_periods(session, stoves, start, end, reading)
         identities = await device_identities(session, stoves)
         credited = {
             stove: f"claim {claim}"

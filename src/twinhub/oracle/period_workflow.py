@@ -405,9 +405,9 @@ class PeriodWorkflow:
                 }
             frozen = _frozen(row)
             dids = [s["stove"] for s in frozen["stoves"]]
-            measure = methodology_of(frozen["methodology"]).measure
+            reading = methodology_of(frozen["methodology"]).reading
             now = {
-                p.stove: p for p in await stove_periods(session, dids, row.start, row.end, measure)
+                p.stove: p for p in await stove_periods(session, dids, row.start, row.end, reading)
             }
             readings = await stove_readings(session, dids, row.start, row.end)
         late = []

@@ -57,6 +57,7 @@ from twinhub.kernel.errors import NotFound
 from twinhub.kernel.principals import Principal
 from twinhub.logging import get_logger
 from twinhub.mrv.claims import ClaimComputation, ClaimJob, NotComputable, methodology_of
+from twinhub.mrv.meter import register_faults
 from twinhub.mrv.period_inputs import device_identity
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import assess
@@ -611,6 +612,9 @@ class OracleService:
         for finding in assess(period.days):  # learned plausibility
             if finding.kind in REVIEW_KINDS:
                 flags.append(f"looks {finding.kind}: {finding.explanation}")
+        # A fault of the register is credited as a gap, never as a rise; a person decides
+        # whether the rest of the claim stands (a claim of a stove whose meter misread).
+        flags += [f"the meter: {fault}" for fault in register_faults(period.register_events)]
         if rejects:
             decision.outcome, decision.reasons = REJECTED, rejects + flags
         elif flags:

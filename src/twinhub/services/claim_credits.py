@@ -25,6 +25,7 @@ from twinhub.mrv.claims import (
     claim_days,
     methodology_of,
 )
+from twinhub.mrv.meter import Reading
 from twinhub.mrv.methodology import Methodology
 from twinhub.mrv.periods import StovePeriod
 from twinhub.services.mrv_inputs import stove_periods
@@ -85,7 +86,7 @@ async def compute_claims_read(
     results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
     read: list[StovePeriod | None] = [None] * len(jobs)
     methodologies: dict[int, Methodology] = {}
-    by_days: dict[tuple[date, date, str], list[int]] = {}  # by days and measure
+    by_days: dict[tuple[date, date, Reading], list[int]] = {}  # by days and reading
     for index, job in enumerate(jobs):
         try:
             if job.methodology is None:
@@ -100,15 +101,15 @@ async def compute_claims_read(
         except NotComputable as error:
             results[index] = error
             continue
-        by_days.setdefault((*days, methodologies[index].measure), []).append(index)
+        by_days.setdefault((*days, methodologies[index].reading), []).append(index)
     decimals = {
         token: await token_decimals(session, token)
         for token in dict.fromkeys(jobs[i].token for group in by_days.values() for i in group)
     }
-    for (start, end, measure), members in by_days.items():
+    for (start, end, reading), members in by_days.items():
         stoves = [jobs[i].asset for i in members]
         periods = await stove_periods(
-            session, [s for s in stoves if s is not None], start, end, measure
+            session, [s for s in stoves if s is not None], start, end, reading
         )
         for index, stove in zip(members, periods, strict=True):
             job = jobs[index]

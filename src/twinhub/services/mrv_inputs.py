@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import DeviceToken, Domain, TelemetryDevice, TelemetryReading
+from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.period_inputs import device_identity, reading_row
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
@@ -40,11 +41,11 @@ async def stove_periods(
     stoves: Sequence[str],
     start: date,
     end: date,
-    measure: str = "meter",
+    reading: Reading = METER_READING,
 ) -> list[StovePeriod]:
     """Each stove's facts and days from `start` to `end` (inclusive), in the given order,
-    read by the methodology's `measure` rule (mrv.rollups); a stove that is not a domain
-    comes back unverified, unenrolled, without days.
+    read by the methodology's rules (`Methodology.reading`, mrv.rollups); a stove that is
+    not a domain comes back unverified, unenrolled, without days.
 
     The day rollups (three to five rows a stove-day) come through the driver's cursor as
     one row a stove-day, one column a figure (the dialect's `day_rollups`): a 10,000-stove
@@ -75,7 +76,7 @@ async def stove_periods(
                 into = days.setdefault(scope, [])
             into.append(row[1:])  # DayRow's layout
     return [
-        stove_period(did, facts.get(did), did in enrolled, days.get(did, []), measure)
+        stove_period(did, facts.get(did), did in enrolled, days.get(did, []), reading)
         for did in stoves
     ]
 

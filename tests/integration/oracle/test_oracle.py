@@ -51,6 +51,8 @@ from twinhub.platform import Platform
 from twinhub.services.stoves import whole_credits
 from twinhub.settings import Settings
 
+ISSUED_2_0_0 = "clean-cooking-mecd-2.0.0"  # the shipped document 2.0.0 issued under
+
 
 @pytest.fixture(scope="module")
 async def postgres_url() -> AsyncIterator[str]:
@@ -93,7 +95,7 @@ async def test_a_protocol_with_a_faulty_methodology_is_refused_where(registry: R
     # The built-in claim protocol carries the built-in methodology, named by its digest.
     builtin = await registry.client.get("/v1/protocols/did:ixo:protocol/clean-cooking-claim")
     summary = builtin.json()["effective"]["methodology"]
-    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "2.0.0"
+    assert summary["id"] == "clean-cooking-mecd" and summary["version"] == "2.1.0"
     assert len(summary["digest"]) == 64
 
 
@@ -298,6 +300,26 @@ async def test_the_oracle_decides_signs_and_never_doubles(registry: Registry) ->
         )
         assert overridden.status_code == 200, overridden.text
         assert overridden.json()["evaluations"][-1]["reason"].startswith("meter never")
+    finally:
+        await world.close()
+
+
+async def test_a_claim_over_a_faulty_register_is_flagged_with_the_fault(
+    registry: Registry,
+) -> None:
+    """Methodology 2.1.0: a register that falls 500 kWh with no reset declared is a gap in
+    the data (never credited as a rise); the oracle leaves the claim to a person, naming
+    the day and the fault."""
+    world = await build_world(registry)
+    try:
+        collection = (await world.collection())["id"]
+        stove = await world.metered_asset(fall_on=4)
+        faulty = await submit(world, collection, stove, metered_claim(20))
+        await registry.platform.oracle.run_once()
+        view = await claim(registry, faulty)
+        assert view["status"] == "flagged", view
+        assert "the meter: register fell from" in view["reason"]
+        assert "with no reset declared and no registerMax to roll over: a gap" in view["reason"]
     finally:
         await world.close()
 
@@ -602,6 +624,19 @@ def test_twinhub_serve_oracle_evaluates_alone(tmp_path: Path) -> None:
     assert "oracle started" in output
 
 
+async def carry(engine: Any, name: str) -> None:
+    """The built-in claim protocol carries the shipped methodology document `name`. The
+    migration tests move it (0013 writes 1.0.0, 0020 moves 1.0.0 to 2.0.0) in a database
+    later tests share (PostgreSQL: one a process), so each leaves a new deployment's."""
+    from sqlalchemy import text
+
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE protocols SET methodology = :m WHERE did = :d"),
+            {"m": json.dumps(builtin_document(name)), "d": CLAIM_PROTOCOL},
+        )
+
+
 async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -> None:
     """0013 on the test's backend: down to 0012 drops the oracle's tables and columns; up
     again restores them, and the built-in claim protocol carries its methodology again."""
@@ -632,8 +667,11 @@ async def test_the_oracle_migration_goes_down_and_up_again(registry: Registry) -
                 " WHERE did = 'did:ixo:protocol/clean-cooking-claim'"
             )
         )
-        assert document is not None
+        # 0013 writes 1.0.0 and 0020 moves it on: what a deployment of those days carries
+        found = json.loads(document) if isinstance(document, str) else document
+        assert found == builtin_document(ISSUED_2_0_0)
     await restore_token_decimals(platform.engine, decimals)
+    await carry(platform.engine, CLEAN_COOKING)  # later tests' database: a new deployment
     await platform.start()
 
 
@@ -660,7 +698,9 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
 ) -> None:
     """0020 on the test's backend: down to 0019 gives the built-in claim protocol
     methodology 1.0.0 and the stove protocol its properties without stoveModel and meter;
-    up again moves both to what this version ships."""
+    up again moves both to 2.0.0 (the document 0020 writes, shipped beside 2.1.0). A new
+    deployment's protocol carries 2.1.0; an existing one keeps 2.0.0 (no revision moves it:
+    docs/methodology.md, "Versions and how a project moves")."""
     from alembic import command
     from sqlalchemy import Connection, text
 
@@ -690,6 +730,7 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
             ).one()
         return load(methodology)["version"], load(row[0]), load(row[1])["fields"]
 
+    await carry(platform.engine, ISSUED_2_0_0)  # a deployment that 0020 moved to 2.0.0
     async with platform.engine.begin() as connection:
         await connection.run_sync(move, "0019", True)
     version, properties, fields = await state()
@@ -708,5 +749,6 @@ async def test_the_methodology_migration_moves_the_builtin_protocols_and_back(
                 text("SELECT methodology FROM protocols WHERE did = :d"), {"d": CLAIM_PROTOCOL}
             )
         )
-    assert document == builtin_document(CLEAN_COOKING)
+    assert document == builtin_document(ISSUED_2_0_0)
+    await carry(platform.engine, CLEAN_COOKING)  # later tests' database: a new deployment
     await platform.start()

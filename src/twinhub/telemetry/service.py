@@ -207,6 +207,37 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
         ) from None
 
 
+def batch_readings(body: Any, limit: int) -> list[Any]:
+    """The readings of a batch's envelope `{"readings": [...]}`, at most `limit` of them."""
+    if not isinstance(body, dict) or not isinstance(body.get("readings"), list):
+        raise Invalid(
+            "Expected {'readings': [{seq, time, values}, ...]}.",
+            [FieldProblem("readings", "expected a list of readings")],
+        )
+    unknown = sorted(set(body) - {"readings"})
+    if unknown:
+        raise Invalid(
+            "The batch has unknown fields.", [FieldProblem(n, "unknown field") for n in unknown]
+        )
+    readings: list[Any] = body["readings"]
+    if not readings:
+        raise Invalid("The batch is empty.", [FieldProblem("readings", "at least one")])
+    if len(readings) > limit:
+        raise TooLarge(
+            f"A batch holds at most {limit} readings "
+            f"({setting_name('telemetry', 'batch_size')}); this one has {len(readings)}.",
+            [FieldProblem("readings", f"at most {limit}")],
+        )
+    return readings
+
+
+def online(last: datetime | None, offline_after_seconds: float) -> bool:
+    """Whether a device whose last reading is `last` counts as online now."""
+    if last is None:
+        return False
+    return (datetime.now(UTC) - last).total_seconds() < offline_after_seconds
+
+
 class TelemetryService:
     def __init__(
         self,
@@ -374,7 +405,8 @@ class TelemetryService:
         """A batch's readings as sent and their origin, once its envelope and signature
         hold; a refusal is recorded and raised."""
         try:
-            return self._envelope(body), self._origin(did, info, body, source, arrival, received)
+            readings = batch_readings(body, self.settings.batch_size)
+            return readings, self._origin(did, info, body, source, arrival, received)
         except (Invalid, TooLarge, BadSignature) as error:
             await self._record_rejection(did, _refused(source, error.message, error.details))
             raise
@@ -517,29 +549,6 @@ class TelemetryService:
             )
         return results
 
-    def _envelope(self, body: Any) -> list[Any]:
-        if not isinstance(body, dict) or not isinstance(body.get("readings"), list):
-            raise Invalid(
-                "Expected {'readings': [{seq, time, values}, ...]}.",
-                [FieldProblem("readings", "expected a list of readings")],
-            )
-        unknown = sorted(set(body) - {"readings"})
-        if unknown:
-            raise Invalid(
-                "The batch has unknown fields.", [FieldProblem(n, "unknown field") for n in unknown]
-            )
-        readings: list[Any] = body["readings"]
-        if not readings:
-            raise Invalid("The batch is empty.", [FieldProblem("readings", "at least one")])
-        limit = self.settings.batch_size
-        if len(readings) > limit:
-            raise TooLarge(
-                f"A batch holds at most {limit} readings "
-                f"({setting_name('telemetry', 'batch_size')}); this one has {len(readings)}.",
-                [FieldProblem("readings", f"at most {limit}")],
-            )
-        return readings
-
     async def _record_rejection(self, did: str, data: dict[str, Any]) -> None:
         """The outbox event of a batch refused whole; with the database away the refusal
         still answers (the operators' list keeps it), so a failure here is only logged."""
@@ -627,14 +636,9 @@ class TelemetryService:
                 "latest": {"seq": newest.seq, "time": newest.time.isoformat(), **newest.values},
             },
         )
-        if not self._online(was) and self._online(state["lastTime"]):
+        after = self.settings.offline_after_seconds
+        if not online(was, after) and online(state["lastTime"], after):
             self.live.publish(topics, {"event": "state", "device": did, "online": True})
-
-    def _online(self, last: datetime | None) -> bool:
-        if last is None:
-            return False
-        age = (datetime.now(UTC) - last).total_seconds()
-        return age < self.settings.offline_after_seconds
 
     # -- reads ---------------------------------------------------------------------------
     async def state(self, did: str) -> dict[str, Any]:
@@ -652,7 +656,7 @@ class TelemetryService:
         return {
             "did": did,
             "lastSeen": last.isoformat() if last else None,
-            "online": self._online(last),
+            "online": online(last, self.settings.offline_after_seconds),
             "offlineAfterSeconds": self.settings.offline_after_seconds,
             "lastSeq": row.last_seq if row else None,
             "latest": dict(row.latest) if row else {},

@@ -399,6 +399,12 @@ class Claim(Base):
     # that period's issuance minted them.
     period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     issued_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # What an approval with credits computed them from (mrv.period_inputs.claim_inputs):
+    # the stove's facts and day figures, for the evidence bundle of the period carrying it.
+    # Deferred: read by the bundle only, not by every claim listing.
+    inputs: Mapped[dict[str, object] | None] = mapped_column(
+        JsonDocument, nullable=True, deferred=True
+    )
 
 
 class Evaluation(Base):

@@ -144,7 +144,7 @@ async def evidence_of(
             continue
         claim_id, kept, evaluated_at, protocol = found
         if kept is not None:
-            inputs[claim_id] = kept
+            inputs[claim_id] = orjson.loads(kept)
         document = (await protocols.get(protocol)).effective_methodology
         if document is not None:
             methodologies.setdefault(digest_of(document), document)

@@ -1241,7 +1241,7 @@ class ClaimEvaluations:
         claim.status, claim.oracle, claim.reason = status, evaluator, reason
         claim.amount, claim.evaluated_at = amount, now
         if isinstance(computation, ClaimComputation):  # kept for the evidence bundle
-            claim.inputs = claim_inputs(computation)
+            claim.inputs = orjson.dumps(claim_inputs(computation)).decode()
         collection.updated_at = now
         evaluation = {
             "claim_id": claim.id,

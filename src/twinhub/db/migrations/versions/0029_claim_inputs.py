@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects.postgresql import JSONB
 
 revision: str = "0029"
 down_revision: str | None = "0027"
@@ -21,9 +20,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     # Claims approved before this revision keep none: their bundles say so by name.
-    op.add_column(
-        "claims", sa.Column("inputs", sa.JSON().with_variant(JSONB(), "postgresql"), nullable=True)
-    )
+    op.add_column("claims", sa.Column("inputs", sa.Text(), nullable=True))  # JSON text
 
 
 def downgrade() -> None:

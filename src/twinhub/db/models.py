@@ -399,6 +399,11 @@ class Claim(Base):
     # that period's issuance minted them.
     period_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     issued_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # What an approval with credits computed them from (mrv.period_inputs.claim_inputs):
+    # the stove's facts and day figures, for the evidence bundle of the period carrying it.
+    # JSON text written by orjson (as a credential's document): a bulk approval writes a
+    # thousand of them. Deferred: read by the bundle only, not by every claim listing.
+    inputs: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
 
 
 class Evaluation(Base):

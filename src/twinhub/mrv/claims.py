@@ -89,6 +89,7 @@ class ClaimComputation:
     sessions: int
     quantity: float
     unit: str
+    period: StovePeriod  # what it was computed from: the stove's facts and day figures
 
     def calculation(self) -> dict[str, Any]:
         return {
@@ -146,4 +147,5 @@ def claim_credits(
         sessions=row["usage"]["sessions"],
         quantity=row["usage"]["quantity"],
         unit=row["usage"]["unit"],
+        period=stove,
     )

@@ -11,20 +11,24 @@ named: the field, the stove, both values.
 The approved claims a period carries to issuance (the report's `claims`) are checked
 against the oracle's signed credential of each (`claimCredentials`): the signature, the
 digest the report names, the claim, its days and its figure, and the issuance's line for
-it. The figure itself is not recomputed from readings here: the claim's readings are not
-in the bundle (its credential holds the whole calculation, reductions and credits, as the
-methodology made them at the approval).
+it. Each figure is then recomputed from what the approval computed it from
+(`claimInputs`: the stove's facts and day figures; `claimMethodologies`: the methodology
+documents by digest) by the oracle's own rule, compared field by field with the signed
+calculation, and those day figures are recomputed from the stove's raw readings
+(`claimReadings`, received by the approval), as a period's are.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import date
 from typing import Any
 
 from twinhub.mrv import trust_chain as chain
 from twinhub.mrv.claims import NotComputable, methodology_of
-from twinhub.mrv.meter import METER_READING
+from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.period_inputs import (
+    claim_recomputed,
     differing_days,
     figures_from_readings,
     inputs_digest,
@@ -209,6 +213,7 @@ def _check_claims(bundle: dict[str, Any], out: list[str]) -> None:
                 out.append(
                     f"{name} {field}: the report says {value!r}, its credential {given[field]!r}"
                 )
+        _recompute_claim(bundle, entry, calculation, out)
         if entry["to"] > period["to"]:
             out.append(f"{name}: its last day {entry['to']} is after the period's end")
         if (
@@ -217,6 +222,57 @@ def _check_claims(bundle: dict[str, Any], out: list[str]) -> None:
             and (period["from"] <= entry["to"])
         ):
             out.append(f"{name}: {entry['stove']} is credited by the period too (double counting)")
+
+
+def _recompute_claim(
+    bundle: dict[str, Any], entry: dict[str, Any], calculation: dict[str, Any], out: list[str]
+) -> None:
+    """A carried claim's figure recomputed from its kept inputs (`claimInputs`) by the
+    oracle's own rule (mrv.period_inputs.claim_recomputed), field by field against the
+    calculation the oracle signed; and those inputs against the stove's readings
+    (`claimReadings`)."""
+    name = f"claims[{entry['claim']}] {entry.get('stove')}"
+    inputs = (bundle.get("claimInputs") or {}).get(entry["claim"])
+    if inputs is None:
+        out.append(f"{name}: the bundle has no inputs to recompute its figure from")
+        return
+    if inputs.get("stove") != entry.get("stove"):
+        out.append(f"{name} stove: the inputs are {inputs.get('stove')!r}'s")
+    named = (calculation.get("methodology") or {}).get("digest")
+    methodology = (bundle.get("claimMethodologies") or {}).get(named)
+    if methodology is None:
+        out.append(f"{name} methodology: the bundle has no document of digest {named}")
+        return
+    result = claim_recomputed(
+        inputs,
+        methodology,
+        bundle["project"],
+        entry["token"],
+        entry["decimals"],
+        date.fromisoformat(entry["from"]),
+        date.fromisoformat(entry["to"]),
+    )
+    if isinstance(result, NotComputable):
+        out.append(f"{name}: its inputs compute no credits ({result.reason})")
+        return
+    ours = result.calculation()
+    for field in sorted(set(ours) | set(calculation)):
+        if ours.get(field) != calculation.get(field):
+            out.append(
+                f"{name} {field}: its credential says {calculation.get(field)!r}, the inputs "
+                f"give {ours.get(field)!r}"
+            )
+    if result.amount != entry["amount"]:
+        out.append(
+            f"{name} amount: the report says {entry['amount']!r}, the inputs give {result.amount!r}"
+        )
+    _check_readings(
+        name,
+        inputs,
+        (bundle.get("claimReadings") or {}).get(entry["claim"], []),
+        methodology_of(methodology).reading,
+        out,
+    )
 
 
 def _check_receipts(bundle: dict[str, Any], out: list[str]) -> None:
@@ -242,7 +298,12 @@ def _check_receipts(bundle: dict[str, Any], out: list[str]) -> None:
                 signature.get("publicKey", ""), payload, signature.get("value", "")
             ):
                 out.append(f"receipts.{key}: the device signature does not verify")
-    for stove, rows in (bundle.get("readings") or {}).items():
+    claims = bundle.get("claimReadings") or {}
+    behind = [
+        *(bundle.get("readings") or {}).items(),
+        *((f"claims[{claim}]", rows) for claim, rows in claims.items()),
+    ]
+    for stove, rows in behind:
         for reading in rows:
             receipt = reading.get("receipt")
             if receipt is None:
@@ -257,6 +318,31 @@ def _check_receipts(bundle: dict[str, Any], out: list[str]) -> None:
                 )
 
 
+def _check_readings(
+    name: str, stove: dict[str, Any], rows: list[Any], rules: Reading, out: list[str]
+) -> None:
+    """A frozen stove row (a period's, or a claim's kept inputs) against the raw readings
+    behind it: each day's readings digest where one was frozen, and the day figures the
+    readings give (`name` prefixes each difference)."""
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for reading in rows:
+        by_day.setdefault(str(reading["time"])[:10], []).append(reading)
+    for figures in stove["days"]:
+        named = figures.get("readings")
+        found = readings_digest(by_day.get(figures["day"], []))
+        if named is not None and named != found:
+            out.append(
+                f"{name} {figures['day']} readings: frozen digest {named}, the bundle's "
+                f"readings give {found}"
+            )
+    if stove["days"] or rows:
+        for day, field, then, given in differing_days(
+            stove,
+            figures_from_readings(stove["stove"], stove["unit"], rows, stove.get("meter"), rules),
+        ):
+            out.append(f"{name} {day} {field}: frozen {then!r}, the readings give {given!r}")
+
+
 def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
     _check_receipts(bundle, out)
     frozen, report = bundle["frozenInputs"], bundle["report"]
@@ -268,24 +354,7 @@ def _check_inputs(bundle: dict[str, Any], out: list[str]) -> None:
     except NotComputable:
         rules = METER_READING  # reported below, where the report is recomputed
     for stove in frozen["stoves"]:
-        name = stove["stove"]
-        rows = readings.get(name, [])
-        by_day: dict[str, list[dict[str, Any]]] = {}
-        for reading in rows:
-            by_day.setdefault(str(reading["time"])[:10], []).append(reading)
-        for figures in stove["days"]:
-            named = figures.get("readings")
-            found = readings_digest(by_day.get(figures["day"], []))
-            if named is not None and named != found:
-                out.append(
-                    f"{name} {figures['day']} readings: frozen digest {named}, the bundle's "
-                    f"readings give {found}"
-                )
-        if stove["days"] or rows:
-            for day, field, then, given in differing_days(
-                stove, figures_from_readings(name, stove["unit"], rows, stove.get("meter"), rules)
-            ):
-                out.append(f"{name} {day} {field}: frozen {then!r}, the readings give {given!r}")
+        _check_readings(stove["stove"], stove, readings.get(stove["stove"], []), rules, out)
     try:
         recomputed = report_of(frozen)
     except NotComputable as error:

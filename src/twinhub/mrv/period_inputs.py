@@ -19,7 +19,13 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from twinhub.kernel.errors import Problems
-from twinhub.mrv.claims import NotComputable, methodology_of
+from twinhub.mrv.claims import (
+    ClaimComputation,
+    ClaimJob,
+    NotComputable,
+    claim_credits,
+    methodology_of,
+)
 from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.periods import PeriodSpec, StovePeriod, compute_period, report_digest
 from twinhub.mrv.plausibility import StoveDay, assess
@@ -95,34 +101,10 @@ def freeze(
     parameters of the project's surveys; `claims`: the approved claims the period carries to
     issuance (services.claim_issuance), a key of the snapshot only when there are some, so
     a snapshot without claims is the same as before they rode periods."""
-    rows = []
-    for stove in sorted(stoves, key=lambda s: s.stove):
-        days = []
-        for day in stove.days:
-            figures = day._asdict()
-            figures.pop("stove")
-            figures["day"] = day.day.isoformat()
-            figures["readings"] = readings.get((stove.stove, day.day))
-            days.append(figures)
-        rows.append(
-            {
-                "stove": stove.stove,
-                "device": identities.get(stove.stove, stove.stove),
-                "serial": stove.serial,
-                "verified": stove.verified,
-                "enrolled": stove.enrolled,
-                "householdSize": stove.household_size,
-                "stoveEfficiency": stove.stove_efficiency,
-                "unit": stove.unit,
-                "status": stove.status,
-                "stoveModel": stove.stove_model,
-                "fuel": stove.fuel,
-                "meter": stove.meter,
-                "registerEvents": list(stove.register_events),
-                "householdConfirmation": stove.household,
-                "days": days,
-            }
-        )
+    rows = [
+        stove_row(stove, readings, identities.get(stove.stove, stove.stove))
+        for stove in sorted(stoves, key=lambda s: s.stove)
+    ]
     frozen = {
         "project": spec.project,
         "period": {"from": spec.start.isoformat(), "to": spec.end.isoformat()},
@@ -139,6 +121,37 @@ def freeze(
     if claims:
         frozen["claims"] = [dict(claim) for claim in claims]
     return frozen
+
+
+def stove_row(
+    stove: StovePeriod, readings: Mapping[tuple[str, date], str], device: str
+) -> dict[str, Any]:
+    """One stove's facts and day figures as plain JSON (a snapshot's row; an approved
+    claim's inputs): `thaw_stove` gives the StovePeriod back."""
+    days = []
+    for day in stove.days:
+        figures = day._asdict()
+        figures.pop("stove")
+        figures["day"] = day.day.isoformat()
+        figures["readings"] = readings.get((stove.stove, day.day))
+        days.append(figures)
+    return {
+        "stove": stove.stove,
+        "device": device,
+        "serial": stove.serial,
+        "verified": stove.verified,
+        "enrolled": stove.enrolled,
+        "householdSize": stove.household_size,
+        "stoveEfficiency": stove.stove_efficiency,
+        "unit": stove.unit,
+        "status": stove.status,
+        "stoveModel": stove.stove_model,
+        "fuel": stove.fuel,
+        "meter": stove.meter,
+        "registerEvents": list(stove.register_events),
+        "householdConfirmation": stove.household,
+        "days": days,
+    }
 
 
 def inputs_digest(frozen: dict[str, Any]) -> str:
@@ -162,26 +175,27 @@ def thaw(frozen: dict[str, Any]) -> tuple[PeriodSpec, list[StovePeriod]]:
         frozen["token"],
         frozen["decimals"],
     )
-    stoves = [
-        StovePeriod(
-            stove=row["stove"],
-            serial=row["serial"],
-            verified=row["verified"],
-            enrolled=row["enrolled"],
-            household_size=row["householdSize"],
-            stove_efficiency=row["stoveEfficiency"],
-            unit=row["unit"],
-            days=stove_days(row),
-            status=row["status"],
-            stove_model=row.get("stoveModel"),
-            fuel=row.get("fuel"),
-            meter=row.get("meter"),
-            register_events=tuple(row.get("registerEvents") or ()),
-            household=row.get("householdConfirmation"),
-        )
-        for row in frozen["stoves"]
-    ]
-    return spec, stoves
+    return spec, [thaw_stove(row) for row in frozen["stoves"]]
+
+
+def thaw_stove(row: Mapping[str, Any]) -> StovePeriod:
+    """A frozen stove row (`stove_row`) as the rules read it."""
+    return StovePeriod(
+        stove=row["stove"],
+        serial=row["serial"],
+        verified=row["verified"],
+        enrolled=row["enrolled"],
+        household_size=row["householdSize"],
+        stove_efficiency=row["stoveEfficiency"],
+        unit=row["unit"],
+        days=stove_days(row),
+        status=row["status"],
+        stove_model=row.get("stoveModel"),
+        fuel=row.get("fuel"),
+        meter=row.get("meter"),
+        register_events=tuple(row.get("registerEvents") or ()),
+        household=row.get("householdConfirmation"),
+    )
 
 
 def report_of(frozen: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +218,33 @@ def report_of(frozen: dict[str, Any]) -> dict[str, Any]:
         report["claims"] = [dict(claim) for claim in frozen["claims"]]
     report["reportDigest"] = report_digest(report)
     return report
+
+
+def claim_inputs(computation: ClaimComputation) -> dict[str, Any]:
+    """What an approved claim was computed from, kept with it (claims.inputs): its stove's
+    facts and day figures as a snapshot row. The oracle's signed calculation names their
+    digest (inputsDigest); `claim_recomputed` gives the calculation back from them."""
+    return stove_row(computation.period, {}, computation.period.stove)
+
+
+def claim_recomputed(
+    inputs: Mapping[str, Any],
+    methodology: dict[str, Any],
+    project: str,
+    token: str,
+    decimals: int,
+    start: date,
+    end: date,
+) -> ClaimComputation | NotComputable:
+    """An approved claim's credits from its kept inputs (`claim_inputs`), by the oracle's
+    own rule (mrv.claims.claim_credits): what `twinhub oracle verify-evidence` compares
+    with the claim's signed calculation."""
+    try:
+        compiled = methodology_of(methodology)
+    except NotComputable as error:
+        return error
+    job = ClaimJob(inputs["stove"], {}, methodology, token, project)
+    return claim_credits(job, compiled, thaw_stove(inputs), start, end, decimals)
 
 
 def document_of(document: dict[str, Any] | None) -> ProjectDocument | None:

@@ -98,6 +98,10 @@ class MonitoringService:
         self._documents = documents  # the validated project document a period computes under
         self._surveys = surveys  # the sampled parameters its surveys fixed (household size)
 
+    @property
+    def protocols(self) -> ProtocolService:
+        return self._protocols
+
     async def run(
         self, project: str, start: date, end: date, actor: Principal
     ) -> tuple[dict[str, Any], bool]:

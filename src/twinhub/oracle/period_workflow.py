@@ -474,13 +474,25 @@ class PeriodWorkflow:
                 stove: [r for r in rows if r not in readings[stove]]
                 for stove, rows in stored.items()
             }
+            report = orjson.loads(row.report)
+            carried = report.get("claims") or []
+            claims = await claim_issuance.credentials_of(session, [c["claim"] for c in carried])
+            # What each carried claim's figure is recomputed from (its inputs, methodology
+            # and readings), beside the oracle's signed credential of it.
+            recompute = await claim_issuance.evidence_of(
+                session, carried, self._monitoring.protocols
+            )
             receipts = await receipts_by_id(
                 session,
-                {r["receipt"] for rows in readings.values() for r in rows if r.get("receipt")},
-            )
-            report = orjson.loads(row.report)
-            claims = await claim_issuance.credentials_of(
-                session, [c["claim"] for c in report.get("claims") or []]
+                {
+                    r["receipt"]
+                    for rows in [
+                        *readings.values(),
+                        *recompute.get("claimReadings", {}).values(),
+                    ]
+                    for r in rows
+                    if r.get("receipt")
+                },
             )
         dids: dict[str, list[str]] = {}
         for credential in [*accreditations, *credentials] + (
@@ -520,4 +532,5 @@ class PeriodWorkflow:
         }
         if claims:  # the oracle's signed credential of each claim the period carries
             bundle["claimCredentials"] = claims
+        bundle.update(recompute)  # and what its figure is recomputed from (when it carries)
         return bundle

@@ -30,10 +30,14 @@ from twinhub.db.models import Claim, ClaimCollection, Credential, Domain, Event
 from twinhub.kernel.bus import Cause
 from twinhub.kernel.errors import Conflict, FieldProblem
 from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days
+from twinhub.mrv.methodology import digest_of
+from twinhub.mrv.period_inputs import behind_snapshot
 from twinhub.security.jcs import digest
 from twinhub.services.claims import APPROVED, credit_owner
 from twinhub.services.credits import Minting
 from twinhub.services.ledger import LedgerWrite
+from twinhub.services.mrv_inputs import stove_readings
+from twinhub.services.protocols import ProtocolService
 
 
 async def carried(session: AsyncSession, project: str, end: date) -> list[dict[str, Any]]:
@@ -108,6 +112,54 @@ async def credentials_of(session: AsyncSession, claim_ids: list[str]) -> list[di
         )
     }
     return [found[claim] for claim in claim_ids if claim in found]
+
+
+async def evidence_of(
+    session: AsyncSession, entries: list[dict[str, Any]], protocols: ProtocolService
+) -> dict[str, Any]:
+    """What a verifier recomputes each carried claim's figure from, for the evidence bundle
+    (mrv.evidence_bundle): `claimInputs`, each claim's kept inputs (claims.inputs: its
+    stove's facts and day figures as the approval computed them); `claimMethodologies`, the
+    methodology documents by digest (the claim's protocol's; a claim approved under an
+    earlier version names a digest not among them, and the verifier says so);
+    `claimReadings`, its stove's readings over its days received by its approval (those
+    received later are late data, as for a period's snapshot). Empty without entries."""
+    if not entries:
+        return {}
+    wanted = [entry["claim"] for entry in entries]
+    rows = {
+        row[0]: row
+        for row in await session.execute(
+            select(Claim.id, Claim.inputs, Claim.evaluated_at, ClaimCollection.protocol_did)
+            .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
+            .where(Claim.id.in_(wanted))
+        )
+    }
+    inputs: dict[str, Any] = {}
+    methodologies: dict[str, Any] = {}
+    readings: dict[str, Any] = {}
+    for entry in entries:
+        found = rows.get(entry["claim"])
+        if found is None:
+            continue
+        claim_id, kept, evaluated_at, protocol = found
+        if kept is not None:
+            inputs[claim_id] = orjson.loads(kept)
+        document = (await protocols.get(protocol)).effective_methodology
+        if document is not None:
+            methodologies.setdefault(digest_of(document), document)
+        if entry.get("stove"):
+            first, last = date.fromisoformat(entry["from"]), date.fromisoformat(entry["to"])
+            stored = await stove_readings(session, [entry["stove"]], first, last)
+            readings[claim_id] = behind_snapshot(
+                stored.get(entry["stove"], []),
+                evaluated_at.isoformat() if evaluated_at is not None else None,
+            )
+    return {
+        "claimInputs": inputs,
+        "claimMethodologies": methodologies,
+        "claimReadings": readings,
+    }
 
 
 async def carried_problems(

@@ -77,7 +77,7 @@ from twinhub.kernel.errors import (
 from twinhub.kernel.identifiers import customer_did, is_did
 from twinhub.kernel.principals import Principal, require_role
 from twinhub.mrv.claims import FAR_FUTURE, ClaimComputation, ClaimJob, NotComputable, claim_days
-from twinhub.mrv.period_inputs import device_identity
+from twinhub.mrv.period_inputs import claim_inputs, device_identity
 from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
@@ -1256,6 +1256,8 @@ class ClaimEvaluations:
         self._count(collection, claim.status, status)
         claim.status, claim.oracle, claim.reason = status, evaluator, reason
         claim.amount, claim.evaluated_at = amount, now
+        if isinstance(computation, ClaimComputation):  # kept for the evidence bundle
+            claim.inputs = orjson.dumps(claim_inputs(computation)).decode()
         collection.updated_at = now
         evaluation = {
             "claim_id": claim.id,

@@ -12,9 +12,10 @@ is with what the tables hold:
 - domains: each domain's current record (the last `domain.*` transaction about it holds the
   whole record) against the `domains`, `domain_controllers` and `relationships` rows;
 - claims: each claim's current view (the last `claims.submit/evaluate` about it) against the
-  `claims` row, and each collection's counters against its claims' replayed statuses
-  (a claim's credits state, set by the issuance that carries it, is left out: the mints
-  are reconciled as movements).
+  `claims` row, and each collection's counters against its claims' replayed statuses; a
+  claim's credits state is set by the issuance that carries it, not by its own
+  transactions, so it is checked against the mints: a claim is issued in the table exactly
+  when a `credits.mint` of the ledger names it.
 
 A difference is reported by name (which row, which field, both values), never silently
 fixed: the ledger is the evidence, and deciding which side is right is the operator's call.
@@ -72,6 +73,7 @@ class ReplayedState:
     movements: dict[int, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     domains: dict[str, dict[str, Any]] = field(default_factory=dict)
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    minted_claims: set[str] = field(default_factory=set)  # claims a mint named
 
     def apply(self, kind: str, payload: dict[str, Any], height: int) -> None:
         if kind.startswith("credits."):
@@ -86,6 +88,8 @@ class ReplayedState:
         sender, recipient = payload.get("from"), payload.get("to")
         self.movements[height] = (kind, payload)
         if kind == "mint":
+            if payload.get("claim"):
+                self.minted_claims.add(payload["claim"])
             self.tokens[token][0] += amount
             self.balances[(recipient, token)][0] += amount
         elif kind == "transfer":
@@ -259,6 +263,19 @@ async def _claims(session: AsyncSession, state: ReplayedState) -> list[Differenc
             # transactions: an issuance changes it, and mints them (reconciled as movements).
             table = {k: v for k, v in _plain(claim_view(row)).items() if k != "credits"}
             found += _fields(where, table, {k: v for k, v in ledger.items() if k != "credits"})
+            # An issuance marks its claims issued in the write whose mints name them
+            # (services.claim_issuance.issue): issued exactly when a mint names the claim.
+            # (An approval computing no credits is never carried, so never issued.)
+            minted = claim_id in state.minted_claims
+            if (row.issued_at is not None) != minted:
+                found.append(
+                    Difference(
+                        where,
+                        f"issued is {row.issued_at is not None} in the table (amount "
+                        f"{row.amount}, period {row.period_id}), {minted} by the ledger "
+                        f"({'a' if minted else 'no'} mint names it)",
+                    )
+                )
     # A collection's counters are those of its claims' current statuses, as replayed.
     replayed: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for view in state.claims.values():

@@ -26,6 +26,7 @@ from tests.integration.claims.test_claims_rules import (
 )
 from tests.integration.registry.test_registry_rules import error_of
 from tests.support.claims_world import METERED_AMOUNT, World, executed, metered_claim
+from tests.support.workflow_world import issue_claims
 from twinhub.db.models import Claim, LedgerTransaction
 
 JANUARY = {"periodStart": "2026-01-01T00:00:00Z", "periodEnd": "2026-02-01T00:00:00Z"}
@@ -335,12 +336,20 @@ async def test_the_migration_keeps_the_first_of_existing_duplicates(
     registry: Registry, world: World
 ) -> None:
     """0010 on the test's backend, over data made before it: down to 0009, duplicates
-    planted as the old schema allowed them, up again: the oldest keeps the key."""
+    planted as the old schema allowed them, up again: the oldest keeps the key. And the way
+    back up does not issue a claim awaiting issuance: 0027 marks issued exactly the claims a
+    mint names (it once marked every approved claim with credits, so a claim another test
+    of the run had approved was issued with no mint, and `ledger verify` named it)."""
     from alembic import command
     from sqlalchemy import Connection, text
 
     from twinhub.db.migrate import alembic_config
+    from twinhub.services.ledger_state import reconcile
 
+    _, _, issued = await world.approved_claim()
+    await issue_claims(world)
+    _, _, awaiting = await world.approved_claim()
+    assert awaiting["credits"]["state"] == "awaiting issuance"
     first, second = await world.asset(), await world.asset()
     collection = (await world.collection())["id"]
     client = world.operator_client
@@ -425,3 +434,11 @@ async def test_the_migration_keeps_the_first_of_existing_duplicates(
             text("UPDATE domains SET properties = :p, serial = :s WHERE did = :did"),
             {"p": json.dumps(own_properties), "s": own_properties["serialNumber"], "did": second},
         )
+    # Up through 0027 again: the claim a mint names is issued (when it was minted), the
+    # other still awaits issuance, and `ledger verify` names neither.
+    for claim, state in ((issued, "issued"), (awaiting, "awaiting issuance")):
+        view = await client.get(f"/v1/claims/{claim['id']}")
+        assert view.json()["credits"]["state"] == state, view.text
+    ours = {f"claim {issued['id']}", f"claim {awaiting['id']}"}
+    named = [str(d) for d in await reconcile(platform.sessionmaker) if d.where in ours]
+    assert named == []

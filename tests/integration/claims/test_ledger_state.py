@@ -78,7 +78,13 @@ async def world(
             "/v1/credits/CARBON/retirements", json={"amount": 1, "reason": "offset"}
         )
         assert retired.status_code == 201, retired.text
-        yield {"registry": registry, "owner": owner, "stove": stove, "claim": claim["id"]}
+        yield {
+            "registry": registry,
+            "owner": owner,
+            "stove": stove,
+            "claim": claim["id"],
+            "built": built,
+        }
         await built.close()
 
 
@@ -172,6 +178,37 @@ async def test_a_domain_edited_behind_the_ledger_is_named(tables: dict[str, Any]
     tables["undo"].append((verified, {"v": True, "d": stove}))
     differences = [str(d) for d in await reconcile(registry.platform.sessionmaker)]
     assert differences == [f"domain {stove}: verified is false in the table, true by the ledger"]
+
+
+async def test_a_claim_is_issued_exactly_when_a_mint_names_it(tables: dict[str, Any]) -> None:
+    """An issuance marks its claims issued in the write that mints them (one transaction),
+    so `issued` in the table and a `credits.mint` naming the claim go together; either
+    without the other is named."""
+    registry: Registry = tables["registry"]
+    built: World = tables["built"]
+    claim = tables["claim"]  # issued: its period's issuance minted it
+    cleared = "UPDATE claims SET issued_at = NULL WHERE id = :c"
+    assert await execute(registry, cleared, c=claim) == 1
+    tables["undo"].append(
+        ("UPDATE claims SET issued_at = evaluated_at WHERE id = :c", {"c": claim})
+    )
+    differences = [str(d) for d in await reconcile(registry.platform.sessionmaker)]
+    assert differences == [
+        f"claim {claim}: issued is False in the table (amount {METERED_AMOUNT}, period "
+        f"{(await built.operator_client.get(f'/v1/claims/{claim}')).json()['credits']['period']}"
+        "), True by the ledger (a mint names it)"
+    ], differences
+    # A claim no mint names (pending here), marked issued behind the ledger's back.
+    collection = (await built.operator_client.get(f"/v1/claims/{claim}")).json()["collection"]
+    pending = (await built.approvable(collection))["id"]
+    marked = "UPDATE claims SET issued_at = submitted_at WHERE id = :c"
+    assert await execute(registry, marked, c=pending) == 1
+    tables["undo"].append(("UPDATE claims SET issued_at = NULL WHERE id = :c", {"c": pending}))
+    differences = [str(d) for d in await reconcile(registry.platform.sessionmaker)]
+    assert (
+        f"claim {pending}: issued is True in the table (amount None, period None), False by "
+        "the ledger (no mint names it)" in differences
+    ), differences
 
 
 async def test_a_claim_and_a_relationship_edited_behind_the_ledger_are_named(

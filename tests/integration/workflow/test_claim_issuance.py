@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import copy
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.conftest import BACKENDS, Registry
 from tests.support.claims_world import METERED_AMOUNT, METERED_DAYS, METERED_START, World
+from tests.support.cli import run_cli
 from tests.support.workflow_world import Workflow, issue_claims, workflow_of
 from twinhub.mrv.evidence_bundle import verify_bundle
 
@@ -160,3 +163,68 @@ async def test_concurrent_issuances_mint_a_carried_claim_once(
     with pytest.raises(AssertionError, match="carries no claim"):
         await issue_claims(world)
     assert await balance(registry, owner) == METERED_AMOUNT
+
+
+@sqlite_only
+async def test_verify_evidence_recomputes_a_carried_claim_from_the_bundle_alone(
+    registry: Registry, world: World, tmp_path: Path
+) -> None:
+    """A carried claim's figure is recomputed from what the approval computed it from (its
+    stove's facts and day figures, kept with the claim) by the oracle's own rule, and those
+    day figures from the stove's readings; a changed reading, input or amount is named by
+    claim, stove and field. The CLI reads only the file."""
+    stove, _, approved = await world.approved_claim()
+    flow = await workflow_of(world)
+    period = await day_period(flow, LAST_DAY + timedelta(days=1))
+    issued = await flow.through(period, [stove])
+    assert issued["state"] == "issued"
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    name = f"claims[{approved['id']}] {stove}"
+    inputs = bundle["claimInputs"][approved["id"]]
+    assert inputs["stove"] == stove and len(inputs["days"]) == METERED_DAYS
+    assert len(bundle["claimReadings"][approved["id"]]) == METERED_DAYS * 4
+    assert len(bundle["claimMethodologies"]) == 1
+    assert verify_bundle(bundle) == []
+
+    # A reading changed: the day it belongs to no longer gives the kept figure.
+    reading = copy.deepcopy(bundle)
+    row = next(r for r in reading["claimReadings"][approved["id"]] if "energyKwh" in r["values"])
+    row["values"]["energyKwh"] += 1
+    problems = verify_bundle(reading)
+    assert any(p.startswith(f"{name} {row['time'][:10]} energy:") for p in problems), problems
+    # A kept day figure changed: the recomputed calculation differs from the signed one.
+    figure = copy.deepcopy(bundle)
+    figure["claimInputs"][approved["id"]]["days"][0]["meter_delta"] += 1
+    problems = verify_bundle(figure)
+    assert any(p.startswith(f"{name} inputsDigest:") for p in problems), problems
+    assert any(p.startswith(f"{name} usage:") for p in problems), problems
+    # The amount changed in the report: named with both values.
+    amount = copy.deepcopy(bundle)
+    amount["report"]["claims"][0]["amount"] += 5
+    problems = verify_bundle(amount)
+    expected = f"{name} amount: the report says {METERED_AMOUNT + 5}, the inputs give "
+    assert f"{expected}{METERED_AMOUNT}" in problems, problems
+    # Inputs missing, or a methodology not in the bundle: said, not skipped.
+    missing = copy.deepcopy(bundle)
+    del missing["claimInputs"][approved["id"]]
+    assert f"{name}: the bundle has no inputs to recompute its figure from" in verify_bundle(
+        missing
+    )
+    missing["claimInputs"] = bundle["claimInputs"]
+    missing["claimMethodologies"] = {}
+    assert any(p.startswith(f"{name} methodology:") for p in verify_bundle(missing))
+
+    # As an auditor runs it: no database, no network.
+    saved, changed = tmp_path / "bundle.json", tmp_path / "changed.json"
+    saved.write_bytes(orjson.dumps(bundle))
+    changed.write_bytes(orjson.dumps(reading))
+    env = {"DATA_DIR": str(tmp_path / "nowhere"), "DATABASE_URL": "postgresql://nobody@0.0.0.0:1/x"}
+    intact, damaged = await asyncio.gather(
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(saved), env=env),
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(changed), env=env),
+    )
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert damaged.returncode == 1, damaged.stdout + damaged.stderr
+    assert f"{name} {row['time'][:10]} energy" in damaged.stdout
+    assert not (tmp_path / "nowhere").exists()

@@ -2,7 +2,7 @@
 figures), so the evidence bundle of the period carrying the claim lets a verifier
 recompute its figure
 
-Revision ID: 0029
+Revision ID: 0028
 Revises: 0027
 Create Date: 2026-11-28
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0029"
+revision: str = "0028"
 down_revision: str | None = "0027"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

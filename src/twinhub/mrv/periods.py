@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from twinhub.kernel.collector import collector_paused
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.meter import check_meter
 from twinhub.mrv.methodology import Methodology, MethodologyError, to_smallest_unit
@@ -351,6 +352,7 @@ def fleet_of(stoves: Sequence[StovePeriod], minimum: float) -> Fleet:
     return Fleet(len(enrolled), sum(1 for s in enrolled if s.days), minimum)
 
 
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
 def compute_period(
     spec: PeriodSpec,
     methodology: Methodology,

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from twinhub.kernel.collector import collector_paused
+
 
 class StoveDay(NamedTuple):
     """One stove's cooking on one day, as the telemetry rollups give it. A named tuple, not
@@ -102,6 +104,7 @@ def profile(stove: str, days: list[StoveDay]) -> Profile:
 _NONE: list[tuple[()]] = [()] * len(StoveDay._fields)  # the columns of no days
 
 
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
 def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = None) -> list[Finding]:
     """Every finding for every stove in the window, the most serious kinds first."""
     rules = rules or PlausibilityRules()

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import DeviceToken, Domain, TelemetryDevice, TelemetryReading
+from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.period_inputs import device_identity, reading_row
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
@@ -54,30 +55,31 @@ async def stove_periods(
     days: dict[str, list[tuple[Any, ...]]] = {}
     low, high = day_start(start), day_start(end + timedelta(days=1))
     unique = list(dict.fromkeys(stoves))
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    dialect = dialect_of(connection.dialect)
-    for offset in range(0, len(unique), _CHUNK):
-        chunk = unique[offset : offset + _CHUNK]
-        rows = await session.execute(_FACTS, {"dids": chunk})
-        for did, properties, verified, status in rows:
-            facts[did] = (dict(properties or {}), bool(verified), status)
-        enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
-        try:
-            found = await dialect.day_rollups(raw, chunk, DAY_COLUMNS, low, high)
-        except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
-            raise driver_error(connection.dialect, raw, error) from error
-        scope: str | None = None
-        into: list[tuple[Any, ...]] = []
-        for row in found:  # in (scope, day) order: each stove's rows, its days in order
-            if row[0] != scope:
-                scope = row[0]
-                into = days.setdefault(scope, [])
-            into.append(row[1:])  # DayRow's layout
-    return [
-        stove_period(did, facts.get(did), did in enrolled, days.get(did, []), measure)
-        for did in stoves
-    ]
+    with collector_paused():  # a million small objects, none in a cycle (kernel.collector)
+        connection = await session.connection()
+        raw = await connection.get_raw_connection()
+        dialect = dialect_of(connection.dialect)
+        for offset in range(0, len(unique), _CHUNK):
+            chunk = unique[offset : offset + _CHUNK]
+            rows = await session.execute(_FACTS, {"dids": chunk})
+            for did, properties, verified, status in rows:
+                facts[did] = (dict(properties or {}), bool(verified), status)
+            enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
+            try:
+                found = await dialect.day_rollups(raw, chunk, DAY_COLUMNS, low, high)
+            except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+                raise driver_error(connection.dialect, raw, error) from error
+            scope: str | None = None
+            into: list[tuple[Any, ...]] = []
+            for row in found:  # in (scope, day) order: each stove's rows, its days in order
+                if row[0] != scope:
+                    scope = row[0]
+                    into = days.setdefault(scope, [])
+                into.append(row[1:])  # DayRow's layout
+        return [
+            stove_period(did, facts.get(did), did in enrolled, days.get(did, []), measure)
+            for did in stoves
+        ]
 
 
 async def stove_readings(

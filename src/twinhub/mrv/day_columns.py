@@ -38,8 +38,11 @@ def python_round(values: np.ndarray, digits: int) -> np.ndarray:
     with np.errstate(all="ignore"):
         scaled = values * scale
         found = np.rint(scaled) / scale
+        # The product is off the exact one by half a unit in its last place at most: a
+        # window of a millionth and four such units around each half holds every doubt.
+        window = TIE_WINDOW + np.abs(scaled) * 2.0**-50
         doubtful = ~(np.abs(scaled) < EXACT_LIMIT) | (
-            np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) < TIE_WINDOW
+            np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) <= window
         )
     for index in np.flatnonzero(doubtful).tolist():
         found[index] = round(float(values[index]), digits)

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from itertools import repeat
+from itertools import groupby, repeat
 from operator import eq, itemgetter
 from typing import NamedTuple
 
@@ -110,8 +110,8 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     """Every finding for every stove in the window, the most serious kinds first."""
     rules = rules or PlausibilityRules()
     by_stove: dict[str, list[StoveDay]] = defaultdict(list)
-    for day in stove_days:
-        by_stove[day.stove].append(day)
+    for stove, run in groupby(stove_days, key=itemgetter(0)):  # a stove's days come together
+        by_stove[stove].extend(run)
     by_day = itemgetter(1)  # StoveDay.day
     for days in by_stove.values():
         days.sort(key=by_day)

@@ -10,6 +10,7 @@ a report is always recomputed from the data the way it was first computed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, date, timedelta
 from typing import Any
@@ -19,20 +20,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
-from twinhub.db.models import DeviceToken, Domain, TelemetryDevice, TelemetryReading
+from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.period_inputs import device_identity, reading_row
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
 
 _CHUNK = 500  # stoves per IN (...) list
-# Built once (each claim's evaluation runs them): facts and enrolment.
+# Built once (each claim's evaluation runs it): a domain's facts (device_identities).
 _FACTS = select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
     Domain.did.in_(bindparam("dids", expanding=True))
-)
-_ENROLLED = select(DeviceToken.domain_did).where(
-    DeviceToken.domain_did.in_(bindparam("dids", expanding=True)),
-    DeviceToken.revoked_at.is_(None),
 )
 
 
@@ -49,9 +46,10 @@ async def stove_periods(
 
     The day rollups (three to five rows a stove-day) come through the driver's cursor as
     one row a stove-day, one column a figure (the dialect's `day_rollups`): a 10,000-stove
-    month is 300,000 plain tuples, with no ORM row or type processing per value."""
+    month is 300,000 plain tuples, with no ORM row or type processing per value. The
+    registry facts and enrolment come the same way, one statement a chunk (`stove_facts`)."""
     facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # did -> properties, verified, status
-    enrolled: set[str] = set()
+    stocked: set[str] = set()  # those with an enrolled device
     days: dict[str, list[tuple[Any, ...]]] = {}
     low, high = day_start(start), day_start(end + timedelta(days=1))
     unique = list(dict.fromkeys(stoves))
@@ -61,14 +59,17 @@ async def stove_periods(
         dialect = dialect_of(connection.dialect)
         for offset in range(0, len(unique), _CHUNK):
             chunk = unique[offset : offset + _CHUNK]
-            rows = await session.execute(_FACTS, {"dids": chunk})
-            for did, properties, verified, status in rows:
-                facts[did] = (dict(properties or {}), bool(verified), status)
-            enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
             try:
+                rows = await dialect.stove_facts(raw, chunk)
                 found = await dialect.day_rollups(raw, chunk, DAY_COLUMNS, low, high)
             except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
                 raise driver_error(connection.dialect, raw, error) from error
+            for did, properties, verified, status, enrolled in rows:
+                if isinstance(properties, str | bytes):  # JSON text as the driver gives it
+                    properties = json.loads(properties)
+                facts[did] = (dict(properties or {}), bool(verified), status)
+                if enrolled:
+                    stocked.add(did)
             scope: str | None = None
             into: list[tuple[Any, ...]] = []
             for row in found:  # in (scope, day) order: each stove's rows, its days in order
@@ -77,7 +78,7 @@ async def stove_periods(
                     into = days.setdefault(scope, [])
                 into.append(row[1:])  # DayRow's layout
         return [
-            stove_period(did, facts.get(did), did in enrolled, days.get(did, []), measure)
+            stove_period(did, facts.get(did), did in stocked, days.get(did, []), measure)
             for did in stoves
         ]
 

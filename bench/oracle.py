@@ -15,14 +15,16 @@ import asyncio
 import faulthandler
 import json
 import random
+import secrets
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.postgres import create_postgres_database, drop_postgres_database
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.builtin import builtin_methodology
 from twinhub.mrv.methodology import MethodologyError
@@ -38,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--evaluations", type=int, default=20_000)
     parser.add_argument("--claims", type=int, default=200, help="claims the oracle decides")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument(
+        "--postgres-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="PostgreSQL server (any database on it; the run creates its own and drops it)",
+    )
     parser.add_argument(
         "--profile", type=int, default=0, help="print this many lines of the period's profile"
     )
@@ -72,11 +80,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     start = date(2026, 9, 1)
     end = start + timedelta(days=args.days - 1)
+    postgres = None
+    if args.database == "postgresql":
+        postgres = await create_postgres_database(args.postgres_url, secrets.token_hex(3))
     with tempfile.TemporaryDirectory() as folder:
         settings = Settings(
             environment="test",
             data_dir=Path(folder),
-            database_url=f"sqlite:///{folder}/oracle.db",
+            database_url=postgres or f"sqlite:///{folder}/oracle.db",
             background_workers_enabled=False,
             log_level="warning",
         )
@@ -122,13 +133,19 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 for n, did in enumerate(stoves)
             ]
             seeded = time.perf_counter()
-            rows = rollup_rows(stoves, start, args.days)
-            _seed(Path(folder) / "oracle.db", domains, tokens, rows)
+            if postgres:
+                rows = rollup_rows(stoves, start, args.days, lambda moment: moment)
+                await _seed_postgres(postgres, domains, tokens, rows)
+            else:
+                rows = rollup_rows(stoves, start, args.days, _stamp)
+                _seed(Path(folder) / "oracle.db", domains, tokens, rows)
             figures["seeding rollups (s, not measured)"] = round(time.perf_counter() - seeded, 1)
             figures.update(await _claims(platform, stoves[: args.claims], start, end))
             figures.update(await period(platform, stoves, start, end, args.profile))
         finally:
             await platform.stop()
+            if postgres:
+                await drop_postgres_database(args.postgres_url, postgres)
     # Twice (2026-11-28) the process never exited after its work, with no aiosqlite thread
     # left: should asyncio.run's shutdown hang again, every thread's stack is printed and
     # the process ends, so the cause can be read (bench/results/2026-11-28.md).
@@ -177,11 +194,14 @@ async def period(
     return figures
 
 
-def rollup_rows(stoves: list[str], start: date, days: int) -> Iterator[tuple[Any, ...]]:
+def rollup_rows(
+    stoves: list[str], start: date, days: int, stamp: Callable[[datetime], Any]
+) -> Iterator[tuple[Any, ...]]:
     """Each stove-day's three day rollups (sessions, energy, register) as telemetry_rollups
-    rows for SQLite, made one at a time: 100,000 stoves x 30 days is nine million rows."""
+    rows, the bucket as `stamp` makes it, made one at a time: 100,000 stoves x 30 days is
+    nine million rows."""
     rng = random.Random(7)
-    stamps = [_stamp(day_start(start + timedelta(days=d))) for d in range(days)]
+    stamps = [stamp(day_start(start + timedelta(days=d))) for d in range(days)]
     for did in stoves:
         meter = 0.0
         for stamp in stamps:
@@ -321,7 +341,7 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
     )
     async with platform.engine.begin() as connection:  # a bench shortcut past governance
         await connection.execute(
-            text("UPDATE domains SET verified = 1 WHERE did = :d"), {"d": project["did"]}
+            text("UPDATE domains SET verified = TRUE WHERE did = :d"), {"d": project["did"]}
         )
         await connection.execute(
             text("UPDATE domains SET parent_did = :p WHERE did LIKE 'did:ixo:entity/bench-s%'"),
@@ -361,6 +381,75 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
 def _stamp(moment: datetime) -> str:
     """How SQLAlchemy keeps a datetime in SQLite."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+async def _seed_postgres(
+    url: str,
+    domains: list[dict[str, Any]],
+    tokens: list[dict[str, Any]],
+    rows: Iterable[tuple[Any, ...]],
+) -> None:
+    """The same rows as `_seed`, by COPY (asyncpg's binary copy)."""
+    import asyncpg
+
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.copy_records_to_table(
+            "domains",
+            columns=[*DOMAIN_COLUMNS],
+            records=[
+                (
+                    d["did"],
+                    d["seq"],
+                    d["type"],
+                    d["class_did"],
+                    d["twin_class"],
+                    json.dumps(d["controller"]),
+                    "[]",
+                    "[]",
+                    "{}",
+                    json.dumps(d["properties"]),
+                    "active",
+                    True,
+                    1,
+                    d["created_at"],
+                    d["updated_at"],
+                )
+                for d in domains
+            ],
+        )
+        await connection.copy_records_to_table(
+            "device_tokens",
+            columns=[*TOKEN_COLUMNS],
+            records=[tuple(t[name] for name in TOKEN_COLUMNS) for t in tokens],
+        )
+        await connection.copy_records_to_table(
+            "telemetry_rollups", columns=[*ROLLUP_COLUMNS], records=rows
+        )
+        await connection.execute("ANALYZE")  # as autovacuum would, a minute later
+    finally:
+        await connection.close()
+
+
+DOMAIN_COLUMNS = (
+    "did",
+    "seq",
+    "type",
+    "class_did",
+    "twin_class",
+    "controller",
+    "services",
+    "credentials",
+    "metadata",
+    "properties",
+    "status",
+    "verified",
+    "version",
+    "created_at",
+    "updated_at",
+)
+TOKEN_COLUMNS = ("token_id", "domain_did", "secret_sha256", "label", "created_by", "created_at")
+ROLLUP_COLUMNS = ("scope", "interval", "bucket", "field", "count", "sum", "min", "max")
 
 
 def _seed(

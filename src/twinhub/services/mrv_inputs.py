@@ -48,9 +48,7 @@ async def stove_periods(
     one row a stove-day, one column a figure (the dialect's `day_rollups`): a 10,000-stove
     month is 300,000 plain tuples, with no ORM row or type processing per value. The
     registry facts and enrolment come the same way, one statement a chunk (`stove_facts`)."""
-    facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # did -> properties, verified, status
-    stocked: set[str] = set()  # those with an enrolled device
-    days: dict[str, list[tuple[Any, ...]]] = {}
+    periods: dict[str, StovePeriod] = {}
     low, high = day_start(start), day_start(end + timedelta(days=1))
     unique = list(dict.fromkeys(stoves))
     with collector_paused():  # a million small objects, none in a cycle (kernel.collector)
@@ -64,12 +62,15 @@ async def stove_periods(
                 found = await dialect.day_rollups(raw, chunk, DAY_COLUMNS, low, high)
             except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
                 raise driver_error(connection.dialect, raw, error) from error
+            facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # properties, verified, status
+            stocked: set[str] = set()  # those with an enrolled device
             for did, properties, verified, status, enrolled in rows:
                 if isinstance(properties, str | bytes):  # JSON text as the driver gives it
                     properties = json.loads(properties)
                 facts[did] = (dict(properties or {}), bool(verified), status)
                 if enrolled:
                     stocked.add(did)
+            days: dict[str, list[tuple[Any, ...]]] = {}
             scope: str | None = None
             into: list[tuple[Any, ...]] = []
             for row in found:  # in (scope, day) order: each stove's rows, its days in order
@@ -77,10 +78,12 @@ async def stove_periods(
                     scope = row[0]
                     into = days.setdefault(scope, [])
                 into.append(row[1:])  # DayRow's layout
-        return [
-            stove_period(did, facts.get(did), did in stocked, days.get(did, []), measure)
-            for did in stoves
-        ]
+            # Each chunk's stoves made before the next is read: the driver's rows go with it.
+            for did in chunk:
+                periods[did] = stove_period(
+                    did, facts.get(did), did in stocked, days.get(did, []), measure
+                )
+        return [periods[did] for did in stoves]
 
 
 async def stove_readings(

@@ -1,18 +1,29 @@
 """A period's registry facts come through the driver (the dialect's stove_facts) as the ORM
 read them: properties decoded, verified, status, and enrolment counting only a token that is
 not revoked; a stove that is not a domain comes back unverified and unenrolled. Real
-database, SQLite and PostgreSQL."""
+database, SQLite and PostgreSQL (a database of this module's own)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import date
 
+import pytest
+
+from tests.conftest import fresh_postgres_database
 from twinhub.db.models import DeviceToken, Domain
 from twinhub.kernel.clock import utcnow
 from twinhub.platform import Platform
 from twinhub.services.mrv_inputs import stove_periods
 from twinhub.settings import Settings
+
+
+@pytest.fixture(scope="module")
+async def postgres_url() -> AsyncIterator[str]:
+    """A PostgreSQL database of this module's own: its domains are written past the ledger,
+    which the other modules' reconciliations of the shared database would report."""
+    async with fresh_postgres_database("facts") as url:
+        yield url
 
 
 def _stove(name: str, properties: dict, verified: bool, seq: int) -> Domain:

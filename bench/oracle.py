@@ -16,19 +16,23 @@ import faulthandler
 import gc
 import json
 import random
+import secrets
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.postgres import create_postgres_database, drop_postgres_database
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.builtin import builtin_methodology
 from twinhub.mrv.methodology import MethodologyError
 from twinhub.mrv.periods import PeriodSpec, compute_period
 from twinhub.mrv.plausibility import assess
 from twinhub.mrv.project_document import ProjectDocument, check_project_document
+from twinhub.mrv.rollups import day_start
 from twinhub.services.mrv_inputs import stove_periods
 
 
@@ -37,6 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--evaluations", type=int, default=20_000)
     parser.add_argument("--claims", type=int, default=200, help="claims the oracle decides")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument(
+        "--postgres-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="PostgreSQL server (any database on it; the run creates its own and drops it)",
+    )
+    parser.add_argument(
+        "--profile", type=int, default=0, help="print this many lines of the period's profile"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,11 +81,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     start = date(2026, 9, 1)
     end = start + timedelta(days=args.days - 1)
+    postgres = None
+    if args.database == "postgresql":
+        postgres = await create_postgres_database(args.postgres_url, secrets.token_hex(3))
     with tempfile.TemporaryDirectory() as folder:
         settings = Settings(
             environment="test",
             data_dir=Path(folder),
-            database_url=f"sqlite:///{folder}/oracle.db",
+            database_url=postgres or f"sqlite:///{folder}/oracle.db",
             background_workers_enabled=False,
             log_level="warning",
         )
@@ -106,33 +122,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 for n, did in enumerate(stoves)
             ]
-            rng = random.Random(7)
-            rows = []
-            for did in stoves:
-                meter = 0.0
-                for d in range(args.days):
-                    bucket = datetime(start.year, start.month, start.day, tzinfo=UTC)
-                    bucket += timedelta(days=d)
-                    energy = round(rng.uniform(0.6, 1.6), 3)
-                    first = meter + energy / 2  # the register after the morning session
-                    meter += energy
-                    for name, count, total, least, most in (
-                        ("session=start", 2, 2.0, 1.0, 1.0),
-                        ("energyKwh", 4, energy, energy / 4, energy / 4),
-                        ("meterKwh", 2, first + meter, first, meter),
-                    ):
-                        rows.append(
-                            {
-                                "scope": did,
-                                "interval": "day",
-                                "bucket": bucket,
-                                "field": name,
-                                "count": count,
-                                "sum": total,
-                                "min": least,
-                                "max": most,
-                            }
-                        )
             tokens = [
                 {
                     "token_id": f"b{n:07d}",
@@ -145,7 +134,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 for n, did in enumerate(stoves)
             ]
             seeded = time.perf_counter()
-            _seed(Path(folder) / "oracle.db", domains, tokens, rows)
+            if postgres:
+                rows = rollup_rows(stoves, start, args.days, lambda moment: moment)
+                await _seed_postgres(postgres, domains, tokens, rows)
+            else:
+                rows = rollup_rows(stoves, start, args.days, _stamp)
+                _seed(Path(folder) / "oracle.db", domains, tokens, rows)
             figures["seeding rollups (s, not measured)"] = round(time.perf_counter() - seeded, 1)
             # The seed rows (a million dicts at 10,000 stoves) are the bench's, not the
             # oracle's: kept alive, every full collection of the measured process walked
@@ -154,36 +148,77 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             gc.collect()
             gc.freeze()
             figures.update(await _claims(platform, stoves[: args.claims], start, end))
-            t0, c0 = time.perf_counter(), time.process_time()
-            async with platform.sessionmaker() as session:
-                periods = await stove_periods(session, stoves, start, end, methodology.reading)
-            t1, c1 = time.perf_counter(), time.process_time()
-            findings = assess(day for p in periods for day in p.days)
-            t2, c2 = time.perf_counter(), time.process_time()
-            spec = PeriodSpec("did:ixo:entity/bench-project", start, end, "CARBON", 6)
-            report = compute_period(
-                spec, methodology, periods, findings, document=_document(), sampled=SAMPLED
-            )
-            t3, c3 = time.perf_counter(), time.process_time()
-            figures["period: read rollups (s wall / cpu)"] = f"{t1 - t0:.2f} / {c1 - c0:.2f}"
-            figures["period: learned plausibility (s wall / cpu)"] = (
-                f"{t2 - t1:.2f} / {c2 - c1:.2f}"
-            )
-            figures["period: methodology + report (s wall / cpu)"] = (
-                f"{t3 - t2:.2f} / {c3 - c2:.2f}"
-            )
-            figures["period: total wall (s)"] = round(t3 - t0, 2)
-            figures["period: total cpu (s)"] = round(c3 - c0, 2)
-            figures["period: stoves included"] = report["totals"]["included"]
-            figures["period: credits"] = report["credits"]["amount"]
-            figures["period: report digest"] = report["reportDigest"]  # same data, same digest
+            figures.update(await period(platform, stoves, start, end, args.profile))
         finally:
             await platform.stop()
+            if postgres:
+                await drop_postgres_database(args.postgres_url, postgres)
     # Twice (2026-11-28) the process never exited after its work, with no aiosqlite thread
     # left: should asyncio.run's shutdown hang again, every thread's stack is printed and
     # the process ends, so the cause can be read (bench/results/2026-11-28.md).
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     return figures
+
+
+async def period(
+    platform: Any, stoves: list[str], start: date, end: date, profile: int = 0
+) -> dict[str, Any]:
+    """The monitoring period of `stoves` from the seeded rollups, in its three parts, with
+    the peak RSS it reached; `profile`: print that many lines of its cProfile (by own time)."""
+    import cProfile
+    import pstats
+    import resource
+
+    figures: dict[str, Any] = {}
+    profiler = cProfile.Profile() if profile else None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0, c0 = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    methodology = builtin_methodology()
+    async with platform.sessionmaker() as session:
+        periods = await stove_periods(session, stoves, start, end, methodology.reading)
+    t1, c1 = time.perf_counter(), time.process_time()
+    findings = assess(day for p in periods for day in p.days)
+    t2, c2 = time.perf_counter(), time.process_time()
+    spec = PeriodSpec("did:ixo:entity/bench-project", start, end, "CARBON", 6)
+    report = compute_period(
+        spec, methodology, periods, findings, document=_document(), sampled=SAMPLED
+    )
+    t3, c3 = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
+    figures["period: read rollups (s wall / cpu)"] = f"{t1 - t0:.2f} / {c1 - c0:.2f}"
+    figures["period: learned plausibility (s wall / cpu)"] = f"{t2 - t1:.2f} / {c2 - c1:.2f}"
+    figures["period: methodology + report (s wall / cpu)"] = f"{t3 - t2:.2f} / {c3 - c2:.2f}"
+    figures["period: total wall (s)"] = round(t3 - t0, 2)
+    figures["period: total cpu (s)"] = round(c3 - c0, 2)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    figures["period: peak RSS (MiB; before the period)"] = f"{peak // 1024} ({rss // 1024})"
+    figures["period: stoves included"] = report["totals"]["included"]
+    figures["period: credits"] = report["credits"]["amount"]
+    figures["period: report digest"] = report["reportDigest"]  # same data, same digest
+    return figures
+
+
+def rollup_rows(
+    stoves: list[str], start: date, days: int, stamp: Callable[[datetime], Any]
+) -> Iterator[tuple[Any, ...]]:
+    """Each stove-day's three day rollups (sessions, energy, register) as telemetry_rollups
+    rows, the bucket as `stamp` makes it, made one at a time: 100,000 stoves x 30 days is
+    nine million rows."""
+    rng = random.Random(7)
+    stamps = [stamp(day_start(start + timedelta(days=d))) for d in range(days)]
+    for did in stoves:
+        meter = 0.0
+        for stamp in stamps:
+            energy = round(rng.uniform(0.6, 1.6), 3)
+            first = meter + energy / 2  # the register after the morning session
+            meter += energy
+            yield (did, "day", stamp, "session=start", 2, 2.0, 1.0, 1.0)
+            yield (did, "day", stamp, "energyKwh", 4, energy, energy / 4, energy / 4)
+            yield (did, "day", stamp, "meterKwh", 2, first + meter, first, meter)
 
 
 def _batch(methodology: Any, count: int, per_stove: float) -> dict[str, Any]:
@@ -314,7 +349,7 @@ async def _claims(platform: Any, stoves: list[str], start: date, end: date) -> d
     )
     async with platform.engine.begin() as connection:  # a bench shortcut past governance
         await connection.execute(
-            text("UPDATE domains SET verified = 1 WHERE did = :d"), {"d": project["did"]}
+            text("UPDATE domains SET verified = TRUE WHERE did = :d"), {"d": project["did"]}
         )
         await connection.execute(
             text("UPDATE domains SET parent_did = :p WHERE did LIKE 'did:ixo:entity/bench-s%'"),
@@ -356,11 +391,80 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+async def _seed_postgres(
+    url: str,
+    domains: list[dict[str, Any]],
+    tokens: list[dict[str, Any]],
+    rows: Iterable[tuple[Any, ...]],
+) -> None:
+    """The same rows as `_seed`, by COPY (asyncpg's binary copy)."""
+    import asyncpg
+
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.copy_records_to_table(
+            "domains",
+            columns=[*DOMAIN_COLUMNS],
+            records=[
+                (
+                    d["did"],
+                    d["seq"],
+                    d["type"],
+                    d["class_did"],
+                    d["twin_class"],
+                    json.dumps(d["controller"]),
+                    "[]",
+                    "[]",
+                    "{}",
+                    json.dumps(d["properties"]),
+                    "active",
+                    True,
+                    1,
+                    d["created_at"],
+                    d["updated_at"],
+                )
+                for d in domains
+            ],
+        )
+        await connection.copy_records_to_table(
+            "device_tokens",
+            columns=[*TOKEN_COLUMNS],
+            records=[tuple(t[name] for name in TOKEN_COLUMNS) for t in tokens],
+        )
+        await connection.copy_records_to_table(
+            "telemetry_rollups", columns=[*ROLLUP_COLUMNS], records=rows
+        )
+        await connection.execute("ANALYZE")  # as autovacuum would, a minute later
+    finally:
+        await connection.close()
+
+
+DOMAIN_COLUMNS = (
+    "did",
+    "seq",
+    "type",
+    "class_did",
+    "twin_class",
+    "controller",
+    "services",
+    "credentials",
+    "metadata",
+    "properties",
+    "status",
+    "verified",
+    "version",
+    "created_at",
+    "updated_at",
+)
+TOKEN_COLUMNS = ("token_id", "domain_did", "secret_sha256", "label", "created_by", "created_at")
+ROLLUP_COLUMNS = ("scope", "interval", "bucket", "field", "count", "sum", "min", "max")
+
+
 def _seed(
     path: Path,
     domains: list[dict[str, Any]],
     tokens: list[dict[str, Any]],
-    rows: list[dict[str, Any]],
+    rows: Iterable[tuple[Any, ...]],
 ) -> None:
     """Bulk rows through the stdlib driver: seeding is not what is measured."""
     connection = sqlite3.connect(path)
@@ -408,18 +512,6 @@ def _seed(
         connection.executemany(
             'INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min,'
             " max) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    r["scope"],
-                    "day",
-                    _stamp(r["bucket"]),
-                    r["field"],
-                    r["count"],
-                    r["sum"],
-                    r["min"],
-                    r["max"],
-                )
-                for r in rows
-            ],
+            rows,
         )
     connection.close()

@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
+from twinhub.kernel.collector import collector_paused
 from twinhub.kernel.errors import Problems
+from twinhub.mrv.day_columns import DayColumns, python_round
 from twinhub.mrv.meter import check_meter
 from twinhub.mrv.methodology import Methodology, MethodologyError, to_smallest_unit
 from twinhub.mrv.plausibility import Finding, StoveDay
@@ -114,6 +116,34 @@ def inputs_digest(days: Iterable[StoveDay]) -> str:
         for stove, day, sessions, energy, _, _, _, delta in days
     )
     return hashlib.sha256(orjson.dumps(rows)).hexdigest()
+
+
+def inputs_digests(groups: Sequence[Sequence[StoveDay]]) -> list[str]:
+    """`inputs_digest` of each stove's days, over the columns of them all: the energy
+    rounded at once (mrv.day_columns.python_round), each stove's rows zipped from the
+    columns, and sorted only when its days are not in day order already."""
+    columns = DayColumns.of(groups)
+    if columns is None:  # a figure that is not a plain number: stove by stove
+        return [inputs_digest(days) for days in groups]
+    stoves, days, sessions, _, _, _, _, deltas = columns.fields
+    energy = python_round(columns.energy, 6).tolist()
+    iso = list(map(_iso, days))
+    ordered = columns.ascending().tolist()
+    edges = columns.starts.tolist()
+    found = []
+    for first, last, fine in zip(edges, edges[1:], ordered, strict=False):
+        rows = list(
+            zip(
+                stoves[first:last],
+                iso[first:last],
+                sessions[first:last],
+                energy[first:last],
+                deltas[first:last],
+                strict=True,
+            )
+        )
+        found.append(hashlib.sha256(orjson.dumps(rows if fine else sorted(rows))).hexdigest())
+    return found
 
 
 _iso = lru_cache(maxsize=4096)(date.isoformat)  # a period's thirty days, 300,000 times
@@ -351,6 +381,7 @@ def fleet_of(stoves: Sequence[StovePeriod], minimum: float) -> Fleet:
     return Fleet(len(enrolled), sum(1 for s in enrolled if s.days), minimum)
 
 
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
 def compute_period(
     spec: PeriodSpec,
     methodology: Methodology,
@@ -383,12 +414,13 @@ def compute_period(
     # Each stove's inputs first, then the methodology once over all of them (its formulas
     # as array operations: Methodology.evaluate_many), then the rows in stove order.
     staged: list[tuple[StovePeriod, dict[str, Any], str | None, StoveInputs | None]] = []
-    for stove in sorted(stoves, key=lambda s: s.stove):
+    ordered = sorted(stoves, key=lambda s: s.stove)
+    for stove, digest in zip(ordered, inputs_digests([s.days for s in ordered]), strict=True):
         base: dict[str, Any] = {
             "stove": stove.stove,
             "serial": stove.serial,
             "usage": None,  # the measure's when credited, the sessions' when excluded
-            "inputsDigest": inputs_digest(stove.days),
+            "inputsDigest": digest,
         }
         reason = _exclusion(stove, spec, rules, findings, credited or {})
         found: StoveInputs | str | None = None
@@ -482,12 +514,13 @@ def sessions_report(
     samples. Kept so a report issued under 1.0.0 still recomputes to the last unit."""
     rules = methodology.rule_values()
     staged: list[tuple[dict[str, Any], str | None, dict[str, Any] | None]] = []
-    for stove in sorted(stoves, key=lambda s: s.stove):
+    ordered = sorted(stoves, key=lambda s: s.stove)
+    for stove, digest in zip(ordered, inputs_digests([s.days for s in ordered]), strict=True):
         base = {
             "stove": stove.stove,
             "serial": stove.serial,
             "usage": _plain_usage(stove),
-            "inputsDigest": inputs_digest(stove.days),
+            "inputsDigest": digest,
         }
         reason = _exclusion(stove, spec, rules, findings, credited, sessions_measure=True)
         values = None

@@ -18,11 +18,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from itertools import repeat
+from itertools import groupby, repeat
 from operator import eq, itemgetter
 from typing import NamedTuple
 
 import numpy as np
+
+from twinhub.kernel.collector import collector_paused
+from twinhub.mrv.day_columns import DayColumns, python_round
 
 
 class StoveDay(NamedTuple):
@@ -102,20 +105,25 @@ def profile(stove: str, days: list[StoveDay]) -> Profile:
 _NONE: list[tuple[()]] = [()] * len(StoveDay._fields)  # the columns of no days
 
 
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
 def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = None) -> list[Finding]:
     """Every finding for every stove in the window, the most serious kinds first."""
     rules = rules or PlausibilityRules()
     by_stove: dict[str, list[StoveDay]] = defaultdict(list)
-    for day in stove_days:
-        by_stove[day.stove].append(day)
+    for stove, run in groupby(stove_days, key=itemgetter(0)):  # a stove's days come together
+        by_stove[stove].extend(run)
     by_day = itemgetter(1)  # StoveDay.day
     for days in by_stove.values():
         days.sort(key=by_day)
+    columns = DayColumns.of(by_stove.values())
     findings: list[Finding] = []
     for stove, days in by_stove.items():
         findings += _register_findings(stove, days, rules)
-        findings += _frozen_findings(stove, days, rules)
-    findings += _clone_findings(by_stove, rules)
+    # Only a stove with a day that repeats the day before can have a frozen series.
+    stoves = list(by_stove)
+    for index in range(len(stoves)) if columns is None else _repeating(columns).tolist():
+        findings += _frozen_findings(stoves[index], by_stove[stoves[index]], rules)
+    findings += _clone_findings(by_stove, rules, columns)
     profiles = [profile(stove, days) for stove, days in by_stove.items()]
     findings += _cohort_findings(profiles, rules)
     order = {"tampered": 0, "cloned": 1, "broken": 2, "unusual": 3}
@@ -182,6 +190,15 @@ def run_length(flags: Iterable[bool]) -> int:
     return best
 
 
+def _repeating(columns: DayColumns) -> np.ndarray:
+    """The groups (stoves) with a day whose energy, to 4 places, equals the day before's."""
+    values = python_round(columns.energy, 4)
+    same = np.zeros(len(values), dtype=bool)
+    same[1:] = values[1:] == values[:-1]
+    same[columns.starts[:-1]] = False  # a stove's first day has no day before
+    return columns.groups_where(same)
+
+
 def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
     values = list(map(round, [d.energy for d in days], repeat(4)))
     repeated = any(map(eq, values, values[1:]))  # most stoves: no day repeats the one before
@@ -206,13 +223,15 @@ def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules)
     return []
 
 
-def _clone_findings(by_stove: dict[str, list[StoveDay]], rules: PlausibilityRules) -> list[Finding]:
+def _clone_findings(
+    by_stove: dict[str, list[StoveDay]], rules: PlausibilityRules, columns: DayColumns | None
+) -> list[Finding]:
     """Stoves whose days are the same to the watt-hour on most common days. Days are bucketed
     by their exact values, so only stoves that share a bucket are compared: linear in the
     number of stove-days rather than quadratic in stoves."""
     findings: list[Finding] = []
     least = rules.clone_share * rules.min_days  # fewer shared days can never be a clone
-    for (first, second), same in shared_days(by_stove, least):
+    for (first, second), same in shared_days(by_stove, least, columns):
         common = _active_common_days(by_stove[first], by_stove[second])
         if common >= rules.min_days and same >= rules.clone_share * common:
             for stove, other in ((first, second), (second, first)):
@@ -231,7 +250,7 @@ MAX_BUCKET = 50  # stove-days of one value: more is a common value, not a copy
 
 
 def shared_days(
-    by_stove: dict[str, list[StoveDay]], least: float = 1
+    by_stove: dict[str, list[StoveDay]], least: float = 1, columns: DayColumns | None = None
 ) -> list[tuple[tuple[str, str], int]]:
     """Each pair of stoves (in name order) with the number of buckets (day, sessions, energy
     to the watt-hour) of cooking days they share, when at least `least`, a bucket of more
@@ -241,18 +260,22 @@ def shared_days(
     (numpy), not tuples."""
     names = sorted(by_stove)
     number = {name: index for index, name in enumerate(names)}
-    buckets: dict[tuple[date, int, float], int] = {}
-    bucket_of, owner_of = [], []
-    for stove, days in by_stove.items():
-        index = number[stove]
-        for d in days:
-            if d.sessions:
-                key = (d.day, d.sessions, round(d.energy, 3))
-                bucket_of.append(buckets.setdefault(key, len(buckets)))
-                owner_of.append(index)
-    if not bucket_of:
+    columns = columns or DayColumns.of(by_stove.values())  # `columns`: of by_stove's days
+    if columns is not None:
+        bucket_of, owner_of = _buckets(columns, [number[stove] for stove in by_stove])
+    else:  # a figure that is not a plain number: day by day
+        buckets: dict[tuple[date, int, float], int] = {}
+        bucket_of, owner_of = [], []
+        for stove, days in by_stove.items():
+            index = number[stove]
+            for d in days:
+                if d.sessions:
+                    key = (d.day, d.sessions, round(d.energy, 3))
+                    bucket_of.append(buckets.setdefault(key, len(buckets)))
+                    owner_of.append(index)
+    if not len(bucket_of):
         return []
-    bucket, owner = np.array(bucket_of, dtype=np.int64), np.array(owner_of, dtype=np.int64)
+    bucket, owner = np.asarray(bucket_of, dtype=np.int64), np.asarray(owner_of, dtype=np.int64)
     sizes = np.bincount(bucket)  # stove-days a bucket, a stove's repeated day counted twice
     order = np.lexsort((owner, bucket))
     bucket, owner = bucket[order], owner[order]
@@ -295,6 +318,32 @@ def shared_days(
         ((names[code // len(names)], names[code % len(names)]), same)
         for code, same in zip(unique.tolist(), shared.tolist(), strict=True)
     ]
+
+
+def _buckets(columns: DayColumns, owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each cooking day's bucket (day, sessions, energy to the watt-hour), numbered in the
+    order the days first make them, and its stove's number: `shared_days`' keys over the
+    columns at once."""
+    active = columns.sessions != 0
+    owner = np.repeat(np.asarray(owners, dtype=np.int64), np.diff(columns.starts))[active]
+    day, sessions = columns.ordinal[active], columns.sessions[active]
+    energy = python_round(columns.energy[active], 3)
+    if not len(day):
+        return day, owner
+    order = np.lexsort((energy, sessions, day))  # equal keys together, in day order
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (
+        (day[order][1:] != day[order][:-1])
+        | (sessions[order][1:] != sessions[order][:-1])
+        | (energy[order][1:] != energy[order][:-1])
+    )
+    group = np.cumsum(new) - 1  # each sorted day's key, numbered in sorted order
+    first = np.minimum.reduceat(order, np.flatnonzero(new))  # where each key is first met
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    bucket = np.empty(len(order), dtype=np.int64)
+    bucket[order] = rank[group]
+    return bucket, owner
 
 
 def _active_common_days(first: list[StoveDay], second: list[StoveDay]) -> int:

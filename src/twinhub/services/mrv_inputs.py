@@ -10,7 +10,10 @@ a report is always recomputed from the data the way it was first computed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, date, timedelta
 from typing import Any
 
@@ -19,20 +22,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
-from twinhub.db.models import DeviceToken, Domain, TelemetryDevice, TelemetryReading
+from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
+from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.period_inputs import device_identity, reading_row
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
 
 _CHUNK = 500  # stoves per IN (...) list
-# Built once (each claim's evaluation runs them): facts and enrolment.
+# Built once (each claim's evaluation runs it): a domain's facts (device_identities).
 _FACTS = select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
     Domain.did.in_(bindparam("dids", expanding=True))
-)
-_ENROLLED = select(DeviceToken.domain_did).where(
-    DeviceToken.domain_did.in_(bindparam("dids", expanding=True)),
-    DeviceToken.revoked_at.is_(None),
 )
 
 
@@ -49,36 +49,69 @@ async def stove_periods(
 
     The day rollups (three to five rows a stove-day) come through the driver's cursor as
     one row a stove-day, one column a figure (the dialect's `day_rollups`): a 10,000-stove
-    month is 300,000 plain tuples, with no ORM row or type processing per value."""
-    facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # did -> properties, verified, status
-    enrolled: set[str] = set()
-    days: dict[str, list[tuple[Any, ...]]] = {}
+    month is 300,000 plain tuples, with no ORM row or type processing per value. The
+    registry facts and enrolment come the same way, one statement a chunk (`stove_facts`);
+    a chunk's rollups are read while the chunk before is made into periods."""
+    periods: dict[str, StovePeriod] = {}
     low, high = day_start(start), day_start(end + timedelta(days=1))
     unique = list(dict.fromkeys(stoves))
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    dialect = dialect_of(connection.dialect)
-    for offset in range(0, len(unique), _CHUNK):
-        chunk = unique[offset : offset + _CHUNK]
-        rows = await session.execute(_FACTS, {"dids": chunk})
-        for did, properties, verified, status in rows:
-            facts[did] = (dict(properties or {}), bool(verified), status)
-        enrolled.update(await session.scalars(_ENROLLED, {"dids": chunk}))
+    chunks = [unique[offset : offset + _CHUNK] for offset in range(0, len(unique), _CHUNK)]
+    with collector_paused():  # a million small objects, none in a cycle (kernel.collector)
+        connection = await session.connection()
+        raw = await connection.get_raw_connection()
+        dialect = dialect_of(connection.dialect)
+
+        async def read(what: Awaitable[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+            try:
+                return await what
+            except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+                raise driver_error(connection.dialect, raw, error) from error
+
+        facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # properties, verified, status
+        stocked: set[str] = set()  # those with an enrolled device
+        for chunk in chunks:
+            for did, properties, verified, status, enrolled in await read(
+                dialect.stove_facts(raw, chunk)
+            ):
+                if isinstance(properties, str | bytes):  # JSON text as the driver gives it
+                    properties = json.loads(properties)
+                facts[did] = (dict(properties or {}), bool(verified), status)
+                if enrolled:
+                    stocked.add(did)
+        # The next chunk's rollups are asked for before this chunk's stoves are made, so the
+        # database (PostgreSQL's server, SQLite's thread) works while Python does: one
+        # statement in flight at a time, as a connection allows.
+        ahead: asyncio.Task[list[tuple[Any, ...]]] | None = None
         try:
-            found = await dialect.day_rollups(raw, chunk, DAY_COLUMNS, low, high)
-        except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
-            raise driver_error(connection.dialect, raw, error) from error
-        scope: str | None = None
-        into: list[tuple[Any, ...]] = []
-        for row in found:  # in (scope, day) order: each stove's rows, its days in order
-            if row[0] != scope:
-                scope = row[0]
-                into = days.setdefault(scope, [])
-            into.append(row[1:])  # DayRow's layout
-    return [
-        stove_period(did, facts.get(did), did in enrolled, days.get(did, []), reading)
-        for did in stoves
-    ]
+            for number, chunk in enumerate(chunks):
+                if ahead is None:
+                    found = await read(dialect.day_rollups(raw, chunk, DAY_COLUMNS, low, high))
+                else:
+                    found, ahead = await ahead, None
+                if number + 1 < len(chunks):
+                    ahead = asyncio.ensure_future(
+                        read(dialect.day_rollups(raw, chunks[number + 1], DAY_COLUMNS, low, high))
+                    )
+                    await asyncio.sleep(0)  # the statement is sent before Python works
+                days: dict[str, list[tuple[Any, ...]]] = {}
+                scope: str | None = None
+                into: list[tuple[Any, ...]] = []
+                for row in found:  # in (scope, day) order: each stove's rows, its days in order
+                    if row[0] != scope:
+                        scope = row[0]
+                        into = days.setdefault(scope, [])
+                    into.append(row[1:])  # DayRow's layout
+                # Each chunk's stoves made before the next is read: its rows go with it.
+                for did in chunk:
+                    periods[did] = stove_period(
+                        did, facts.get(did), did in stocked, days.get(did, []), reading
+                    )
+        finally:
+            if ahead is not None:  # a failure on the way: the statement in flight ends first
+                ahead.cancel()
+                with contextlib.suppress(BaseException):
+                    await ahead
+        return [periods[did] for did in stoves]
 
 
 async def stove_readings(

@@ -115,7 +115,18 @@ class Dialect(ABC):
         monitoring period's 300,000 stove-days come as plain rows, no ORM type per value
         (services.mrv_inputs)."""
 
+    @abstractmethod
+    async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
+        """(did, properties as JSON text, verified, status, enrolled) of the domains `dids`
+        (enrolled: a device token not revoked), one statement asked of the driver's
+        connection `raw`: a monitoring period's registry facts without an ORM row or a
+        compiled expanding parameter per stove (services.mrv_inputs)."""
 
+
+STOVE_FACTS = (  # the two dialects' statement, their placeholder for the DIDs put in {}
+    "SELECT d.did, d.properties, d.verified, d.status, EXISTS (SELECT 1 FROM device_tokens t"
+    " WHERE t.domain_did = d.did AND t.revoked_at IS NULL) FROM domains d WHERE d.did {}"
+)
 AGGREGATES = ("count", "sum", "min", "max")  # a rollup's columns (telemetry_rollups)
 
 

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import Dialect, causes, one_by_one, pivot_columns
+from twinhub.db.dialects import STOVE_FACTS, Dialect, causes, one_by_one, pivot_columns
 
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
 # One text whatever the batch's size (prepared once per connection), each key an index
@@ -201,6 +201,10 @@ class PostgreSQL(Dialect):
             high,
             sorted({name for name, _ in columns}),
         )
+
+    async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
+        sql = STOVE_FACTS.format("= ANY($1::text[])")
+        return await raw.driver_connection.fetch(sql, dids)  # type: ignore[no-any-return]
 
 
 def _arrays(plan: _Plan, rows: list[dict[str, Any]]) -> list[list[Any]]:

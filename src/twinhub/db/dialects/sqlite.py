@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import Dialect, causes, one_by_one, pivot_columns
+from twinhub.db.dialects import STOVE_FACTS, Dialect, causes, one_by_one, pivot_columns
 
 # SQLite's primary result codes (https://sqlite.org/rescode.html) by what they mean for
 # the caller (db/failures.py); any other code is the registry's own fault (SQLITE_ERROR: a
@@ -159,6 +159,10 @@ class SQLite(Dialect):
             *fields,
         )
         return await raw.driver_connection.execute_fetchall(sql, arguments)  # type: ignore[no-any-return]
+
+    async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
+        sql = STOVE_FACTS.format(f"IN ({', '.join('?' * len(dids))})")
+        return await raw.driver_connection.execute_fetchall(sql, dids)  # type: ignore[no-any-return]
 
 
 def _text(moment: datetime) -> str:

@@ -37,6 +37,12 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 async def browser(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Any]:
+    if not HAVE_CHROMIUM:
+        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} (apt-get install -y chromium)"))
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError as error:
+        unavailable("Playwright", error)
     # The browser modules' slow data, built while the first modules run (tests/support/ahead).
     ahead.start_planned(
         {
@@ -46,12 +52,6 @@ async def browser(
         },
         tmp_path_factory,
     )
-    if not HAVE_CHROMIUM:
-        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} (apt-get install -y chromium)"))
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError as error:
-        unavailable("Playwright", error)
     ARTIFACTS.mkdir(exist_ok=True)
     async with async_playwright() as driver:
         launched = await driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -3,6 +3,7 @@
 Every browser module (the console's pages, its views, its workflow, the programme at scale)
 opens its own contexts in this one browser: launching Chromium and Playwright's driver again
 for each module cost each a second or more of a loaded core, for nothing a test checks.
+The browser's start also starts what later browser modules will serve (tests/support/ahead.py).
 Without Chromium the browser tests skip with the reason; under CI=true they fail instead.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import unavailable
+from tests.support import ahead
 
 CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
@@ -32,13 +34,24 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 
 @pytest.fixture(scope="session")
-async def browser() -> AsyncIterator[Any]:
+async def browser(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Any]:
     if not HAVE_CHROMIUM:
         unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} (apt-get install -y chromium)"))
     try:
         from playwright.async_api import async_playwright
     except ImportError as error:
         unavailable("Playwright", error)
+    # The browser modules' slow data, built while the first modules run (tests/support/ahead).
+    ahead.start_planned(
+        {
+            item.module.__name__
+            for item in request.session.items
+            if isinstance(item, pytest.Function)
+        },
+        tmp_path_factory,
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     async with async_playwright() as driver:
         launched = await driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -17,12 +17,14 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS
+from tests.support import ahead
 from tests.support.large_programme import LargeProgramme, build_large_programme
 from tests.support.served import serving
 
@@ -41,10 +43,18 @@ class Scale:
         return f"{self.registry}/console"
 
 
+def built(factory: pytest.TempPathFactory) -> tuple[Path, LargeProgramme]:
+    """The programme in a folder of its own; built ahead, while earlier browser modules run."""
+    data = factory.mktemp("scale")
+    return data, build_large_programme(f"sqlite:///{data / 'twinhub.db'}", STOVES)
+
+
+ahead.plan("large-programme", __name__, built)
+
+
 @pytest.fixture(scope="module")
 def scale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scale]:
-    data = tmp_path_factory.mktemp("scale")
-    made = build_large_programme(f"sqlite:///{data / 'twinhub.db'}", STOVES)
+    data, made = ahead.take("large-programme", tmp_path_factory)
     env = {
         "ENVIRONMENT": "test",
         "PIN_ENCRYPTION_KEY": secrets.token_hex(32),

@@ -22,6 +22,7 @@ import pytest
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_console_browser import Tab
 from tests.e2e.test_programme_e2e import Served, serving
+from tests.support import ahead
 from tests.support.cli import run_process
 from twinhub.demo import OPERATOR, ORGANISATION, PROJECT
 
@@ -43,9 +44,10 @@ class Programme:
         return f"{self.served.registry}/console"
 
 
-@pytest.fixture(scope="module")
-def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
-    data = tmp_path_factory.mktemp("console-views")
+def loaded_demo(factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    """The demo's 250 stoves in a folder of their own: the admin key and the environment
+    to serve them with. Built ahead, while the browser's earlier modules run."""
+    data = factory.mktemp("console-views")
     admin = secrets.token_urlsafe(32)
     env = {
         "ENVIRONMENT": "test",
@@ -58,6 +60,15 @@ def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
     }
     loaded = run_process("demo", "--stoves", str(STOVES), env=env, timeout=600)
     assert loaded.returncode == 0, loaded.stderr
+    return admin, env
+
+
+ahead.plan("console-views-demo", __name__, loaded_demo)
+
+
+@pytest.fixture(scope="module")
+def programme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programme]:
+    admin, env = ahead.take("console-views-demo", tmp_path_factory)
     with serving(env) as served:
         operator = served.key(OPERATOR)
         headers = {"authorization": f"Bearer {operator}"}

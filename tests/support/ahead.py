@@ -40,6 +40,10 @@ def plan(name: str, module: str, work: Callable[[pytest.TempPathFactory], Any]) 
 
 def _start(name: str, factory: pytest.TempPathFactory) -> Future[Any]:
     if name not in _started:
+        # The worker's base folder is made here, in the test's thread: pytest makes it on
+        # first use by emptying and recreating it, which a piece's thread racing the test's
+        # first `tmp_path` would see vanish under it (FileNotFoundError).
+        factory.getbasetemp()
         if not _pool:
             _pool.append(ThreadPoolExecutor(thread_name_prefix="ahead"))
         _started[name] = _pool[0].submit(_plans[name].work, factory)

@@ -391,6 +391,28 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def _domain_row(d: dict[str, Any], verified: Any, stamp: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """A seeded domain's row in DOMAIN_COLUMNS' order, `verified` and the times (`stamp`)
+    as the seeding driver writes them."""
+    return (
+        d["did"],
+        d["seq"],
+        d["type"],
+        d["class_did"],
+        d["twin_class"],
+        json.dumps(d["controller"]),
+        "[]",
+        "[]",
+        "{}",
+        json.dumps(d["properties"]),
+        "active",
+        verified,
+        1,
+        stamp(d["created_at"]),
+        stamp(d["updated_at"]),
+    )
+
+
 async def _seed_postgres(
     url: str,
     domains: list[dict[str, Any]],
@@ -405,26 +427,7 @@ async def _seed_postgres(
         await connection.copy_records_to_table(
             "domains",
             columns=[*DOMAIN_COLUMNS],
-            records=[
-                (
-                    d["did"],
-                    d["seq"],
-                    d["type"],
-                    d["class_did"],
-                    d["twin_class"],
-                    json.dumps(d["controller"]),
-                    "[]",
-                    "[]",
-                    "{}",
-                    json.dumps(d["properties"]),
-                    "active",
-                    True,
-                    1,
-                    d["created_at"],
-                    d["updated_at"],
-                )
-                for d in domains
-            ],
+            records=[_domain_row(d, True, lambda moment: moment) for d in domains],
         )
         await connection.copy_records_to_table(
             "device_tokens",
@@ -473,26 +476,7 @@ def _seed(
             "INSERT INTO domains (did, seq, type, class_did, twin_class, controller, services,"
             " credentials, metadata, properties, status, verified, version, created_at,"
             " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    d["did"],
-                    d["seq"],
-                    d["type"],
-                    d["class_did"],
-                    d["twin_class"],
-                    json.dumps(d["controller"]),
-                    "[]",
-                    "[]",
-                    "{}",
-                    json.dumps(d["properties"]),
-                    "active",
-                    1,
-                    1,
-                    _stamp(d["created_at"]),
-                    _stamp(d["updated_at"]),
-                )
-                for d in domains
-            ],
+            [_domain_row(d, 1, _stamp) for d in domains],
         )
         connection.executemany(
             "INSERT INTO device_tokens (token_id, domain_did, secret_sha256, label, created_by,"

@@ -451,7 +451,10 @@ async def test_the_registry_read_answered_outright_is_rate_limited(make_registry
     assert app.answered_now == before + 2 * outright
     refused = await _answers(app, registry.client, path)
     assert [status for status, _, _ in refused] == [429, 429, 429]
-    assert refused[0][2] == refused[1][2] == refused[2][2]
+    # The wait named in each refusal counts down with the clock, so it may differ by a second
+    # between the three asks; everything else is the same.
+    bodies = {re.sub(rb"try again in \d+ s", b"try again in N s", body) for _, _, body in refused}
+    assert len(bodies) == 1
     assert refused[0][2] and orjson.loads(refused[0][2])["error"]["code"] == "rate_limited"
     assert app.answered_now == before + 2 * outright
 

@@ -68,9 +68,41 @@ def readings_digest(readings: Iterable[Mapping[str, Any]]) -> str:
     return digest([{"seq": r["seq"], "time": r["time"], "values": r["values"]} for r in ordered])
 
 
-def behind_snapshot(readings: Iterable[Mapping[str, Any]], taken_at: str | None) -> list[Any]:
-    """The readings a snapshot taken at `taken_at` saw: those received by then (a reading
-    stored before receipt times were kept counts as seen); the others are late data."""
+def seen_ranges(seqs: Iterable[int]) -> list[list[int]]:
+    """Sequence numbers as sorted [first, last] runs: which readings of a day a snapshot
+    read, kept compactly (a device's numbers mostly run on without a gap)."""
+    runs: list[list[int]] = []
+    for seq in sorted(set(seqs)):
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return runs
+
+
+def _in_runs(seq: int, runs: list[list[int]]) -> bool:
+    low, high = 0, len(runs)
+    while low < high:  # the last run starting at or before seq
+        middle = (low + high) // 2
+        if runs[middle][0] <= seq:
+            low = middle + 1
+        else:
+            high = middle
+    return low > 0 and seq <= runs[low - 1][1]
+
+
+def behind(
+    row: Mapping[str, Any], readings: Iterable[Mapping[str, Any]], taken_at: str | None
+) -> list[Any]:
+    """The readings behind a frozen stove row (a period's snapshot row, an approved claim's
+    inputs) among the stove's stored ones: those its days were read from (`seen`, kept
+    since the figures and the readings are read in one snapshot), whenever they were
+    received; the others are late data. A row kept before `seen`: those received by
+    `taken_at` (a reading stored before receipt times were kept counts as seen), which a
+    reading received before and committed after the snapshot defeats."""
+    seen: Mapping[str, list[list[int]]] | None = row.get("seen")
+    if seen is not None:
+        return [r for r in readings if _in_runs(r["seq"], seen.get(str(r["time"])[:10], []))]
     if taken_at is None:
         return list(readings)
     limit = datetime.fromisoformat(taken_at)
@@ -135,7 +167,7 @@ def stove_row(
         figures["day"] = day.day.isoformat()
         figures["readings"] = readings.get((stove.stove, day.day))
         days.append(figures)
-    return {
+    row: dict[str, Any] = {
         "stove": stove.stove,
         "device": device,
         "serial": stove.serial,
@@ -152,6 +184,9 @@ def stove_row(
         "householdConfirmation": stove.household,
         "days": days,
     }
+    if stove.seen is not None:  # a key only when kept, so older rows digest as before
+        row["seen"] = {day: stove.seen[day] for day in sorted(stove.seen)}
+    return row
 
 
 def inputs_digest(frozen: dict[str, Any]) -> str:
@@ -195,6 +230,7 @@ def thaw_stove(row: Mapping[str, Any]) -> StovePeriod:
         meter=row.get("meter"),
         register_events=tuple(row.get("registerEvents") or ()),
         household=row.get("householdConfirmation"),
+        seen=row.get("seen"),
     )
 
 

@@ -62,6 +62,10 @@ class StovePeriod:
     # The survey answer that confirmed household_size (survey, session, when, the size it
     # replaced); None: the size is as recorded at enrolment, unconfirmed.
     household: dict[str, Any] | None = None
+    # Which readings the days were read from: per ISO day, the runs of sequence numbers
+    # (mrv.period_inputs.seen_ranges) seen in the same snapshot as the figures. Evidence
+    # only (the bundle's readings are chosen by it); no rule reads it. None: not kept.
+    seen: Mapping[str, list[list[int]]] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ two concurrent runs cannot both pass); a rejected period no longer holds its day
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ import orjson
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import read_snapshot
 from twinhub.db.models import Claim, ClaimCollection, Domain, MonitoringPeriod, Relationship
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import (
@@ -30,7 +32,7 @@ from twinhub.kernel.principals import Principal
 from twinhub.mrv.builtin import past_document
 from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
 from twinhub.mrv.methodology import digest_of
-from twinhub.mrv.period_inputs import freeze, readings_digest, report_of
+from twinhub.mrv.period_inputs import freeze, readings_digest, report_of, seen_ranges
 from twinhub.mrv.periods import (
     PeriodSpec,
     compare_reports,
@@ -111,7 +113,7 @@ class MonitoringService:
         if not (actor.is_admin or actor.roles & {"writer", "proponent"}):
             raise Forbidden("This needs the writer or proponent role.")
         self._check_dates(start, end)
-        async with self._sessions() as session:
+        async with read_snapshot(self._sessions) as session:  # figures and readings agree
             domain = await self._project(session, project)
             if not (actor.is_admin or actor.did in domain.controller):
                 raise Forbidden(f"Only a controller of {project} or an admin may do this.")
@@ -201,12 +203,20 @@ class MonitoringService:
         taken_at = utcnow()
         readings = await stove_readings(session, with_days, start, end)
         digests: dict[tuple[str, date], str] = {}
+        seen: dict[str, dict[str, list[list[int]]]] = {}
         for stove, rows in readings.items():
             by_day: dict[date, list[dict[str, Any]]] = {}
             for reading in rows:
                 by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
             for day, day_rows in by_day.items():
                 digests[stove, day] = readings_digest(day_rows)
+            # Read in the session's one snapshot with the figures (db.dialects.snapshot):
+            # exactly the readings behind them, however late one was committed.
+            seen[stove] = {
+                day.isoformat(): seen_ranges(r["seq"] for r in day_rows)
+                for day, day_rows in by_day.items()
+            }
+        periods = [replace(p, seen=seen[p.stove]) if p.stove in seen else p for p in periods]
         token = protocol.effective_token_class
         spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
         validation = (
@@ -338,7 +348,7 @@ class MonitoringService:
             {row["stove"] for row in report.get("stoves", [])}
             | {row["stove"] for row in report.get("exclusions", [])}
         )
-        async with self._sessions() as session:
+        async with read_snapshot(self._sessions) as session:
             row = await self._existing(session, project, start, end)
             if row is not None and row.state in FROZEN and row.inputs:
                 # Its inputs were frozen at submission: readings that came later are late

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import read_snapshot
 from twinhub.db.models import Credential, MonitoringPeriod
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, FieldProblem, Forbidden, Invalid, NotFound
@@ -39,7 +40,7 @@ from twinhub.kernel.principals import Principal, require_workflow_role
 from twinhub.mrv import trust_chain as chain
 from twinhub.mrv.claims import methodology_of
 from twinhub.mrv.period_inputs import (
-    behind_snapshot,
+    behind,
     differing_days,
     inputs_digest,
     readings_digest,
@@ -394,7 +395,7 @@ class PeriodWorkflow:
         or readings differ from the snapshot. Reported, never folded into the period; the
         methodology's `creditLateData` (default false) says if a later period may credit
         them."""
-        async with self._sessions() as session:
+        async with read_snapshot(self._sessions) as session:  # today's figures and readings
             row = await self._monitoring.row(session, project, period_id)
             if row.state not in FROZEN or row.inputs is None:
                 return {
@@ -463,11 +464,11 @@ class PeriodWorkflow:
             accreditations = [
                 orjson.loads(r.document) for r in await steps(session, project, chain.ACCREDITATION)
             ]
-            stoves = [s["stove"] for s in frozen["stoves"] if s["days"]]
-            stored = await stove_readings(session, stoves, row.start, row.end)
-            # The readings the snapshot saw; those received after it are late data.
+            rows_of = {s["stove"]: s for s in frozen["stoves"] if s["days"]}
+            stored = await stove_readings(session, list(rows_of), row.start, row.end)
+            # The readings the snapshot saw; the others are late data.
             readings = {
-                stove: behind_snapshot(rows, frozen.get("takenAt"))
+                stove: behind(rows_of[stove], rows, frozen.get("takenAt"))
                 for stove, rows in stored.items()
             }
             late = {

@@ -49,7 +49,7 @@ import orjson
 from sqlalchemy import and_, bindparam, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.dialects import dialect_of
+from twinhub.db.dialects import dialect_of, read_snapshot
 from twinhub.db.models import Claim, ClaimCollection, Domain, OracleDecision
 from twinhub.kernel.bus import Message
 from twinhub.kernel.clock import utcnow
@@ -464,7 +464,8 @@ class OracleService:
         later: list[str] = []
         if not claim_ids:
             return decisions, later
-        async with self._sessions() as session:
+        # One snapshot: the figures and the readings an approval keeps as behind them agree.
+        async with read_snapshot(self._sessions) as session:
             rows: dict[str, tuple[Claim, ClaimCollection]] = {}
             for offset in range(0, len(claim_ids), _CHUNK):
                 found = await session.execute(

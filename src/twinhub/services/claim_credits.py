@@ -9,6 +9,7 @@ disagree.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ from twinhub.mrv.claims import (
 from twinhub.mrv.meter import Reading
 from twinhub.mrv.methodology import Methodology
 from twinhub.mrv.periods import StovePeriod
-from twinhub.services.mrv_inputs import stove_periods
+from twinhub.services.mrv_inputs import stove_periods, stove_seen
 
 
 async def active_evaluators(
@@ -107,10 +108,12 @@ async def compute_claims_read(
         for token in dict.fromkeys(jobs[i].token for group in by_days.values() for i in group)
     }
     for (start, end, reading), members in by_days.items():
-        stoves = [jobs[i].asset for i in members]
-        periods = await stove_periods(
-            session, [s for s in stoves if s is not None], start, end, reading
-        )
+        stoves = [s for s in (jobs[i].asset for i in members) if s is not None]
+        periods = await stove_periods(session, stoves, start, end, reading)
+        # Which readings the figures came from, kept with an approval for its evidence:
+        # exact when the session reads one snapshot (db.dialects.read_snapshot).
+        seen = await stove_seen(session, stoves, start, end)
+        periods = [replace(period, seen=seen.get(period.stove, {})) for period in periods]
         for index, stove in zip(members, periods, strict=True):
             job = jobs[index]
             read[index] = stove

@@ -31,7 +31,7 @@ from twinhub.kernel.bus import Cause
 from twinhub.kernel.errors import Conflict, FieldProblem
 from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days
 from twinhub.mrv.methodology import digest_of
-from twinhub.mrv.period_inputs import behind_snapshot
+from twinhub.mrv.period_inputs import behind
 from twinhub.security.jcs import digest
 from twinhub.services.claims import APPROVED, credit_owner
 from twinhub.services.credits import Minting
@@ -122,8 +122,8 @@ async def evidence_of(
     stove's facts and day figures as the approval computed them); `claimMethodologies`, the
     methodology documents by digest (the claim's protocol's; a claim approved under an
     earlier version names a digest not among them, and the verifier says so);
-    `claimReadings`, its stove's readings over its days received by its approval (those
-    received later are late data, as for a period's snapshot). Empty without entries."""
+    `claimReadings`, the stove's readings its kept days were read from (the others are late
+    data, as for a period's snapshot: mrv.period_inputs.behind). Empty without entries."""
     if not entries:
         return {}
     wanted = [entry["claim"] for entry in entries]
@@ -143,15 +143,17 @@ async def evidence_of(
         if found is None:
             continue
         claim_id, kept, evaluated_at, protocol = found
+        row = orjson.loads(kept) if kept is not None else {}
         if kept is not None:
-            inputs[claim_id] = orjson.loads(kept)
+            inputs[claim_id] = row
         document = (await protocols.get(protocol)).effective_methodology
         if document is not None:
             methodologies.setdefault(digest_of(document), document)
         if entry.get("stove"):
             first, last = date.fromisoformat(entry["from"]), date.fromisoformat(entry["to"])
             stored = await stove_readings(session, [entry["stove"]], first, last)
-            readings[claim_id] = behind_snapshot(
+            readings[claim_id] = behind(
+                row,
                 stored.get(entry["stove"], []),
                 evaluated_at.isoformat() if evaluated_at is not None else None,
             )

@@ -52,6 +52,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import and_, bindparam, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from twinhub.db.dialects import read_snapshot
 from twinhub.db.models import (
     Claim,
     ClaimCollection,
@@ -1204,7 +1205,6 @@ class ClaimEvaluations:
     ) -> _Applied:
         """One evaluation: every check first (a refusal leaves no trace), then its rows."""
         write, domains, credited = turn.write, turn.domains, turn.credited
-        session = write.session
         claim, collection = found
         status, reason, computation = request.status, request.reason, request.computation
         project = _verified_project(
@@ -1229,10 +1229,13 @@ class ClaimEvaluations:
             try:
                 if prepared is not None and prepared.fits(claim, collection):
                     computation = prepared.result()
-                else:  # not computed ahead (or the claim changed meanwhile): here
-                    computation = await compute_claim(
-                        session, claim, protocol.effective_methodology, token, project.did, now
-                    )
+                else:  # not computed ahead (or the claim changed meanwhile): now, read
+                    # in a snapshot of its own as ahead (the write's reads on PostgreSQL
+                    # see each statement's newest commit)
+                    async with read_snapshot(self._sessions) as read:
+                        computation = await compute_claim(
+                            read, claim, protocol.effective_methodology, token, project.did, now
+                        )
             except NotComputable as error:
                 raise Invalid(
                     "Credits follow from the methodology, and it cannot compute this "
@@ -1316,7 +1319,8 @@ class ClaimEvaluations:
         found: dict[str, _Prepared] = {}
         if not wanted:
             return found
-        async with self._sessions() as session:
+        # One snapshot: the figures and the readings an approval keeps as behind them agree.
+        async with read_snapshot(self._sessions) as session:
             ids: list[str] = []
             jobs: list[ClaimJob] = []
             for offset in range(0, len(wanted), _CHUNK):

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Sequence
 from datetime import UTC, date, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.dialects import dialect_of
@@ -25,7 +25,7 @@ from twinhub.db.driver import driver_error
 from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.meter import METER_READING, Reading
-from twinhub.mrv.period_inputs import device_identity, reading_row
+from twinhub.mrv.period_inputs import device_identity, reading_row, seen_ranges
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
 
@@ -146,6 +146,53 @@ async def stove_readings(
             row["receivedAt"] = received.astimezone(UTC).isoformat() if received else None
             row["receipt"] = receipt  # the signed batch or message it came in, if any
             found[did].append(row)
+    return found
+
+
+async def stove_seen(
+    session: AsyncSession, stoves: Sequence[str], start: date, end: date
+) -> dict[str, dict[str, list[list[int]]]]:
+    """Which readings each stove holds for each day from `start` to `end` (inclusive): the
+    runs of their sequence numbers (mrv.period_inputs.seen_ranges). Read in the snapshot
+    the stove's figures were read in (db.dialects.read_snapshot), it names exactly the
+    readings behind them, which an approved claim keeps for its evidence. One aggregate
+    statement a chunk (a day whose numbers run on is one row); the numbers themselves
+    only for a stove with a day that has a gap or a number twice."""
+    low, high = day_start(start), day_start(end + timedelta(days=1))
+    day = dialect_of(session).utc_day(TelemetryReading.time)
+    seq = TelemetryReading.seq
+    found: dict[str, dict[str, list[list[int]]]] = {did: {} for did in stoves}
+    unique = list(dict.fromkeys(stoves))
+    broken: set[str] = set()
+    for offset in range(0, len(unique), _CHUNK):
+        rows = await session.execute(
+            select(
+                TelemetryDevice.did,
+                day,
+                func.count(),
+                func.count(distinct(seq)),
+                func.min(seq),
+                func.max(seq),
+            )
+            .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
+            .where(
+                TelemetryDevice.did.in_(unique[offset : offset + _CHUNK]),
+                TelemetryReading.time >= low,
+                TelemetryReading.time < high,
+            )
+            .group_by(TelemetryDevice.did, day)
+        )
+        for did, when, count, distinct_count, first, last in rows:
+            if count == distinct_count == last - first + 1:
+                found[did][str(when)[:10]] = [[first, last]]
+            else:
+                broken.add(did)
+    if broken:
+        for did, readings in (await stove_readings(session, sorted(broken), start, end)).items():
+            by_day: dict[str, list[int]] = {}
+            for reading in readings:
+                by_day.setdefault(reading["time"][:10], []).append(reading["seq"])
+            found[did] = {when: seen_ranges(seqs) for when, seqs in by_day.items()}
     return found
 
 

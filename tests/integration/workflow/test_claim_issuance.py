@@ -14,11 +14,13 @@ from typing import Any
 
 import orjson
 import pytest
+from sqlalchemy import select, update
 
 from tests.conftest import BACKENDS, Registry
 from tests.support.claims_world import METERED_AMOUNT, METERED_DAYS, METERED_START, World
 from tests.support.cli import run_cli
 from tests.support.workflow_world import Workflow, issue_claims, workflow_of
+from twinhub.db.models import Claim, TelemetryReading
 from twinhub.mrv.evidence_bundle import verify_bundle
 
 sqlite_only = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)
@@ -228,3 +230,48 @@ async def test_verify_evidence_recomputes_a_carried_claim_from_the_bundle_alone(
     assert damaged.returncode == 1, damaged.stdout + damaged.stderr
     assert f"{name} {row['time'][:10]} energy" in damaged.stdout
     assert not (tmp_path / "nowhere").exists()
+
+
+async def test_a_reading_in_flight_when_the_claim_was_computed_is_late_for_it(
+    registry: Registry, world: World
+) -> None:
+    """A reading received before an approval computed its claim but committed after (its
+    receipt time earlier than the approval's) was not behind the claim's figure: the bundle
+    leaves it out of the claim's readings, which the kept inputs name exactly (`seen`),
+    and checks. A cut by receipt time would put it in, and the figures would differ."""
+    stove, _, approved = await world.approved_claim()
+    async with registry.platform.sessionmaker() as session:
+        kept, evaluated_at = (
+            await session.execute(
+                select(Claim.inputs, Claim.evaluated_at).where(Claim.id == approved["id"])
+            )
+        ).one()
+    assert set(orjson.loads(kept)["seen"]) == {
+        (METERED_START.date() + timedelta(days=n)).isoformat() for n in range(METERED_DAYS)
+    }
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    assert token.status_code == 201, token.text
+    in_flight = {
+        "seq": 99_003,
+        "time": (METERED_START + timedelta(days=1, hours=12)).isoformat(),
+        "values": {"session": "end", "energyKwh": 2.0},
+    }
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [in_flight]})
+    assert sent.status_code in (200, 202), sent.text
+    async with registry.platform.sessionmaker() as session:
+        await session.execute(
+            update(TelemetryReading)
+            .where(TelemetryReading.seq == 99_003)
+            .values(received_at=evaluated_at - timedelta(seconds=1))
+        )
+        await session.commit()
+    flow = await workflow_of(world)
+    period = await day_period(flow, LAST_DAY + timedelta(days=1))
+    assert (await flow.through(period, [stove]))["state"] == "issued"
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    carried = bundle["claimReadings"][approved["id"]]
+    assert len(carried) == METERED_DAYS * 4
+    assert 99_003 not in [r["seq"] for r in carried]
+    assert verify_bundle(bundle) == []

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from sqlalchemy import select, update
 
 from tests.conftest import BACKENDS, Registry
 from tests.integration.console.test_console import console, sign_in
@@ -25,6 +27,7 @@ from tests.support.workflow_world import (
     meter_record,
     project_document,
 )
+from twinhub.db.models import MonitoringPeriod, TelemetryReading
 from twinhub.kernel.errors import Invalid
 from twinhub.mrv.evidence_bundle import verify_bundle
 from twinhub.security.device_signatures import device_public_key, sign_batch
@@ -398,6 +401,49 @@ async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     # The bundle carries what the snapshot saw, and the late reading apart: it still checks.
     bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
     assert [r["seq"] for r in bundle["lateReadings"][stove]] == [99_001]
+    assert verify_bundle(bundle) == []
+
+
+async def test_a_reading_in_flight_when_the_draft_read_is_late_data(registry: Registry) -> None:
+    """A reading received before the draft's snapshot was taken but committed after it had
+    read (an ingest in flight at that moment: its receipt time is earlier than the
+    snapshot's, yet the snapshot never saw it) is late data for the period: the evidence
+    bundle carries it apart, names exactly the readings the frozen days came from, and
+    checks. (The frozen rows keep which readings they saw, `seen`; a cut by receipt time
+    would put this one behind the days and the bundle would fail its digests.)"""
+    flow = await build_workflow(registry)
+    stove = await flow.stove()
+    period = (await flow.draft())["id"]
+    base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
+    async with registry.platform.sessionmaker() as session:
+        frozen = orjson.loads(
+            await session.scalar(
+                select(MonitoringPeriod.inputs).where(MonitoringPeriod.id == period)
+            )
+        )
+    (row,) = frozen["stoves"]
+    assert set(row["seen"]) == {day["day"] for day in row["days"]}
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    assert token.status_code == 201, token.text
+    in_flight = {
+        "seq": 99_002,
+        "time": "2026-10-02T12:00:00+00:00",
+        "values": {"session": "end", "energyKwh": 2.0},
+    }
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [in_flight]})
+    assert sent.status_code in (200, 202), sent.text
+    async with registry.platform.sessionmaker() as session:
+        await session.execute(
+            update(TelemetryReading)
+            .where(TelemetryReading.seq == 99_002)
+            .values(received_at=datetime.fromisoformat(frozen["takenAt"]) - timedelta(seconds=1))
+        )
+        await session.commit()
+    assert (await flow.through(period, [stove]))["state"] == "issued"
+    bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
+    assert [r["seq"] for r in bundle["lateReadings"][stove]] == [99_002]
+    assert 99_002 not in [r["seq"] for r in bundle["readings"][stove]]
     assert verify_bundle(bundle) == []
 
 

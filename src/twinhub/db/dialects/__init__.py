@@ -8,7 +8,8 @@ the sequencer's lock, upserts, the migration lock, the domain holder check).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -48,6 +49,13 @@ class Dialect(ABC):
     @abstractmethod
     async def begin_write_batch(self, session: AsyncSession, deferred: bool) -> None:
         """Start a ledger batch's transaction, in which it then locks the ledger head."""
+
+    @abstractmethod
+    async def begin_snapshot(self, session: AsyncSession) -> None:
+        """Make every read of a read session see one state of the database (called before
+        its first statement): day figures read from the rollups and the readings (or the
+        readings' sequence numbers) read after them then agree, whatever telemetry commits
+        meanwhile. What a period's snapshot and an approved claim keep depends on it."""
 
     @abstractmethod
     async def advisory_lock(self, session: AsyncSession, key: int) -> None:
@@ -201,3 +209,12 @@ def dialect_of(
         return _for_name("sqlite")
     found = bind if isinstance(bind, SqlDialect) else bind.dialect
     return _for_name(found.name)
+
+
+@asynccontextmanager
+async def read_snapshot(sessions: Callable[[], AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A read session all of whose reads see one state of the database
+    (Dialect.begin_snapshot): where figures and the readings behind them are read apart."""
+    async with sessions() as session:
+        await dialect_of(session).begin_snapshot(session)
+        yield session

@@ -92,6 +92,11 @@ class PostgreSQL(Dialect):
             # every statement anew cost claim approvals a sixth of their rate.
             await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
 
+    async def begin_snapshot(self, session: AsyncSession) -> None:
+        # READ COMMITTED takes a snapshot per statement; REPEATABLE READ one for the whole
+        # transaction, at its first statement after this.
+        await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
+
     async def advisory_lock(self, session: AsyncSession, key: int) -> None:
         await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 

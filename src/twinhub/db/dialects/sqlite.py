@@ -64,6 +64,11 @@ class SQLite(Dialect):
         # waits for the whole batch rather than interleaving.
         await session.execute(text("BEGIN IMMEDIATE"))
 
+    async def begin_snapshot(self, session: AsyncSession) -> None:
+        # sqlite3 opens no transaction for a read: each SELECT would see the newest commit.
+        # A deferred BEGIN holds the state its first read sees (WAL) until the session ends.
+        await session.execute(text("BEGIN"))
+
     async def advisory_lock(self, session: AsyncSession, key: int) -> None:
         """Nothing: the caller's write lock excludes every other writer already."""
 

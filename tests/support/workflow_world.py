@@ -8,13 +8,15 @@ import hashlib
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import httpx
+from sqlalchemy import update
 
 from tests.conftest import Registry, unique
 from tests.support.claims_world import METERED_DAYS, METERED_START, World, build_world
+from twinhub.db.models import TelemetryReading
 from twinhub.security.signing import Issuer
 
 CERTIFICATE = b"water boiling test, EPC-6L, 2026"
@@ -326,3 +328,26 @@ async def issue_claims(
     flow = await workflow_of(world, project)
     day = after or (METERED_START.date() + timedelta(days=METERED_DAYS - 1))
     return await issue_through(flow, world.operator_client, day)
+
+
+async def send_reading(
+    registry: Registry, stove: str, seq: int, time: str, received_before: datetime | None = None
+) -> None:
+    """One cooking reading from the stove's device (a device token of its own). With
+    `received_before`, its receipt time is set to just before that moment: a reading that
+    was received then but committed only after whatever read the telemetry at that moment
+    (an ingest in flight)."""
+    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
+    assert token.status_code == 201, token.text
+    reading = {"seq": seq, "time": time, "values": {"session": "end", "energyKwh": 2.0}}
+    async with registry.as_key(token.json()["token"]) as device:
+        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [reading]})
+    assert sent.status_code in (200, 202), sent.text
+    if received_before is not None:
+        async with registry.platform.sessionmaker() as session:
+            await session.execute(
+                update(TelemetryReading)
+                .where(TelemetryReading.seq == seq)
+                .values(received_at=received_before - timedelta(seconds=1))
+            )
+            await session.commit()

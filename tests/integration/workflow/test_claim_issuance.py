@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from tests.conftest import BACKENDS, Registry
 from tests.support.claims_world import METERED_AMOUNT, METERED_DAYS, METERED_START, World
 from tests.support.cli import run_cli
-from tests.support.workflow_world import Workflow, issue_claims, workflow_of
-from twinhub.db.models import Claim, TelemetryReading
+from tests.support.workflow_world import Workflow, issue_claims, send_reading, workflow_of
+from twinhub.db.models import Claim
 from twinhub.mrv.evidence_bundle import verify_bundle
 
 sqlite_only = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)
@@ -249,23 +249,8 @@ async def test_a_reading_in_flight_when_the_claim_was_computed_is_late_for_it(
     assert set(orjson.loads(kept)["seen"]) == {
         (METERED_START.date() + timedelta(days=n)).isoformat() for n in range(METERED_DAYS)
     }
-    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
-    assert token.status_code == 201, token.text
-    in_flight = {
-        "seq": 99_003,
-        "time": (METERED_START + timedelta(days=1, hours=12)).isoformat(),
-        "values": {"session": "end", "energyKwh": 2.0},
-    }
-    async with registry.as_key(token.json()["token"]) as device:
-        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [in_flight]})
-    assert sent.status_code in (200, 202), sent.text
-    async with registry.platform.sessionmaker() as session:
-        await session.execute(
-            update(TelemetryReading)
-            .where(TelemetryReading.seq == 99_003)
-            .values(received_at=evaluated_at - timedelta(seconds=1))
-        )
-        await session.commit()
+    day = (METERED_START + timedelta(days=1, hours=12)).isoformat()
+    await send_reading(registry, stove, 99_003, day, evaluated_at)
     flow = await workflow_of(world)
     period = await day_period(flow, LAST_DAY + timedelta(days=1))
     assert (await flow.through(period, [stove]))["state"] == "issued"

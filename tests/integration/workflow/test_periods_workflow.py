@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from tests.conftest import BACKENDS, Registry
 from tests.integration.console.test_console import console, sign_in
@@ -26,8 +26,9 @@ from tests.support.workflow_world import (
     build_workflow,
     meter_record,
     project_document,
+    send_reading,
 )
-from twinhub.db.models import MonitoringPeriod, TelemetryReading
+from twinhub.db.models import MonitoringPeriod
 from twinhub.kernel.errors import Invalid
 from twinhub.mrv.evidence_bundle import verify_bundle
 from twinhub.security.device_signatures import device_public_key, sign_batch
@@ -382,16 +383,7 @@ async def test_corrections_send_a_period_back_to_draft_with_its_findings(
     base = f"/v1/domains/{flow.project}/monitoring-periods/{period}"
     report = (await flow.verifier.client.get(f"{base}/report")).json()
     assert (await flow.verifier.client.get(f"{base}/late-data")).json()["late"] == []
-    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
-    assert token.status_code == 201, token.text
-    reading = {
-        "seq": 99_001,
-        "time": "2026-10-01T12:00:00+00:00",
-        "values": {"session": "end", "energyKwh": 2.0},
-    }
-    async with registry.as_key(token.json()["token"]) as device:
-        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [reading]})
-    assert sent.status_code in (200, 202), sent.text
+    await send_reading(registry, stove, 99_001, "2026-10-01T12:00:00+00:00")
     late = (await flow.verifier.client.get(f"{base}/late-data")).json()
     assert late["creditLateData"] is False
     fields = {(row["stove"], row["day"], row["field"]) for row in late["late"]}
@@ -423,23 +415,8 @@ async def test_a_reading_in_flight_when_the_draft_read_is_late_data(registry: Re
         )
     (row,) = frozen["stoves"]
     assert set(row["seen"]) == {day["day"] for day in row["days"]}
-    token = await registry.client.post(f"/v1/domains/{stove}/device-tokens", json={})
-    assert token.status_code == 201, token.text
-    in_flight = {
-        "seq": 99_002,
-        "time": "2026-10-02T12:00:00+00:00",
-        "values": {"session": "end", "energyKwh": 2.0},
-    }
-    async with registry.as_key(token.json()["token"]) as device:
-        sent = await device.post(f"/v1/domains/{stove}/telemetry", json={"readings": [in_flight]})
-    assert sent.status_code in (200, 202), sent.text
-    async with registry.platform.sessionmaker() as session:
-        await session.execute(
-            update(TelemetryReading)
-            .where(TelemetryReading.seq == 99_002)
-            .values(received_at=datetime.fromisoformat(frozen["takenAt"]) - timedelta(seconds=1))
-        )
-        await session.commit()
+    taken_at = datetime.fromisoformat(frozen["takenAt"])
+    await send_reading(registry, stove, 99_002, "2026-10-02T12:00:00+00:00", taken_at)
     assert (await flow.through(period, [stove]))["state"] == "issued"
     bundle = (await flow.verifier.client.get(f"{base}/evidence")).json()
     assert [r["seq"] for r in bundle["lateReadings"][stove]] == [99_002]

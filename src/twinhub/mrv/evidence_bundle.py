@@ -34,6 +34,7 @@ from twinhub.mrv.period_inputs import (
     inputs_digest,
     readings_digest,
     report_of,
+    seen_ranges,
 )
 from twinhub.mrv.periods import report_digest
 from twinhub.security.device_signatures import SCHEME, verify_batch
@@ -327,6 +328,15 @@ def _check_readings(
     by_day: dict[str, list[dict[str, Any]]] = {}
     for reading in rows:
         by_day.setdefault(str(reading["time"])[:10], []).append(reading)
+    seen = stove.get("seen")
+    if seen is not None:  # the readings it was read from, by sequence number
+        for day in sorted(set(seen) | set(by_day)):
+            carried = seen_ranges(r["seq"] for r in by_day.get(day, []))
+            if carried != seen.get(day, []):
+                out.append(
+                    f"{name} {day} readings: read from sequence numbers {seen.get(day, [])}, "
+                    f"the bundle carries {carried}"
+                )
     for figures in stove["days"]:
         named = figures.get("readings")
         found = readings_digest(by_day.get(figures["day"], []))

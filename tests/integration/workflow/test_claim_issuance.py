@@ -260,3 +260,17 @@ async def test_a_reading_in_flight_when_the_claim_was_computed_is_late_for_it(
     assert len(carried) == METERED_DAYS * 4
     assert 99_003 not in [r["seq"] for r in carried]
     assert verify_bundle(bundle) == []
+    # A reading left out of the claim's readings, or one put in that was not read: named
+    # by the day and the sequence numbers, beside the figures it changes.
+    name = f"claims[{approved['id']}] {stove}"
+    for change in ("drop", "add"):
+        changed = copy.deepcopy(bundle)
+        rows = changed["claimReadings"][approved["id"]]
+        if change == "drop":
+            moved = rows.pop(0)
+        else:
+            moved = {**rows[0], "seq": 99_004}
+            rows.append(moved)
+        problems = verify_bundle(changed)
+        expected = f"{name} {moved['time'][:10]} readings: read from sequence numbers "
+        assert any(p.startswith(expected) for p in problems), problems

@@ -782,6 +782,8 @@ class TelemetryRollup(Base):
     for a project or organisation over its assets; kept as readings arrive."""
 
     __tablename__ = "telemetry_rollups"
+    # SQLite: the rows live in the primary key's B-tree, one search a read or upsert (0030).
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     scope: Mapped[str] = mapped_column(String(200), primary_key=True)
     interval: Mapped[str] = mapped_column(String(8), primary_key=True)

@@ -50,29 +50,32 @@ def test_merged_rollups_keep_one_row_per_key() -> None:
     assert merged == [{**row, "count": 3, "sum": 3.0, "min": -1.0, "max": 2.0}]
 
 
+def _move(connection: Any, target: str, down: bool) -> list[str]:
+    """Alembic down or up to `target` on this connection; the tables then."""
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from twinhub.db.migrate import alembic_config
+
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    (command.downgrade if down else command.upgrade)(config, target)
+    return inspect(connection).get_table_names()
+
+
 async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
     """0009 on the test's backend: down to 0008 drops the telemetry tables and the
     protocols' column, up again restores them (partitioned on PostgreSQL)."""
-    from alembic import command
-    from sqlalchemy import Connection, inspect, text
-
-    from twinhub.db.migrate import alembic_config
+    from sqlalchemy import text
 
     platform = registry.platform
     await platform.stop()  # no background work while the schema moves
     decimals = await saved_token_decimals(platform.engine)
-    config = alembic_config()
-
-    def move(connection: Connection, target: str, down: bool) -> list[str]:
-        config.attributes["connection"] = connection
-        (command.downgrade if down else command.upgrade)(config, target)
-        return inspect(connection).get_table_names()
-
     async with platform.engine.begin() as connection:
-        tables = await connection.run_sync(move, "0008", True)
+        tables = await connection.run_sync(_move, "0008", True)
     assert "telemetry_readings" not in tables and "device_tokens" not in tables
     async with platform.engine.begin() as connection:
-        tables = await connection.run_sync(move, "head", False)
+        tables = await connection.run_sync(_move, "head", False)
         assert {"telemetry_readings", "telemetry_rollups", "device_tokens"} <= set(tables)
         declared = await connection.scalar(
             text("SELECT telemetry FROM protocols WHERE did = 'did:ixo:protocol/clean-cooking'")
@@ -89,6 +92,46 @@ async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
             assert "fillfactor=70" in options  # 0017: room on each page for HOT updates
     await restore_token_decimals(platform.engine, decimals)
     await platform.start()
+
+
+async def test_rollups_keep_their_rows_through_0030_down_and_up(registry: Registry) -> None:
+    """0030 copies the rollups into a table kept WITHOUT ROWID on SQLite (and back down):
+    every row kept by ingestion is there after each move, with the same figures, and the
+    aggregates read them as before."""
+    from sqlalchemy import text
+
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    store = registry.platform.telemetry.store
+    hour = bucket_of(datetime.now(UTC) - timedelta(hours=5), "hour")
+    readings = [Reading(s, hour + timedelta(minutes=s), {"energyKwh": s / 4}) for s in (1, 2, 3)]
+    await store.store_many([Batch(stove, readings, ["energyKwh"], None, [farm.project])])
+    before = await store.aggregates(farm.project, "hour", None, None)
+    engine = registry.platform.engine
+    select_all = text('SELECT * FROM telemetry_rollups ORDER BY scope, "interval", bucket, field')
+    kind = text("SELECT sql FROM sqlite_master WHERE name = 'telemetry_rollups'")
+
+    async def rows_and_kind() -> tuple[list[Any], str | None]:
+        async with engine.connect() as connection:
+            rows = (await connection.execute(select_all)).all()
+            made = await connection.scalar(kind) if engine.dialect.name == "sqlite" else None
+        return rows, made
+
+    rows, made = await rows_and_kind()
+    assert len(rows) >= 6  # hour, day and month, for the stove and its project
+    await registry.platform.stop()  # no background work while the schema moves
+    async with engine.begin() as connection:
+        await connection.run_sync(_move, "0028", True)
+    down, made_down = await rows_and_kind()
+    async with engine.begin() as connection:
+        await connection.run_sync(_move, "head", False)
+    up, made_up = await rows_and_kind()
+    assert down == rows and up == rows
+    if engine.dialect.name == "sqlite":
+        assert "WITHOUT ROWID" in (made or "") and "WITHOUT ROWID" in (made_up or "")
+        assert "WITHOUT ROWID" not in (made_down or "")
+    await registry.platform.start()
+    assert await store.aggregates(farm.project, "hour", None, None) == before
 
 
 async def test_retention_prunes_raw_readings_and_keeps_rollups(registry: Registry) -> None:

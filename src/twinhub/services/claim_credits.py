@@ -21,8 +21,8 @@ from twinhub.mrv.claims import (
     ClaimComputation,
     ClaimJob,
     NotComputable,
-    claim_credits,
     claim_days,
+    claims_credits,
     methodology_of,
 )
 from twinhub.mrv.meter import Reading
@@ -111,12 +111,15 @@ async def compute_claims_read(
         periods = await stove_periods(
             session, [s for s in stoves if s is not None], start, end, reading
         )
-        for index, stove in zip(members, periods, strict=True):
-            job = jobs[index]
+        computed = claims_credits(
+            [(jobs[i], methodologies[i], stove) for i, stove in zip(members, periods, strict=True)],
+            start,
+            end,
+            decimals,
+        )
+        for index, stove, result in zip(members, periods, computed, strict=True):
             read[index] = stove
-            results[index] = claim_credits(
-                job, methodologies[index], stove, start, end, decimals[job.token]
-            )
+            results[index] = result
     return [
         (result, stove) for result, stove in zip(results, read, strict=True) if result is not None
     ]

@@ -385,6 +385,121 @@ def fleet_of(stoves: Sequence[StovePeriod], minimum: float) -> Fleet:
     return Fleet(len(enrolled), sum(1 for s in enrolled if s.days), minimum)
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What every stove of a computation shares: the design document (the methodology's
+    defaults when none), its overrides of the parameters, the rules and the parameters."""
+
+    document: ProjectDocument
+    overrides: dict[str, Any]
+    rules: Mapping[str, float]
+    parameters: dict[str, Any]
+
+
+def setting_of(methodology: Methodology, document: ProjectDocument | None) -> Setting:
+    """The setting a period or a claim computes under. A document that does not fit the
+    methodology raises Invalid with the paths."""
+    document = document or default_document(methodology)
+    problems = Problems()
+    overrides = document_overrides(methodology, document, problems)
+    problems.raise_if_any("The project's design document does not fit its methodology.")
+    return Setting(
+        document,
+        overrides,
+        methodology.rule_values(),
+        {**methodology.parameter_values(), **overrides},
+    )
+
+
+def stove_rows(
+    spec: PeriodSpec,
+    methodology: Methodology,
+    setting: Setting,
+    stoves: Sequence[StovePeriod],
+    commons: Sequence[Mapping[str, Any]],
+    findings: list[Finding],
+    credited: Mapping[str, str],
+) -> list[tuple[dict[str, Any], bool]]:
+    """Each stove's report row, in the order given, and whether it is credited (else the
+    row says why not): each stove's inputs first (`commons`: what the formulas read beside
+    the stove's own figures, a mapping per stove), then the methodology once over all of
+    them (its formulas as array operations: Methodology.evaluate_many). A period's stoves
+    share one common mapping; claims computed together each have their own (a claim is a
+    one-stove period: its fleet is its stove)."""
+    staged: list[tuple[StovePeriod, dict[str, Any], str | None, StoveInputs | None]] = []
+    digests = inputs_digests([s.days for s in stoves])
+    for stove, digest, common in zip(stoves, digests, commons, strict=True):
+        base: dict[str, Any] = {
+            "stove": stove.stove,
+            "serial": stove.serial,
+            "usage": None,  # the measure's when credited, the sessions' when excluded
+            "inputsDigest": digest,
+        }
+        reason = _exclusion(stove, spec, setting.rules, findings, credited)
+        found: StoveInputs | str | None = None
+        if reason is None:
+            found = _stove_inputs(stove, spec, setting.document, setting.rules, common)
+            if isinstance(found, str):
+                reason, found = found, None
+            else:
+                base["usage"] = found.usage
+        staged.append((stove, base, reason, found))
+    outcomes = iter(
+        methodology.evaluate_many(
+            [f.values for _, _, _, f in staged if f is not None], setting.overrides
+        )
+    )
+    rows: list[tuple[dict[str, Any], bool]] = []
+    for stove, base, reason, found in staged:
+        if found is not None:
+            outcome = next(outcomes)
+            if isinstance(outcome, MethodologyError):
+                reason = f"the methodology could not be applied: {outcome}"
+            else:
+                row = {
+                    **base,
+                    "model": found.model,
+                    "inputs": outcome.inputs,
+                    "values": outcome.values,
+                    "flags": found.flags,
+                    "reductions": outcome.result,
+                }
+                rows.append((row, True))
+                continue
+        rows.append(
+            ({**base, "usage": base["usage"] or _plain_usage(stove), "reason": reason}, False)
+        )
+    return rows
+
+
+def fleet_in(setting: Setting, stoves: Sequence[StovePeriod]) -> Fleet:
+    """The fleet rule's figures of `stoves` under the setting's minimum share."""
+    return fleet_of(stoves, float(setting.parameters.get("min_fleet_reporting_share", 0.0)))
+
+
+def common_of(setting: Setting, fleet: Fleet, sample: Mapping[str, float]) -> dict[str, Any]:
+    """What the formulas read of the period beside each stove's figures: the baseline fuel,
+    the fleet's reporting share and the sample's figures."""
+    return {"baseline_fuel": setting.document.baseline_fuel, "fleet_share": fleet.share, **sample}
+
+
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
+def one_stove_rows(
+    spec: PeriodSpec,
+    methodology: Methodology,
+    stoves: Sequence[StovePeriod],
+    document: ProjectDocument | None = None,
+) -> list[tuple[dict[str, Any], bool]]:
+    """Each stove as a monitoring period of its own (a claim: no findings, nothing credited,
+    its fleet itself), computed together: the row `compute_period` gives each one alone,
+    in the order given, with the stoves' digests and the methodology's formulas taken over
+    them all at once. Not for a methodology whose measure is the sessions' sum."""
+    setting = setting_of(methodology, document)
+    sample = _sample(None, setting.parameters)[0]
+    commons = [common_of(setting, fleet_in(setting, [stove]), sample) for stove in stoves]
+    return stove_rows(spec, methodology, setting, stoves, commons, [], {})
+
+
 @collector_paused()  # many small objects, none in a cycle (kernel.collector)
 def compute_period(
     spec: PeriodSpec,
@@ -406,60 +521,23 @@ def compute_period(
     (`sessions_report`), so its reports recompute."""
     if methodology.measure == "sessions":
         return sessions_report(spec, methodology, stoves, findings, credited or {})
-    document = document or default_document(methodology)
-    problems = Problems()
-    overrides = document_overrides(methodology, document, problems)
-    problems.raise_if_any("The project's design document does not fit its methodology.")
-    rules = methodology.rule_values()
-    parameters = {**methodology.parameter_values(), **overrides}
-    fleet = fleet_of(stoves, float(parameters.get("min_fleet_reporting_share", 0.0)))
+    setting = setting_of(methodology, document)
+    document, parameters = setting.document, setting.parameters
+    fleet = fleet_in(setting, stoves)
     sample, sampled_record, checks = _sample(sampled, parameters)
-    common = {"baseline_fuel": document.baseline_fuel, "fleet_share": fleet.share, **sample}
-    # Each stove's inputs first, then the methodology once over all of them (its formulas
-    # as array operations: Methodology.evaluate_many), then the rows in stove order.
-    staged: list[tuple[StovePeriod, dict[str, Any], str | None, StoveInputs | None]] = []
+    common = common_of(setting, fleet, sample)
     ordered = sorted(stoves, key=lambda s: s.stove)
-    for stove, digest in zip(ordered, inputs_digests([s.days for s in ordered]), strict=True):
-        base: dict[str, Any] = {
-            "stove": stove.stove,
-            "serial": stove.serial,
-            "usage": None,  # the measure's when credited, the sessions' when excluded
-            "inputsDigest": digest,
-        }
-        reason = _exclusion(stove, spec, rules, findings, credited or {})
-        found: StoveInputs | str | None = None
-        if reason is None:
-            found = _stove_inputs(stove, spec, document, rules, common)
-            if isinstance(found, str):
-                reason, found = found, None
-            else:
-                base["usage"] = found.usage
-        staged.append((stove, base, reason, found))
-    outcomes = iter(
-        methodology.evaluate_many([f.values for _, _, _, f in staged if f is not None], overrides)
-    )
     included: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     total = 0.0
-    for stove, base, reason, found in staged:
-        if found is not None:
-            outcome = next(outcomes)
-            if isinstance(outcome, MethodologyError):
-                reason = f"the methodology could not be applied: {outcome}"
-            else:
-                included.append(
-                    {
-                        **base,
-                        "model": found.model,
-                        "inputs": outcome.inputs,
-                        "values": outcome.values,
-                        "flags": found.flags,
-                        "reductions": outcome.result,
-                    }
-                )
-                total += outcome.result
-                continue
-        excluded.append({**base, "usage": base["usage"] or _plain_usage(stove), "reason": reason})
+    for row, credited_row in stove_rows(
+        spec, methodology, setting, ordered, [common] * len(ordered), findings, credited or {}
+    ):
+        if credited_row:
+            included.append(row)
+            total += row["reductions"]
+        else:
+            excluded.append(row)
     report: dict[str, Any] = {
         "project": spec.project,
         "period": {"from": spec.start.isoformat(), "to": spec.end.isoformat(), "days": spec.days},

@@ -22,8 +22,8 @@ from twinhub.mrv.claims import (
     ClaimComputation,
     ClaimJob,
     NotComputable,
-    claim_credits,
     claim_days,
+    claims_credits,
     methodology_of,
 )
 from twinhub.mrv.meter import Reading
@@ -114,12 +114,15 @@ async def compute_claims_read(
         # exact when the session reads one snapshot (db.dialects.read_snapshot).
         seen = await stove_seen(session, stoves, start, end)
         periods = [replace(period, seen=seen.get(period.stove, {})) for period in periods]
-        for index, stove in zip(members, periods, strict=True):
-            job = jobs[index]
+        computed = claims_credits(
+            [(jobs[i], methodologies[i], stove) for i, stove in zip(members, periods, strict=True)],
+            start,
+            end,
+            decimals,
+        )
+        for index, stove, result in zip(members, periods, computed, strict=True):
             read[index] = stove
-            results[index] = claim_credits(
-                job, methodologies[index], stove, start, end, decimals[job.token]
-            )
+            results[index] = result
     return [
         (result, stove) for result, stove in zip(results, read, strict=True) if result is not None
     ]

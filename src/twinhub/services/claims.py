@@ -52,7 +52,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import and_, bindparam, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.dialects import read_snapshot
+from twinhub.db.dialects import DaySpan, read_snapshot
 from twinhub.db.models import (
     Claim,
     ClaimCollection,
@@ -83,7 +83,7 @@ from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
 from twinhub.services.credentials import CredentialService, rfc3339
-from twinhub.services.credited_days import day_rows, held_over, insert_days
+from twinhub.services.credited_days import day_spans, held_over, hold_spans
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
 from twinhub.services.ledger import Ledger, LedgerWrite
 from twinhub.services.paging import (
@@ -484,8 +484,8 @@ class Credited:
 
     def add(
         self, claim: Claim, project: str, computation: ClaimComputation | None = None
-    ) -> list[dict[str, Any]]:
-        """`claim` is approved now (in this batch); the rows holding its stove's days."""
+    ) -> list[DaySpan]:
+        """`claim` is approved now (in this batch); the spans holding its stove's days."""
         if claim.asset_did is None:
             return []
         self._claims.setdefault(claim.asset_did, []).append((claim.id, claim.data))
@@ -493,15 +493,20 @@ class Credited:
         if device is None or computation is None:
             return []
         held = self._held.setdefault(device, [])
-        rows = day_rows(
-            device, claim.asset_did, project, computation.start, computation.end, claim.id
+        # Only days nobody holds (an approval checked `doubled` first).
+        spans = day_spans(
+            device,
+            claim.asset_did,
+            project,
+            computation.start,
+            computation.end,
+            claim.id,
+            (day for day, _ in held),
         )
-        if held:  # only days nobody holds (an approval checked `doubled` first)
-            taken = {day for day, _ in held}
-            rows = [row for row in rows if row["day"] not in taken]
         holder = f"claim {claim.id}"
-        held.extend([(row["day"], holder) for row in rows])  # type: ignore[misc]
-        return rows
+        for *_, first, last in spans:
+            held.extend((first + timedelta(days=n), holder) for n in range((last - first).days + 1))
+        return spans
 
 
 def _months(first: date, last: date) -> list[str]:
@@ -576,7 +581,7 @@ class _Turn:
     credited: Credited
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     credentials: list[dict[str, Any]] = field(default_factory=list)
-    days: list[dict[str, Any]] = field(default_factory=list)  # credited stove-days
+    days: list[DaySpan] = field(default_factory=list)  # credited stove-days, as spans
 
     async def store(self) -> None:
         """The gathered rows, a statement per table (Core inserts: the ORM's bulk insert
@@ -587,8 +592,7 @@ class _Turn:
             await session.execute(_INSERT_CREDENTIAL, self.credentials)
         if self.evaluations:
             await session.execute(_INSERT_EVALUATION, self.evaluations)
-        if self.days:
-            await insert_days(session, self.days)
+        await hold_spans(session, self.days)
 
 
 async def _project(session: AsyncSession, did: str, doing: str) -> Domain:

@@ -18,6 +18,7 @@ from datetime import date, timedelta
 from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from twinhub.db.dialects import DaySpan, dialect_of
 from twinhub.db.models import CreditedDay
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import Conflict, FieldProblem
@@ -109,23 +110,37 @@ async def held_over(
     return found
 
 
-def day_rows(
-    device: str, stove: str, project: str, first: date, last: date, claim_id: str
-) -> list[dict[str, object]]:
-    """The rows holding a claim's days (written with its approval)."""
-    now = utcnow()
-    return [
-        {
-            "device": device,
-            "day": first + timedelta(days=offset),
-            "stove_did": stove,
-            "project_did": project,
-            "period_id": None,
-            "claim_id": claim_id,
-            "created_at": now,
-        }
-        for offset in range((last - first).days + 1)
-    ]
+def day_spans(
+    device: str,
+    stove: str,
+    project: str,
+    first: date,
+    last: date,
+    claim_id: str,
+    taken: Iterable[date] = (),
+) -> list[DaySpan]:
+    """The spans holding a claim's days from `first` to `last` but those `taken` (each run
+    of free days one span), written with its approval by `hold_spans`."""
+    busy = {day for day in taken if first <= day <= last}
+    spans: list[DaySpan] = []
+    start: date | None = None
+    day = first
+    while day <= last + timedelta(days=1):
+        free = day <= last and day not in busy
+        if free and start is None:
+            start = day
+        elif not free and start is not None:
+            spans.append((device, stove, project, claim_id, start, day - timedelta(days=1)))
+            start = None
+        day += timedelta(days=1)
+    return spans
+
+
+async def hold_spans(session: AsyncSession, spans: list[DaySpan]) -> None:
+    """Hold every day of the spans, one statement making the days in the database."""
+    if spans:
+        table = CreditedDay.__table__
+        await dialect_of(session).hold_day_spans(session, table, spans, utcnow())  # type: ignore[arg-type]
 
 
 async def reserve(

@@ -17,14 +17,21 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Date, Table, case, cast, func, insert, null, text
+from sqlalchemy import Connection, Date, Table, bindparam, case, cast, func, insert, null, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import STOVE_FACTS, Dialect, causes, one_by_one, pivot_columns
+from twinhub.db.dialects import (
+    STOVE_FACTS,
+    DaySpan,
+    Dialect,
+    causes,
+    one_by_one,
+    pivot_columns,
+)
 
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
 # One text whatever the batch's size (prepared once per connection), each key an index
@@ -39,6 +46,15 @@ _HOLDERS = (
 )
 
 
+_HOLD_SPANS = (  # the spans as one array per field, each span's days a series
+    "INSERT INTO credited_days (device, day, stove_did, project_did, period_id, claim_id, "
+    "created_at) "
+    "SELECT s.device, g.day::date, s.stove, s.project, NULL, s.claim, :now "
+    "FROM unnest(CAST(:devices AS text[]), CAST(:stoves AS text[]), CAST(:projects AS text[]), "
+    "CAST(:claims AS text[]), CAST(:firsts AS date[]), CAST(:lasts AS date[])) "
+    "AS s(device, stove, project, claim, first, last) "
+    "CROSS JOIN LATERAL generate_series(s.first, s.last, interval '1 day') AS g(day)"
+)
 # SQLSTATE classes (the first two characters) by what they mean for the caller
 # (db/failures.py): PostgreSQL's appendix "PostgreSQL Error Codes".
 _FAILURE_BY_CLASS = {
@@ -124,6 +140,25 @@ class PostgreSQL(Dialect):
             await connection.execute(insert(table), rows)
             return
         await connection.exec_driver_sql(_unnest_insert(plan, 1), tuple(_arrays(plan, rows)))
+
+    async def hold_day_spans(
+        self, session: AsyncSession, table: Table, spans: list[DaySpan], now: datetime
+    ) -> None:
+        """The spans as one array per field; generate_series makes each span's days."""
+        devices, stoves, projects, claims, firsts, lasts = map(list, zip(*spans, strict=True))
+        statement = text(_HOLD_SPANS).bindparams(bindparam("now", type_=table.c.created_at.type))
+        await session.execute(
+            statement,
+            {
+                "devices": devices,
+                "stoves": stoves,
+                "projects": projects,
+                "claims": claims,
+                "firsts": firsts,
+                "lasts": lasts,
+                "now": now,
+            },
+        )
 
     async def insert_together(
         self,

@@ -8,14 +8,33 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, case, func, insert, null, text
+import orjson
+from sqlalchemy import Connection, Table, bindparam, case, func, insert, null, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from twinhub.db.dialects import STOVE_FACTS, Dialect, causes, one_by_one, pivot_columns
+from twinhub.db.dialects import (
+    STOVE_FACTS,
+    DaySpan,
+    Dialect,
+    causes,
+    one_by_one,
+    pivot_columns,
+)
 
+_HOLD_SPANS = (  # the spans: a JSON array of [device, stove, project, claim, first, last]
+    "INSERT INTO credited_days (device, day, stove_did, project_did, period_id, claim_id, "
+    "created_at) WITH RECURSIVE s AS (SELECT "
+    "json_extract(value, '$[0]') AS device, json_extract(value, '$[1]') AS stove, "
+    "json_extract(value, '$[2]') AS project, json_extract(value, '$[3]') AS claim, "
+    "json_extract(value, '$[4]') AS first, json_extract(value, '$[5]') AS last "
+    "FROM json_each(:spans)), d(device, stove, project, claim, day, last) AS ("
+    "SELECT device, stove, project, claim, first, last FROM s UNION ALL "
+    "SELECT device, stove, project, claim, date(day, '+1 day'), last FROM d WHERE day < last) "
+    "SELECT device, day, stove, project, NULL, claim, :now FROM d"
+)
 # SQLite's primary result codes (https://sqlite.org/rescode.html) by what they mean for
 # the caller (db/failures.py); any other code is the registry's own fault (SQLITE_ERROR: a
 # statement that does not parse, a missing table).
@@ -96,6 +115,15 @@ class SQLite(Dialect):
     ) -> None:
         # `executemany` runs in process: it stays as it is.
         await connection.execute(insert(table), rows)
+
+    async def hold_day_spans(
+        self, session: AsyncSession, table: Table, spans: list[DaySpan], now: datetime
+    ) -> None:
+        """The spans as one JSON text; a recursive WITH makes each span's days (stored as
+        SQLite's Date keeps them: ISO text)."""
+        rows = [(*span[:4], span[4].isoformat(), span[5].isoformat()) for span in spans]
+        statement = text(_HOLD_SPANS).bindparams(bindparam("now", type_=table.c.created_at.type))
+        await session.execute(statement, {"spans": orjson.dumps(rows).decode(), "now": now})
 
     async def insert_together(
         self,

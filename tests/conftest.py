@@ -549,6 +549,19 @@ FIRST_GROUPS = (
 )
 
 
+def _one_worker_group(item: pytest.Item, module: str) -> str:
+    """A one-worker module's group: one per backend its tests run against. Their module
+    fixtures are built per backend (a server, a programme, a database of the module's own)
+    and no test of one backend reads what another's left, so each backend's half runs whole
+    on one worker and the two halves in parallel: in one group, test_ussd_properties alone
+    bounded a loaded run (over seven minutes of hypothesis on one worker)."""
+    params = getattr(item, "callspec", None)
+    for value in params.params.values() if params is not None else ():
+        if isinstance(value, Backend):
+            return f"{module}:{value}"  # no "@" nor "]": xdist splits the id's group on them
+    return module
+
+
 def _group_of(item: pytest.Item) -> str | None:
     mark = item.get_closest_marker("xdist_group")
     if mark is None:
@@ -569,12 +582,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     pytest.mark.xdist_group(BROWSER_LANE if name in BROWSER_MODULES else "e2e")
                 )
             elif name in ONE_WORKER_MODULES:
-                item.add_marker(pytest.mark.xdist_group(module))
+                item.add_marker(pytest.mark.xdist_group(_one_worker_group(item, module)))
         if getattr(config.option, "loadgroup", False):  # set by xdist for --dist loadgroup
             _name_group(item)
     if getattr(config.option, "loadgroup", False):
         rank = {group: place for place, group in enumerate(FIRST_GROUPS)}
-        items.sort(key=lambda item: rank.get(_group_of(item) or "", len(FIRST_GROUPS)))
+        items.sort(
+            key=lambda item: rank.get((_group_of(item) or "").split(":")[0], len(FIRST_GROUPS))
+        )
 
 
 def _name_group(item: pytest.Item) -> None:

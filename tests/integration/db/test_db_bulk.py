@@ -6,7 +6,6 @@ statement: on PostgreSQL all in one statement, a child table's rows beside their
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,12 +26,10 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import Backend, fresh_postgres_database
 from twinhub.db.bulk import insert_rows, insert_together
 from twinhub.db.models import JsonDocument
-from twinhub.settings import normalise_database_url
 
 
 def twin_tables(metadata: MetaData, name: str) -> Table:
@@ -62,19 +59,6 @@ def rows(count: int) -> list[dict[str, Any]]:
         }
         for n in range(count)
     ]
-
-
-@pytest.fixture
-async def engine(backend: Backend, tmp_path: Any) -> AsyncIterator[AsyncEngine]:
-    if backend.database == "postgresql":
-        async with fresh_postgres_database("bulk", empty=True) as url:
-            made = create_async_engine(normalise_database_url(url))
-            yield made
-            await made.dispose()
-    else:
-        made = create_async_engine(normalise_database_url(f"sqlite:///{tmp_path / 'bulk.db'}"))
-        yield made
-        await made.dispose()
 
 
 async def test_the_same_rows_as_executemany(engine: AsyncEngine) -> None:

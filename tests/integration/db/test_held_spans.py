@@ -5,31 +5,13 @@ the day) find each of them; a taken day splits a span."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
-import pytest
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from tests.conftest import Backend, fresh_postgres_database
 from twinhub.db.models import CreditedDay
 from twinhub.services.credited_days import day_spans, held_over, hold_spans
-from twinhub.settings import normalise_database_url
-
-
-@pytest.fixture
-async def engine(backend: Backend, tmp_path: Any) -> AsyncIterator[AsyncEngine]:
-    if backend.database == "postgresql":
-        async with fresh_postgres_database("spans", empty=True) as url:
-            made = create_async_engine(normalise_database_url(url))
-            yield made
-            await made.dispose()
-    else:
-        made = create_async_engine(normalise_database_url(f"sqlite:///{tmp_path / 'spans.db'}"))
-        yield made
-        await made.dispose()
 
 
 def _days(first: date, last: date) -> list[date]:

@@ -13,6 +13,7 @@ signals, workers), several commands racing each other, and the end-to-end tests.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -22,6 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import orjson
 import structlog
 
 TWINHUB = [sys.executable, "-m", "twinhub"]
@@ -126,3 +128,19 @@ def _invoke(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedP
         # What the interpreter prints for an exception nothing caught.
         stderr += "".join(traceback.format_exception(result.exception))
     return subprocess.CompletedProcess([*TWINHUB, *args], result.exit_code, result.stdout, stderr)
+
+
+async def verify_evidence_offline(
+    tmp_path: Path, intact: Any, damaged: Any
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """`twinhub oracle verify-evidence` over two bundles saved to files, as an auditor runs
+    it: no data folder it may create (it must not) and no reachable database."""
+    saved, changed = tmp_path / "bundle.json", tmp_path / "changed.json"
+    saved.write_bytes(orjson.dumps(intact))
+    changed.write_bytes(orjson.dumps(damaged))
+    env = {"DATA_DIR": str(tmp_path / "nowhere"), "DATABASE_URL": "postgresql://nobody@0.0.0.0:1/x"}
+    first, second = await asyncio.gather(
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(saved), env=env),
+        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(changed), env=env),
+    )
+    return first, second

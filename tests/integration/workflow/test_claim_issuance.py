@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from tests.conftest import BACKENDS, Registry
 from tests.support.claims_world import METERED_AMOUNT, METERED_DAYS, METERED_START, World
-from tests.support.cli import run_cli
+from tests.support.cli import verify_evidence_offline
 from tests.support.workflow_world import Workflow, issue_claims, send_reading, workflow_of
 from twinhub.db.models import Claim
 from twinhub.mrv.evidence_bundle import verify_bundle
@@ -218,14 +218,7 @@ async def test_verify_evidence_recomputes_a_carried_claim_from_the_bundle_alone(
     assert any(p.startswith(f"{name} methodology:") for p in verify_bundle(missing))
 
     # As an auditor runs it: no database, no network.
-    saved, changed = tmp_path / "bundle.json", tmp_path / "changed.json"
-    saved.write_bytes(orjson.dumps(bundle))
-    changed.write_bytes(orjson.dumps(reading))
-    env = {"DATA_DIR": str(tmp_path / "nowhere"), "DATABASE_URL": "postgresql://nobody@0.0.0.0:1/x"}
-    intact, damaged = await asyncio.gather(
-        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(saved), env=env),
-        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(changed), env=env),
-    )
+    intact, damaged = await verify_evidence_offline(tmp_path, bundle, reading)
     assert intact.returncode == 0, intact.stdout + intact.stderr
     assert damaged.returncode == 1, damaged.stdout + damaged.stderr
     assert f"{name} {row['time'][:10]} energy" in damaged.stdout

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from tests.conftest import BACKENDS, Registry
 from tests.integration.console.test_console import console, sign_in
 from tests.support.claims_world import METERED_AMOUNT, metered_claim
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, verify_evidence_offline
 from tests.support.workflow_world import (
     Actor,
     accredit,
@@ -179,15 +179,8 @@ async def test_a_period_goes_from_draft_to_issued_through_the_roles(
     differences = verify_bundle(edited)
     assert any(stove in d and "energy" in d for d in differences), differences
     # As an auditor runs it: `twinhub oracle verify-evidence`, no database, no network.
-    saved, changed = tmp_path / "bundle.json", tmp_path / "changed.json"
-    saved.write_bytes(orjson.dumps(bundle))
     edited["chain"][-1]["credentialSubject"]["credits"]["amount"] += 1
-    changed.write_bytes(orjson.dumps(edited))
-    env = {"DATA_DIR": str(tmp_path / "nowhere"), "DATABASE_URL": "postgresql://nobody@0.0.0.0:1/x"}
-    intact, damaged = await asyncio.gather(
-        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(saved), env=env),
-        asyncio.to_thread(run_cli, "oracle", "verify-evidence", str(changed), env=env),
-    )
+    intact, damaged = await verify_evidence_offline(tmp_path, bundle, edited)
     assert intact.returncode == 0, intact.stdout + intact.stderr
     assert damaged.returncode == 1, damaged.stdout + damaged.stderr
     assert f"{stove} " in damaged.stdout and "energy" in damaged.stdout

@@ -500,9 +500,12 @@ async def test_usable_on_a_360_pixel_phone_and_by_keyboard(
 
 
 async def test_docs_and_graphql_explorer_load_offline(tab: Tab, programme: Programme) -> None:
+    # Each explorer parses a bundle of over a megabyte, then renders the whole schema: with
+    # the suite's other workers on both cores this once took over the tabs' 10 s in CI.
+    explorer = 45_000
     await tab.page.goto(f"{programme.served.registry}/docs")
-    await tab.page.locator(".swagger-ui .info .title").wait_for()
+    await tab.page.locator(".swagger-ui .info .title").wait_for(timeout=explorer)
     await tab.shot("docs")
     await tab.page.goto(f"{programme.served.registry}/graphql")
-    await tab.page.locator(".graphiql-container .graphiql-editors").wait_for()
+    await tab.page.locator(".graphiql-container .graphiql-editors").wait_for(timeout=explorer)
     await tab.shot("graphiql")

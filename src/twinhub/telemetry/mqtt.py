@@ -33,12 +33,13 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import gmqtt
-from gmqtt.mqtt.constants import PubAckReasonCode
+from gmqtt.mqtt.constants import MQTTv50, PubAckReasonCode
 from gmqtt.mqtt.handler import MQTTConnectError
 
 from twinhub.db.failures import DATABASE_ERRORS, RETRYABLE, classify
@@ -61,6 +62,7 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 SESSION_EXPIRY_SECONDS = 3600  # unacknowledged messages survive a restart
 PUBACK = b"\x40\x02"  # PUBACK, remaining length 2 (MQTT 5: reason Success, no properties)
 HMAC_BLOCK = 64  # SHA-256's block: the HMAC key pads' length
+USER_PROPERTY = 0x26  # MQTT 5 property identifier
 T = TypeVar("T")
 # A signed message's twin, credential, body and arrival (bytes and signatures).
 Opened = tuple[str, DeviceCredential, Any, Arrival]
@@ -101,11 +103,34 @@ class OneConnection(gmqtt.Client):  # type: ignore[misc]
     def __init__(self, *args: Any, take: _Taker, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._take = take
-        # gmqtt 0.8 (pinned) dispatches a QoS 1 PUBLISH to this handler method.
-        self._package_handler._handle_qos_1_publish_packet = self._qos_1
+        handler = self._package_handler
+        # gmqtt 0.8 (pinned) dispatches a QoS 1 PUBLISH to this handler method; its packets
+        # reach `_handle_packet` first (the handler's __call__), where _packet takes them.
+        handler._handle_qos_1_publish_packet = self._qos_1
+        self._gmqtt_packet = handler._handle_packet
+        handler._handle_packet = self._packet
 
     def _qos_1(self, mid: int, payload: bytes, topic: Any, properties: Any) -> None:
         self._take(self, mid, topic, payload, properties)
+
+    def _packet(self, cmd: int, packet: bytes) -> None:
+        """A QoS 1 PUBLISH whose only properties are user properties (a device's message)
+        decoded here, in one pass over the bytes, and taken: what gmqtt's own decoding
+        gives, a quarter of its cost (no struct format built per packet, no property
+        objects, no debug line). Any other packet, or one this does not read plainly (a
+        topic alias, another property, a topic that is empty), goes to gmqtt as before."""
+        # PUBLISH at QoS 1 (DUP and RETAIN either way) on an MQTT 5 connection
+        if cmd & 0xF6 == 0x32 and self._connection_state.protocol_version >= MQTTv50:
+            taken = _decode_qos_1(packet)
+            if taken is not None:
+                self._package_handler._last_msg_in = time.monotonic()
+                mid, topic, payload, users = taken
+                properties: dict[str, Any] = {"dup": (cmd & 0x08) >> 3, "retain": cmd & 0x01}
+                if users:
+                    properties["user_property"] = users
+                self._take(self, mid, topic, payload, properties)
+                return
+        self._gmqtt_packet(cmd, packet)
 
     def acknowledge(self, mids: list[int]) -> None:
         """PUBACKs for `mids`, in one write, when this connection is still open; a closed
@@ -117,6 +142,58 @@ class OneConnection(gmqtt.Client):  # type: ignore[misc]
 
     async def reconnect(self, delay: bool = False) -> None:
         return None
+
+
+def _decode_qos_1(
+    packet: bytes,
+) -> tuple[int, Any, bytes, list[tuple[str, str]]] | None:
+    """A QoS 1 PUBLISH's packet id, topic (str; the bytes when not UTF-8, as gmqtt gives
+    it), payload and user properties (MQTT 5: topic, packet id, properties, payload); None
+    when it holds anything else or does not parse, for gmqtt to handle as it always has."""
+    try:
+        end = 2 + int.from_bytes(packet[0:2], "big")
+        raw_topic = packet[2:end]
+        if not raw_topic or len(raw_topic) != end - 2:
+            return None
+        mid = int.from_bytes(packet[end : end + 2], "big")
+        at = end + 2
+        length = shift = 0
+        while True:  # the properties' length, a variable byte integer
+            byte = packet[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                break
+            shift += 7
+            if shift > 21:
+                return None
+        stop = at + length
+        if stop > len(packet):
+            return None
+        users: list[tuple[str, str]] = []
+        while at < stop:
+            if packet[at] != USER_PROPERTY:
+                return None
+            size = int.from_bytes(packet[at + 1 : at + 3], "big")
+            name_end = at + 3 + size
+            size = int.from_bytes(packet[name_end : name_end + 2], "big")
+            value_end = name_end + 2 + size
+            if value_end > stop:
+                return None
+            users.append(
+                (
+                    packet[at + 3 : name_end].decode("utf-8"),
+                    packet[name_end + 2 : value_end].decode("utf-8"),
+                )
+            )
+            at = value_end
+    except (IndexError, UnicodeDecodeError):
+        return None
+    try:
+        topic: Any = raw_topic.decode("utf-8")
+    except UnicodeDecodeError:
+        topic = raw_topic
+    return mid, topic, packet[stop:], users
 
 
 class _Macs:

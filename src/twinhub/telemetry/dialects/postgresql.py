@@ -63,10 +63,15 @@ _STAGE_COLUMNS = ["device_id", "seq", "time", "values", "received_at", "receipt_
 _RECEIPT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('telemetry_receipts', 'id')) FROM generate_series(1, $1)"
 )
-_INSERT_RECEIPT = (
-    "INSERT INTO telemetry_receipts (id, device_id, received_at, first_time, last_time,"
-    " payload, signatures) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-)
+_RECEIPT_COLUMNS = [
+    "id",
+    "device_id",
+    "received_at",
+    "first_time",
+    "last_time",
+    "payload",
+    "signatures",
+]
 _INSERT_QUARANTINE = (
     'INSERT INTO telemetry_quarantine (device_did, seq, time, received_at, "values", reason,'
     " source, receipt_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
@@ -280,7 +285,13 @@ class PostgreSQLTelemetry(TelemetryDialect):
         return [row[0] for row in await driver.fetch(_RECEIPT_IDS, count)]
 
     async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
-        await driver.executemany(_INSERT_RECEIPT, [(*r[:6], dumps(r[6])) for r in rows])
+        """COPY (binary): a group's receipts, one a message, in one round trip (executemany
+        bound and sent each row as a statement of its own)."""
+        await driver.copy_records_to_table(
+            "telemetry_receipts",
+            records=[(*r[:6], dumps(r[6])) for r in rows],
+            columns=_RECEIPT_COLUMNS,
+        )
 
     async def insert_quarantine(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
         await driver.executemany(_INSERT_QUARANTINE, [(*r[:4], dumps(r[4]), *r[5:]) for r in rows])

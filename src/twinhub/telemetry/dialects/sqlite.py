@@ -205,12 +205,19 @@ class SQLiteTelemetry(TelemetryDialect):
         return list(range(highest + 1, highest + 1 + count))
 
     async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Each distinct time formatted once: a device's messages of a group share their
+        receipt time, and a message of one reading has it as first and last time."""
+        stamps: dict[datetime, str] = {}
+
+        def stamp(moment: datetime) -> str:
+            text = stamps.get(moment)
+            if text is None:
+                text = stamps[moment] = sqlite_time(moment)
+            return text
+
         await driver.executemany(
             _INSERT_RECEIPT,
-            [
-                (*r[:2], sqlite_time(r[2]), sqlite_time(r[3]), sqlite_time(r[4]), r[5], dumps(r[6]))
-                for r in rows
-            ],
+            [(*r[:2], stamp(r[2]), stamp(r[3]), stamp(r[4]), r[5], dumps(r[6])) for r in rows],
         )
 
     async def insert_quarantine(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:

@@ -214,8 +214,8 @@ def batch_readings(body: Any, limit: int) -> list[Any]:
             "Expected {'readings': [{seq, time, values}, ...]}.",
             [FieldProblem("readings", "expected a list of readings")],
         )
-    unknown = sorted(set(body) - {"readings"})
-    if unknown:
+    if len(body) > 1:  # "readings" and more
+        unknown = sorted(set(body) - {"readings"})
         raise Invalid(
             "The batch has unknown fields.", [FieldProblem(n, "unknown field") for n in unknown]
         )

@@ -174,13 +174,7 @@ class SQLiteTelemetry(TelemetryDialect):
             await driver.execute(_STAGE_READINGS)
         if not items:
             return set()
-        stamps: dict[datetime, str] = {}  # a batch's readings share their receipt time
-        rows = []
-        for d, r, at, n in items:
-            stamp = stamps.get(at)
-            if stamp is None:
-                stamp = stamps[at] = sqlite_time(at)
-            rows.append((d, r.seq, sqlite_time(r.time), dumps(r.values), stamp, n))
+        rows = [(d, r.seq, _stamp(r.time), dumps(r.values), _stamp(at), n) for d, r, at, n in items]
         # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
         # then stores them all, and its count says so. When it stored fewer, which ones it
         # skipped is found the staged way below, after undoing it.
@@ -205,19 +199,11 @@ class SQLiteTelemetry(TelemetryDialect):
         return list(range(highest + 1, highest + 1 + count))
 
     async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
-        """Each distinct time formatted once: a device's messages of a group share their
-        receipt time, and a message of one reading has it as first and last time."""
-        stamps: dict[datetime, str] = {}
-
-        def stamp(moment: datetime) -> str:
-            text = stamps.get(moment)
-            if text is None:
-                text = stamps[moment] = sqlite_time(moment)
-            return text
-
+        """Times as insert_readings formatted them (_stamp): a device's messages of a group
+        share their receipt time, and a message's first and last time are its readings'."""
         await driver.executemany(
             _INSERT_RECEIPT,
-            [(*r[:2], stamp(r[2]), stamp(r[3]), stamp(r[4]), r[5], dumps(r[6])) for r in rows],
+            [(*r[:2], _stamp(r[2]), _stamp(r[3]), _stamp(r[4]), r[5], dumps(r[6])) for r in rows],
         )
 
     async def insert_quarantine(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -259,6 +245,23 @@ def sqlite_time(moment: datetime) -> str:
     if moment.tzinfo is UTC:
         return moment.isoformat(" ", "microseconds")[:-6]
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+_STAMPS: dict[datetime, str] = {}  # recent times' text (_stamp)
+_STAMPS_KEPT = 20_000  # a few groups; a cleared one only formats again
+
+
+def _stamp(moment: datetime) -> str:
+    """sqlite_time, remembered: a group's readings share their receipt time, and their
+    receipts name the readings' times again (an MQTT message of one reading: its time is
+    the receipt's first and last). A datetime keeps its hash, so the second look-up is a
+    dict hit; equal instants have one UTC text, whatever their zone."""
+    text = _STAMPS.get(moment)
+    if text is None:
+        if len(_STAMPS) >= _STAMPS_KEPT:
+            _STAMPS.clear()
+        text = _STAMPS[moment] = sqlite_time(moment)
+    return text
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -176,6 +176,8 @@ class TelemetryStore:
         self._engine = sessions.kw["bind"]
         # Driver connections that have the staging table (it lives as long as each one).
         self._staged: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Receipt ids taken from the database and not spent yet (dialect.receipt_id_block).
+        self._receipt_ids: list[int] = []
 
     # -- devices -------------------------------------------------------------------------
     async def device(self, did: str) -> TelemetryDevice | None:
@@ -333,7 +335,7 @@ class TelemetryStore:
                     taken.add(reading.seq)
                     fresh[i].append(reading)
                     origins[i].append(origin)
-        receipts = await _receipt_ids(self.dialect, driver, batches, origins)
+        receipts = await _receipt_ids(self.dialect, driver, batches, origins, self._receipt_ids)
         skipped = await self._insert_readings(
             driver,
             [
@@ -648,9 +650,11 @@ async def _receipt_ids(
     driver: Any,
     batches: list[Batch],
     origins: dict[int, list[Origin]],
+    kept: list[int],
 ) -> dict[int, int]:
     """An id for each signed origin (by identity) of the group's new or quarantined
-    readings, taken before the readings go in (they name it)."""
+    readings, taken before the readings go in (they name it); from `kept`, the store's
+    unspent ids, when the dialect takes them a block at a time."""
     signed: dict[int, Origin] = {}
     for i, batch in enumerate(batches):
         for origin in origins.get(i, ()):
@@ -661,7 +665,15 @@ async def _receipt_ids(
                 signed.setdefault(id(held.origin), held.origin)
     if not signed:
         return {}
-    numbers = await dialect.receipt_ids(driver, len(signed))
+    count = len(signed)
+    block = dialect.receipt_id_block
+    if not block:
+        numbers = await dialect.receipt_ids(driver, count)
+    else:
+        if len(kept) < count:
+            kept += await dialect.receipt_ids(driver, max(block, count - len(kept)))
+        numbers = kept[:count]
+        del kept[:count]
     return dict(zip(signed, numbers, strict=True))
 
 

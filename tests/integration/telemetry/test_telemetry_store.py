@@ -301,3 +301,39 @@ async def test_concurrent_mixed_batches_roll_up_exactly_the_stored_readings(
                 assert cell["count"] == len(values), (scope, interval, key)
                 assert cell["sum"] == pytest.approx(sum(values)), (scope, interval, key)
                 assert (cell["min"], cell["max"]) == (min(values), max(values))
+
+
+async def test_two_stores_on_one_database_give_each_receipt_its_own_id(registry: Registry) -> None:
+    """PostgreSQL's store takes receipt ids from the sequence a block at a time and spends
+    them over its next groups (dialect.receipt_id_block): two processes' stores writing in
+    turn on one database still give every receipt its own id, and each reading names the
+    receipt of the message it came in (SQLite: each group takes its own)."""
+    from sqlalchemy import select
+
+    from twinhub.db.models import TelemetryReceipt
+    from twinhub.telemetry.rows import Origin
+    from twinhub.telemetry.store import TelemetryStore
+
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    stores = [registry.platform.telemetry.store, TelemetryStore(registry.platform.sessionmaker)]
+    hour = bucket_of(datetime.now(UTC) - timedelta(hours=3), "hour")
+    for n in range(6):
+        seqs = [2 * n + 1, 2 * n + 2]  # two messages a group, one reading each
+        origins = [
+            Origin(datetime.now(UTC), f'{{"seq": {s}}}', [{"type": "t", "value": str(s)}])
+            for s in seqs
+        ]
+        readings = [Reading(s, hour + timedelta(minutes=s), {"energyKwh": 1.0}) for s in seqs]
+        batch = Batch(stove, readings, ["energyKwh"], None, [farm.project], origins=origins)
+        await stores[n % 2].store_many([batch])
+    rows = await stores[0].history_rows(stove, None, None, None, 100)
+    assert [row[0] for row in rows] == list(range(1, 13))
+    named = [row[4] for row in rows]
+    assert None not in named and len(set(named)) == 12
+    async with registry.platform.sessionmaker() as session:
+        payloads = dict(
+            (await session.execute(select(TelemetryReceipt.id, TelemetryReceipt.payload))).all()
+        )
+    assert len(payloads) == 12
+    assert all(payloads[row[4]] == f'{{"seq": {row[0]}}}' for row in rows)

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 class TelemetryDialect(ABC):
     """One database's way of writing telemetry; see the module docstring."""
 
+    # Receipt ids a store takes at once and keeps for its next groups (0: a group takes
+    # its own, as SQLite must: its ids follow the table's highest, under the write lock).
+    receipt_id_block = 0
+
     @abstractmethod
     def transaction(self, driver: Any) -> AbstractAsyncContextManager[None]:
         """A write group's transaction on the driver's connection: committed when the
@@ -88,7 +92,8 @@ class TelemetryDialect(ABC):
 
     @abstractmethod
     async def receipt_ids(self, driver: Any, count: int) -> list[int]:
-        """`count` new ids of telemetry_receipts, in this transaction."""
+        """`count` new ids of telemetry_receipts, in this transaction (with a
+        `receipt_id_block`: ids no other caller gets, whatever becomes of it)."""
 
     @abstractmethod
     async def insert_receipts(self, driver: Any, rows: list[tuple[Any, ...]]) -> None:

@@ -165,6 +165,11 @@ _INSERT_EVENT = (
 class PostgreSQLTelemetry(TelemetryDialect):
     """See the module docstring."""
 
+    # The sequence hands out each id once, transaction or not: a store takes a block and
+    # spends it over its next groups (a round trip a group saved; ids of a block a process
+    # does not spend are a gap, as a rolled-back nextval's are).
+    receipt_id_block = 4096
+
     def transaction(self, driver: Any) -> AbstractAsyncContextManager[Any]:
         return driver.transaction()  # asyncpg's: commits on leaving, rolls back on error
 

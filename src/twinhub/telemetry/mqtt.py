@@ -16,8 +16,8 @@ again after a reconnect, and seq dedupe makes the redelivery harmless. `Receive 
 bounds the unacknowledged messages in flight, so a flood cannot grow memory.
 
 gmqtt runs the connection on the asyncio loop itself (no thread). A device's QoS 1 message is
-decoded here in one pass (OneConnection._packet: what gmqtt's decoder gives, for a quarter of
-its cost; any other packet is gmqtt's) and joins the group being filled (no task per
+decoded here in one pass (OneConnection._packet: what gmqtt's decoder gives, for less than
+half its cost; any other packet is gmqtt's) and joins the group being filled (no task per
 message), and once the group's
 transaction is committed its PUBACKs go out in one write on the connection they came on (a
 worker that finds fewer than LINGER_BELOW messages gives the group LINGER_SECONDS more to
@@ -118,7 +118,7 @@ class OneConnection(gmqtt.Client):  # type: ignore[misc]
     def _packet(self, cmd: int, packet: bytes) -> None:
         """A QoS 1 PUBLISH whose only properties are user properties (a device's message)
         decoded here, in one pass over the bytes, and taken: what gmqtt's own decoding
-        gives, a quarter of its cost (no struct format built per packet, no property
+        gives, for less than half its cost (no struct format built per packet, no property
         objects, no debug line). Any other packet, or one this does not read plainly (a
         topic alias, another property, a topic that is empty), goes to gmqtt as before."""
         # PUBLISH at QoS 1 (DUP and RETAIN either way) on an MQTT 5 connection

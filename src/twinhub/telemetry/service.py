@@ -231,6 +231,21 @@ def batch_readings(body: Any, limit: int) -> list[Any]:
     return readings
 
 
+def by_clock(
+    valid: list[Reading], info: TwinInfo, received: datetime, settings: TelemetrySettings
+) -> tuple[list[Reading], list[tuple[Reading, str]]]:
+    """The readings whose time can be trusted, and the others with their reasons
+    (mrv.telemetry_schema.split_by_clock under the deployment's skew settings)."""
+    past = settings.past_skew_days
+    return split_by_clock(
+        valid,
+        received,
+        info.enrolled,
+        timedelta(seconds=settings.future_skew_seconds),
+        timedelta(days=past) if past > 0 else None,
+    )
+
+
 def online(last: datetime | None, offline_after_seconds: float) -> bool:
     """Whether a device whose last reading is `last` counts as online now."""
     if last is None:
@@ -354,7 +369,7 @@ class TelemetryService:
                 raw = batch_readings(body, self.settings.batch_size)
                 origin = self._origin(did, info, body, source, arrival, received)
             except (Invalid, TooLarge, BadSignature) as error:
-                await self._refused_whole(did, source, error)
+                await self._record_rejection(did, _refused(source, error.message, error.details))
                 places.append(error)
                 continue
             opened.append((len(places), raw, origin))
@@ -363,7 +378,7 @@ class TelemetryService:
         # then each message's share of the verdicts taken back by position.
         items = [item for _, raw, _ in opened for item in raw]
         valid, rejected = check_readings(items, info.schema, _NO_LATER_THAN)
-        if not rejected and not self._by_clock(valid, info, received)[1]:
+        if not rejected and not by_clock(valid, info, received, self.settings)[1]:
             # The common case, every reading valid and its time trusted (the clock rule
             # judges each reading alone, so none of a message's is held either): each
             # message is what _sorted would make of it, made here without its steps.
@@ -421,12 +436,8 @@ class TelemetryService:
             readings = batch_readings(body, self.settings.batch_size)
             return readings, self._origin(did, info, body, source, arrival, received)
         except (Invalid, TooLarge, BadSignature) as error:
-            await self._refused_whole(did, source, error)
+            await self._record_rejection(did, _refused(source, error.message, error.details))
             raise
-
-    async def _refused_whole(self, did: str, source: str, error: ServiceError) -> None:
-        """A batch refused whole (its envelope or signature): its telemetry.rejected event."""
-        await self._record_rejection(did, _refused(source, error.message, error.details))
 
     async def _sorted(
         self,
@@ -451,7 +462,7 @@ class TelemetryService:
                 "No reading of the batch is valid.",
                 [FieldProblem(r.as_detail()["field"], r.error) for r in rejected],
             )
-        kept, held = self._by_clock(valid, info, received)
+        kept, held = by_clock(valid, info, received, self.settings)
         for reading, reason in held[:20]:
             self.reject(source, did, f"seq {reading.seq} quarantined: {reason}")
         return Prepared(
@@ -462,20 +473,6 @@ class TelemetryService:
             source,
             [origin] * len(kept),
             [Quarantined(reading, reason, origin, source) for reading, reason in held],
-        )
-
-    def _by_clock(
-        self, valid: list[Reading], info: TwinInfo, received: datetime
-    ) -> tuple[list[Reading], list[tuple[Reading, str]]]:
-        """The readings whose time can be trusted, and the others with their reasons
-        (mrv.telemetry_schema.split_by_clock under this deployment's skew settings)."""
-        past = self.settings.past_skew_days
-        return split_by_clock(
-            valid,
-            received,
-            info.enrolled,
-            timedelta(seconds=self.settings.future_skew_seconds),
-            timedelta(days=past) if past > 0 else None,
         )
 
     def _origin(

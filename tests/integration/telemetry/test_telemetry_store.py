@@ -332,8 +332,11 @@ async def test_two_stores_on_one_database_give_each_receipt_its_own_id(registry:
     named = [row[4] for row in rows]
     assert None not in named and len(set(named)) == 12
     async with registry.platform.sessionmaker() as session:
-        payloads = dict(
-            (await session.execute(select(TelemetryReceipt.id, TelemetryReceipt.payload))).all()
+        found = await session.execute(
+            select(TelemetryReceipt.id, TelemetryReceipt.payload).where(
+                TelemetryReceipt.id.in_(named)
+            )
         )
+        payloads = dict(found.all())
     assert len(payloads) == 12
     assert all(payloads[row[4]] == f'{{"seq": {row[0]}}}' for row in rows)

@@ -49,11 +49,12 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import and_, bindparam, func, insert, or_, select, tuple_
+from sqlalchemy import and_, bindparam, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import DaySpan, read_snapshot
 from twinhub.db.models import (
+    COUNTED_CLAIM,
     Claim,
     ClaimCollection,
     Credential,
@@ -809,15 +810,21 @@ _LINKED_TO = select(Relationship.source_did).where(
     Relationship.type == "project",
     Relationship.target_did == bindparam("project"),
 )
+# The counted claims of some stoves over some periods (a search of `uq_claims_asset_period`
+# for each stove and period: its condition written out, so the index is known to apply),
+# and the claims of some ids. A row value list, `(asset_did, period) IN (VALUES ...)`, made
+# SQLite scan the table.
 _CLAIMED = select(Claim.id, Claim.asset_did, Claim.period, Claim.status).where(
     or_(
         and_(
-            tuple_(Claim.asset_did, Claim.period).in_(bindparam("pairs", expanding=True)),
-            Claim.status.not_in(UNCOUNTED),
+            Claim.asset_did.in_(bindparam("assets", expanding=True)),
+            Claim.period.in_(bindparam("periods", expanding=True)),
+            text(COUNTED_CLAIM),
         ),
         Claim.id.in_(bindparam("ids", expanding=True)),
     )
 )
+_PROBES = 2048  # stoves x periods one _CLAIMED statement searches at most
 
 
 class ClaimSubmissions:
@@ -940,12 +947,6 @@ class ClaimSubmissions:
             issued_at=None,
             inputs=None,
         )
-        write.defer(_CLAIMS, dict(vars(row)))
-        write.take(("claims.id", claim_id), claim_id)
-        if asset is not None and period is not None:
-            write.take(("claims.period", asset, period), claim_id)
-        agent_joins(write, collection.id, actor.did, found.members, now)
-        write.add(_COLLECTIONS, collection.id, {"count": 1}, {"updated_at": now})
         view = claim_view(row)  # type: ignore[arg-type]  # a Claim's columns
         await write.append(
             "claims.submit",
@@ -954,6 +955,13 @@ class ClaimSubmissions:
             {"claim": view},
             event_id=submitted,
         )
+        # Last, and nothing here can fail: a refused submission must leave nothing deferred.
+        write.defer(_CLAIMS, dict(vars(row)))
+        write.take(("claims.id", claim_id), claim_id)
+        if asset is not None and period is not None:
+            write.take(("claims.period", asset, period), claim_id)
+        agent_joins(write, collection.id, actor.did, found.members, now)
+        write.add(_COLLECTIONS, collection.id, {"count": 1}, {"updated_at": now})
         return view
 
     def _check_window(self, collection: Any, added: int = 0) -> None:
@@ -1036,14 +1044,35 @@ class _BatchFacts:
         )
 
     async def _claimed(self, pairs: list[tuple[str, str]], ids: list[str]) -> None:
-        """The counted claims of `pairs` (asset, period) and the claims of `ids`."""
-        if not (pairs or ids):
-            return
-        params = {"pairs": pairs or [("", "")], "ids": ids or [""]}
-        for existing, asset, period, status in await self.write.session.execute(_CLAIMED, params):
-            if status not in UNCOUNTED and asset is not None and period is not None:
-                self.claimed.setdefault((asset, period), existing)
-            self.ids.add(existing)
+        """The counted claims of `pairs` (asset, period) and the claims of `ids`: each
+        statement asks for every stove of its pairs over every period of them, a few
+        more pairs than needed and never more than `_PROBES`."""
+        asks: list[tuple[set[str], set[str]]] = []
+        for asset, period in sorted(pairs, key=lambda pair: (pair[1], pair[0])):
+            if asks:
+                assets, periods = asks[-1]
+                grown = (len(assets) + (asset not in assets)) * (
+                    len(periods) + (period not in periods)
+                )
+                if grown <= _PROBES:
+                    assets.add(asset)
+                    periods.add(period)
+                    continue
+            asks.append(({asset}, {period}))
+        if ids and not asks:
+            asks.append((set(), set()))
+        for number, (assets, periods) in enumerate(asks):
+            params = {
+                "assets": sorted(assets) or [""],
+                "periods": sorted(periods) or [""],
+                "ids": (ids if number == 0 else []) or [""],
+            }
+            for existing, asset, period, status in await self.write.session.execute(
+                _CLAIMED, params
+            ):
+                if status not in UNCOUNTED and asset is not None and period is not None:
+                    self.claimed.setdefault((asset, period), existing)
+                self.ids.add(existing)
         self.asked.update(pairs)
 
     def _pairs(self) -> set[tuple[str, str]]:

@@ -338,7 +338,9 @@ class Ledger:
         with the other deferred writes' rows, so the write needs no SAVEPOINT and no
         statement of its own: failing, it discards what it deferred and appended. It must
         check beforehand whatever could make its rows fail (unique keys: `holder`/`take`
-        see the rows not yet written), since a row failing at the commit fails the batch."""
+        see the rows not yet written), since a row failing at the commit fails the batch.
+        It may also add to counters of rows that exist (`LedgerWrite.add`), written with
+        its rows."""
         self._queued += 1
         try:
             await self._turn.acquire()

@@ -1232,7 +1232,7 @@ async def test_claims_list_pages_answer_what_the_general_route_answers(world: An
 
 
 SUBMIT_CASES: list[tuple[str, str, str | None, str, str]] = [
-    # label, body (TOKEN: the run's), content type, who, collection ("C": the world's)
+    # label, body (TOKEN: the run's), content type, who, collection (C: the world's id)
     (
         "claim",
         '{"id": "TOKEN-1", "data": {"reportType": "cooking"}}',
@@ -1265,7 +1265,7 @@ SUBMIT_CASES: list[tuple[str, str, str | None, str, str]] = [
     ("reader", '{"data": {"reportType": "cooking"}}', "application/json", "reader", "C"),
     ("no collection", '{"data": {"reportType": "cooking"}}', "application/json", "op", "999999"),
     ("collection 0", '{"data": {"reportType": "cooking"}}', "application/json", "op", "0"),
-    ("collection +1", '{"data": {"reportType": "cooking"}}', "application/json", "op", "+1"),
+    ("collection +C", '{"data": {"reportType": "cooking"}}', "application/json", "op", "+C"),
     (
         "collection 2^31",
         '{"data": {"reportType": "cooking"}}',
@@ -1312,7 +1312,7 @@ async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any
             for label, body, content_type, who, target in SUBMIT_CASES:
                 headers = {} if content_type is None else {"Content-Type": content_type}
                 content = body.replace("TOKEN", token).encode()
-                url = f"/v1/claim-collections/{collection if target == 'C' else target}/claims"
+                url = f"/v1/claim-collections/{target.replace('C', collection)}/claims"
                 if who == "op":
                     response = await world.operator_client.post(
                         url, content=content, headers=headers
@@ -1375,7 +1375,7 @@ async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any
         "reader": 403,
         "no collection": 404,
         "collection 0": 422,
-        "collection +1": 201,  # FastAPI reads it as 1: handed to it, not refused
+        "collection +C": 201,  # FastAPI reads "+7" as 7: handed to it, not refused
         "collection 2^31": 422,
         "idempotent": 201,
         "replayed": 201,
@@ -1383,6 +1383,6 @@ async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any
     assert answers["lane ledger"] == answers["full ledger"] and answers["lane ledger"]
     # Every request in the collection's path reached the lane when it was on (the others
     # do not match it), none when it was off; the lane handed on those FastAPI refuses.
-    matched = len(SUBMIT_CASES) + 2 - 3  # collections 0, +1 and 2^31 never match it
+    matched = len(SUBMIT_CASES) + 2 - 3  # collections 0, +C and 2^31 never match it
     assert handled == {"lane": matched, "full": 0, "handed on": 5}, handled
     assert (await registry.platform.ledger.verify()).ok

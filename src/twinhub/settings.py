@@ -531,9 +531,9 @@ class RegistrySettings(_Section):
         ge=0,
         le=0.1,
         description=(
-            "How long, at most, concurrent single evaluations wait for the callers of the "
-            "batch before them to come back and join the next batch (a lone evaluation never "
-            "waits; 0 turns it off; at most 0.1)."
+            "How long, at most, concurrent single evaluations (and claim submissions) wait "
+            "for the callers of the batch before them to come back and join the next batch (a "
+            "lone call never waits; 0 turns it off; at most 0.1)."
         ),
     )
 

@@ -56,7 +56,9 @@ from twinhub.registry.routes_claims import (
     LISTED_CLAIMS,
     ClaimRoute,
     ClaimsListRoute,
+    SubmitRoute,
     get_claim,
+    submit_claim,
 )
 from twinhub.registry.routes_claims import router as claims_router
 from twinhub.registry.routes_customers import router as customers_router
@@ -455,6 +457,7 @@ class RegistryApp(FastAPI):
     hot_route: Route | None = None
     claim_route: Route | None = None  # `GET /v1/claims/{id}`, the same way (ClaimRoute)
     create_route: CreateRoute | None = None
+    submit_route: SubmitRoute | None = None  # `POST /v1/claim-collections/{id}/claims`
     list_route: Route | None = None  # `GET /v1/domains?type=...` and the like (ListRoute)
     claims_list_route: Route | None = None  # `GET /v1/claims?collection=` (ClaimsListRoute)
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
@@ -755,7 +758,11 @@ def create_registry_app(
     app.create_route = CreateRoute(
         next(r for r in create_router.routes if getattr(r, "endpoint", None) is create_domain)
     )
-    app.router.routes.insert(1, app.create_route)  # then the hot write (see CreateRoute)
+    app.router.routes.insert(1, app.create_route)  # then the hot writes (see BodyRoute)
+    app.submit_route = SubmitRoute(
+        next(r for r in claims_router.routes if getattr(r, "endpoint", None) is submit_claim)
+    )
+    app.router.routes.insert(2, app.submit_route)
     app.router.routes.extend(_included_routers())  # as include_router, prepared once
     app.list_route = ListRoute()  # matched by the app itself, as the claim read
     app.claim_route = ClaimRoute(  # matched by the app itself (RegistryApp), not the router

@@ -19,6 +19,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from twinhub.kernel.errors import FieldProblem, Invalid, NotFound
 from twinhub.kernel.identifiers import is_did
+from twinhub.kernel.principals import Principal
 from twinhub.registry.auth import (
     Reader,
     Writer,
@@ -286,27 +287,36 @@ async def create_domain(request: Request, body: DomainIn, caller: Writer) -> Res
 GENERAL = "twinhub.general"  # scope key: CreateRoute sent this request the general way
 
 
-class CreateRoute(Route):
-    """`POST /v1/domains` with a JSON body that `DomainIn` accepts, as a plain Starlette
-    route tried before FastAPI's: FastAPI's route handling (its router search, request
-    wrappers, dependency solving) was a fifth of a create's CPU. The body is parsed as
-    FastAPI parses it (`json.loads`) and validated by FastAPI's own `request_body_to_args`
-    with the general route's body field; the caller is checked by the same `writer`
-    dependency, called directly; then `create_domain`'s own code runs, errors going to the
-    same handlers. Anything else (another content type, a body that does not parse or
-    validate, a body that could not be read) is handed, with the body as received, to the
-    router again, which then skips this route: the general route answers it exactly as
-    before, with its own error. While FastAPI's own telemetry follows a request, the
-    general route takes it from the start. tests/integration/registry/test_hot_paths.py holds
-    the two equal."""
+class BodyRoute(Route):
+    """A hot write (`POST` with a JSON body) as a plain Starlette route tried before
+    FastAPI's: FastAPI's route handling (its router search, request wrappers, dependency
+    solving) was a fifth of a create's CPU. The body is parsed as FastAPI parses it
+    (`json.loads`) and validated by FastAPI's own `request_body_to_args` with the general
+    route's body field; the caller is checked by the same `writer` dependency, called
+    directly; then the general route's own code runs (`answer`), errors going to the same
+    handlers. Anything else (another content type, a body or path parameter that does not
+    parse or validate, a body that could not be read) is handed, with the body as
+    received, to the router again, which then skips this route: the general route answers
+    it exactly as before, with its own error. While FastAPI's own telemetry follows a
+    request, the general route takes it from the start. tests/integration/registry/
+    test_hot_paths.py holds the two equal, for each (`CreateRoute`, `SubmitRoute`)."""
 
-    def __init__(self, general: APIRoute) -> None:
-        super().__init__("/v1/domains", self._unused, methods=["POST"], include_in_schema=False)
+    def __init__(self, path: str, general: APIRoute, body_type: type) -> None:
+        super().__init__(path, self._unused, methods=["POST"], include_in_schema=False)
         self.general = general
+        self.body_type = body_type
         self.enabled = True
 
     @staticmethod
     async def _unused(request: Request) -> Response:  # pragma: no cover - handle() answers
+        raise NotImplementedError
+
+    def accepts(self, path_params: dict[str, Any]) -> bool:
+        """Whether FastAPI would take the path's parameters as they are (else: general)."""
+        return True
+
+    async def answer(self, request: Request, body: Any, caller: Principal) -> Response:
+        """What the general route's endpoint answers for `body` from `caller`."""
         raise NotImplementedError
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
@@ -319,6 +329,8 @@ class CreateRoute(Route):
             return Match.NONE, {}  # no partial match: a 405 stays the general routes'
         match, child = super().matches(scope)
         if match is not Match.NONE:
+            if not self.accepts(child.get("path_params", {})):
+                return Match.NONE, {}
             child["route"] = self  # the metrics label: the path, as the general route's
         return match, child
 
@@ -343,18 +355,13 @@ class CreateRoute(Route):
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
             caller = await writer(await principal(request, bearer_of(request)))
-
-            async def run() -> Created:
-                record = await _domains(request).create(_spec(body, _protocol_of(body)), caller)
-                return 201, record, _location("domains", record["did"])
-
-            response = await idempotent(request, caller, run)
+            response = await self.answer(request, body, caller)
             await response(scope, receive, send)
 
         await wrap_app_handling_exceptions(app, request)(scope, replay, send)
 
-    async def _body(self, scope: Scope, received: list[Message]) -> DomainIn | None:
-        """The body as FastAPI's route would pass it to `create_domain`, or None where
+    async def _body(self, scope: Scope, received: list[Message]) -> Any:
+        """The body as FastAPI's route would pass it to its endpoint, or None where
         FastAPI would do anything else with it (parse it otherwise, or refuse it)."""
         if not received or received[-1]["type"] != "http.request":
             return None
@@ -377,7 +384,21 @@ class CreateRoute(Route):
             general.dependant.body_params, data, general._embed_body_fields
         )
         body = values.get("body")
-        return body if not errors and isinstance(body, DomainIn) else None
+        return body if not errors and isinstance(body, self.body_type) else None
+
+
+class CreateRoute(BodyRoute):
+    """`POST /v1/domains` with a JSON body that `DomainIn` accepts (BodyRoute)."""
+
+    def __init__(self, general: APIRoute) -> None:
+        super().__init__("/v1/domains", general, DomainIn)
+
+    async def answer(self, request: Request, body: Any, caller: Principal) -> Response:
+        async def run() -> Created:
+            record = await _domains(request).create(_spec(body, _protocol_of(body)), caller)
+            return 201, record, _location("domains", record["did"])
+
+        return await idempotent(request, caller, run)
 
 
 def _replay(received: list[Message], failure: Exception | None, receive: Receive) -> Receive:

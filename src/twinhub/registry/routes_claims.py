@@ -16,12 +16,20 @@ from starlette.types import Scope
 
 from twinhub.kernel.bounds import INT64_MAX
 from twinhub.kernel.errors import FieldProblem, TooLarge
+from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import Reader, Writer, bearer_of, principal, reader
 from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import Cursor, Moment, documented
-from twinhub.registry.routes import DID_PATH, QueryRoute, RawResponse, page_size, query_once
+from twinhub.registry.routes import (
+    DID_PATH,
+    BodyRoute,
+    QueryRoute,
+    RawResponse,
+    page_size,
+    query_once,
+)
 from twinhub.registry.schemas import Body, as_utc
 from twinhub.services.claims import (
     CLAIM_ID,
@@ -187,6 +195,12 @@ async def set_collection_state(
 async def submit_claim(
     request: Request, collection_id: CollectionId, body: ClaimIn, caller: Writer
 ) -> Response:
+    return await _submitted(request, collection_id, body, caller)
+
+
+async def _submitted(
+    request: Request, collection_id: int, body: ClaimIn, caller: Principal
+) -> Response:
     async def run() -> Created:
         view = await _platform(request).claims.submissions.submit(
             collection_id, body.data, caller, asset=body.asset, claim_id=body.id
@@ -194,6 +208,33 @@ async def submit_claim(
         return 201, view, f"/v1/claims/{view['id']}"
 
     return await idempotent(request, caller, run)
+
+
+class SubmitRoute(BodyRoute):
+    """`POST /v1/claim-collections/{id}/claims` with a JSON body that `ClaimIn` accepts and
+    an id `CollectionId` accepts, as a plain route tried before FastAPI's (BodyRoute)."""
+
+    def __init__(self, general: APIRoute) -> None:
+        super().__init__(SUBMIT_PATH, general, ClaimIn)
+
+    def accepts(self, path_params: dict[str, Any]) -> bool:
+        """Plain decimal digits within `CollectionId`'s bounds (FastAPI reads more forms,
+        and refuses others: those go the general way)."""
+        text = path_params.get("collection_id", "")
+        return (
+            isinstance(text, str)
+            and 0 < len(text) <= 10
+            and text.isascii()
+            and text.isdigit()
+            and 1 <= int(text) <= 2**31 - 1
+        )
+
+    async def answer(self, request: Request, body: Any, caller: Principal) -> Response:
+        collection_id = int(request.path_params["collection_id"])
+        return await _submitted(request, collection_id, body, caller)
+
+
+SUBMIT_PATH = "/v1/claim-collections/{collection_id}/claims"
 
 
 @router.get("/claims", tags=["claims"])

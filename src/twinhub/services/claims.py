@@ -49,11 +49,12 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import and_, bindparam, func, insert, or_, select
+from sqlalchemy import and_, bindparam, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import DaySpan, read_snapshot
 from twinhub.db.models import (
+    COUNTED_CLAIM,
     Claim,
     ClaimCollection,
     Credential,
@@ -82,6 +83,7 @@ from twinhub.mrv.period_inputs import claim_inputs, device_identity
 from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
+from twinhub.services.collection_members import agent_joins, members_among
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credited_days import day_spans, held_over, hold_spans
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
@@ -776,19 +778,85 @@ class ClaimCollections:
             return int(await session.scalar(select(func.max(ClaimCollection.id))) or 0)
 
 
+@dataclass(frozen=True)
+class _Submission:
+    """One submission waiting for its batch (ClaimSubmissions.submit)."""
+
+    data: dict[str, Any]
+    actor: Principal
+    asset: str | None
+    claim_id: str | None
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A submission of a batch that was refused: its caller raises `error`."""
+
+    error: Exception
+
+
+_COLLECTIONS = ClaimCollection.__table__
+_CLAIMS = Claim.__table__
+_SUBMISSION_BATCH = _CHUNK  # submissions one batch carries (each IN list one expanding param)
+# The statements a batch of submissions runs, built once (services.coalesce, _submit_batch).
+_COLLECTION_LOCKED = (
+    select(_COLLECTIONS).where(_COLLECTIONS.c.id == bindparam("id")).with_for_update()
+)
+_ASSETS_OF = select(
+    Domain.did, Domain.status, Domain.parent_did, Domain.controller, Domain.owner_customer_id
+).where(Domain.did.in_(bindparam("dids", expanding=True)))
+_LINKED_TO = select(Relationship.source_did).where(
+    Relationship.source_did.in_(bindparam("dids", expanding=True)),
+    Relationship.type == "project",
+    Relationship.target_did == bindparam("project"),
+)
+# The counted claims of some stoves over some periods (a search of `uq_claims_asset_period`
+# for each stove and period: its condition written out, so the index is known to apply),
+# and the claims of some ids. A row value list, `(asset_did, period) IN (VALUES ...)`, made
+# SQLite scan the table.
+_CLAIMED = select(Claim.id, Claim.asset_did, Claim.period, Claim.status).where(
+    or_(
+        and_(
+            Claim.asset_did.in_(bindparam("assets", expanding=True)),
+            Claim.period.in_(bindparam("periods", expanding=True)),
+            text(COUNTED_CLAIM),
+        ),
+        Claim.id.in_(bindparam("ids", expanding=True)),
+    )
+)
+_PROBES = 2048  # stoves x periods one _CLAIMED statement searches at most
+
+
 class ClaimSubmissions:
     """Submitting claims to an open collection: who may, what the data must follow, one
-    counted claim per stove and reporting period."""
+    counted claim per stove and reporting period.
+
+    Submissions to one collection arriving together are made together (services/coalesce):
+    one deferred ledger write (services.ledger) a batch, with one statement each for the
+    collection, its project, the assets and their project relationships, the taken
+    stove-periods and ids; the claims are inserted with the ledger batch's other deferred
+    rows, in one statement, and the collection's count updated once. Each submission is
+    still checked on its own, in the order they came, with the errors it would get alone,
+    and still appends its own ledger transaction."""
 
     def __init__(
         self,
         ledger: Ledger,
         protocols: ProtocolService,
         clock: Callable[[], datetime] = utcnow,
+        linger: float = 0.0,
     ) -> None:
         self._ledger = ledger
         self._protocols = protocols
         self._now = clock
+        self._coalescer: Coalescer[_Submission, dict[str, Any] | _Refused] = Coalescer(
+            self._submit_batch, _SUBMISSION_BATCH, linger
+        )
+
+    @property
+    def coalesced(self) -> tuple[int, int]:
+        """Submissions coalesced so far: (batches run, submissions they carried)."""
+        return self._coalescer.batches, self._coalescer.items
 
     async def submit(
         self,
@@ -806,95 +874,98 @@ class ClaimSubmissions:
             problems.add("asset", "expected a DID")
         _unsafe_integers(data, "data", problems)
         problems.raise_if_any("The claim is invalid.")
-        async with self._ledger.write() as write:
-            session = write.session
-            collection = await _collection_row(session, collection_id)
-            project = await _project(session, collection.project_did, "take claims")
-            self._check_window(collection)
-            asset_row = await self._asset(session, asset, project.did) if asset else None
-            owners = {*project.controller, *(asset_row.controller if asset_row else [])}
-            if asset_row is not None and asset_row.owner_customer_id:
-                owners.add(customer_did(asset_row.owner_customer_id))  # the household
-            if not (actor.is_admin or actor.did in owners or actor.did == collection.admin):
-                raise Forbidden(
-                    "Only a controller of the project or of the asset (or an admin) may "
-                    "submit claims here."
-                )
-            protocol = await self._protocols.get(collection.protocol_did)
-            check_values(data, protocol, problems, partial=False, where="data")
-            problems.raise_if_any("The claim does not follow the collection's protocol.")
-            data, period = reporting_period(protocol, data, asset, self._now())
-            await self._unclaimed(session, claim_id, asset, period)
-            seq = await write.next_seq(Claim.seq)
-            submitted = new_event_id()  # its claim.submitted event's: its evaluation's cause
-            row = Claim(
-                id=claim_id or uuid.uuid4().hex,
-                seq=seq,
-                collection_id=collection.id,
-                agent=actor.did,
-                asset_did=asset,
-                data=data,
-                status=PENDING,
-                submitted_at=self._now(),
-                period=period,
-                submitted_event=submitted,
+        outcome = await self._coalescer.submit(
+            collection_id, _Submission(data, actor, asset, claim_id)
+        )
+        if isinstance(outcome, _Refused):
+            raise outcome.error
+        return outcome
+
+    async def _submit_batch(
+        self, collection_id: Hashable, items: list[_Submission]
+    ) -> list[dict[str, Any] | _Refused]:
+        """The submissions `items` to one collection, as one deferred ledger write; each
+        gets its view or its refusal."""
+        assert isinstance(collection_id, int)
+        outcomes: list[dict[str, Any] | _Refused] = []
+        async with self._ledger.write(deferred=True) as write:
+            found = _BatchFacts(write, collection_id, items, self._now)
+            await found.read(self._protocols)
+            for item in items:
+                try:
+                    outcomes.append(await self._submit_one(write, found, item))
+                except Exception as error:  # its caller's alone: the others go on
+                    outcomes.append(_Refused(error))
+        return outcomes
+
+    async def _submit_one(
+        self, write: LedgerWrite, found: _BatchFacts, item: _Submission
+    ) -> dict[str, Any]:
+        """One submission of a batch, checked in the order and with the errors of a
+        submission made alone, against what the batch read and the rows it defers."""
+        collection = found.collection
+        if collection is None:
+            raise NotFound(f"No claim collection {found.collection_id}.")
+        project = _verified_project(found.project, collection.project_did, "take claims")
+        self._check_window(collection, write.added(_COLLECTIONS, collection.id, "count"))
+        asset, actor, data = item.asset, item.actor, item.data
+        asset_row = found.asset(asset, project.did) if asset else None
+        owners = {*project.controller, *(asset_row.controller if asset_row else [])}
+        if asset_row is not None and asset_row.owner_customer_id:
+            owners.add(customer_did(asset_row.owner_customer_id))  # the household
+        if not (actor.is_admin or actor.did in owners or actor.did == collection.admin):
+            raise Forbidden(
+                "Only a controller of the project or of the asset (or an admin) may "
+                "submit claims here."
             )
-            session.add(row)  # its unique keys are checked above, under the turn
-            collection.count += 1
-            collection.updated_at = row.submitted_at
-            view = claim_view(row)
-            await write.append(
-                "claims.submit",
-                asset or project.did,
-                actor.did,
-                {"claim": view},
-                event_id=submitted,
-            )
+        protocol = found.protocol()
+        problems = Problems()
+        check_values(data, protocol, problems, partial=False, where="data")
+        problems.raise_if_any("The claim does not follow the collection's protocol.")
+        now = self._now()
+        data, period = reporting_period(protocol, data, asset, now)
+        await found.unclaimed(item.claim_id, asset, period)
+        claim_id = item.claim_id or uuid.uuid4().hex
+        submitted = new_event_id()  # its claim.submitted event's: its evaluation's cause
+        row = SimpleNamespace(
+            id=claim_id,
+            seq=await write.next_seq(Claim.seq),
+            collection_id=collection.id,
+            agent=actor.did,
+            asset_did=asset,
+            data=data,
+            status=PENDING,
+            oracle=None,
+            reason=None,
+            amount=None,
+            credential_id=None,
+            submitted_at=now,
+            evaluated_at=None,
+            period=period,
+            submitted_event=submitted,
+            period_id=None,
+            issued_at=None,
+            inputs=None,
+        )
+        view = claim_view(row)  # type: ignore[arg-type]  # a Claim's columns
+        await write.append(
+            "claims.submit",
+            asset or project.did,
+            actor.did,
+            {"claim": view},
+            event_id=submitted,
+        )
+        # Last, and nothing here can fail: a refused submission must leave nothing deferred.
+        write.defer(_CLAIMS, dict(vars(row)))
+        write.take(("claims.id", claim_id), claim_id)
+        if asset is not None and period is not None:
+            write.take(("claims.period", asset, period), claim_id)
+        agent_joins(write, collection.id, actor.did, found.members, now)
+        write.add(_COLLECTIONS, collection.id, {"count": 1}, {"updated_at": now})
         return view
 
-    @staticmethod
-    async def _unclaimed(
-        session: AsyncSession, claim_id: str | None, asset: str | None, period: str | None
-    ) -> None:
-        """The new claim's unique keys, in one statement: one counted claim per stove and
-        reporting period, whatever the channel (the unique index `uq_claims_asset_period`
-        backs it), and a chosen id nobody has. Asked under the ledger's turn, which holds
-        the database's write lock, so nobody can take either before the row is written:
-        the row needs no savepoint of its own to learn of a conflict."""
-        terms = []
-        counted = asset is not None and period is not None
-        if counted:
-            terms.append(
-                and_(
-                    Claim.asset_did == asset,
-                    Claim.period == period,
-                    Claim.status.not_in(UNCOUNTED),
-                )
-            )
-        if claim_id is not None:
-            terms.append(Claim.id == claim_id)
-        if not terms:
-            return
-        found = (
-            await session.execute(
-                select(Claim.id, Claim.asset_did, Claim.period, Claim.status).where(or_(*terms))
-            )
-        ).all()
-        for existing, other_asset, other_period, status in found:
-            if (
-                counted
-                and (other_asset, other_period) == (asset, period)
-                and status not in UNCOUNTED
-            ):
-                raise PeriodClaimed(
-                    f"{asset} has a claim for the reporting period {period} already: claim "
-                    f"{existing}. A stove-period is counted once.",
-                    [FieldProblem("existingClaim", existing)],
-                )
-        if found:
-            raise Conflict(f"A claim {claim_id} exists already.")
-
-    def _check_window(self, collection: ClaimCollection) -> None:
+    def _check_window(self, collection: Any, added: int = 0) -> None:
+        """The collection takes claims now; `added`: its claims not yet counted in `count`."""
         now = self._now()
         if collection.state != OPEN:
             raise Conflict(f"Claim collection {collection.id} is {collection.state}.")
@@ -902,32 +973,165 @@ class ClaimSubmissions:
             raise Conflict(f"Claim collection {collection.id} opens at {collection.start_date}.")
         if collection.end_date and now >= collection.end_date:
             raise Conflict(f"Claim collection {collection.id} ended at {collection.end_date}.")
-        if collection.quota is not None and collection.count >= collection.quota:
+        if collection.quota is not None and collection.count + added >= collection.quota:
             raise Conflict(
                 f"Claim collection {collection.id} has reached its quota of "
                 f"{collection.quota} claims."
             )
 
-    @staticmethod
-    async def _asset(session: AsyncSession, did: str, project: str) -> Domain:
-        row = await session.get(Domain, did)
+
+class _BatchFacts:
+    """What a batch of submissions to one collection checks its claims against, read in
+    one statement each under the ledger's turn (which holds the database's write lock, so
+    nobody else changes it before the batch commits): the collection and its project,
+    locked; the named assets and which of them are linked to the project; the counted
+    claims and chosen ids the submissions could clash with; the collection's members among
+    their agents. The batch's own deferred rows are told by the write (`holder`)."""
+
+    def __init__(
+        self,
+        write: LedgerWrite,
+        collection_id: int,
+        items: list[_Submission],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.write = write
+        self._now = clock
+        self.collection_id = collection_id
+        self.items = items
+        self.collection: Any = None
+        self.project: Domain | None = None
+        self.assets: dict[str, Any] = {}
+        self.linked: set[str] = set()
+        self.claimed: dict[tuple[str, str], str] = {}  # (asset, period) -> its counted claim
+        self.asked: set[tuple[str, str]] = set()  # the (asset, period) pairs `claimed` covers
+        self.ids: set[str] = set()
+        self.members: set[str] = set()
+        self._protocol: ProtocolView | None = None
+        self._protocol_error: ServiceError | None = None
+
+    async def read(self, protocols: ProtocolService) -> None:
+        session = self.write.session
+        found = (
+            await session.execute(_COLLECTION_LOCKED, {"id": self.collection_id})
+        ).one_or_none()
+        if found is None:
+            return
+        self.collection = SimpleNamespace(**found._mapping)
+        did = self.collection.project_did
+        self.project = await session.get(Domain, did, with_for_update=True) if is_did(did) else None
+        if self.project is None:
+            return
+        try:
+            self._protocol = await protocols.get(self.collection.protocol_did)
+        except ServiceError as error:
+            self._protocol_error = error
+        assets = sorted({item.asset for item in self.items if item.asset is not None})
+        if assets:
+            rows = (await session.execute(_ASSETS_OF, {"dids": assets})).all()
+            self.assets = {row.did: row for row in rows}
+            unparented = [r.did for r in rows if r.parent_did != self.project.did]
+            if unparented:
+                self.linked = set(
+                    await session.scalars(
+                        _LINKED_TO, {"dids": unparented, "project": self.project.did}
+                    )
+                )
+        ids = sorted({item.claim_id for item in self.items if item.claim_id is not None})
+        await self._claimed(sorted(self._pairs()), ids)
+        self.members = await members_among(
+            session, self.collection_id, {item.actor.did for item in self.items}
+        )
+
+    async def _claimed(self, pairs: list[tuple[str, str]], ids: list[str]) -> None:
+        """The counted claims of `pairs` (asset, period) and the claims of `ids`: each
+        statement asks for every stove of its pairs over every period of them, a few
+        more pairs than needed and never more than `_PROBES`."""
+        asks: list[tuple[set[str], set[str]]] = []
+        for asset, period in sorted(pairs, key=lambda pair: (pair[1], pair[0])):
+            if asks:
+                assets, periods = asks[-1]
+                grown = (len(assets) + (asset not in assets)) * (
+                    len(periods) + (period not in periods)
+                )
+                if grown <= _PROBES:
+                    assets.add(asset)
+                    periods.add(period)
+                    continue
+            asks.append(({asset}, {period}))
+        if ids and not asks:
+            asks.append((set(), set()))
+        for number, (assets, periods) in enumerate(asks):
+            params = {
+                "assets": sorted(assets) or [""],
+                "periods": sorted(periods) or [""],
+                "ids": (ids if number == 0 else []) or [""],
+            }
+            for existing, asset, period, status in await self.write.session.execute(
+                _CLAIMED, params
+            ):
+                if status not in UNCOUNTED and asset is not None and period is not None:
+                    self.claimed.setdefault((asset, period), existing)
+                self.ids.add(existing)
+        self.asked.update(pairs)
+
+    def _pairs(self) -> set[tuple[str, str]]:
+        """(asset, period) of each submission that names both, as far as its data says
+        before it is checked (a wrong guess only asks for a row more or less)."""
+        pairs = set()
+        protocol = self._protocol
+        for item in self.items:
+            if item.asset is None or protocol is None:
+                continue
+            try:
+                _, period = reporting_period(protocol, item.data, item.asset, self._now())
+            except (ServiceError, TypeError, ValueError, AttributeError):
+                continue
+            if period is not None:
+                pairs.add((item.asset, period))
+        return pairs
+
+    def protocol(self) -> ProtocolView:
+        if self._protocol_error is not None:
+            raise self._protocol_error
+        assert self._protocol is not None
+        return self._protocol
+
+    def asset(self, did: str, project: str) -> Any:
+        """The claim's asset, as `ClaimSubmissions` requires it."""
+        row = self.assets.get(did)
         if row is None:
             raise Invalid("The claim's asset is unknown.", [FieldProblem("asset", f"no {did}")])
         if row.status != ACTIVE:
             raise Conflict(f"{did} is deactivated; it cannot produce claims.")
-        linked = row.parent_did == project or await session.scalar(
-            select(Relationship.id).where(
-                Relationship.source_did == did,
-                Relationship.type == "project",
-                Relationship.target_did == project,
-            )
-        )
-        if not linked:
+        if not (row.parent_did == project or did in self.linked):
             raise Invalid(
                 f"{did} is not an asset of {project}.",
                 [FieldProblem("asset", f"expected a 'project' relationship to {project}")],
             )
         return row
+
+    async def unclaimed(self, claim_id: str | None, asset: str | None, period: str | None) -> None:
+        """The new claim's unique keys: one counted claim per stove and reporting period,
+        whatever the channel (the unique index `uq_claims_asset_period` backs it), and a
+        chosen id nobody has, in the table or in the batch's rows not yet written."""
+        write = self.write
+        if asset is not None and period is not None:
+            if (asset, period) not in self.asked:  # its period was not foreseen (`_pairs`)
+                await self._claimed([(asset, period)], [])
+            existing = write.holder(("claims.period", asset, period)) or self.claimed.get(
+                (asset, period)
+            )
+            if existing is not None:
+                raise PeriodClaimed(
+                    f"{asset} has a claim for the reporting period {period} already: claim "
+                    f"{existing}. A stove-period is counted once.",
+                    [FieldProblem("existingClaim", existing)],
+                )
+        if claim_id is not None and (
+            claim_id in self.ids or write.holder(("claims.id", claim_id)) is not None
+        ):
+            raise Conflict(f"A claim {claim_id} exists already.")
 
 
 class ClaimEvaluations:
@@ -1538,7 +1742,7 @@ class ClaimService:
         linger: float = 0.0,
     ) -> None:
         self.collections = ClaimCollections(sessions, ledger, protocols, clock)
-        self.submissions = ClaimSubmissions(ledger, protocols, clock)
+        self.submissions = ClaimSubmissions(ledger, protocols, clock, linger)
         self.evaluations = ClaimEvaluations(
             sessions, ledger, protocols, credentials, clock, batch_max, linger
         )

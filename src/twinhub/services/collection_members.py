@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import bindparam, event, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, UOWTransaction
 
@@ -33,6 +33,7 @@ from twinhub.db.dialects import dialect_of
 from twinhub.db.models import AgentDeposit, Claim, ClaimCollection, CollectionMember
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import NotFound
+from twinhub.services.ledger import LedgerWrite
 from twinhub.services.paging import Window, WindowPage, fetch_window
 
 EVALUATOR, AGENT = "evaluator", "agent"
@@ -106,6 +107,47 @@ def _add_members(session: Session, flush: UOWTransaction) -> None:
             .on_conflict_do_nothing(index_elements=["collection_id", "member"])
         )
         session.execute(statement)
+
+
+_MEMBERS = CollectionMember.__table__
+_MEMBERS_AMONG = select(CollectionMember.member).where(
+    CollectionMember.collection_id == bindparam("collection"),
+    CollectionMember.member.in_(bindparam("dids", expanding=True)),
+)
+
+
+async def members_among(session: AsyncSession, collection_id: int, dids: set[str]) -> set[str]:
+    """Which of `dids` are members of the collection already (for `agent_joins`)."""
+    if not dids:
+        return set()
+    params = {"collection": collection_id, "dids": sorted(dids)}
+    return set(await session.scalars(_MEMBERS_AMONG, params))
+
+
+def agent_joins(
+    write: LedgerWrite, collection_id: int, agent: str, members: set[str], now: datetime
+) -> None:
+    """A claim made in a deferred ledger write (services.claims' batched submissions)
+    flushes nothing, so `_add_members` does not see it: its agent joins here, a row
+    deferred with the claim's, unless it is a member already (`members`, read under the
+    ledger's turn) or an earlier claim of the batch made it one."""
+    key = ("collection_members", collection_id, agent)
+    if agent in members or write.holder(key) is not None:
+        return
+    write.defer(
+        _MEMBERS,
+        {
+            "collection_id": collection_id,
+            "member": agent,
+            "role": AGENT,
+            "period_seconds": 0,
+            "spend_limit": None,
+            "spent": 0,
+            "period_reset_at": None,
+            "joined_at": now,
+        },
+    )
+    write.take(key, agent)
 
 
 class CollectionMemberService:

@@ -24,14 +24,14 @@ import hashlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Table, func, select, update
+from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.bulk import insert_rows, insert_together
@@ -123,12 +123,30 @@ class LedgerWrite:
         self.deferred_rows: dict[Table, list[dict[str, Any]]] = {}
         self.taken: dict[Hashable, str] = {}
         self._pending: dict[Hashable, str] = {} if pending is None else pending
+        # A deferred write's counter updates (`add`), by table and primary key.
+        self.deferred_counts: dict[tuple[Table, Hashable], _Count] = {}
 
     def defer(self, table: Table, row: dict[str, Any]) -> None:
         """Insert `row` (column names as keys) at the batch's commit, with the batch's other
         rows of `table` in one statement; only in a deferred write, which must have checked
         that the row cannot fail (it is not visible to statements before the commit)."""
         self.deferred_rows.setdefault(table, []).append(row)
+
+    def add(
+        self, table: Table, key: Hashable, counts: dict[str, int], values: dict[str, Any]
+    ) -> None:
+        """At the batch's commit, add `counts` to the columns of `table`'s row whose primary
+        key is `key` and set it `values`, in one statement per table with the batch's other
+        such updates; only in a deferred write (`added` tells what is not yet written)."""
+        count = self.deferred_counts.setdefault((table, key), _Count())
+        count.add(counts, values)
+
+    def added(self, table: Table, key: Hashable, column: str) -> int:
+        """What the batch's earlier writes and this one added to `column` of the row
+        `key` of `table` and have not yet written (`add`)."""
+        mine = self.deferred_counts.get((table, key))
+        theirs = self._batch.counts.get((table, key)) if self._batch is not None else None
+        return sum(each.counts.get(column, 0) for each in (mine, theirs) if each is not None)
 
     def holder(self, key: Hashable) -> str | None:
         """Who took a unique `key` (say, a serial number) in a row not yet written: an
@@ -212,6 +230,37 @@ class LedgerWrite:
         return transaction
 
 
+@dataclass
+class _Count:
+    """A row's deferred counter update: what to add to which columns, what to set."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, counts: dict[str, int], values: dict[str, Any]) -> None:
+        for column, amount in counts.items():
+            self.counts[column] = self.counts.get(column, 0) + amount
+        self.values.update(values)
+
+
+async def _write_counts(connection: Any, counts: dict[tuple[Table, Hashable], _Count]) -> None:
+    """The deferred counter updates, one statement per table and set of columns."""
+    grouped: dict[tuple[Table, tuple[str, ...], tuple[str, ...]], list[dict[str, Any]]] = {}
+    for (table, key), count in counts.items():
+        shape = (table, tuple(sorted(count.counts)), tuple(sorted(count.values)))
+        grouped.setdefault(shape, []).append(
+            {"k_": key}
+            | {f"a_{name}": amount for name, amount in count.counts.items()}
+            | {f"v_{name}": value for name, value in count.values.items()}
+        )
+    for (table, added, values), params in grouped.items():
+        (primary,) = table.primary_key.columns
+        changes: dict[str, Any] = {name: table.c[name] + bindparam(f"a_{name}") for name in added}
+        changes |= {name: bindparam(f"v_{name}", type_=table.c[name].type) for name in values}
+        statement = update(table).where(primary == bindparam("k_")).values(changes)
+        await connection.execute(statement, params)
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     ok: bool
@@ -233,6 +282,7 @@ class _Batch:
         self.event_rows: list[dict[str, Any]] = []
         self.deferred_rows: dict[Table, list[dict[str, Any]]] = {}  # not yet written
         self.pending: dict[Hashable, str] = {}  # unique keys the deferred rows take
+        self.counts: dict[tuple[Table, Hashable], _Count] = {}  # counter updates not yet written
         # LedgerWrite.ahead's answers by name and item; None once an ordinary write ran.
         self.ahead: dict[str, dict[Hashable, Any]] | None = {}
         self.writes = 0  # writes whose savepoint was released into this batch
@@ -289,7 +339,9 @@ class Ledger:
         with the other deferred writes' rows, so the write needs no SAVEPOINT and no
         statement of its own: failing, it discards what it deferred and appended. It must
         check beforehand whatever could make its rows fail (unique keys: `holder`/`take`
-        see the rows not yet written), since a row failing at the commit fails the batch."""
+        see the rows not yet written), since a row failing at the commit fails the batch.
+        It may also add to counters of rows that exist (`LedgerWrite.add`), written with
+        its rows."""
         self._queued += 1
         try:
             await self._turn.acquire()
@@ -309,7 +361,7 @@ class Ledger:
                 self._batch = batch
                 if not deferred:
                     batch.ahead = None  # it may change what the answers were about
-                    if batch.deferred_rows:
+                    if batch.deferred_rows or batch.counts:
                         await self._write_deferred(batch)  # an ordinary write sees every row
                 write = LedgerWrite(
                     batch.session, batch.head, batch.sequences, batch.pending, batch, self._ahead
@@ -327,6 +379,8 @@ class Ledger:
                     for table, rows in write.deferred_rows.items():
                         batch.deferred_rows.setdefault(table, []).extend(rows)
                     batch.pending.update(write.taken)
+                    for key, count in write.deferred_counts.items():
+                        batch.counts.setdefault(key, _Count()).add(count.counts, count.values)
                 elif batch.writes == 0:
                     # Alone in its transaction so far: no savepoint needed, since failing
                     # discards the whole (otherwise empty) batch. A write nobody queues behind
@@ -442,7 +496,9 @@ class Ledger:
         transactions, the events (without webhook subscriptions) and the new head in one
         statement (`insert_together`)."""
         parts = [*batch.deferred_rows.items(), (_TRANSACTIONS, batch.ledger_rows)]
-        batch.deferred_rows, batch.pending = {}, {}
+        if batch.counts:
+            await _write_counts(await batch.session.connection(), batch.counts)
+        batch.deferred_rows, batch.pending, batch.counts = {}, {}, {}
         deliveries, subscriptions = -1, []
         if batch.event_rows and self.sequencer is not None:
             subscriptions = await self.sequencer.position(batch.session, batch.event_rows)
@@ -467,6 +523,8 @@ class Ledger:
             connection = await batch.session.connection()
             for table, rows in batch.deferred_rows.items():
                 await insert_rows(connection, table, rows)
+            if batch.counts:
+                await _write_counts(connection, batch.counts)
         except BaseException as error:
             if not closing:  # _maybe_close reports its own failure
                 self._batch = None
@@ -475,6 +533,7 @@ class Ledger:
             raise
         batch.deferred_rows = {}
         batch.pending = {}
+        batch.counts = {}
 
     def collector(self) -> Collector:
         """Prometheus counters of this process's group commits: writes committed per

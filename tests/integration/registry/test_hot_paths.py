@@ -1229,3 +1229,160 @@ async def test_claims_list_pages_answer_what_the_general_route_answers(world: An
     async with registry.as_key(None) as anonymous:
         general, listed = await answers(anonymous, f"collection={collection}&limit=2")
         assert general == listed and listed[0] == 401
+
+
+SUBMIT_CASES: list[tuple[str, str, str | None, str, str]] = [
+    # label, body (TOKEN: the run's), content type, who, collection (C: the world's id)
+    (
+        "claim",
+        '{"id": "TOKEN-1", "data": {"reportType": "cooking"}}',
+        "application/json",
+        "op",
+        "C",
+    ),
+    (
+        "no id",
+        '{"data": {"reportType": "cooking", "mealsCooked": 3}}',
+        "application/json",
+        "op",
+        "C",
+    ),
+    (
+        "id taken",
+        '{"id": "TOKEN-1", "data": {"reportType": "cooking"}}',
+        "application/json",
+        "op",
+        "C",
+    ),
+    ("off protocol", '{"data": {"reportType": "picnic"}}', "application/json", "op", "C"),
+    ("bad id", '{"id": "-x", "data": {}}', "application/json", "op", "C"),
+    ("no data", '{"id": "TOKEN-2"}', "application/json", "op", "C"),
+    ("unknown field", '{"data": {}, "colour": 1}', "application/json", "op", "C"),
+    ("broken JSON", "{", "application/json", "op", "C"),
+    ("text", '{"data": {}}', "text/plain", "op", "C"),
+    ("no type", '{"data": {}}', None, "op", "C"),
+    ("no key", '{"data": {"reportType": "cooking"}}', "application/json", "none", "C"),
+    ("reader", '{"data": {"reportType": "cooking"}}', "application/json", "reader", "C"),
+    ("no collection", '{"data": {"reportType": "cooking"}}', "application/json", "op", "999999"),
+    ("collection 0", '{"data": {"reportType": "cooking"}}', "application/json", "op", "0"),
+    ("collection +C", '{"data": {"reportType": "cooking"}}', "application/json", "op", "+C"),
+    (
+        "collection 2^31",
+        '{"data": {"reportType": "cooking"}}',
+        "application/json",
+        "op",
+        "2147483648",
+    ),
+]
+CLAIM_HEX = re.compile(rb"\b[0-9a-f]{32}\b")
+
+
+async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any) -> None:
+    """`POST /v1/claim-collections/{id}/claims` through SubmitRoute and through FastAPI's
+    route (the lane off), each run with a token of its own in chosen ids: the same
+    statuses, headers and bodies, the same ledger transactions (times, generated ids and
+    tokens aside), the same metrics label; an Idempotency-Key replays the same way."""
+    from twinhub.registry.routes_claims import SubmitRoute
+
+    registry = world.registry
+    app = registry.app
+    lane = app.submit_route
+    assert lane is not None
+    collection = str((await world.collection())["id"])
+    reader_key = await registry.key("did:ixo:org/submit-lane-reader", "reader")
+    answers: dict[str, list[Any]] = {}
+    handled = {"lane": 0, "full": 0, "handed on": 0}
+    handle = SubmitRoute.handle
+
+    async def counted(self: SubmitRoute, scope: Any, receive: Any, send: Any) -> None:
+        handled["lane" if self.enabled else "full"] += 1
+        await handle(self, scope, receive, send)
+        handled["handed on"] += GENERAL in scope
+
+    path = "/v1/claim-collections/{collection_id}/claims"
+    labels = {"method": "POST", "route": path, "status": "201"}
+    metrics = app.state.metrics.registry
+    for token, enabled in (("lane", True), ("full", False)):
+        lane.enabled = enabled
+        before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
+        height = await registry.platform.ledger.height()
+        run = []
+        try:
+            SubmitRoute.handle = counted  # type: ignore[method-assign]
+            for label, body, content_type, who, target in SUBMIT_CASES:
+                headers = {} if content_type is None else {"Content-Type": content_type}
+                content = body.replace("TOKEN", token).encode()
+                url = f"/v1/claim-collections/{target.replace('C', collection)}/claims"
+                if who == "op":
+                    response = await world.operator_client.post(
+                        url, content=content, headers=headers
+                    )
+                else:
+                    async with registry.as_key(reader_key if who == "reader" else None) as client:
+                        response = await client.post(url, content=content, headers=headers)
+                run.append((label, response))
+            for _ in range(2):  # the first answer, then its replay
+                response = await world.operator_client.post(
+                    f"/v1/claim-collections/{collection}/claims",
+                    json={"data": {"reportType": "cooking", "mealsCooked": 5}},
+                    headers={"Idempotency-Key": f"submit-{token}-{collection}"},
+                )
+                run.append(("idempotent", response))
+        finally:
+            SubmitRoute.handle = handle  # type: ignore[method-assign]
+            lane.enabled = True
+
+        def common(data: bytes, token: str = token) -> bytes:
+            return CLAIM_HEX.sub(b"<id>", same_clock(data, token))
+
+        answers[token] = [
+            (
+                response.status_code,
+                sorted(
+                    (name, common(value.encode()).decode())
+                    for name, value in response.headers.items()
+                    if name != "content-length"
+                ),
+                common(response.content),
+            )
+            for _, response in run
+        ]
+        created = sum(response.status_code == 201 for _, response in run)
+        after = metrics.get_sample_value("twinhub_registry_requests_total", labels)
+        assert after == before + created
+        answers[token + " ledger"] = [
+            common(orjson.dumps([tx.kind, tx.subject, tx.actor, tx.payload]))
+            for tx in await ledger_since(registry, height)
+        ]
+    labels_of = [case[0] for case in SUBMIT_CASES] + ["idempotent", "replayed"]
+    for label, lane_answer, full_answer in zip(
+        labels_of, answers["lane"], answers["full"], strict=True
+    ):
+        assert lane_answer == full_answer, label
+    statuses = [status for status, _, _ in answers["lane"]]
+    assert dict(zip(labels_of, statuses, strict=True)) == {
+        "claim": 201,
+        "no id": 201,
+        "id taken": 409,
+        "off protocol": 422,
+        "bad id": 422,
+        "no data": 422,
+        "unknown field": 422,
+        "broken JSON": 400,
+        "text": 422,
+        "no type": 422,
+        "no key": 401,
+        "reader": 403,
+        "no collection": 404,
+        "collection 0": 422,
+        "collection +C": 201,  # FastAPI reads "+7" as 7: handed to it, not refused
+        "collection 2^31": 422,
+        "idempotent": 201,
+        "replayed": 201,
+    }
+    assert answers["lane ledger"] == answers["full ledger"] and answers["lane ledger"]
+    # Every request in the collection's path reached the lane when it was on (the others
+    # do not match it), none when it was off; the lane handed on those FastAPI refuses.
+    matched = len(SUBMIT_CASES) + 2 - 3  # collections 0, +C and 2^31 never match it
+    assert handled == {"lane": matched, "full": 0, "handed on": 5}, handled
+    assert (await registry.platform.ledger.verify()).ok

@@ -14,11 +14,14 @@ from datetime import date, datetime
 from functools import cache
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
+
+from twinhub.db.models import ROLLUP_FIELD_SEPARATOR
 
 
 class Dialect(ABC):
@@ -146,18 +149,52 @@ STOVE_FACTS = (  # the two dialects' statement, their placeholder for the DIDs p
     "SELECT d.did, d.properties, d.verified, d.status, EXISTS (SELECT 1 FROM device_tokens t"
     " WHERE t.domain_did = d.did AND t.revoked_at IS NULL) FROM domains d WHERE d.did {}"
 )
-AGGREGATES = ("count", "sum", "min", "max")  # a rollup's columns (telemetry_rollups)
+AGGREGATES = ("count", "sum", "min", "max")  # a rollup field's cell, in its order
 
 
-def pivot_columns(columns: tuple[tuple[str, str], ...], mark: Callable[[int], str]) -> str:
-    """One `MAX(CASE WHEN field = <mark> THEN <aggregate> END)` per column (a field has one
-    rollup row per scope and day, so MAX is its value); `mark(n)` is the n-th placeholder."""
-    parts = []
-    for n, (_, aggregate) in enumerate(columns):
+def pivot_wide(
+    rows: list[tuple[Any, ...]], columns: tuple[tuple[str, str], ...]
+) -> list[tuple[Any, ...]]:
+    """Wide day rollup rows (scope, day, fields joined by ROLLUP_FIELD_SEPARATOR, cells as
+    SQLite's float64 blob or PostgreSQL's float8 list) as `day_rollups` gives them: (scope,
+    day, one value per (field, aggregate) of `columns`), a count an int, None where the
+    row has no such field. Column-wise: the rows of one field list (a programme's one
+    protocol: usually all of them) decoded by one numpy call, no Python step per cell."""
+    picks = []
+    for name, aggregate in columns:
         if aggregate not in AGGREGATES:
             raise ValueError(f"not a rollup column: {aggregate}")
-        parts.append(f"MAX(CASE WHEN field = {mark(n)} THEN {aggregate} END)")
-    return ", ".join(parts)
+        picks.append((name, AGGREGATES.index(aggregate)))
+    if not rows:
+        return []
+    groups: dict[str, list[int]] = {}
+    for n, row in enumerate(rows):
+        groups.setdefault(row[2], []).append(n)
+    filled: list[Any] = [None] * len(picks)
+    for key, where in groups.items():
+        names = key.split(ROLLUP_FIELD_SEPARATOR) if key else []
+        first = rows[where[0]][3]
+        if isinstance(first, bytes | memoryview):
+            cells = np.frombuffer(b"".join(rows[n][3] for n in where), "<f8")
+        else:
+            cells = np.array([rows[n][3] for n in where], dtype=np.float64)
+        cells = cells.reshape(len(where), len(names), len(AGGREGATES))
+        at = np.array(where, dtype=np.intp) if len(groups) > 1 else None
+        for c, (name, aggregate) in enumerate(picks):
+            if name in names:
+                column = cells[:, names.index(name), aggregate]
+                values = (column.astype(np.int64) if aggregate == 0 else column).tolist()
+            else:
+                values = [None] * len(where)
+            if at is None:
+                filled[c] = values
+                continue
+            if filled[c] is None:
+                filled[c] = np.full(len(rows), None, dtype=object)
+            filled[c][at] = values
+    if len(groups) > 1:
+        filled = [column.tolist() for column in filled]
+    return list(zip([row[0] for row in rows], [row[1] for row in rows], *filled, strict=True))
 
 
 async def one_by_one(

@@ -30,7 +30,7 @@ from twinhub.db.dialects import (
     Dialect,
     causes,
     one_by_one,
-    pivot_columns,
+    pivot_wide,
 )
 
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
@@ -224,23 +224,14 @@ class PostgreSQL(Dialect):
         low: datetime,
         high: datetime,
     ) -> list[tuple[Any, ...]]:
-        first = len(columns) + 1  # $1.. name the columns' fields, then the arguments
-        pivot = pivot_columns(columns, lambda n: f"${n + 1}::text")
-        sql = (  # placeholders only
-            "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "  # noqa: S608
-            f"{pivot} FROM telemetry_rollups WHERE scope = ANY(${first}::text[]) "
-            f"AND interval = 'day' AND bucket >= ${first + 1} AND bucket < ${first + 2} "
-            f"AND field = ANY(${first + 3}::text[]) "
-            "GROUP BY scope, bucket ORDER BY scope, bucket"
+        sql = (  # one wide row a scope and day (0031), the pivot in Python (pivot_wide)
+            "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "
+            "array_to_string(fields, E'\\x1f'), cells FROM telemetry_rollups "
+            "WHERE scope = ANY($1::text[]) AND interval = 'day' AND bucket >= $2 "
+            "AND bucket < $3 ORDER BY scope, bucket"
         )
-        return await raw.driver_connection.fetch(  # type: ignore[no-any-return]
-            sql,
-            *(name for name, _ in columns),
-            scopes,
-            low,
-            high,
-            sorted({name for name, _ in columns}),
-        )
+        found = await raw.driver_connection.fetch(sql, scopes, low, high)
+        return pivot_wide(found, columns)
 
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format("= ANY($1::text[])")

@@ -118,13 +118,13 @@ class Dialect(ABC):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> list[tuple[Any, ...]]:
-        """The day rollups of `scopes` from `low` to `high` (excluded), one row per scope and
-        day, in (scope, day) order: the scope, the day as ISO text, then per (field,
-        aggregate) of `columns` that field's count, sum, min or max that day (None when
-        the field has no rollup that day). Asked of the driver's connection `raw`, so a
-        monitoring period's 300,000 stove-days come as plain rows, no ORM type per value
-        (services.mrv_inputs)."""
+    ) -> dict[str, list[tuple[Any, ...]]]:
+        """The day rollups of `scopes` from `low` to `high` (excluded): each scope's days
+        in day order, one tuple a day: the day as ISO text, then per (field, aggregate) of
+        `columns` that field's count, sum, min or max that day (None when the field has no
+        rollup that day). Asked of the driver's connection `raw`, so a monitoring period's
+        300,000 stove-days come as plain tuples, no ORM type per value, decoded column-wise
+        (pivot_wide; services.mrv_inputs)."""
 
     @abstractmethod
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
@@ -153,31 +153,47 @@ AGGREGATES = ("count", "sum", "min", "max")  # a rollup field's cell, in its ord
 
 
 def pivot_wide(
-    rows: list[tuple[Any, ...]], columns: tuple[tuple[str, str], ...]
-) -> list[tuple[Any, ...]]:
-    """Wide day rollup rows (scope, day, fields joined by ROLLUP_FIELD_SEPARATOR, cells as
-    SQLite's float64 blob or PostgreSQL's float8 list) as `day_rollups` gives them: (scope,
-    day, one value per (field, aggregate) of `columns`), a count an int, None where the
-    row has no such field. Column-wise: the rows of one field list (a programme's one
-    protocol: usually all of them) decoded by one numpy call, no Python step per cell."""
+    rows: list[Any], columns: tuple[tuple[str, str], ...], sent: bool = False
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Wide day rollup rows (scope, day, fields joined by ROLLUP_FIELD_SEPARATOR, cells),
+    in (scope, day) order, as `day_rollups` gives them: each scope's days as (day, one
+    value per (field, aggregate) of `columns`), a count an int, None where the row has no
+    such field. The cells are SQLite's float64 blob, or (`sent`) PostgreSQL's binary form
+    of a float8[] (`array_send`: a header, then each element's length and big-endian
+    value), so no float becomes a Python object before it is picked. Column-wise: the
+    rows of one field list (a programme's one protocol: usually all of them) decoded by
+    one numpy call, no Python step per cell."""
     picks = []
     for name, aggregate in columns:
         if aggregate not in AGGREGATES:
             raise ValueError(f"not a rollup column: {aggregate}")
         picks.append((name, AGGREGATES.index(aggregate)))
     if not rows:
-        return []
-    groups: dict[str, list[int]] = {}
-    for n, row in enumerate(rows):
-        groups.setdefault(row[2], []).append(n)
+        return {}
+    keys = [row[2] for row in rows]
+    if keys.count(keys[0]) == len(keys):
+        groups = {keys[0]: list(range(len(rows)))}
+    else:
+        groups = {}
+        for n, key in enumerate(keys):
+            groups.setdefault(key, []).append(n)
     filled: list[Any] = [None] * len(picks)
     for key, where in groups.items():
         names = key.split(ROLLUP_FIELD_SEPARATOR) if key else []
-        first = rows[where[0]][3]
-        if isinstance(first, bytes | memoryview):
-            cells = np.frombuffer(b"".join(rows[n][3] for n in where), "<f8")
+        size = len(names) * len(AGGREGATES)
+        if len(groups) > 1:
+            joined = b"".join([rows[n][3] for n in where])
         else:
-            cells = np.array([rows[n][3] for n in where], dtype=np.float64)
+            joined = b"".join([row[3] for row in rows])
+        if not size:
+            cells = np.zeros((len(where), 0, len(AGGREGATES)))
+        elif sent:
+            layout = np.dtype(
+                [("head", "V20"), ("cells", [("size", ">i4"), ("value", ">f8")], (size,))]
+            )
+            cells = np.frombuffer(joined, layout)["cells"]["value"].astype(np.float64)
+        else:
+            cells = np.frombuffer(joined, "<f8")
         cells = cells.reshape(len(where), len(names), len(AGGREGATES))
         at = np.array(where, dtype=np.intp) if len(groups) > 1 else None
         for c, (name, aggregate) in enumerate(picks):
@@ -194,7 +210,11 @@ def pivot_wide(
             filled[c][at] = values
     if len(groups) > 1:
         filled = [column.tolist() for column in filled]
-    return list(zip([row[0] for row in rows], [row[1] for row in rows], *filled, strict=True))
+    days = list(zip([row[1] for row in rows], *filled, strict=True))
+    scopes = [row[0] for row in rows]
+    cuts = [0, *(np.flatnonzero(np.array(scopes[1:]) != np.array(scopes[:-1])) + 1).tolist()]
+    cuts.append(len(rows))
+    return {scopes[cuts[n]]: days[cuts[n] : cuts[n + 1]] for n in range(len(cuts) - 1)}
 
 
 async def one_by_one(

@@ -223,15 +223,15 @@ class PostgreSQL(Dialect):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> list[tuple[Any, ...]]:
+    ) -> dict[str, list[tuple[Any, ...]]]:
         sql = (  # one wide row a scope and day (0031), the pivot in Python (pivot_wide)
             "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "
-            "array_to_string(fields, E'\\x1f'), cells FROM telemetry_rollups "
+            "array_to_string(fields, E'\\x1f'), array_send(cells) FROM telemetry_rollups "
             "WHERE scope = ANY($1::text[]) AND interval = 'day' AND bucket >= $2 "
             "AND bucket < $3 ORDER BY scope, bucket"
         )
         found = await raw.driver_connection.fetch(sql, scopes, low, high)
-        return pivot_wide(found, columns)
+        return pivot_wide(found, columns, sent=True)
 
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format("= ANY($1::text[])")

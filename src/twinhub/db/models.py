@@ -25,10 +25,11 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from twinhub.db.dialects import ROLLUP_FIELD_SEPARATOR, dialect_of
 from twinhub.kernel.clock import utcnow
 
 NAMING = {
@@ -779,25 +780,19 @@ class EvidenceHold(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
-ROLLUP_FIELD_SEPARATOR = "\x1f"  # between a wide rollup row's field names (SQLite's text)
-
-
 class RollupFields(TypeDecorator[tuple[str, ...]]):
-    """A wide rollup row's field names, sorted (telemetry/wide.py): text joined by \\x1f on
-    SQLite, text[] on PostgreSQL; a tuple in Python."""
+    """A wide rollup row's field names, sorted (telemetry/wide.py): a tuple in Python, the
+    column each database's (db.dialects' rollup_columns: text joined on SQLite, text[] on
+    PostgreSQL)."""
 
     impl = Text
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> Any:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(ARRAY(Text()))
-        return dialect.type_descriptor(Text())
+        return dialect.type_descriptor(dialect_of(dialect).rollup_columns()[0])
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        return list(value) if dialect.name == "postgresql" else ROLLUP_FIELD_SEPARATOR.join(value)
+        return None if value is None else dialect_of(dialect).bind_rollup(tuple(value), None)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> tuple[str, ...] | None:
         if value is None:
@@ -809,21 +804,17 @@ class RollupFields(TypeDecorator[tuple[str, ...]]):
 
 class RollupCells(TypeDecorator[bytes]):
     """A wide rollup row's (count, sum, min, max) per field as float64 (telemetry/wide.py):
-    a little-endian blob on SQLite, float8[] on PostgreSQL (its upsert merges arrays);
-    the blob's bytes in Python either way (no float goes through text)."""
+    the little-endian bytes in Python whatever the column (a blob on SQLite, float8[] on
+    PostgreSQL, whose upsert adds arrays); no float goes through text."""
 
     impl = LargeBinary
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> Any:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(ARRAY(Float(precision=53)))
-        return dialect.type_descriptor(LargeBinary())
+        return dialect.type_descriptor(dialect_of(dialect).rollup_columns()[1])
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
-        return list(struct.unpack(f"<{len(value) // 8}d", value))
+        return None if value is None else dialect_of(dialect).bind_rollup(None, value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> bytes | None:
         if value is None or isinstance(value, bytes):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from twinhub.db.models import ROLLUP_FIELD_SEPARATOR
+from twinhub.db.dialects import ROLLUP_FIELD_SEPARATOR
 from twinhub.telemetry.columns import INTERVAL_CODES, CellColumns, merge_columns
 
 SEPARATOR = ROLLUP_FIELD_SEPARATOR  # between a row's field names on SQLite

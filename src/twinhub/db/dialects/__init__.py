@@ -20,8 +20,7 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
-
-from twinhub.db.models import ROLLUP_FIELD_SEPARATOR
+from sqlalchemy.types import TypeEngine
 
 
 class Dialect(ABC):
@@ -100,6 +99,16 @@ class Dialect(ABC):
         value), read from its own codes; None when the error is not its driver's."""
 
     @abstractmethod
+    def rollup_columns(self) -> tuple[TypeEngine[Any], TypeEngine[Any]]:
+        """The column types of a wide rollup row's field names and cells (db.models'
+        RollupFields and RollupCells; the format: telemetry/wide.py)."""
+
+    @abstractmethod
+    def bind_rollup(self, fields: tuple[str, ...] | None, cells: bytes | None) -> Any:
+        """A wide rollup row's field names (given `fields`) or cells (given `cells`, the
+        float64 little-endian bytes) as this database's column takes them."""
+
+    @abstractmethod
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         """The exceptions this database's driver raises on its own connections."""
 
@@ -150,6 +159,7 @@ STOVE_FACTS = (  # the two dialects' statement, their placeholder for the DIDs p
     " WHERE t.domain_did = d.did AND t.revoked_at IS NULL) FROM domains d WHERE d.did {}"
 )
 AGGREGATES = ("count", "sum", "min", "max")  # a rollup field's cell, in its order
+ROLLUP_FIELD_SEPARATOR = "\x1f"  # between a wide rollup row's field names (SQLite's text)
 
 
 def pivot_wide(

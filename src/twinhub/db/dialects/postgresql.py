@@ -12,17 +12,32 @@ CPU than writing the rows. So the rows go as one array per column to
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Date, Table, bindparam, case, cast, func, insert, null, text
+from sqlalchemy import (
+    Connection,
+    Date,
+    Float,
+    Table,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    insert,
+    null,
+    text,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
     STOVE_FACTS,
@@ -200,6 +215,17 @@ class PostgreSQL(Dialect):
             lost = any(isinstance(cause, asyncpg.InterfaceError) for cause in causes(error))
             return "unreachable" if lost else None
         return _FAILURE_BY_CLASS.get(state[:2], "fault")
+
+    def rollup_columns(self) -> tuple[TypeEngine[Any], TypeEngine[Any]]:
+        # Arrays, so the upsert adds a stored row and a new one in SQL (telemetry/dialects).
+        return postgresql.ARRAY(Text()), postgresql.ARRAY(Float(precision=53))
+
+    def bind_rollup(self, fields: tuple[str, ...] | None, cells: bytes | None) -> Any:
+        if fields is not None:
+            return list(fields)
+        if cells is None:
+            return None
+        return list(struct.unpack(f"<{len(cells) // 8}d", cells))
 
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         import asyncpg

@@ -9,13 +9,26 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Table, bindparam, case, func, insert, null, text
+from sqlalchemy import (
+    Connection,
+    LargeBinary,
+    Table,
+    Text,
+    bindparam,
+    case,
+    func,
+    insert,
+    null,
+    text,
+)
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
+    ROLLUP_FIELD_SEPARATOR,
     STOVE_FACTS,
     DaySpan,
     Dialect,
@@ -149,6 +162,12 @@ class SQLite(Dialect):
                     return "conflict"
                 return "unreachable" if isinstance(cause, sqlite3.OperationalError) else "fault"
         return None
+
+    def rollup_columns(self) -> tuple[TypeEngine[Any], TypeEngine[Any]]:
+        return Text(), LargeBinary()  # the names joined, the cells as a blob
+
+    def bind_rollup(self, fields: tuple[str, ...] | None, cells: bytes | None) -> Any:
+        return ROLLUP_FIELD_SEPARATOR.join(fields) if fields is not None else cells
 
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)

@@ -44,6 +44,7 @@ class Cell(NamedTuple):
     min: float
     max: float
 
+
 SCHEMA = parse_schema(STOVE_TELEMETRY)
 OFFSETS = st.sampled_from(
     [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=5))]

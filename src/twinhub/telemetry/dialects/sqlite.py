@@ -84,15 +84,20 @@ _INSERT_STAGED = """
 INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
 SELECT device_id, seq, time, "values", received_at, receipt_id FROM temp.telemetry_stage
 """
-# A group's wide rows (telemetry/wide.py): those stored already read in one statement (the
-# keys as a JSON array, each a search of the primary key), merged in Python, written back.
-# The transaction holds the write lock (BEGIN IMMEDIATE), so nothing changes between.
+# A group's wide rows (telemetry/wide.py): those stored already read (a range of the primary
+# key per scope and interval, or the keys as a JSON array, each a search: `_stored`), merged
+# in Python, written back. The transaction holds the write lock (BEGIN IMMEDIATE), so
+# nothing changes between.
 _STORED_ROLLUPS = """
 SELECT r.scope, r."interval", r.bucket, r.fields, r.cells
 FROM json_each(?) AS k CROSS JOIN telemetry_rollups AS r
 WHERE r.scope = json_extract(k.value, '$[0]') AND r."interval" = json_extract(k.value, '$[1]')
   AND r.bucket = json_extract(k.value, '$[2]')
 """
+_STORED_RANGE = (
+    'SELECT "interval", bucket, fields, cells FROM telemetry_rollups WHERE scope = ?'
+    ' AND "interval" = ? AND bucket BETWEEN ? AND ?'
+)
 _WRITE_ROLLUP = (
     'INSERT OR REPLACE INTO telemetry_rollups (scope, "interval", bucket, fields, cells)'
     " VALUES (?, ?, ?, ?, ?)"
@@ -265,29 +270,31 @@ class SQLiteTelemetry(TelemetryDialect):
 
 async def upsert_blocks(driver: Any, blocks: list[Block]) -> None:
     """Wide rows added to those stored under their keys (new keys inserted): the stored
-    rows read in one statement, those of the same fields added column-wise (numpy), the
-    rest row by row (wide.merge_row), all written back by one executemany."""
+    rows read (`_stored`), those of the same fields added column-wise (numpy), the rest
+    row by row (wide.merge_row), all written back by one executemany."""
     if not blocks:
         return
-    keys = [
-        [scope, INTERVAL_NAMES[kind], _sqlite_bucket(stamp)]
+    keyed = [
+        list(
+            zip(
+                block.scope,
+                [INTERVAL_NAMES[kind] for kind in block.interval],
+                list(map(_sqlite_bucket, block.stamp)),
+                strict=True,
+            )
+        )
         for block in blocks
-        for scope, kind, stamp in zip(block.scope, block.interval, block.stamp, strict=True)
     ]
-    cursor = await driver.execute(_STORED_ROLLUPS, (orjson.dumps(keys),))
-    stored = {(s, i, b): (f, c) for s, i, b, f, c in await cursor.fetchall()}
+    stored = await _stored(driver, blocks, keyed)
     rows: list[tuple[Any, ...]] = []
-    start = 0
-    for block in blocks:
-        mine = keys[start : start + len(block.scope)]
-        start += len(block.scope)
+    for block, mine in zip(blocks, keyed, strict=True):
         text = fields_text(block.fields)
         cells = block.cells
-        if stored:
-            found = [stored.get((k[0], k[1], k[2])) for k in mine]
+        found = list(map(stored.get, mine)) if stored else []
+        if any(held is not None for held in found):
             same = [n for n, held in enumerate(found) if held is not None and held[0] == text]
             if same:
-                held = np.frombuffer(b"".join(found[n][1] for n in same), "<f8")  # type: ignore[index]
+                held = np.frombuffer(b"".join([found[n][1] for n in same]), "<f8")  # type: ignore[index]
                 cells = cells.copy()
                 cells[same] = add(held.reshape(len(same), len(block.fields), CELL), cells[same])
             other = [n for n, held in enumerate(found) if held is not None and held[0] != text]
@@ -304,9 +311,71 @@ async def upsert_blocks(driver: Any, blocks: list[Block]) -> None:
                 cells = cells[keep]
         if not mine:
             continue
+        size = cells.shape[1] * CELL * 8
         flat = np.ascontiguousarray(cells, dtype="<f8").reshape(len(mine), -1)
-        rows += [(k[0], k[1], k[2], text, row.tobytes()) for k, row in zip(mine, flat, strict=True)]
+        blobs = flat.view(f"V{size}").ravel().tolist()  # each row's bytes
+        rows += [(*k, text, b) for k, b in zip(mine, blobs, strict=True)]
     await driver.executemany(_WRITE_ROLLUP, rows)
+
+
+# A bucket's length in seconds, at least (a month: 28 days), to tell a dense run of keys.
+_SPAN = {0: 86_400, 1: 3_600, 2: 28 * 86_400}
+
+
+async def _stored(
+    driver: Any, blocks: list[Block], keyed: list[list[tuple[str, str, str]]]
+) -> dict[tuple[str, str, str], tuple[str, bytes]]:
+    """The stored rows of the blocks' keys, by key. A scope's keys of one interval that run
+    on with few gaps (a batch's hours, days, months: the usual case) are read as one range
+    of the primary key, whatever rows between them it holds; the others by key (json_each
+    of their keys, each a search). Both ways cost SQLite less than a search a key alone."""
+    runs: dict[tuple[str, int], list[int]] = {}  # (scope, interval) -> [low, high, count]
+    for block in blocks:
+        # A block's rows come scope by scope, each scope's in (interval, bucket) order.
+        index: dict[str, int] = {}
+        codes = np.array([index.setdefault(scope, len(index)) for scope in block.scope])
+        kinds = np.asarray(block.interval, dtype=np.int64)
+        stamps = np.asarray(block.stamp, dtype=np.int64)
+        starts = np.flatnonzero(np.diff(codes * 3 + kinds)) + 1
+        firsts = [0, *starts.tolist()]
+        lasts = [*(starts - 1).tolist(), len(stamps) - 1]
+        for first, last in zip(firsts, lasts, strict=True):
+            key = (block.scope[first], block.interval[first])
+            low, high = int(stamps[first]), int(stamps[last])
+            run = runs.get(key)
+            if run is None:
+                runs[key] = [low, high, last - first + 1]
+            else:
+                run[0], run[1], run[2] = (
+                    min(run[0], low),
+                    max(run[1], high),
+                    run[2] + last - first + 1,
+                )
+    sparse = {
+        key
+        for key, (low, high, count) in runs.items()
+        if (high - low) // _SPAN[key[1]] > 2 * count + 16
+    }
+    stored: dict[tuple[str, str, str], tuple[str, bytes]] = {}
+    for (scope, kind), (low, high, _) in runs.items():
+        if (scope, kind) in sparse:
+            continue
+        cursor = await driver.execute(
+            _STORED_RANGE, (scope, INTERVAL_NAMES[kind], _sqlite_bucket(low), _sqlite_bucket(high))
+        )
+        for name, bucket, fields, cells in await cursor.fetchall():
+            stored[(scope, name, bucket)] = (fields, cells)
+    if sparse:
+        keys = [
+            list(key)
+            for block, mine in zip(blocks, keyed, strict=True)
+            for key, kind in zip(mine, block.interval, strict=True)
+            if (key[0], kind) in sparse
+        ]
+        cursor = await driver.execute(_STORED_ROLLUPS, (orjson.dumps(keys),))
+        for scope, name, bucket, fields, cells in await cursor.fetchall():
+            stored[(scope, name, bucket)] = (fields, cells)
+    return stored
 
 
 def sqlite_time(moment: datetime) -> str:

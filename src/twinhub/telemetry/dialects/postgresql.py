@@ -8,14 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
-from twinhub.telemetry.columns import INTERVAL_NAMES, group_columns
+from twinhub.telemetry.columns import group_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
@@ -24,14 +26,22 @@ from twinhub.telemetry.rows import (
     RollupRecord,
     next_month,
 )
-from twinhub.telemetry.wide import Block, blocks_of, bucket_at, records_columns, scoped_columns
+from twinhub.telemetry.wide import (
+    CELL,
+    Block,
+    blocks_of,
+    fields_text,
+    records_columns,
+    scoped_columns,
+)
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
 _STAGE_WIDE = (
-    'CREATE TEMP TABLE IF NOT EXISTS telemetry_wide_stage (scope text, "interval" text,'
-    " bucket timestamptz, fields text[], cells float8[]) ON COMMIT DELETE ROWS"
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_wide_stage (scope integer, kind integer,"
+    " stamp bigint, fields integer, cells float8[]) ON COMMIT DELETE ROWS"
 )
-_WIDE_COLUMNS = ["scope", "interval", "bucket", "fields", "cells"]
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
+_COPY_TRAILER = b"\xff\xff"
 _STAGE_READINGS = (
     "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
     ' time timestamptz, "values" jsonb, received_at timestamptz, receipt_id bigint)'
@@ -73,16 +83,20 @@ SELECT device_id, seq FROM stored
 # The rollups of a group's inserted readings: each batch's cells summed in Python
 # (telemetry/columns.py, column-wise over the batch), a scope fed by several batches added
 # up there too, made wide rows (telemetry/wide.py: one per scope, interval and bucket) and
-# COPYed in binary into telemetry_wide_stage (text[] and float8[]: no float as text). One
-# statement upserts them in key order (scope, interval, bucket), so concurrent transactions
+# COPYed in binary into telemetry_wide_stage (built column-wise with numpy: the scope, the
+# interval and the field list by rank, $1 and $2 naming them, and the cells as float8[]: no
+# float as text). One statement upserts them in key order (scope, interval, bucket: the
+# ranks follow Python's sort, which is code point order), so concurrent transactions
 # lock rollup rows in one order (no deadlocks), and adds a row to the one stored in SQL:
 # cell by cell when their field lists agree (the usual case), else over the union of their
 # fields in sorted order (COLLATE "C": code points, as Python sorts). The stored figures
 # come first in each sum, as `t.sum + excluded.sum` did.
 _UPSERT_WIDE = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, fields, cells)
-SELECT scope, "interval", bucket, fields, cells FROM telemetry_wide_stage
-ORDER BY scope, "interval", bucket
+SELECT ($1::text[])[s.scope + 1], (ARRAY['day', 'hour', 'month'])[s.kind + 1],
+       to_timestamp(s.stamp), string_to_array(($2::text[])[s.fields + 1], E'\\x1f'), s.cells
+FROM telemetry_wide_stage s
+ORDER BY s.scope, s.kind, s.stamp
 ON CONFLICT (scope, "interval", bucket) DO UPDATE SET
   fields = CASE WHEN t.fields = excluded.fields THEN t.fields ELSE (
     SELECT array_agg(u.f ORDER BY u.f COLLATE "C")
@@ -283,19 +297,63 @@ class PostgreSQLTelemetry(TelemetryDialect):
 
 
 async def _upsert_blocks(driver: Any, blocks: list[Block]) -> None:
-    records: list[tuple[Any, ...]] = []
-    for block in blocks:
-        fields = list(block.fields)
-        flat = block.cells.reshape(len(block.scope), -1).tolist()
-        records += [
-            (scope, INTERVAL_NAMES[kind], bucket_at(stamp), fields, cells)
-            for scope, kind, stamp, cells in zip(
-                block.scope, block.interval, block.stamp, flat, strict=True
-            )
-        ]
-    if not records:
+    """The blocks' rows COPYed in binary (each block's rows of one size: a numpy record
+    array, no Python object per cell), then one statement (see _UPSERT_WIDE)."""
+    if not blocks:
         return
-    await driver.copy_records_to_table(
-        "telemetry_wide_stage", records=records, columns=_WIDE_COLUMNS
+    scopes = sorted({scope for block in blocks for scope in block.scope})
+    rank = {scope: n for n, scope in enumerate(scopes)}
+    parts = [_COPY_HEADER]
+    for number, block in enumerate(blocks):
+        size = len(block.fields) * CELL
+        rows = np.empty(len(block.scope), _copy_row(size))
+        rows["count"] = 5
+        for name, width in (("scope", 4), ("kind", 4), ("stamp", 8), ("fields", 4)):
+            rows[f"{name}_size"] = width
+        rows["scope"] = [rank[scope] for scope in block.scope]
+        rows["kind"] = block.interval
+        rows["stamp"] = block.stamp
+        rows["fields"] = number
+        rows["cells_size"] = 20 + 12 * size
+        rows["ndim"], rows["flags"], rows["oid"] = 1, 0, 701  # float8
+        rows["dim"], rows["lbound"] = size, 1
+        rows["cells"]["size"] = 8
+        rows["cells"]["value"] = block.cells.reshape(len(block.scope), size)
+        parts.append(rows.tobytes())
+    parts.append(_COPY_TRAILER)
+    await driver.copy_to_table(
+        "telemetry_wide_stage",
+        source=memoryview(b"".join(parts)),  # a buffer, not bytes (asyncpg: a file's path)
+        format="binary",
     )
-    await driver.execute(_UPSERT_WIDE)
+    await driver.execute(_UPSERT_WIDE, scopes, [fields_text(block.fields) for block in blocks])
+
+
+@lru_cache(maxsize=64)
+def _copy_row(size: int) -> np.dtype[Any]:
+    """A telemetry_wide_stage row in COPY's binary format whose cells hold `size` floats:
+    the number of columns, then each column's length and big-endian value."""
+    return np.dtype(
+        [
+            ("count", ">i2"),
+            *(
+                (
+                    pair
+                    for name, kind in (
+                        ("scope", ">i4"),
+                        ("kind", ">i4"),
+                        ("stamp", ">i8"),
+                        ("fields", ">i4"),
+                    )
+                    for pair in ((f"{name}_size", ">i4"), (name, kind))
+                )
+            ),
+            ("cells_size", ">i4"),
+            ("ndim", ">i4"),
+            ("flags", ">i4"),
+            ("oid", ">i4"),
+            ("dim", ">i4"),
+            ("lbound", ">i4"),
+            ("cells", [("size", ">i4"), ("value", ">f8")], (size,)),
+        ]
+    )

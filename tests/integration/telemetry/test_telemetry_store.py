@@ -342,3 +342,35 @@ async def test_concurrent_mixed_batches_roll_up_exactly_the_stored_readings(
                 assert cell["count"] == len(values), (scope, interval, key)
                 assert cell["sum"] == pytest.approx(sum(values)), (scope, interval, key)
                 assert (cell["min"], cell["max"]) == (min(values), max(values))
+
+
+async def test_wide_rollups_merge_other_fields_and_far_apart_buckets(registry: Registry) -> None:
+    """A wide row gains a field a later batch brings (the field lists merged, sorted), and
+    buckets far apart in one batch (read by key, not as one range of the primary key) are
+    added to what is stored: the aggregates are the sums of both batches, bit for bit."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    store = registry.platform.telemetry.store
+    now = bucket_of(datetime.now(UTC), "hour")
+    old, recent = now - timedelta(days=60), now - timedelta(hours=2)
+    first = [
+        Reading(1, old, {"energyKwh": 0.1}),
+        Reading(2, recent, {"energyKwh": 0.2}),
+    ]
+    second = [
+        Reading(3, old + timedelta(minutes=5), {"energyKwh": 0.3, "meterKwh": 7.5}),
+        Reading(4, recent + timedelta(minutes=5), {"energyKwh": 1 / 3}),
+    ]
+    for readings in (first, second):
+        await store.store_many(
+            [Batch(stove, readings, ["energyKwh", "meterKwh"], "meterKwh", [farm.project])]
+        )
+    for scope in (stove, farm.project):
+        hours = await store.aggregates(scope, "hour", None, None)
+        assert hours[old] == {
+            "energyKwh": {"count": 2, "sum": 0.1 + 0.3, "min": 0.1, "max": 0.3},
+            "meterKwh": {"count": 1, "sum": 7.5, "min": 7.5, "max": 7.5},
+        }
+        assert hours[recent] == {
+            "energyKwh": {"count": 2, "sum": 0.2 + 1 / 3, "min": 0.2, "max": 1 / 3}
+        }

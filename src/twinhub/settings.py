@@ -408,9 +408,21 @@ class RegistrySettings(_Section):
         le=3600,
         description=(
             "Longest a registry request (`/v1/`, `/graphql`) may take before its answer "
-            "starts; past it the work is cancelled and a JSON 503 with `Retry-After` "
-            "answered, whatever the cause (a hung database included). Event streams, once "
+            "starts; past it a JSON 503 with `Retry-After` is answered and the work is "
+            "cancelled, whatever the cause (a hung database included), except a write already "
+            "in the ledger's turn (see `REGISTRY_WRITE_GRACE_SECONDS`). Event streams, once "
             "started, are not cut."
+        ),
+    )
+    write_grace_seconds: float = Field(
+        60.0,
+        validation_alias="REGISTRY_WRITE_GRACE_SECONDS",
+        gt=0,
+        le=3600,
+        description=(
+            "A request past its deadline while its write holds the ledger's turn is answered "
+            "503 on time but not cancelled (the writes sharing its database transaction would "
+            "fail with it): it ends by itself, or is cancelled this long after the deadline."
         ),
     )
     graphql_max_body_bytes: int = Field(

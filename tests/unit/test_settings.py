@@ -111,6 +111,7 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "HTTP_MAX_CONNECTIONS_PER_CLIENT": ("250", "250"),
     "WORKER_INDEX": ("3", "3"),
     "REGISTRY_REQUEST_TIMEOUT_SECONDS": ("8.5", "8.5"),
+    "REGISTRY_WRITE_GRACE_SECONDS": ("30.5", "30.5"),
     "USSD_LOCKOUT_SECONDS": ("60.5", "60.5"),
     "USSD_LOCKOUT_MAX_SECONDS": ("3600.5", "3600.5"),
     "USSD_PHONE_MAX_PIN_ATTEMPTS": ("11", "11"),
@@ -241,6 +242,7 @@ FLAT_DEFAULTS: dict[str, str] = {
     "HTTP_MAX_CONNECTIONS_PER_CLIENT": "100",
     "WORKER_INDEX": "0",
     "REGISTRY_REQUEST_TIMEOUT_SECONDS": "8.0",
+    "REGISTRY_WRITE_GRACE_SECONDS": "60.0",
     "USSD_LOCKOUT_SECONDS": "60.0",
     "USSD_LOCKOUT_MAX_SECONDS": "3600.0",
     "USSD_PHONE_MAX_PIN_ATTEMPTS": "10",
@@ -319,7 +321,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 127
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 128
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

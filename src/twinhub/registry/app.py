@@ -28,6 +28,7 @@ from twinhub.console.assets import SWAGGER_CSS, SWAGGER_FAVICON, SWAGGER_JS
 from twinhub.console.sessions import console_session_store
 from twinhub.kernel.bounds import NO_NUL as NUL_PROBLEM
 from twinhub.kernel.ratelimit import RateLimiter
+from twinhub.kernel.uncancelled import holds_shared
 from twinhub.logging import get_logger
 from twinhub.platform import Platform
 from twinhub.registry.auth import bearer_token
@@ -232,7 +233,10 @@ class RequestDeadline:
     a statement before the driver gives up, more than any one of those timeouts). Past the
     deadline the request's work is cancelled, so its transaction rolls back, and the client
     gets the registry's JSON 503 with Retry-After. An answer that has started (an event
-    stream) is never cut.
+    stream) is never cut. Work inside the ledger's turn is the exception: the writes that
+    joined its batch share its connection, which a cancelled statement may leave unusable,
+    so it is left to end by itself (cancelled only after REGISTRY_WRITE_GRACE_SECONDS more),
+    and the 503 says its write may still be stored.
 
     The work runs in a task of its own, so that its unwinding (which may itself wait on the
     dead connection) can finish in the background once the client has its answer. What
@@ -242,6 +246,7 @@ class RequestDeadline:
     def __init__(self, app: ASGIApp, platform: Platform) -> None:
         self._app = app
         self._seconds = platform.settings.registry.request_timeout_seconds
+        self._grace = platform.settings.registry.write_grace_seconds
         self._retry_after = platform.settings.storage.retry_after_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -256,8 +261,12 @@ class RequestDeadline:
             if not woken.done():
                 woken.set_result(None)
 
+        answered_late = False
+
         async def sending(message: Message) -> None:
             nonlocal started
+            if answered_late:
+                return
             if message["type"] == "http.response.start":
                 started = True
                 wake()
@@ -273,13 +282,20 @@ class RequestDeadline:
         if work.done() or started:
             await work  # finished, or streaming: let it run to its end
             return
-        work.cancel()
+        answered_late = True  # whatever the work sends from now on goes nowhere
+        message = f"The request did not finish within {self._seconds:g} s; "
+        if holds_shared(work):
+            # In the ledger's turn: cancelling it would fail the writes sharing its batch.
+            # It ends by itself (every statement has a timeout); the grace is a last resort.
+            message += "its write may still be stored: read it back before you try again."
+            grace = loop.call_later(self._grace, work.cancel)
+            work.add_done_callback(lambda _: grace.cancel())
+        else:
+            message += "try again later."
+            work.cancel()
         log.warning("request past its deadline", path=scope["path"], seconds=self._seconds)
         late = error_response(
-            503,
-            "unavailable",
-            f"The request did not finish within {self._seconds:g} s; try again later.",
-            headers={"Retry-After": str(self._retry_after)},
+            503, "unavailable", message, headers={"Retry-After": str(self._retry_after)}
         )
         await late(scope, receive, send)
         _unwinding.add(work)

@@ -41,6 +41,7 @@ from twinhub.events.sequencer import Sequencer
 from twinhub.events.store import EVENT_ROWS, events_numbered, record_ledger_events
 from twinhub.kernel.bus import Cause
 from twinhub.kernel.clock import utcnow
+from twinhub.kernel.uncancelled import holding_shared
 
 GENESIS_HASH = "0" * 64
 HEAD_ROW = 1
@@ -300,65 +301,68 @@ class Ledger:
             raise
         self._queued -= 1
         joined: _Batch | None = None
-        try:
-            batch = self._batch or await self._open(deferred)
-            self._batch = batch
-            if not deferred:
-                batch.ahead = None  # it may change what the answers were about
-                if batch.deferred_rows:
-                    await self._write_deferred(batch)  # an ordinary write sees every row
-            write = LedgerWrite(
-                batch.session, batch.head, batch.sequences, batch.pending, batch, self._ahead
-            )
-            # record_event puts this write's events with its own rows (events.store).
-            batch.session.sync_session.info[EVENT_ROWS] = write.event_rows
-            if deferred:
-                before = Head(batch.head.height, batch.head.tx_hash)
-                try:
-                    yield write
-                except BaseException:
-                    # Nothing reached the database: forget the heights this write took.
-                    batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
-                    raise
-                for table, rows in write.deferred_rows.items():
-                    batch.deferred_rows.setdefault(table, []).extend(rows)
-                batch.pending.update(write.taken)
-            elif batch.writes == 0:
-                # Alone in its transaction so far: no savepoint needed, since failing
-                # discards the whole (otherwise empty) batch. A write nobody queues behind
-                # costs what it did before group commit.
-                try:
-                    yield write
-                    await batch.session.flush()  # a broken row fails here, not in the commit
-                except BaseException:
-                    self._batch = None
-                    batch.committed.cancel()
-                    await asyncio.shield(batch.session.close())  # rolls back
-                    raise
-            else:
-                before = Head(batch.head.height, batch.head.tx_hash)
-                try:
-                    async with batch.session.begin_nested():
+        # Not cancelled from here on (a request's deadline): the batch's connection is shared
+        # with the writes that join it, and once in, the write's outcome is the batch's.
+        with holding_shared():
+            try:
+                batch = self._batch or await self._open(deferred)
+                self._batch = batch
+                if not deferred:
+                    batch.ahead = None  # it may change what the answers were about
+                    if batch.deferred_rows:
+                        await self._write_deferred(batch)  # an ordinary write sees every row
+                write = LedgerWrite(
+                    batch.session, batch.head, batch.sequences, batch.pending, batch, self._ahead
+                )
+                # record_event puts this write's events with its own rows (events.store).
+                batch.session.sync_session.info[EVENT_ROWS] = write.event_rows
+                if deferred:
+                    before = Head(batch.head.height, batch.head.tx_hash)
+                    try:
                         yield write
-                except BaseException:
-                    # The savepoint is rolled back; so are the heights this write took.
-                    batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
-                    batch.session.expunge_all()
-                    raise
-            # Each write starts with an empty identity map, as with a session of its own:
-            # no write sees another's objects, only the rows they flushed.
-            batch.session.expunge_all()
-            batch.ledger_rows += write.ledger_rows
-            batch.event_rows += write.event_rows
-            batch.writes += 1
-            joined = batch
-        finally:
-            if self._batch is not None:
-                self._batch.session.sync_session.info.pop(EVENT_ROWS, None)
-            await self._maybe_close()
-            self._turn.release()
-        assert joined is not None
-        await asyncio.shield(joined.committed)
+                    except BaseException:
+                        # Nothing reached the database: forget the heights this write took.
+                        batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
+                        raise
+                    for table, rows in write.deferred_rows.items():
+                        batch.deferred_rows.setdefault(table, []).extend(rows)
+                    batch.pending.update(write.taken)
+                elif batch.writes == 0:
+                    # Alone in its transaction so far: no savepoint needed, since failing
+                    # discards the whole (otherwise empty) batch. A write nobody queues behind
+                    # costs what it did before group commit.
+                    try:
+                        yield write
+                        await batch.session.flush()  # a broken row fails here, not in the commit
+                    except BaseException:
+                        self._batch = None
+                        batch.committed.cancel()
+                        await asyncio.shield(batch.session.close())  # rolls back
+                        raise
+                else:
+                    before = Head(batch.head.height, batch.head.tx_hash)
+                    try:
+                        async with batch.session.begin_nested():
+                            yield write
+                    except BaseException:
+                        # The savepoint is rolled back; so are the heights this write took.
+                        batch.head.height, batch.head.tx_hash = before.height, before.tx_hash
+                        batch.session.expunge_all()
+                        raise
+                # Each write starts with an empty identity map, as with a session of its own:
+                # no write sees another's objects, only the rows they flushed.
+                batch.session.expunge_all()
+                batch.ledger_rows += write.ledger_rows
+                batch.event_rows += write.event_rows
+                batch.writes += 1
+                joined = batch
+            finally:
+                if self._batch is not None:
+                    self._batch.session.sync_session.info.pop(EVENT_ROWS, None)
+                await self._maybe_close()
+                self._turn.release()
+            assert joined is not None
+            await asyncio.shield(joined.committed)  # by now its outcome is the batch's
 
     async def _close_when_idle(self) -> None:
         async with self._turn:

@@ -184,3 +184,50 @@ async def test_a_runaway_sqlite_statement_is_interrupted_at_the_statement_timeou
             assert (await connection.execute(text("SELECT 1"))).scalar() == 1  # still usable
     finally:
         await engine.dispose()
+
+
+async def test_a_write_in_the_ledgers_turn_is_answered_at_the_deadline_but_not_cancelled(
+    postgres_url: str, make_registry: RegistryFactory
+) -> None:
+    """A create held inside the ledger's turn (another session holds the ledger head's row)
+    is answered 503 at the deadline, saying its write may still be stored, and is not
+    cancelled: cancelling a statement midway could leave the batch's shared connection
+    unusable for the writes that joined it. Once the row is free, the write commits, and the
+    ledger and the next writes are sound. A write still queued for the turn is cancelled
+    and stores nothing."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    registry = await make_registry(database_url=postgres_url, registry_request_timeout_seconds=1.0)
+    ledger = registry.platform.ledger
+    before = await ledger.height()
+    warm = await wait_for(lambda: registry.client.post("/v1/domains", json=domain_body()))
+    assert warm.status_code == 201, warm.text
+    height = await ledger.height()
+    per_create = height - before  # an organisation's create appends its member group's too
+    holder = create_async_engine(postgres_url.replace("postgresql://", "postgresql+asyncpg://"))
+    try:
+        async with holder.connect() as connection:
+            await connection.execute(text("BEGIN"))
+            await connection.execute(text("SELECT 1 FROM ledger_head WHERE id = 1 FOR UPDATE"))
+            held = asyncio.create_task(registry.client.post("/v1/domains", json=domain_body()))
+            await asyncio.sleep(0.3)  # the first create is in the turn, waiting for the row
+            queued = asyncio.create_task(registry.client.post("/v1/domains", json=domain_body()))
+            in_turn, behind = await held, await queued
+            await connection.execute(text("ROLLBACK"))
+    finally:
+        await holder.dispose()
+    assert in_turn.status_code == behind.status_code == 503, (in_turn.text, behind.text)
+    assert "its write may still be stored" in in_turn.json()["error"]["message"]
+    assert "try again later" in behind.json()["error"]["message"]
+    for _ in range(100):  # the held create ends by itself once the row is free
+        if await ledger.height() != height:
+            break
+        await asyncio.sleep(0.1)
+    # The held create, and not the queued one.
+    assert await ledger.height() == height + per_create
+    after = await registry.client.post("/v1/domains", json=domain_body())
+    assert after.status_code == 201, after.text
+    report = await ledger.verify()
+    assert report.ok, report.problem
+    assert report.checked == height + 2 * per_create

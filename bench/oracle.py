@@ -14,10 +14,12 @@ import argparse
 import asyncio
 import faulthandler
 import gc
+import itertools
 import json
 import random
 import secrets
 import sqlite3
+import struct
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +36,7 @@ from twinhub.mrv.plausibility import assess
 from twinhub.mrv.project_document import ProjectDocument, check_project_document
 from twinhub.mrv.rollups import day_start
 from twinhub.services.mrv_inputs import stove_periods
+from twinhub.telemetry.wide import fields_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,10 +138,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             ]
             seeded = time.perf_counter()
             if postgres:
-                rows = rollup_rows(stoves, start, args.days, lambda moment: moment)
+                rows = wide_rows(rollup_rows(stoves, start, args.days, lambda m: m), True)
                 await _seed_postgres(postgres, domains, tokens, rows)
             else:
-                rows = rollup_rows(stoves, start, args.days, _stamp)
+                rows = wide_rows(rollup_rows(stoves, start, args.days, _stamp), False)
                 _seed(Path(folder) / "oracle.db", domains, tokens, rows)
             figures["seeding rollups (s, not measured)"] = round(time.perf_counter() - seeded, 1)
             # The seed rows (a million dicts at 10,000 stoves) are the bench's, not the
@@ -219,6 +222,26 @@ def rollup_rows(
             yield (did, "day", stamp, "session=start", 2, 2.0, 1.0, 1.0)
             yield (did, "day", stamp, "energyKwh", 4, energy, energy / 4, energy / 4)
             yield (did, "day", stamp, "meterKwh", 2, first + meter, first, meter)
+
+
+def wide_rows(rows: Iterable[tuple[Any, ...]], postgres: bool) -> Iterator[tuple[Any, ...]]:
+    """Narrow rollup rows (one a field, a key's rows one after another) as the table's wide
+    rows (telemetry/wide.py): the fields sorted, their cells as float64 (SQLite: the names
+    joined and a blob; PostgreSQL: text[] and float8[])."""
+    for (scope, interval, bucket), group in itertools.groupby(rows, key=lambda r: r[:3]):
+        cells = {r[3]: (float(r[4]), r[5], r[6], r[7]) for r in group}
+        names = sorted(cells)
+        values = [v for name in names for v in cells[name]]
+        if postgres:
+            yield scope, interval, bucket, names, values
+        else:
+            yield (
+                scope,
+                interval,
+                bucket,
+                fields_text(names),
+                struct.pack(f"<{len(values)}d", *values),
+            )
 
 
 def _batch(methodology: Any, count: int, per_stove: float) -> dict[str, Any]:
@@ -460,7 +483,7 @@ DOMAIN_COLUMNS = (
     "updated_at",
 )
 TOKEN_COLUMNS = ("token_id", "domain_did", "secret_sha256", "label", "created_by", "created_at")
-ROLLUP_COLUMNS = ("scope", "interval", "bucket", "field", "count", "sum", "min", "max")
+ROLLUP_COLUMNS = ("scope", "interval", "bucket", "fields", "cells")
 
 
 def _seed(
@@ -494,8 +517,8 @@ def _seed(
             ],
         )
         connection.executemany(
-            'INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min,'
-            " max) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            'INSERT INTO telemetry_rollups (scope, "interval", bucket, fields, cells)'
+            " VALUES (?, ?, ?, ?, ?)",
             rows,
         )
     connection.close()

@@ -518,6 +518,7 @@ async def _telemetry(platform: Any, stoves: int, made: LargeProgramme) -> None:
     from twinhub.db.bulk import insert_rows
     from twinhub.db.models import TelemetryDevice, TelemetryRollup
     from twinhub.mrv.rollups import ENERGY, SESSIONS
+    from twinhub.telemetry.wide import blob, encode
 
     now = datetime.now(UTC).replace(microsecond=0)
     devices = []
@@ -540,19 +541,20 @@ async def _telemetry(platform: Any, stoves: int, made: LargeProgramme) -> None:
         day = today - timedelta(days=back)
         sessions = stoves * (1.5 + (back % 7) / 10)
         kwh = sessions * (0.3 + (back % 5) / 20)  # energy per session varies by the day
-        for field_name, total in ((ENERGY, kwh), (SESSIONS, sessions)):
-            rollups.append(
-                {
-                    "scope": LARGE_PROJECT,
-                    "interval": "day",
-                    "bucket": day,
-                    "field": field_name,
-                    "count": stoves,
-                    "sum": round(total, 3),
-                    "min": 0.0,
-                    "max": round(total / stoves * 3, 3),
-                }
-            )
+        figures = {
+            field_name: (stoves, round(total, 3), 0.0, round(total / stoves * 3, 3))
+            for field_name, total in ((ENERGY, kwh), (SESSIONS, sessions))
+        }
+        fields, cells = encode(figures)
+        rollups.append(
+            {
+                "scope": LARGE_PROJECT,
+                "interval": "day",
+                "bucket": day,
+                "fields": fields,
+                "cells": blob(cells),
+            }
+        )
     async with platform.sessionmaker.begin() as session:
         connection = await session.connection()
         for start in range(0, len(devices), 5000):

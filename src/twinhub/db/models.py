@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 from datetime import UTC, date, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -27,6 +29,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from twinhub.db.dialects import ROLLUP_FIELD_SEPARATOR, dialect_of
 from twinhub.kernel.clock import utcnow
 
 NAMING = {
@@ -777,9 +780,63 @@ class EvidenceHold(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class RollupFields(TypeDecorator[tuple[str, ...]]):
+    """A wide rollup row's field names, sorted (telemetry/wide.py): a tuple in Python, the
+    column each database's (db.dialects' rollup_columns: text joined on SQLite, text[] on
+    PostgreSQL)."""
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        return dialect.type_descriptor(dialect_of(dialect).rollup_columns()[0])
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else dialect_of(dialect).bind_rollup(tuple(value), None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return tuple(value.split(ROLLUP_FIELD_SEPARATOR)) if value else ()
+        return tuple(value)
+
+
+class RollupCells(TypeDecorator[bytes]):
+    """A wide rollup row's (count, sum, min, max) per field as float64 (telemetry/wide.py):
+    the little-endian bytes in Python whatever the column (a blob on SQLite, float8[] on
+    PostgreSQL, whose upsert adds arrays); no float goes through text."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        return dialect.type_descriptor(dialect_of(dialect).rollup_columns()[1])
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else dialect_of(dialect).bind_rollup(None, value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> bytes | None:
+        if value is None or isinstance(value, bytes):
+            return value
+        return struct.pack(f"<{len(value)}d", *value)
+
+
+def rollup_figures(
+    fields: tuple[str, ...], cells: bytes
+) -> dict[str, tuple[int, float, float, float]]:
+    """{field: (count, sum, min, max)} of a wide rollup row as the ORM reads it."""
+    values = struct.unpack(f"<{len(cells) // 8}d", cells)
+    return {
+        name: (int(values[4 * n]), values[4 * n + 1], values[4 * n + 2], values[4 * n + 3])
+        for n, name in enumerate(fields)
+    }
+
+
 class TelemetryRollup(Base):
-    """count/sum/min/max of one numeric field over one hour, day or month, for a device or
-    for a project or organisation over its assets; kept as readings arrive."""
+    """count/sum/min/max of each numeric field over one hour, day or month, for a device or
+    for a project or organisation over its assets; kept as readings arrive. One row per
+    (scope, interval, bucket), its fields' cells in one (0031: telemetry/wide.py)."""
 
     __tablename__ = "telemetry_rollups"
     # SQLite: the rows live in the primary key's B-tree, one search a read or upsert (0030).
@@ -788,11 +845,8 @@ class TelemetryRollup(Base):
     scope: Mapped[str] = mapped_column(String(200), primary_key=True)
     interval: Mapped[str] = mapped_column(String(8), primary_key=True)
     bucket: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
-    field: Mapped[str] = mapped_column(String(64), primary_key=True)
-    count: Mapped[int] = mapped_column(BigInteger)
-    sum: Mapped[float] = mapped_column(Float)
-    min: Mapped[float] = mapped_column(Float)
-    max: Mapped[float] = mapped_column(Float)
+    fields: Mapped[tuple[str, ...]] = mapped_column(RollupFields)
+    cells: Mapped[bytes] = mapped_column(RollupCells)
 
 
 # -- USSD languages and stove problems (issue 17, revision 0012) ----------------------------

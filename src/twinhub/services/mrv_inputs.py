@@ -15,7 +15,7 @@ import contextlib
 import json
 from collections.abc import Awaitable, Sequence
 from datetime import UTC, date, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,6 +29,7 @@ from twinhub.mrv.period_inputs import device_identity, reading_row, seen_ranges
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
 
+T = TypeVar("T")
 _CHUNK = 500  # stoves per IN (...) list
 # Built once (each claim's evaluation runs it): a domain's facts (device_identities).
 _FACTS = select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
@@ -47,9 +48,10 @@ async def stove_periods(
     read by the methodology's rules (`Methodology.reading`, mrv.rollups); a stove that is
     not a domain comes back unverified, unenrolled, without days.
 
-    The day rollups (three to five rows a stove-day) come through the driver's cursor as
-    one row a stove-day, one column a figure (the dialect's `day_rollups`): a 10,000-stove
-    month is 300,000 plain tuples, with no ORM row or type processing per value. The
+    The day rollups (one wide row a stove-day, telemetry/wide.py) come through the driver's
+    cursor and are decoded column-wise into one tuple a stove-day, one column a figure (the
+    dialect's `day_rollups`): a 10,000-stove month is 300,000 plain tuples, with no ORM row
+    or type processing per value. The
     registry facts and enrolment come the same way, one statement a chunk (`stove_facts`);
     a chunk's rollups are read while the chunk before is made into periods."""
     periods: dict[str, StovePeriod] = {}
@@ -61,7 +63,7 @@ async def stove_periods(
         raw = await connection.get_raw_connection()
         dialect = dialect_of(connection.dialect)
 
-        async def read(what: Awaitable[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+        async def read(what: Awaitable[T]) -> T:
             try:
                 return await what
             except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
@@ -81,7 +83,7 @@ async def stove_periods(
         # The next chunk's rollups are asked for before this chunk's stoves are made, so the
         # database (PostgreSQL's server, SQLite's thread) works while Python does: one
         # statement in flight at a time, as a connection allows.
-        ahead: asyncio.Task[list[tuple[Any, ...]]] | None = None
+        ahead: asyncio.Task[dict[str, list[tuple[Any, ...]]]] | None = None
         try:
             for number, chunk in enumerate(chunks):
                 if ahead is None:
@@ -93,14 +95,7 @@ async def stove_periods(
                         read(dialect.day_rollups(raw, chunks[number + 1], DAY_COLUMNS, low, high))
                     )
                     await asyncio.sleep(0)  # the statement is sent before Python works
-                days: dict[str, list[tuple[Any, ...]]] = {}
-                scope: str | None = None
-                into: list[tuple[Any, ...]] = []
-                for row in found:  # in (scope, day) order: each stove's rows, its days in order
-                    if row[0] != scope:
-                        scope = row[0]
-                        into = days.setdefault(scope, [])
-                    into.append(row[1:])  # DayRow's layout
+                days = found  # each stove's days in order, DayRow's layout
                 # Each chunk's stoves made before the next is read: its rows go with it.
                 for did in chunk:
                     periods[did] = stove_period(

@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup
+from twinhub.db.models import StoveProblem, TelemetryDevice, TelemetryRollup, rollup_figures
 from twinhub.db.visibility import Viewer, domain_visible
 from twinhub.events.store import record_event
 from twinhub.kernel.clock import utcnow
@@ -126,15 +126,21 @@ class StoveCare:
         month = bucket_of(now, "month")
         async with self._sessions() as session:
             device = await session.scalar(select(TelemetryDevice).where(TelemetryDevice.did == did))
-            rows = await session.execute(
-                select(TelemetryRollup.field, TelemetryRollup.sum).where(
-                    TelemetryRollup.scope == did,
-                    TelemetryRollup.interval == "month",
-                    TelemetryRollup.bucket == month,
-                    TelemetryRollup.field.in_((ENERGY_FIELD, SESSIONS_STARTED)),
+            row = (
+                await session.execute(
+                    select(TelemetryRollup.fields, TelemetryRollup.cells).where(
+                        TelemetryRollup.scope == did,
+                        TelemetryRollup.interval == "month",
+                        TelemetryRollup.bucket == month,
+                    )
                 )
-            )
-            totals = {name: float(total or 0) for name, total in rows}
+            ).first()
+            figures = rollup_figures(*row) if row is not None else {}
+            totals = {
+                name: float(figures[name][1])
+                for name in (ENERGY_FIELD, SESSIONS_STARTED)
+                if name in figures
+            }
         last_seen = device.last_time if device else None
         last_cooked = None
         cooking = (device.latest or {}).get(SESSION_FIELD) if device else None

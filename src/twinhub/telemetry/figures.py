@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from twinhub.db.models import Domain, TelemetryDevice, TelemetryRollup
 from twinhub.mrv.rollups import ENERGY, SESSIONS, bucket_of
 from twinhub.services.summaries import DailyUsage, TelemetryFigures
+from twinhub.telemetry.wide import decode
 
 ENERGY_FIELD = ENERGY  # the stove protocol's energy used since the previous reading
 SESSION_FIELD = SESSIONS  # one per cooking session started
@@ -46,16 +47,11 @@ class RollupTelemetry:
         # stove's: 30,000 stoves' month of day rollups is 900,000 rows to add up.
         everywhere = select(Domain.did).where(func.lower(Domain.type) == "project")
         in_scope = rollup.scope.in_(projects if projects is not None else everywhere)
-        query = (
-            select(rollup.bucket, rollup.field, func.sum(rollup.sum))
-            .where(
-                in_scope,
-                rollup.interval == "day",
-                rollup.field.in_((ENERGY_FIELD, SESSION_FIELD)),
-                rollup.bucket >= bucket_of(start, "day"),
-                rollup.bucket < end,
-            )
-            .group_by(rollup.bucket, rollup.field)
+        query = select(rollup.bucket, rollup.fields, rollup.cells).where(
+            in_scope,
+            rollup.interval == "day",
+            rollup.bucket >= bucket_of(start, "day"),
+            rollup.bucket < end,
         )
         async with self._sessions() as session:
             online = await session.scalar(
@@ -65,8 +61,12 @@ class RollupTelemetry:
             )
             rows = (await session.execute(query)).all()
         days: dict[date, dict[str, float]] = {}
-        for bucket, name, total in rows:
-            days.setdefault(bucket.astimezone(UTC).date(), {})[name] = float(total or 0)
+        for bucket, fields, cells in rows:  # one wide row a project and day (telemetry/wide.py)
+            figures = decode(fields, cells)
+            day = days.setdefault(bucket.astimezone(UTC).date(), {})
+            for name in (ENERGY_FIELD, SESSION_FIELD):
+                if name in figures:
+                    day[name] = day.get(name, 0.0) + figures[name][1]
         return TelemetryFigures(
             available=True,
             online_now=int(online or 0),

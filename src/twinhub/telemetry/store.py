@@ -60,6 +60,7 @@ from twinhub.telemetry.rows import (
     StoredBatch,
     next_month,
 )
+from twinhub.telemetry.wide import decode
 
 T = TypeVar("T")
 log = get_logger(__name__)
@@ -569,19 +570,13 @@ class TelemetryStore:
         out: dict[datetime, dict[str, dict[str, float]]] = defaultdict(dict)
         async with self._sessions() as session:
             rows = await session.execute(
-                select(
-                    ROLLUPS.c.bucket,
-                    ROLLUPS.c.field,
-                    ROLLUPS.c.count,
-                    ROLLUPS.c.sum,
-                    ROLLUPS.c.min,
-                    ROLLUPS.c.max,
-                )
+                select(ROLLUPS.c.bucket, ROLLUPS.c.fields, ROLLUPS.c.cells)
                 .where(*conditions)
-                .order_by(ROLLUPS.c.bucket, ROLLUPS.c.field)
+                .order_by(ROLLUPS.c.bucket)
             )
-            for bucket, name, count, total, low, high in rows:
-                out[bucket][name] = {"count": count, "sum": total, "min": low, "max": high}
+            for bucket, fields, cells in rows:
+                for name, (count, total, low, high) in decode(fields, cells).items():
+                    out[bucket][name] = {"count": count, "sum": total, "min": low, "max": high}
         return out
 
     async def went_quiet(self, after: datetime, upto: datetime) -> list[str]:

@@ -7,7 +7,7 @@ check_readings, split_by_clock, rollup_rows)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -33,6 +33,17 @@ from twinhub.telemetry.columns import (
     merge_columns,
 )
 from twinhub.telemetry.rows import Cells, add_cells, merge_cells, merge_rollups, rollup_rows
+from twinhub.telemetry.wide import decode
+
+
+class Cell(NamedTuple):
+    """One field's figures of a wide rollup row."""
+
+    count: int
+    sum: float
+    min: float
+    max: float
+
 
 SCHEMA = parse_schema(STOVE_TELEMETRY)
 OFFSETS = st.sampled_from(
@@ -258,12 +269,13 @@ async def test_stored_readings_and_rollups_are_the_references_for_generated_batc
                 seq: (r.time, r.values) for seq, r in stored[did].items()
             }
         got = {
-            (r.scope, r.interval, r.bucket, r.field): r
+            (r.scope, r.interval, r.bucket, name): Cell(*cell)
             for r in await session.scalars(
                 select(TelemetryRollup).where(
                     TelemetryRollup.scope.in_([*stoves, farm.project, farm.organisation])
                 )
             )
+            for name, cell in decode(r.fields, r.cells).items()
         }
     assert expected, "the batches stored nothing to roll up"
     assert got.keys() == {

@@ -15,6 +15,7 @@ from tests.support.telemetry_world import build_farm
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import Reading
 from twinhub.telemetry.rows import Batch, as_records, merge_rollups
+from twinhub.telemetry.wide import decode, fields_of
 
 
 async def test_a_group_with_one_device_twice_stores_each_seq_once(registry: Registry) -> None:
@@ -94,44 +95,84 @@ async def test_the_migration_goes_down_and_up_again(registry: Registry) -> None:
     await platform.start()
 
 
-async def test_rollups_keep_their_rows_through_0030_down_and_up(registry: Registry) -> None:
-    """0030 copies the rollups into a table kept WITHOUT ROWID on SQLite (and back down):
-    every row kept by ingestion is there after each move, with the same figures, and the
-    aggregates read them as before."""
+async def test_rollups_keep_their_figures_through_0031_and_0030_down_and_up(
+    registry: Registry,
+) -> None:
+    """0031 makes the narrow rollups (one row a field) wide (one row a scope, interval and
+    bucket: telemetry/wide.py) and splits them back on downgrade; 0030 keeps the narrow
+    table WITHOUT ROWID on SQLite. Rows kept by ingestion, with buckets of different field
+    lists, have the same figures to the last bit after each move, and the aggregates read
+    the same."""
     from sqlalchemy import text
 
     farm = await build_farm(registry)
     stove = await farm.stove()
     store = registry.platform.telemetry.store
     hour = bucket_of(datetime.now(UTC) - timedelta(hours=5), "hour")
-    readings = [Reading(s, hour + timedelta(minutes=s), {"energyKwh": s / 4}) for s in (1, 2, 3)]
-    await store.store_many([Batch(stove, readings, ["energyKwh"], None, [farm.project])])
-    before = await store.aggregates(farm.project, "hour", None, None)
+    readings = [
+        Reading(1, hour + timedelta(minutes=1), {"energyKwh": 0.1, "meterKwh": 10.25}),
+        Reading(2, hour + timedelta(minutes=2), {"energyKwh": 1 / 3}),
+        Reading(3, hour + timedelta(hours=1), {"energyKwh": 0.7, "meterKwh": 10.5}),
+        Reading(4, hour + timedelta(hours=2), {"meterKwh": 11.0}),
+    ]
+    await store.store_many(
+        [Batch(stove, readings, ["energyKwh", "meterKwh"], "meterKwh", [farm.project])]
+    )
+    before = {
+        (scope, interval): await store.aggregates(scope, interval, None, None)
+        for scope in (stove, farm.project)
+        for interval in ("hour", "day", "month")
+    }
     engine = registry.platform.engine
-    select_all = text('SELECT * FROM telemetry_rollups ORDER BY scope, "interval", bucket, field')
+    wide = text('SELECT scope, "interval", bucket, fields, cells FROM telemetry_rollups')
+    narrow = text(
+        'SELECT scope, "interval", bucket, field, count, sum, min, max FROM telemetry_rollups'
+    )
     kind = text("SELECT sql FROM sqlite_master WHERE name = 'telemetry_rollups'")
 
-    async def rows_and_kind() -> tuple[list[Any], str | None]:
-        async with engine.connect() as connection:
-            rows = (await connection.execute(select_all)).all()
-            made = await connection.scalar(kind) if engine.dialect.name == "sqlite" else None
-        return rows, made
+    def key(bucket: Any) -> str:  # SQLite's text or PostgreSQL's datetime, as one text
+        return str(bucket)[:19].replace("T", " ")
 
-    rows, made = await rows_and_kind()
-    assert len(rows) >= 6  # hour, day and month, for the stove and its project
+    async def figures(statement: Any) -> tuple[dict[tuple[Any, ...], Any], str | None]:
+        async with engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+            made = await connection.scalar(kind) if engine.dialect.name == "sqlite" else None
+        found: dict[tuple[Any, ...], Any] = {}
+        for row in rows:
+            if len(row) == 5:
+                assert list(fields_of(row[3])) == sorted(fields_of(row[3]))
+                for name, cell in decode(row[3], row[4]).items():
+                    found[(row[0], row[1], key(row[2]), name)] = cell
+            else:
+                found[(row[0], row[1], key(row[2]), row[3])] = tuple(row[4:])
+        return found, made
+
+    at_head, made = await figures(wide)
+    assert len(at_head) >= 12  # hour, day and month of two fields, the stove and its project
+    assert any(len(fields_of(row[3])) == 1 for row in await _rows(engine, wide))
     await registry.platform.stop()  # no background work while the schema moves
     async with engine.begin() as connection:
+        await connection.run_sync(_move, "0030", True)
+    at_0030, made_0030 = await figures(narrow)
+    async with engine.begin() as connection:
         await connection.run_sync(_move, "0028", True)
-    down, made_down = await rows_and_kind()
+    at_0028, made_0028 = await figures(narrow)
     async with engine.begin() as connection:
         await connection.run_sync(_move, "head", False)
-    up, made_up = await rows_and_kind()
-    assert down == rows and up == rows
+    up, made_up = await figures(wide)
+    assert at_0030 == at_head and at_0028 == at_head and up == at_head
     if engine.dialect.name == "sqlite":
-        assert "WITHOUT ROWID" in (made or "") and "WITHOUT ROWID" in (made_up or "")
-        assert "WITHOUT ROWID" not in (made_down or "")
+        for ddl in (made, made_0030, made_up):
+            assert "WITHOUT ROWID" in (ddl or "")
+        assert "WITHOUT ROWID" not in (made_0028 or "")
     await registry.platform.start()
-    assert await store.aggregates(farm.project, "hour", None, None) == before
+    for (scope, interval), cells in before.items():
+        assert await store.aggregates(scope, interval, None, None) == cells
+
+
+async def _rows(engine: Any, statement: Any) -> list[Any]:
+    async with engine.connect() as connection:
+        return list((await connection.execute(statement)).all())
 
 
 async def test_retention_prunes_raw_readings_and_keeps_rollups(registry: Registry) -> None:
@@ -340,3 +381,35 @@ async def test_two_stores_on_one_database_give_each_receipt_its_own_id(registry:
         payloads = dict(found.all())
     assert len(payloads) == 12
     assert all(payloads[row[4]] == f'{{"seq": {row[0]}}}' for row in rows)
+
+
+async def test_wide_rollups_merge_other_fields_and_far_apart_buckets(registry: Registry) -> None:
+    """A wide row gains a field a later batch brings (the field lists merged, sorted), and
+    buckets far apart in one batch (read by key, not as one range of the primary key) are
+    added to what is stored: the aggregates are the sums of both batches, bit for bit."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    store = registry.platform.telemetry.store
+    now = bucket_of(datetime.now(UTC), "hour")
+    old, recent = now - timedelta(days=60), now - timedelta(hours=2)
+    first = [
+        Reading(1, old, {"energyKwh": 0.1}),
+        Reading(2, recent, {"energyKwh": 0.2}),
+    ]
+    second = [
+        Reading(3, old + timedelta(minutes=5), {"energyKwh": 0.3, "meterKwh": 7.5}),
+        Reading(4, recent + timedelta(minutes=5), {"energyKwh": 1 / 3}),
+    ]
+    for readings in (first, second):
+        await store.store_many(
+            [Batch(stove, readings, ["energyKwh", "meterKwh"], "meterKwh", [farm.project])]
+        )
+    for scope in (stove, farm.project):
+        hours = await store.aggregates(scope, "hour", None, None)
+        assert hours[old] == {
+            "energyKwh": {"count": 2, "sum": 0.1 + 0.3, "min": 0.1, "max": 0.3},
+            "meterKwh": {"count": 1, "sum": 7.5, "min": 7.5, "max": 7.5},
+        }
+        assert hours[recent] == {
+            "energyKwh": {"count": 2, "sum": 0.2 + 1 / 3, "min": 0.2, "max": 1 / 3}
+        }

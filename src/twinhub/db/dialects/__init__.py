@@ -14,11 +14,13 @@ from datetime import date, datetime
 from functools import cache
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
 
 
 class Dialect(ABC):
@@ -97,6 +99,16 @@ class Dialect(ABC):
         value), read from its own codes; None when the error is not its driver's."""
 
     @abstractmethod
+    def rollup_columns(self) -> tuple[TypeEngine[Any], TypeEngine[Any]]:
+        """The column types of a wide rollup row's field names and cells (db.models'
+        RollupFields and RollupCells; the format: telemetry/wide.py)."""
+
+    @abstractmethod
+    def bind_rollup(self, fields: tuple[str, ...] | None, cells: bytes | None) -> Any:
+        """A wide rollup row's field names (given `fields`) or cells (given `cells`, the
+        float64 little-endian bytes) as this database's column takes them."""
+
+    @abstractmethod
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         """The exceptions this database's driver raises on its own connections."""
 
@@ -115,13 +127,13 @@ class Dialect(ABC):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> list[tuple[Any, ...]]:
-        """The day rollups of `scopes` from `low` to `high` (excluded), one row per scope and
-        day, in (scope, day) order: the scope, the day as ISO text, then per (field,
-        aggregate) of `columns` that field's count, sum, min or max that day (None when
-        the field has no rollup that day). Asked of the driver's connection `raw`, so a
-        monitoring period's 300,000 stove-days come as plain rows, no ORM type per value
-        (services.mrv_inputs)."""
+    ) -> dict[str, list[tuple[Any, ...]]]:
+        """The day rollups of `scopes` from `low` to `high` (excluded): each scope's days
+        in day order, one tuple a day: the day as ISO text, then per (field, aggregate) of
+        `columns` that field's count, sum, min or max that day (None when the field has no
+        rollup that day). Asked of the driver's connection `raw`, so a monitoring period's
+        300,000 stove-days come as plain tuples, no ORM type per value, decoded column-wise
+        (pivot_wide; services.mrv_inputs)."""
 
     @abstractmethod
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
@@ -146,18 +158,73 @@ STOVE_FACTS = (  # the two dialects' statement, their placeholder for the DIDs p
     "SELECT d.did, d.properties, d.verified, d.status, EXISTS (SELECT 1 FROM device_tokens t"
     " WHERE t.domain_did = d.did AND t.revoked_at IS NULL) FROM domains d WHERE d.did {}"
 )
-AGGREGATES = ("count", "sum", "min", "max")  # a rollup's columns (telemetry_rollups)
+AGGREGATES = ("count", "sum", "min", "max")  # a rollup field's cell, in its order
+ROLLUP_FIELD_SEPARATOR = "\x1f"  # between a wide rollup row's field names (SQLite's text)
 
 
-def pivot_columns(columns: tuple[tuple[str, str], ...], mark: Callable[[int], str]) -> str:
-    """One `MAX(CASE WHEN field = <mark> THEN <aggregate> END)` per column (a field has one
-    rollup row per scope and day, so MAX is its value); `mark(n)` is the n-th placeholder."""
-    parts = []
-    for n, (_, aggregate) in enumerate(columns):
+def pivot_wide(
+    rows: list[Any], columns: tuple[tuple[str, str], ...], sent: bool = False
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Wide day rollup rows (scope, day, fields joined by ROLLUP_FIELD_SEPARATOR, cells),
+    in (scope, day) order, as `day_rollups` gives them: each scope's days as (day, one
+    value per (field, aggregate) of `columns`), a count an int, None where the row has no
+    such field. The cells are SQLite's float64 blob, or (`sent`) PostgreSQL's binary form
+    of a float8[] (`array_send`: a header, then each element's length and big-endian
+    value), so no float becomes a Python object before it is picked. Column-wise: the
+    rows of one field list (a programme's one protocol: usually all of them) decoded by
+    one numpy call, no Python step per cell."""
+    picks = []
+    for name, aggregate in columns:
         if aggregate not in AGGREGATES:
             raise ValueError(f"not a rollup column: {aggregate}")
-        parts.append(f"MAX(CASE WHEN field = {mark(n)} THEN {aggregate} END)")
-    return ", ".join(parts)
+        picks.append((name, AGGREGATES.index(aggregate)))
+    if not rows:
+        return {}
+    keys = [row[2] for row in rows]
+    if keys.count(keys[0]) == len(keys):
+        groups = {keys[0]: list(range(len(rows)))}
+    else:
+        groups = {}
+        for n, key in enumerate(keys):
+            groups.setdefault(key, []).append(n)
+    filled: list[Any] = [None] * len(picks)
+    for key, where in groups.items():
+        names = key.split(ROLLUP_FIELD_SEPARATOR) if key else []
+        size = len(names) * len(AGGREGATES)
+        if len(groups) > 1:
+            joined = b"".join([rows[n][3] for n in where])
+        else:
+            joined = b"".join([row[3] for row in rows])
+        if not size:
+            cells = np.zeros((len(where), 0, len(AGGREGATES)))
+        elif sent:
+            layout = np.dtype(
+                [("head", "V20"), ("cells", [("size", ">i4"), ("value", ">f8")], (size,))]
+            )
+            cells = np.frombuffer(joined, layout)["cells"]["value"].astype(np.float64)
+        else:
+            cells = np.frombuffer(joined, "<f8")
+        cells = cells.reshape(len(where), len(names), len(AGGREGATES))
+        at = np.array(where, dtype=np.intp) if len(groups) > 1 else None
+        for c, (name, aggregate) in enumerate(picks):
+            if name in names:
+                column = cells[:, names.index(name), aggregate]
+                values = (column.astype(np.int64) if aggregate == 0 else column).tolist()
+            else:
+                values = [None] * len(where)
+            if at is None:
+                filled[c] = values
+                continue
+            if filled[c] is None:
+                filled[c] = np.full(len(rows), None, dtype=object)
+            filled[c][at] = values
+    if len(groups) > 1:
+        filled = [column.tolist() for column in filled]
+    days = list(zip([row[1] for row in rows], *filled, strict=True))
+    scopes = [row[0] for row in rows]
+    cuts = [0, *(np.flatnonzero(np.array(scopes[1:]) != np.array(scopes[:-1])) + 1).tolist()]
+    cuts.append(len(rows))
+    return {scopes[cuts[n]]: days[cuts[n] : cuts[n + 1]] for n in range(len(cuts) - 1)}
 
 
 async def one_by_one(

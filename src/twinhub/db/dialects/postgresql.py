@@ -12,17 +12,32 @@ CPU than writing the rows. So the rows go as one array per column to
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Date, Table, bindparam, case, cast, func, insert, null, text
+from sqlalchemy import (
+    Connection,
+    Date,
+    Float,
+    Table,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    insert,
+    null,
+    text,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
     STOVE_FACTS,
@@ -30,7 +45,7 @@ from twinhub.db.dialects import (
     Dialect,
     causes,
     one_by_one,
-    pivot_columns,
+    pivot_wide,
 )
 
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
@@ -201,6 +216,17 @@ class PostgreSQL(Dialect):
             return "unreachable" if lost else None
         return _FAILURE_BY_CLASS.get(state[:2], "fault")
 
+    def rollup_columns(self) -> tuple[TypeEngine[Any], TypeEngine[Any]]:
+        # Arrays, so the upsert adds a stored row and a new one in SQL (telemetry/dialects).
+        return postgresql.ARRAY(Text()), postgresql.ARRAY(Float(precision=53))
+
+    def bind_rollup(self, fields: tuple[str, ...] | None, cells: bytes | None) -> Any:
+        if fields is not None:
+            return list(fields)
+        if cells is None:
+            return None
+        return list(struct.unpack(f"<{len(cells) // 8}d", cells))
+
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         import asyncpg
 
@@ -223,24 +249,15 @@ class PostgreSQL(Dialect):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> list[tuple[Any, ...]]:
-        first = len(columns) + 1  # $1.. name the columns' fields, then the arguments
-        pivot = pivot_columns(columns, lambda n: f"${n + 1}::text")
-        sql = (  # placeholders only
-            "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "  # noqa: S608
-            f"{pivot} FROM telemetry_rollups WHERE scope = ANY(${first}::text[]) "
-            f"AND interval = 'day' AND bucket >= ${first + 1} AND bucket < ${first + 2} "
-            f"AND field = ANY(${first + 3}::text[]) "
-            "GROUP BY scope, bucket ORDER BY scope, bucket"
+    ) -> dict[str, list[tuple[Any, ...]]]:
+        sql = (  # one wide row a scope and day (0031), the pivot in Python (pivot_wide)
+            "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "
+            "array_to_string(fields, E'\\x1f'), array_send(cells) FROM telemetry_rollups "
+            "WHERE scope = ANY($1::text[]) AND interval = 'day' AND bucket >= $2 "
+            "AND bucket < $3 ORDER BY scope, bucket"
         )
-        return await raw.driver_connection.fetch(  # type: ignore[no-any-return]
-            sql,
-            *(name for name, _ in columns),
-            scopes,
-            low,
-            high,
-            sorted({name for name, _ in columns}),
-        )
+        found = await raw.driver_connection.fetch(sql, scopes, low, high)
+        return pivot_wide(found, columns, sent=True)
 
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format("= ANY($1::text[])")

@@ -9,19 +9,32 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Table, bindparam, case, func, insert, null, text
+from sqlalchemy import (
+    Connection,
+    LargeBinary,
+    Table,
+    Text,
+    bindparam,
+    case,
+    func,
+    insert,
+    null,
+    text,
+)
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
+    ROLLUP_FIELD_SEPARATOR,
     STOVE_FACTS,
     DaySpan,
     Dialect,
     causes,
     one_by_one,
-    pivot_columns,
+    pivot_wide,
 )
 
 _HOLD_SPANS = (  # the spans: a JSON array of [device, stove, project, claim, first, last]
@@ -150,6 +163,12 @@ class SQLite(Dialect):
                 return "unreachable" if isinstance(cause, sqlite3.OperationalError) else "fault"
         return None
 
+    def rollup_columns(self) -> tuple[TypeEngine[Any], TypeEngine[Any]]:
+        return Text(), LargeBinary()  # the names joined, the cells as a blob
+
+    def bind_rollup(self, fields: tuple[str, ...] | None, cells: bytes | None) -> Any:
+        return ROLLUP_FIELD_SEPARATOR.join(fields) if fields is not None else cells
+
     def driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
 
@@ -172,26 +191,19 @@ class SQLite(Dialect):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> list[tuple[Any, ...]]:
+    ) -> dict[str, list[tuple[Any, ...]]]:
         # The bucket is SQLAlchemy's text of a UTC time (`2026-09-01 00:00:00.000000`): its
-        # first ten characters are the day. The primary key (scope, interval, bucket,
-        # field) gives the rows in (scope, bucket) order, grouped without a sort.
-        fields = sorted({name for name, _ in columns})
+        # first ten characters are the day. One wide row a scope and day (0031), in the
+        # primary key's (scope, interval, bucket) order: no sort, no pivot in SQL.
         sql = (
-            f"SELECT scope, substr(bucket, 1, 10), {pivot_columns(columns, lambda n: '?')} "  # noqa: S608 (placeholders only)
-            f"FROM telemetry_rollups WHERE scope IN ({', '.join('?' * len(scopes))}) "
-            f"AND interval = 'day' AND bucket >= ? AND bucket < ? "
-            f"AND field IN ({', '.join('?' * len(fields))}) "
-            "GROUP BY scope, bucket ORDER BY scope, bucket"
+            "SELECT scope, substr(bucket, 1, 10), fields, cells FROM telemetry_rollups "  # noqa: S608 (placeholders only)
+            f"WHERE scope IN ({', '.join('?' * len(scopes))}) "
+            "AND interval = 'day' AND bucket >= ? AND bucket < ? ORDER BY scope, bucket"
         )
-        arguments = (
-            *(name for name, _ in columns),
-            *scopes,
-            _text(low),
-            _text(high),
-            *fields,
+        found = await raw.driver_connection.execute_fetchall(
+            sql, (*scopes, _text(low), _text(high))
         )
-        return await raw.driver_connection.execute_fetchall(sql, arguments)  # type: ignore[no-any-return]
+        return pivot_wide(found, columns)
 
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format(f"IN ({', '.join('?' * len(dids))})")

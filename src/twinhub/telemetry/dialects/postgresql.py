@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -25,40 +26,27 @@ from twinhub.telemetry.rows import (
     RollupRecord,
     next_month,
 )
+from twinhub.telemetry.wide import (
+    CELL,
+    Block,
+    blocks_of,
+    fields_text,
+    records_columns,
+    scoped_columns,
+)
 
 # PostgreSQL bulk writes: staging tables private to the connection, emptied at commit.
-_STAGE_READINGS = (
-    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
-    ' time timestamptz, "values" jsonb, received_at timestamptz, receipt_id bigint)'
-    " ON COMMIT DELETE ROWS;"
-    " CREATE TEMP TABLE IF NOT EXISTS telemetry_cell_stage (part integer, interval integer,"
-    " stamp bigint, field integer, n bigint, total float8, low float8, high float8)"
-    " ON COMMIT DELETE ROWS"
-)
-# telemetry_cell_stage's rows in COPY's binary format, built column-wise (numpy): the
-# number of fields, then each field's size and big-endian value.
-_CELL_COLUMNS = {
-    "part": ">i4",
-    "interval": ">i4",
-    "stamp": ">i8",
-    "field": ">i4",
-    "n": ">i8",
-    "total": ">f8",
-    "low": ">f8",
-    "high": ">f8",
-}
-_CELL_ROW = np.dtype(
-    [
-        ("fields", ">i2"),
-        *(
-            (pair)
-            for name, kind in _CELL_COLUMNS.items()
-            for pair in ((f"{name}_size", ">i4"), (name, kind))
-        ),
-    ]
+_STAGE_WIDE = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_wide_stage (scope integer, kind integer,"
+    " stamp bigint, fields integer, cells float8[]) ON COMMIT DELETE ROWS"
 )
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
 _COPY_TRAILER = b"\xff\xff"
+_STAGE_READINGS = (
+    "CREATE TEMP TABLE IF NOT EXISTS telemetry_stage (device_id integer, seq bigint,"
+    ' time timestamptz, "values" jsonb, received_at timestamptz, receipt_id bigint)'
+    " ON COMMIT DELETE ROWS;" + _STAGE_WIDE
+)
 _STAGE_COLUMNS = ["device_id", "seq", "time", "values", "received_at", "receipt_id"]
 _RECEIPT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('telemetry_receipts', 'id')) FROM generate_series(1, $1)"
@@ -98,49 +86,46 @@ WITH stored AS (
 SELECT device_id, seq FROM stored
 """
 # The rollups of a group's inserted readings: each batch's cells summed in Python
-# (telemetry/columns.py, column-wise over the batch) and COPYed in binary into
-# telemetry_cell_stage (the batch each cell is of, interval code, bucket epoch second, field
-# rank, count, sum, min, max: no Python object per cell encoded); $1/$2 pair each batch
-# with its scopes' ranks (the device, its projects and organisations), $3/$4 name the
-# scopes and fields by rank (Python's sort order, which is the key order: a field's code
-# points order it as COLLATE "C" would). The database adds up the cells of a scope that
-# several batches feed and upserts the rows in key order (scope, interval, bucket, field),
-# so concurrent transactions lock rollup rows in one order (no deadlocks). Nothing is done
-# per reading here: summing the staged readings' JSON in this statement cost the database
-# more CPU per reading than this whole path costs it (bench/README.md, "Where a reading's CPU
-# goes").
-_UPSERT_CELLS = """
-INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-SELECT ($3::text[])[g.scope + 1], (ARRAY['day', 'hour', 'month'])[g.interval + 1],
-       to_timestamp(g.stamp), ($4::text[])[g.field + 1], g.n, g.total, g.low, g.high
-FROM (
-    SELECT m.scope, c.interval, c.stamp, c.field, sum(c.n)::bigint AS n,
-           sum(c.total) AS total, min(c.low) AS low, max(c.high) AS high
-    FROM telemetry_cell_stage c
-    JOIN unnest($1::integer[], $2::integer[]) AS m(part, scope) ON m.part = c.part
-    GROUP BY m.scope, c.interval, c.stamp, c.field
-) g
-ORDER BY g.scope, g.interval, g.stamp, g.field
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = t.count + excluded.count,
-    sum = t.sum + excluded.sum,
-    min = LEAST(t.min, excluded.min),
-    max = GREATEST(t.max, excluded.max)
-"""
-_STAGE_ROLLUPS = (
-    "CREATE TEMP TABLE IF NOT EXISTS telemetry_rollup_stage (scope varchar(200),"
-    ' "interval" varchar(8), bucket timestamptz, field varchar(64), count bigint,'
-    " sum double precision, min double precision, max double precision) ON COMMIT DELETE ROWS"
-)
-_UPSERT_STAGED_ROLLUPS = """
-INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, field, count, sum, min, max)
-SELECT scope, "interval", bucket, field, count, sum, min, max FROM telemetry_rollup_stage
-ORDER BY scope, "interval", bucket, field
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = t.count + excluded.count,
-    sum = t.sum + excluded.sum,
-    min = LEAST(t.min, excluded.min),
-    max = GREATEST(t.max, excluded.max)
+# (telemetry/columns.py, column-wise over the batch), a scope fed by several batches added
+# up there too, made wide rows (telemetry/wide.py: one per scope, interval and bucket) and
+# COPYed in binary into telemetry_wide_stage (built column-wise with numpy: the scope, the
+# interval and the field list by rank, $1 and $2 naming them, and the cells as float8[]: no
+# float as text). One statement upserts them in key order (scope, interval, bucket: the
+# ranks follow Python's sort, which is code point order), so concurrent transactions
+# lock rollup rows in one order (no deadlocks), and adds a row to the one stored in SQL:
+# cell by cell when their field lists agree (the usual case), else over the union of their
+# fields in sorted order (COLLATE "C": code points, as Python sorts). The stored figures
+# come first in each sum, as `t.sum + excluded.sum` did.
+_UPSERT_WIDE = """
+INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, fields, cells)
+SELECT ($1::text[])[s.scope + 1], (ARRAY['day', 'hour', 'month'])[s.kind + 1],
+       to_timestamp(s.stamp), string_to_array(($2::text[])[s.fields + 1], E'\\x1f'), s.cells
+FROM telemetry_wide_stage s
+ORDER BY s.scope, s.kind, s.stamp
+ON CONFLICT (scope, "interval", bucket) DO UPDATE SET
+  fields = CASE WHEN t.fields = excluded.fields THEN t.fields ELSE (
+    SELECT array_agg(u.f ORDER BY u.f COLLATE "C")
+    FROM (SELECT DISTINCT unnest(t.fields || excluded.fields) AS f) u
+  ) END,
+  cells = CASE WHEN t.fields = excluded.fields THEN (
+    SELECT array_agg(
+      CASE WHEN c.k % 4 IN (1, 2) THEN c.a + c.b
+           WHEN c.k % 4 = 3 THEN least(c.a, c.b) ELSE greatest(c.a, c.b) END ORDER BY c.k)
+    FROM unnest(t.cells, excluded.cells) WITH ORDINALITY AS c(a, b, k)
+  ) ELSE (
+    SELECT array_agg(
+      CASE WHEN p.ia IS NULL THEN excluded.cells[4 * p.ib - 4 + j.j]
+           WHEN p.ib IS NULL THEN t.cells[4 * p.ia - 4 + j.j]
+           WHEN j.j <= 2 THEN t.cells[4 * p.ia - 4 + j.j] + excluded.cells[4 * p.ib - 4 + j.j]
+           WHEN j.j = 3 THEN least(t.cells[4 * p.ia - 4 + j.j], excluded.cells[4 * p.ib - 4 + j.j])
+           ELSE greatest(t.cells[4 * p.ia - 4 + j.j], excluded.cells[4 * p.ib - 4 + j.j]) END
+      ORDER BY u.f COLLATE "C", j.j)
+    FROM (SELECT DISTINCT unnest(t.fields || excluded.fields) AS f) u
+    CROSS JOIN generate_series(1, 4) AS j(j)
+    CROSS JOIN LATERAL (
+      SELECT array_position(t.fields, u.f) AS ia, array_position(excluded.fields, u.f) AS ib
+    ) p
+  ) END
 """
 # The devices' rows of a group, locked in id order; their advanced state; its events.
 _ADD_DEVICES = (
@@ -317,48 +302,74 @@ class PostgreSQLTelemetry(TelemetryDialect):
             plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """The group's cells COPYed, then one statement (see _UPSERT_CELLS)."""
-        parts = group_columns(plan.parts)
-        size = sum(len(columns) for columns in parts)
-        if not size:
-            return
-        # Scopes and fields go as their rank in Python's sort order (the key order rows
-        # are locked in; a field's code points order it as COLLATE "C" would).
-        scope_names = sorted({scope for _, scope in plan.scopes})
-        scope_rank = {scope: n for n, scope in enumerate(scope_names)}
-        field_names = sorted({name for columns in parts for name in columns.name})
-        field_rank = {name: n for n, name in enumerate(field_names)}
-        rows = np.empty(size, _CELL_ROW)
-        rows["fields"] = len(_CELL_COLUMNS)
-        for name, kind in _CELL_COLUMNS.items():
-            rows[f"{name}_size"] = np.dtype(kind).itemsize
-        start = 0
-        for part, columns in enumerate(parts):
-            end = start + len(columns)
-            rows["part"][start:end] = part
-            rows["interval"][start:end] = columns.interval
-            rows["stamp"][start:end] = columns.stamp
-            rows["field"][start:end] = [field_rank[name] for name in columns.name]
-            rows["n"][start:end] = columns.count
-            rows["total"][start:end] = columns.total
-            rows["low"][start:end] = columns.low
-            rows["high"][start:end] = columns.high
-            start = end
-        await driver.copy_to_table(
-            "telemetry_cell_stage",
-            # a buffer, not bytes (which asyncpg would take for a file's path)
-            source=memoryview(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER),
-            format="binary",
-        )
-        await driver.execute(
-            _UPSERT_CELLS,
-            [part for part, _ in plan.scopes],
-            [scope_rank[scope] for _, scope in plan.scopes],
-            scope_names,
-            field_names,
+        """The group's wide rows COPYed, then one statement (see _UPSERT_WIDE)."""
+        await _upsert_blocks(
+            driver, blocks_of(scoped_columns(group_columns(plan.parts), plan.scopes))
         )
 
     async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
-        await driver.execute(_STAGE_ROLLUPS)
-        await driver.copy_records_to_table("telemetry_rollup_stage", records=records)
-        await driver.execute(_UPSERT_STAGED_ROLLUPS)
+        await driver.execute(_STAGE_WIDE)
+        await _upsert_blocks(driver, blocks_of(records_columns(records).items()))
+
+
+async def _upsert_blocks(driver: Any, blocks: list[Block]) -> None:
+    """The blocks' rows COPYed in binary (each block's rows of one size: a numpy record
+    array, no Python object per cell), then one statement (see _UPSERT_WIDE)."""
+    if not blocks:
+        return
+    scopes = sorted({scope for block in blocks for scope in block.scope})
+    rank = {scope: n for n, scope in enumerate(scopes)}
+    parts = [_COPY_HEADER]
+    for number, block in enumerate(blocks):
+        size = len(block.fields) * CELL
+        rows = np.empty(len(block.scope), _copy_row(size))
+        rows["count"] = 5
+        for name, width in (("scope", 4), ("kind", 4), ("stamp", 8), ("fields", 4)):
+            rows[f"{name}_size"] = width
+        rows["scope"] = [rank[scope] for scope in block.scope]
+        rows["kind"] = block.interval
+        rows["stamp"] = block.stamp
+        rows["fields"] = number
+        rows["cells_size"] = 20 + 12 * size
+        rows["ndim"], rows["flags"], rows["oid"] = 1, 0, 701  # float8
+        rows["dim"], rows["lbound"] = size, 1
+        rows["cells"]["size"] = 8
+        rows["cells"]["value"] = block.cells.reshape(len(block.scope), size)
+        parts.append(rows.tobytes())
+    parts.append(_COPY_TRAILER)
+    await driver.copy_to_table(
+        "telemetry_wide_stage",
+        source=memoryview(b"".join(parts)),  # a buffer, not bytes (asyncpg: a file's path)
+        format="binary",
+    )
+    await driver.execute(_UPSERT_WIDE, scopes, [fields_text(block.fields) for block in blocks])
+
+
+@lru_cache(maxsize=64)
+def _copy_row(size: int) -> np.dtype[Any]:
+    """A telemetry_wide_stage row in COPY's binary format whose cells hold `size` floats:
+    the number of columns, then each column's length and big-endian value."""
+    return np.dtype(
+        [
+            ("count", ">i2"),
+            *(
+                (
+                    pair
+                    for name, kind in (
+                        ("scope", ">i4"),
+                        ("kind", ">i4"),
+                        ("stamp", ">i8"),
+                        ("fields", ">i4"),
+                    )
+                    for pair in ((f"{name}_size", ">i4"), (name, kind))
+                )
+            ),
+            ("cells_size", ">i4"),
+            ("ndim", ">i4"),
+            ("flags", ">i4"),
+            ("oid", ">i4"),
+            ("dim", ">i4"),
+            ("lbound", ">i4"),
+            ("cells", [("size", ">i4"), ("value", ">f8")], (size,)),
+        ]
+    )

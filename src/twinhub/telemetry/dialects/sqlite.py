@@ -1,8 +1,9 @@
 """SQLite's telemetry writes (see twinhub.telemetry.dialects): the transaction holds the
 database's write lock from its start (BEGIN IMMEDIATE), new readings go in with one INSERT
 OR IGNORE (a staging table kept for batches that repeat stored seqs), and the rollup cells
-are summed in Python (column-wise over a large batch: telemetry/columns.py) and upserted by
-executemany. Times are stored as the text SQLAlchemy writes."""
+are summed in Python (column-wise over a large batch: telemetry/columns.py) into wide rows
+(telemetry/wide.py), added to the rows stored in Python and written by executemany. Times
+are stored as the text SQLAlchemy writes."""
 
 from __future__ import annotations
 
@@ -10,20 +11,33 @@ import functools
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from itertools import repeat
 from typing import Any
 
+import numpy as np
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
-from twinhub.telemetry.columns import INTERVAL_NAMES, CellColumns, group_columns, merge_columns
+from twinhub.telemetry.columns import INTERVAL_NAMES, group_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
     DeviceState,
     RollupPlan,
     RollupRecord,
+)
+from twinhub.telemetry.wide import (
+    CELL,
+    Block,
+    add,
+    blob,
+    blocks_of,
+    cells_of,
+    fields_of,
+    fields_text,
+    merge_row,
+    records_columns,
+    scoped_columns,
 )
 
 _ADD_DEVICE = (
@@ -70,15 +84,24 @@ _INSERT_STAGED = """
 INSERT OR IGNORE INTO telemetry_readings (device_id, seq, time, "values", received_at, receipt_id)
 SELECT device_id, seq, time, "values", received_at, receipt_id FROM temp.telemetry_stage
 """
-_UPSERT_ROLLUP = """
-INSERT INTO telemetry_rollups (scope, "interval", bucket, field, count, sum, min, max)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (scope, "interval", bucket, field) DO UPDATE SET
-    count = telemetry_rollups.count + excluded.count,
-    sum = telemetry_rollups.sum + excluded.sum,
-    min = min(telemetry_rollups.min, excluded.min),
-    max = max(telemetry_rollups.max, excluded.max)
+# A group's wide rows (telemetry/wide.py): those stored already read (a range of the primary
+# key per scope and interval, or the keys as a JSON array, each a search: `_stored`), merged
+# in Python, written back. The transaction holds the write lock (BEGIN IMMEDIATE), so
+# nothing changes between.
+_STORED_ROLLUPS = """
+SELECT r.scope, r."interval", r.bucket, r.fields, r.cells
+FROM json_each(?) AS k CROSS JOIN telemetry_rollups AS r
+WHERE r.scope = json_extract(k.value, '$[0]') AND r."interval" = json_extract(k.value, '$[1]')
+  AND r.bucket = json_extract(k.value, '$[2]')
 """
+_STORED_RANGE = (
+    'SELECT "interval", bucket, fields, cells FROM telemetry_rollups WHERE scope = ?'
+    ' AND "interval" = ? AND bucket BETWEEN ? AND ?'
+)
+_WRITE_ROLLUP = (
+    'INSERT OR REPLACE INTO telemetry_rollups (scope, "interval", bucket, fields, cells)'
+    " VALUES (?, ?, ?, ?, ?)"
+)
 
 
 class SQLiteTelemetry(TelemetryDialect):
@@ -227,15 +250,125 @@ class SQLiteTelemetry(TelemetryDialect):
             plan.scopes.append((part, scope))
 
     async def roll_up(self, driver: Any, plan: RollupPlan) -> None:
-        """The cells upserted, one row per scope and key (in no particular order: SQLite's
-        one writer at a time holds the whole database, so no lock order is needed)."""
-        rows = sqlite_cell_rows(group_columns(plan.parts), plan.scopes)
-        if rows:
-            await driver.executemany(_UPSERT_ROLLUP, rows)
+        """The group's cells as wide rows, one per scope and (interval, bucket), added to
+        the rows stored (in no particular order: SQLite's one writer at a time holds the
+        whole database, so no lock order is needed)."""
+        await upsert_blocks(
+            driver, blocks_of(scoped_columns(group_columns(plan.parts), plan.scopes))
+        )
 
     async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
-        rows = [(*r[:2], sqlite_time(r[2]), *r[3:]) for r in records]
-        await driver.executemany(_UPSERT_ROLLUP, rows)
+        await upsert_blocks(driver, blocks_of(records_columns(records).items()))
+
+
+async def upsert_blocks(driver: Any, blocks: list[Block]) -> None:
+    """Wide rows added to those stored under their keys (new keys inserted): the stored
+    rows read (`_stored`), those of the same fields added column-wise (numpy), the rest
+    row by row (wide.merge_row), all written back by one executemany."""
+    if not blocks:
+        return
+    keyed = [
+        list(
+            zip(
+                block.scope,
+                [INTERVAL_NAMES[kind] for kind in block.interval],
+                list(map(_sqlite_bucket, block.stamp)),
+                strict=True,
+            )
+        )
+        for block in blocks
+    ]
+    stored = await _stored(driver, blocks, keyed)
+    rows: list[tuple[Any, ...]] = []
+    for block, mine in zip(blocks, keyed, strict=True):
+        text = fields_text(block.fields)
+        cells = block.cells
+        found = list(map(stored.get, mine)) if stored else []
+        if any(held is not None for held in found):
+            same = [n for n, held in enumerate(found) if held is not None and held[0] == text]
+            if same:
+                held = np.frombuffer(b"".join([found[n][1] for n in same]), "<f8")  # type: ignore[index]
+                cells = cells.copy()
+                cells[same] = add(held.reshape(len(same), len(block.fields), CELL), cells[same])
+            other = [n for n, held in enumerate(found) if held is not None and held[0] != text]
+            for n in other:
+                held_fields, held_cells = found[n]  # type: ignore[misc]
+                names, merged = merge_row(
+                    fields_of(held_fields), cells_of(held_cells), block.fields, cells[n]
+                )
+                rows.append((*mine[n], fields_text(names), blob(merged)))
+            if other:
+                keep = np.ones(len(mine), bool)
+                keep[other] = False
+                mine = [k for k, kept in zip(mine, keep.tolist(), strict=True) if kept]
+                cells = cells[keep]
+        if not mine:
+            continue
+        size = cells.shape[1] * CELL * 8
+        flat = np.ascontiguousarray(cells, dtype="<f8").reshape(len(mine), -1)
+        blobs = flat.view(f"V{size}").ravel().tolist()  # each row's bytes
+        rows += [(*k, text, b) for k, b in zip(mine, blobs, strict=True)]
+    await driver.executemany(_WRITE_ROLLUP, rows)
+
+
+# A bucket's length in seconds, at least (a month: 28 days), to tell a dense run of keys.
+_SPAN = {0: 86_400, 1: 3_600, 2: 28 * 86_400}
+
+
+async def _stored(
+    driver: Any, blocks: list[Block], keyed: list[list[tuple[str, str, str]]]
+) -> dict[tuple[str, str, str], tuple[str, bytes]]:
+    """The stored rows of the blocks' keys, by key. A scope's keys of one interval that run
+    on with few gaps (a batch's hours, days, months: the usual case) are read as one range
+    of the primary key, whatever rows between them it holds; the others by key (json_each
+    of their keys, each a search). Both ways cost SQLite less than a search a key alone."""
+    runs: dict[tuple[str, int], list[int]] = {}  # (scope, interval) -> [low, high, count]
+    for block in blocks:
+        # A block's rows come scope by scope, each scope's in (interval, bucket) order.
+        index: dict[str, int] = {}
+        codes = np.array([index.setdefault(scope, len(index)) for scope in block.scope])
+        kinds = np.asarray(block.interval, dtype=np.int64)
+        stamps = np.asarray(block.stamp, dtype=np.int64)
+        starts = np.flatnonzero(np.diff(codes * 3 + kinds)) + 1
+        firsts = [0, *starts.tolist()]
+        lasts = [*(starts - 1).tolist(), len(stamps) - 1]
+        for first, last in zip(firsts, lasts, strict=True):
+            key = (block.scope[first], block.interval[first])
+            low, high = int(stamps[first]), int(stamps[last])
+            run = runs.get(key)
+            if run is None:
+                runs[key] = [low, high, last - first + 1]
+            else:
+                run[0], run[1], run[2] = (
+                    min(run[0], low),
+                    max(run[1], high),
+                    run[2] + last - first + 1,
+                )
+    sparse = {
+        key
+        for key, (low, high, count) in runs.items()
+        if (high - low) // _SPAN[key[1]] > 2 * count + 16
+    }
+    stored: dict[tuple[str, str, str], tuple[str, bytes]] = {}
+    for (scope, kind), (low, high, _) in runs.items():
+        if (scope, kind) in sparse:
+            continue
+        cursor = await driver.execute(
+            _STORED_RANGE, (scope, INTERVAL_NAMES[kind], _sqlite_bucket(low), _sqlite_bucket(high))
+        )
+        for name, bucket, fields, cells in await cursor.fetchall():
+            stored[(scope, name, bucket)] = (fields, cells)
+    if sparse:
+        keys = [
+            list(key)
+            for block, mine in zip(blocks, keyed, strict=True)
+            for key, kind in zip(mine, block.interval, strict=True)
+            if (key[0], kind) in sparse
+        ]
+        cursor = await driver.execute(_STORED_ROLLUPS, (orjson.dumps(keys),))
+        for scope, name, bucket, fields, cells in await cursor.fetchall():
+            stored[(scope, name, bucket)] = (fields, cells)
+    return stored
 
 
 def sqlite_time(moment: datetime) -> str:
@@ -269,51 +402,3 @@ def _sqlite_bucket(stamp: int) -> str:
     """A bucket's epoch second as SQLite's text; cached, since the batches of a project's
     devices keep naming the same recent hours."""
     return sqlite_time(datetime.fromtimestamp(stamp, UTC))
-
-
-def sqlite_cell_rows(
-    parts: list[CellColumns], scopes: list[tuple[int, str]]
-) -> list[tuple[Any, ...]]:
-    """Rollup rows of the group's cells, buckets as SQLite's text: a scope fed by one batch
-    takes its columns as they are; one fed by several adds their cells up first (in batch
-    order, as rows.merge_cells does), so each key is upserted once."""
-    fed: dict[str, list[int]] = {}
-    for part, scope in scopes:
-        fed.setdefault(scope, []).append(part)
-    texts: dict[int, tuple[list[str], list[str]]] = {}
-    rows: list[tuple[Any, ...]] = []
-    for scope, mine in fed.items():
-        if len(mine) == 1:
-            columns = parts[mine[0]]
-            if not columns:
-                continue
-            named = texts.get(mine[0])
-            if named is None:
-                named = texts[mine[0]] = (
-                    [INTERVAL_NAMES[code] for code in columns.interval],
-                    [_sqlite_bucket(stamp) for stamp in columns.stamp],
-                )
-            rows += zip(
-                repeat(scope),
-                *named,
-                columns.name,
-                columns.count,
-                columns.total,
-                columns.low,
-                columns.high,
-                strict=False,
-            )
-            continue
-        merged = merge_columns([parts[n] for n in mine])
-        rows += zip(
-            repeat(scope),
-            [INTERVAL_NAMES[code] for code in merged.interval],
-            [_sqlite_bucket(stamp) for stamp in merged.stamp],
-            merged.name,
-            merged.count,
-            merged.total,
-            merged.low,
-            merged.high,
-            strict=False,
-        )
-    return rows

@@ -9,14 +9,14 @@ inputs. The telemetry store writes rollups under these names and the dashboard's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from twinhub.mrv.meter import METER_READING, Reading, RegisterDay, register_rise
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import StoveDay
+from twinhub.mrv.rollup_columns import RollupColumns, chunk_days, day_of, day_rows
 
 INTERVALS = ("hour", "day", "month")  # the rollups' buckets
 
@@ -132,12 +132,67 @@ def stove_period(
 ) -> StovePeriod:
     """One stove's period from its registry facts (properties, verified, status; None when
     it is not a domain), whether a device is enrolled, and its day rollups (DayRows in day
-    order, or cells), read by the methodology's rules (`Methodology.reading`)."""
+    order, or cells), read by the methodology's rules (`Methodology.reading`): the
+    day-by-day reference of `stove_periods`."""
     rows = rows_of(days) if isinstance(days, dict) else days
     properties: dict[str, Any] = facts[0] if facts is not None else {}
     unit = _unit(properties, rows)
+    figures, events = _days(did, rows, unit, properties.get("meter"), reading)
+    return _period(did, facts, enrolled, unit, figures, events)
+
+
+def stove_periods(
+    stoves: Sequence[str],
+    facts: Mapping[str, tuple[dict[str, Any], bool, str]],
+    enrolled: set[str] | frozenset[str],
+    rollups: RollupColumns,
+    reading: Reading = METER_READING,
+) -> list[StovePeriod]:
+    """`stove_period` of each of `stoves` (distinct), its facts in `facts` (absent: not a
+    domain) and its day rollups among the chunk's columns `rollups` (DAY_COLUMNS), with
+    every stove's days made at once by array operations (mrv.rollup_columns); a stove they
+    cannot decide exactly is read day by day from its DayRows, as `stove_period` reads it."""
+    declared: list[str | None] = []
+    tops: list[float | None] = []
+    for did in rollups.scopes:
+        found = facts.get(did)
+        properties = found[0] if found is not None else {}
+        declared.append("kg" if _declared_mass(properties) else None)
+        meter = properties.get("meter")
+        top = _number(meter.get("registerMax")) if isinstance(meter, dict) else None
+        tops.append(top if top is not None and top > 0 else None)
+    figured = (
+        chunk_days(rollups, declared, tops, reading.max_rise_per_day)
+        if reading.measure != "sessions"
+        else [None] * len(rollups.scopes)
+    )
+    rows: list[list[tuple[Any, ...]]] | None = None  # DayRows, made if a scope needs them
+    where = dict(zip(rollups.scopes, range(len(rollups.scopes)), strict=True))
+    periods = []
+    for did in stoves:
+        scope = where.get(did)
+        made = figured[scope] if scope is not None else None
+        if made is not None:
+            periods.append(_period(did, facts.get(did), did in enrolled, *made))
+            continue
+        if scope is not None and rows is None:
+            rows = day_rows(rollups, [aggregate == "count" for _, aggregate in DAY_COLUMNS])
+        days = rows[scope] if scope is not None and rows is not None else []
+        periods.append(stove_period(did, facts.get(did), did in enrolled, days, reading))
+    return periods
+
+
+def _period(
+    did: str,
+    facts: tuple[dict[str, Any], bool, str] | None,
+    enrolled: bool,
+    unit: str,
+    figures: list[StoveDay],
+    events: tuple[str, ...],
+) -> StovePeriod:
+    """The period of a stove whose days are made."""
+    properties: dict[str, Any] = facts[0] if facts is not None else {}
     meter = properties.get("meter")
-    figures, events = _days(did, rows, unit, meter, reading)
     household = properties.get("householdSize")
     model, fuel = properties.get("stoveModel"), properties.get("fuelType")
     return StovePeriod(
@@ -182,17 +237,17 @@ def day_figures(
 def _unit(properties: dict[str, Any], rows: Sequence[tuple[Any, ...]]) -> str:
     """kWh for an electric stove, kg for a fuel stove: the stove's fuelType says, else the
     telemetry it sends (fuel and no energy)."""
-    kind = properties.get("fuelType")
-    if isinstance(kind, str) and FUEL_TYPES.get(kind.lower()) in MASS_FUELS:
+    if _declared_mass(properties):
         return "kg"
     energy = any(row[2] is not None for row in rows)
     fuel = any(row[3] is not None for row in rows)
     return "kg" if fuel and not energy else "kWh"
 
 
-@lru_cache(maxsize=4096)
-def _date(text: str) -> date:
-    return date.fromisoformat(text)
+def _declared_mass(properties: dict[str, Any]) -> bool:
+    """Whether the stove's fuelType names a fuel metered in kg."""
+    kind = properties.get("fuelType")
+    return isinstance(kind, str) and FUEL_TYPES.get(kind.lower()) in MASS_FUELS
 
 
 def _days(
@@ -207,7 +262,7 @@ def _days(
     events. Tuples are made with tuple.__new__ (a named tuple's own __new__ is a Python
     call: a 10,000-stove month makes 600,000 of them)."""
     new = tuple.__new__
-    days = [row[0] if type(row[0]) is not str else _date(row[0]) for row in rows]
+    days = [row[0] if type(row[0]) is not str else day_of(row[0]) for row in rows]
     if reading.measure == "sessions":
         deltas: dict[date, float] = {}
         previous: float | None = None

@@ -20,14 +20,16 @@ from typing import Any, TypeVar
 from sqlalchemy import bindparam, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.dialects import dialect_of
+from twinhub.db.dialects import DayRollups, dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.period_inputs import device_identity, reading_row, seen_ranges
 from twinhub.mrv.periods import StovePeriod
-from twinhub.mrv.rollups import DAY_COLUMNS, day_start, stove_period
+from twinhub.mrv.rollup_columns import RollupColumns
+from twinhub.mrv.rollups import DAY_COLUMNS, day_start
+from twinhub.mrv.rollups import stove_periods as periods_of
 
 T = TypeVar("T")
 _CHUNK = 500  # stoves per IN (...) list
@@ -49,9 +51,9 @@ async def stove_periods(
     not a domain comes back unverified, unenrolled, without days.
 
     The day rollups (one wide row a stove-day, telemetry/wide.py) come through the driver's
-    cursor and are decoded column-wise into one tuple a stove-day, one column a figure (the
-    dialect's `day_rollups`): a 10,000-stove month is 300,000 plain tuples, with no ORM row
-    or type processing per value. The
+    cursor and are decoded column-wise into one array a figure (the dialect's
+    `day_rollups`), from which mrv.rollups makes a chunk's days at once: no ORM row, type
+    processing or tuple per value on the way. The
     registry facts and enrolment come the same way, one statement a chunk (`stove_facts`);
     a chunk's rollups are read while the chunk before is made into periods."""
     periods: dict[str, StovePeriod] = {}
@@ -83,7 +85,7 @@ async def stove_periods(
         # The next chunk's rollups are asked for before this chunk's stoves are made, so the
         # database (PostgreSQL's server, SQLite's thread) works while Python does: one
         # statement in flight at a time, as a connection allows.
-        ahead: asyncio.Task[dict[str, list[tuple[Any, ...]]]] | None = None
+        ahead: asyncio.Task[DayRollups] | None = None
         try:
             for number, chunk in enumerate(chunks):
                 if ahead is None:
@@ -95,12 +97,10 @@ async def stove_periods(
                         read(dialect.day_rollups(raw, chunks[number + 1], DAY_COLUMNS, low, high))
                     )
                     await asyncio.sleep(0)  # the statement is sent before Python works
-                days = found  # each stove's days in order, DayRow's layout
-                # Each chunk's stoves made before the next is read: its rows go with it.
-                for did in chunk:
-                    periods[did] = stove_period(
-                        did, facts.get(did), did in stocked, days.get(did, []), reading
-                    )
+                # Each chunk's stoves made (their days at once, mrv.rollups.stove_periods)
+                # before the next is read: its rows go with it.
+                made = periods_of(chunk, facts, stocked, RollupColumns(*found), reading)
+                periods.update(zip(chunk, made, strict=True))
         finally:
             if ahead is not None:  # a failure on the way: the statement in flight ends first
                 ahead.cancel()

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import Connection, Table
@@ -127,13 +127,13 @@ class Dialect(ABC):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> dict[str, list[tuple[Any, ...]]]:
-        """The day rollups of `scopes` from `low` to `high` (excluded): each scope's days
-        in day order, one tuple a day: the day as ISO text, then per (field, aggregate) of
-        `columns` that field's count, sum, min or max that day (None when the field has no
-        rollup that day). Asked of the driver's connection `raw`, so a monitoring period's
-        300,000 stove-days come as plain tuples, no ORM type per value, decoded column-wise
-        (pivot_wide; services.mrv_inputs)."""
+    ) -> DayRollups:
+        """The day rollups of `scopes` from `low` to `high` (excluded) as columns: each
+        scope's days in day order, the day as ISO text, then per (field, aggregate) of
+        `columns` that field's count, sum, min or max that day, and whether the field has a
+        rollup that day. Asked of the driver's connection `raw`, so a monitoring period's
+        300,000 stove-days come as a few arrays, no ORM type or Python object per value,
+        decoded column-wise (pivot_wide; services.mrv_inputs, mrv.rollup_columns)."""
 
     @abstractmethod
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
@@ -162,24 +162,38 @@ AGGREGATES = ("count", "sum", "min", "max")  # a rollup field's cell, in its ord
 ROLLUP_FIELD_SEPARATOR = "\x1f"  # between a wide rollup row's field names (SQLite's text)
 
 
+class DayRollups(NamedTuple):
+    """A chunk's day rollups as columns (`pivot_wide`): the scopes with days, in order, where
+    each one's days start in the columns (the total last), each day's ISO text, and per
+    (field, aggregate) asked its values (float64; a count too) and whether the day's row
+    has that field (where not, the value is NaN)."""
+
+    scopes: list[str]
+    starts: list[int]
+    days: list[str]
+    values: list[np.ndarray]
+    present: list[np.ndarray]
+
+
 def pivot_wide(
     rows: list[Any], columns: tuple[tuple[str, str], ...], sent: bool = False
-) -> dict[str, list[tuple[Any, ...]]]:
+) -> DayRollups:
     """Wide day rollup rows (scope, day, fields joined by ROLLUP_FIELD_SEPARATOR, cells),
-    in (scope, day) order, as `day_rollups` gives them: each scope's days as (day, one
-    value per (field, aggregate) of `columns`), a count an int, None where the row has no
-    such field. The cells are SQLite's float64 blob, or (`sent`) PostgreSQL's binary form
-    of a float8[] (`array_send`: a header, then each element's length and big-endian
-    value), so no float becomes a Python object before it is picked. Column-wise: the
-    rows of one field list (a programme's one protocol: usually all of them) decoded by
-    one numpy call, no Python step per cell."""
+    in (scope, day) order, as `day_rollups` gives them, as columns: one per (field,
+    aggregate) of `columns`. The cells are SQLite's float64 blob, or (`sent`) PostgreSQL's
+    binary form of a float8[] (`array_send`: a header, then each element's length and
+    big-endian value), so no float becomes a Python object here. Column-wise: the rows of
+    one field list (a programme's one protocol: usually all of them) decoded by one numpy
+    call, no Python step per cell."""
     picks = []
     for name, aggregate in columns:
         if aggregate not in AGGREGATES:
             raise ValueError(f"not a rollup column: {aggregate}")
         picks.append((name, AGGREGATES.index(aggregate)))
+    values = [np.full(len(rows), np.nan) for _ in picks]
+    present = [np.zeros(len(rows), dtype=bool) for _ in picks]
     if not rows:
-        return {}
+        return DayRollups([], [0], [], values, present)
     keys = [row[2] for row in rows]
     if keys.count(keys[0]) == len(keys):
         groups = {keys[0]: list(range(len(rows)))}
@@ -187,14 +201,11 @@ def pivot_wide(
         groups = {}
         for n, key in enumerate(keys):
             groups.setdefault(key, []).append(n)
-    filled: list[Any] = [None] * len(picks)
     for key, where in groups.items():
         names = key.split(ROLLUP_FIELD_SEPARATOR) if key else []
         size = len(names) * len(AGGREGATES)
-        if len(groups) > 1:
-            joined = b"".join([rows[n][3] for n in where])
-        else:
-            joined = b"".join([row[3] for row in rows])
+        whole = len(groups) == 1
+        joined = b"".join([row[3] for row in rows] if whole else [rows[n][3] for n in where])
         if not size:
             cells = np.zeros((len(where), 0, len(AGGREGATES)))
         elif sent:
@@ -205,26 +216,16 @@ def pivot_wide(
         else:
             cells = np.frombuffer(joined, "<f8")
         cells = cells.reshape(len(where), len(names), len(AGGREGATES))
-        at = np.array(where, dtype=np.intp) if len(groups) > 1 else None
+        at = slice(None) if whole else np.array(where, dtype=np.intp)
         for c, (name, aggregate) in enumerate(picks):
             if name in names:
-                column = cells[:, names.index(name), aggregate]
-                values = (column.astype(np.int64) if aggregate == 0 else column).tolist()
-            else:
-                values = [None] * len(where)
-            if at is None:
-                filled[c] = values
-                continue
-            if filled[c] is None:
-                filled[c] = np.full(len(rows), None, dtype=object)
-            filled[c][at] = values
-    if len(groups) > 1:
-        filled = [column.tolist() for column in filled]
-    days = list(zip([row[1] for row in rows], *filled, strict=True))
+                values[c][at] = cells[:, names.index(name), aggregate]
+                present[c][at] = True
     scopes = [row[0] for row in rows]
     cuts = [0, *(np.flatnonzero(np.array(scopes[1:]) != np.array(scopes[:-1])) + 1).tolist()]
-    cuts.append(len(rows))
-    return {scopes[cuts[n]]: days[cuts[n] : cuts[n + 1]] for n in range(len(cuts) - 1)}
+    return DayRollups(
+        [scopes[cut] for cut in cuts], [*cuts, len(rows)], [row[1] for row in rows], values, present
+    )
 
 
 async def one_by_one(

@@ -41,6 +41,7 @@ from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
     STOVE_FACTS,
+    DayRollups,
     DaySpan,
     Dialect,
     causes,
@@ -249,7 +250,7 @@ class PostgreSQL(Dialect):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> dict[str, list[tuple[Any, ...]]]:
+    ) -> DayRollups:
         sql = (  # one wide row a scope and day (0031), the pivot in Python (pivot_wide)
             "SELECT scope, to_char(bucket AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "
             "array_to_string(fields, E'\\x1f'), array_send(cells) FROM telemetry_rollups "

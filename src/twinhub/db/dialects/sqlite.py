@@ -30,6 +30,7 @@ from sqlalchemy.types import TypeEngine
 from twinhub.db.dialects import (
     ROLLUP_FIELD_SEPARATOR,
     STOVE_FACTS,
+    DayRollups,
     DaySpan,
     Dialect,
     causes,
@@ -191,7 +192,7 @@ class SQLite(Dialect):
         columns: tuple[tuple[str, str], ...],
         low: datetime,
         high: datetime,
-    ) -> dict[str, list[tuple[Any, ...]]]:
+    ) -> DayRollups:
         # The bucket is SQLAlchemy's text of a UTC time (`2026-09-01 00:00:00.000000`): its
         # first ten characters are the day. One wide row a scope and day (0031), in the
         # primary key's (scope, interval, bucket) order: no sort, no pivot in SQL.

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 
 def driver_error(dialect: Dialect, raw: Any, error: Exception) -> BaseException:
@@ -26,3 +27,17 @@ def driver_error(dialect: Dialect, raw: Any, error: Exception) -> BaseException:
     if not isinstance(translated, base):
         return error
     return DBAPIError.instance(None, None, translated, base, hide_parameters=True, dialect=dialect)
+
+
+_DRIVER = "twinhub.driver"  # the session's connection and its driver's, in session.info
+
+
+async def session_driver(session: AsyncSession) -> tuple[AsyncConnection, Any]:
+    """The session's connection and the driver connection under it, in the session's
+    transaction: kept in `session.info`, as a batch asks the driver more than once."""
+    info = session.sync_session.info
+    if _DRIVER not in info:
+        connection = await session.connection()
+        info[_DRIVER] = (connection, await connection.get_raw_connection())
+    found: tuple[AsyncConnection, Any] = info[_DRIVER]
+    return found

@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from twinhub.db.dialects import ROLLUP_FIELD_SEPARATOR, dialect_of
+from twinhub.db.dialects import COUNTED_CLAIM, ROLLUP_FIELD_SEPARATOR, dialect_of
 from twinhub.kernel.clock import utcnow
 
 NAMING = {
@@ -350,9 +350,6 @@ class ClaimCollection(Base):
     invalidated: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
-
-
-COUNTED_CLAIM = "status NOT IN ('rejected', 'invalidated')"
 
 
 class Claim(Base):

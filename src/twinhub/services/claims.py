@@ -49,19 +49,18 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import and_, bindparam, func, insert, or_, select, text
+from sqlalchemy import bindparam, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.dialects import DaySpan, read_snapshot
+from twinhub.db.dialects import DaySpan, SubmissionAsks, dialect_of, read_snapshot
+from twinhub.db.driver import driver_error, session_driver
 from twinhub.db.models import (
-    COUNTED_CLAIM,
     Claim,
     ClaimCollection,
     Credential,
     Domain,
     Evaluation,
     MonitoringPeriod,
-    Relationship,
 )
 from twinhub.events.store import new_event_id
 from twinhub.kernel.bus import Cause
@@ -83,7 +82,7 @@ from twinhub.mrv.period_inputs import claim_inputs, device_identity
 from twinhub.mrv.rules import takes_part
 from twinhub.services.claim_credits import compute_claim, compute_claims
 from twinhub.services.coalesce import Coalescer
-from twinhub.services.collection_members import agent_joins, members_among
+from twinhub.services.collection_members import agent_joins
 from twinhub.services.credentials import CredentialService, rfc3339
 from twinhub.services.credited_days import day_spans, held_over, hold_spans
 from twinhub.services.domains import ACTIVE, require_verified_project, verified_project
@@ -802,29 +801,10 @@ _SUBMISSION_BATCH = _CHUNK  # submissions one batch carries (each IN list one ex
 _COLLECTION_LOCKED = (
     select(_COLLECTIONS).where(_COLLECTIONS.c.id == bindparam("id")).with_for_update()
 )
-_ASSETS_OF = select(
-    Domain.did, Domain.status, Domain.parent_did, Domain.controller, Domain.owner_customer_id
-).where(Domain.did.in_(bindparam("dids", expanding=True)))
-_LINKED_TO = select(Relationship.source_did).where(
-    Relationship.source_did.in_(bindparam("dids", expanding=True)),
-    Relationship.type == "project",
-    Relationship.target_did == bindparam("project"),
-)
-# The counted claims of some stoves over some periods (a search of `uq_claims_asset_period`
-# for each stove and period: its condition written out, so the index is known to apply),
-# and the claims of some ids. A row value list, `(asset_did, period) IN (VALUES ...)`, made
-# SQLite scan the table.
-_CLAIMED = select(Claim.id, Claim.asset_did, Claim.period, Claim.status).where(
-    or_(
-        and_(
-            Claim.asset_did.in_(bindparam("assets", expanding=True)),
-            Claim.period.in_(bindparam("periods", expanding=True)),
-            text(COUNTED_CLAIM),
-        ),
-        Claim.id.in_(bindparam("ids", expanding=True)),
-    )
-)
-_PROBES = 2048  # stoves x periods one _CLAIMED statement searches at most
+# The counted claims of some stoves over some periods, and the claims of some ids, are
+# read with the batch's other facts (SUBMISSION_FACTS); a row value list,
+# `(asset_did, period) IN (VALUES ...)`, made SQLite scan the table.
+_PROBES = 2048  # stoves x periods one SUBMISSION_FACTS statement searches at most
 
 
 class ClaimSubmissions:
@@ -1027,52 +1007,72 @@ class _BatchFacts:
         except ServiceError as error:
             self._protocol_error = error
         assets = sorted({item.asset for item in self.items if item.asset is not None})
-        if assets:
-            rows = (await session.execute(_ASSETS_OF, {"dids": assets})).all()
-            self.assets = {row.did: row for row in rows}
-            unparented = [r.did for r in rows if r.parent_did != self.project.did]
-            if unparented:
-                self.linked = set(
-                    await session.scalars(
-                        _LINKED_TO, {"dids": unparented, "project": self.project.did}
-                    )
-                )
         ids = sorted({item.claim_id for item in self.items if item.claim_id is not None})
-        await self._claimed(sorted(self._pairs()), ids)
-        self.members = await members_among(
-            session, self.collection_id, {item.actor.did for item in self.items}
-        )
+        agents = sorted({item.actor.did for item in self.items})
+        await self._claimed(sorted(self._pairs()), ids, assets, agents)
 
-    async def _claimed(self, pairs: list[tuple[str, str]], ids: list[str]) -> None:
+    async def _claimed(
+        self,
+        pairs: list[tuple[str, str]],
+        ids: list[str],
+        assets: Sequence[str] = (),
+        agents: Sequence[str] = (),
+    ) -> None:
         """The counted claims of `pairs` (asset, period) and the claims of `ids`: each
         statement asks for every stove of its pairs over every period of them, a few
-        more pairs than needed and never more than `_PROBES`."""
+        more pairs than needed and never more than `_PROBES`. The first also reads the
+        `assets`, which of them are linked to the project, and the members among the
+        `agents`: one statement (SUBMISSION_FACTS) through the driver, no ORM on the way."""
         asks: list[tuple[set[str], set[str]]] = []
         for asset, period in sorted(pairs, key=lambda pair: (pair[1], pair[0])):
             if asks:
-                assets, periods = asks[-1]
-                grown = (len(assets) + (asset not in assets)) * (
+                stoves, periods = asks[-1]
+                grown = (len(stoves) + (asset not in stoves)) * (
                     len(periods) + (period not in periods)
                 )
                 if grown <= _PROBES:
-                    assets.add(asset)
+                    stoves.add(asset)
                     periods.add(period)
                     continue
             asks.append(({asset}, {period}))
-        if ids and not asks:
+        if not asks:  # the first statement carries the rest
             asks.append((set(), set()))
-        for number, (assets, periods) in enumerate(asks):
-            params = {
-                "assets": sorted(assets) or [""],
-                "periods": sorted(periods) or [""],
-                "ids": (ids if number == 0 else []) or [""],
-            }
-            for existing, asset, period, status in await self.write.session.execute(
-                _CLAIMED, params
-            ):
-                if status not in UNCOUNTED and asset is not None and period is not None:
-                    self.claimed.setdefault((asset, period), existing)
-                self.ids.add(existing)
+        assert self.project is not None
+        connection, raw = await session_driver(self.write.session)
+        dialect = dialect_of(connection.dialect)
+        for number, (stoves, periods) in enumerate(asks):
+            first = number == 0
+            ask = SubmissionAsks(
+                assets=list(assets) if first else [],
+                project=self.project.did,
+                claimed=sorted(stoves),
+                periods=sorted(periods),
+                ids=ids if first else [],
+                collection=self.collection_id,
+                agents=list(agents) if first else [],
+            )
+            try:
+                rows = await dialect.submission_facts(raw, ask)
+            except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+                raise driver_error(connection.dialect, raw, error) from error
+            for kind, key, second, third, fourth, fifth in rows:
+                if kind == "c":
+                    if fourth not in UNCOUNTED and second is not None and third is not None:
+                        self.claimed.setdefault((second, third), key)
+                    self.ids.add(key)
+                elif kind == "a":
+                    controller = orjson.loads(fourth) if isinstance(fourth, str | bytes) else fourth
+                    self.assets[key] = SimpleNamespace(
+                        did=key,
+                        status=second,
+                        parent_did=third,
+                        controller=controller,
+                        owner_customer_id=fifth,
+                    )
+                elif kind == "l":
+                    self.linked.add(key)
+                else:
+                    self.members.add(key)
         self.asked.update(pairs)
 
     def _pairs(self) -> set[tuple[str, str]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, event, select
+from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, UOWTransaction
 
@@ -110,18 +110,6 @@ def _add_members(session: Session, flush: UOWTransaction) -> None:
 
 
 _MEMBERS = CollectionMember.__table__
-_MEMBERS_AMONG = select(CollectionMember.member).where(
-    CollectionMember.collection_id == bindparam("collection"),
-    CollectionMember.member.in_(bindparam("dids", expanding=True)),
-)
-
-
-async def members_among(session: AsyncSession, collection_id: int, dids: set[str]) -> set[str]:
-    """Which of `dids` are members of the collection already (for `agent_joins`)."""
-    if not dids:
-        return set()
-    params = {"collection": collection_id, "dids": sorted(dids)}
-    return set(await session.scalars(_MEMBERS_AMONG, params))
 
 
 def agent_joins(
@@ -130,7 +118,8 @@ def agent_joins(
     """A claim made in a deferred ledger write (services.claims' batched submissions)
     flushes nothing, so `_add_members` does not see it: its agent joins here, a row
     deferred with the claim's, unless it is a member already (`members`, read under the
-    ledger's turn) or an earlier claim of the batch made it one."""
+    ledger's turn with the batch's other facts, services.claims) or an earlier claim of
+    the batch made it one."""
     key = ("collection_members", collection_id, agent)
     if agent in members or write.holder(key) is not None:
         return

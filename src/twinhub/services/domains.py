@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import dialect_of
-from twinhub.db.driver import driver_error
+from twinhub.db.driver import driver_error, session_driver
 from twinhub.db.models import Customer, Domain, DomainController, Relationship
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.errors import (
@@ -920,9 +920,6 @@ def _deferrable(spec: DomainSpec) -> bool:
         return False
 
 
-_DRIVER = "twinhub.domains.driver"  # the session's driver connection, in session.info
-
-
 HOLDERS = "domains.holders"  # Ledger.ahead's name for creates' (did, protocol, serial)
 
 
@@ -935,12 +932,7 @@ async def holders_of(session: AsyncSession, items: list[Any]) -> dict[Any, tuple
     building, compiling and result handling cost a tenth of a create."""
     dids = list(dict.fromkeys(did for did, _, _ in items))
     pairs = list(dict.fromkeys((p, serial) for _, p, serial in items if serial is not None))
-    info = session.sync_session.info
-    if _DRIVER not in info:
-        connection = await session.connection()
-        raw = await connection.get_raw_connection()
-        info[_DRIVER] = (connection, raw)
-    connection, raw = info[_DRIVER]
+    connection, raw = await session_driver(session)
     dialect = connection.dialect
     try:
         rows = await dialect_of(dialect).holders(raw, dids, pairs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import date, datetime
 from functools import cache
 from typing import Any, NamedTuple
@@ -120,6 +121,11 @@ class Dialect(ABC):
         serial) of `pairs`, asked of the driver's connection `raw` (domains.holders_of)."""
 
     @abstractmethod
+    async def submission_facts(self, raw: Any, asks: SubmissionAsks) -> list[tuple[Any, ...]]:
+        """What a batch of claim submissions checks its claims against, in one statement
+        (SUBMISSION_FACTS), asked of the driver's connection `raw` (services.claims)."""
+
+    @abstractmethod
     async def day_rollups(
         self,
         raw: Any,
@@ -158,6 +164,48 @@ STOVE_FACTS = (  # the two dialects' statement, their placeholder for the DIDs p
     "SELECT d.did, d.properties, d.verified, d.status, EXISTS (SELECT 1 FROM device_tokens t"
     " WHERE t.domain_did = d.did AND t.revoked_at IS NULL) FROM domains d WHERE d.did {}"
 )
+# A claim that counts for its stove-period (the partial unique index
+# `uq_claims_asset_period`, db.models, and the statements that search it).
+COUNTED_CLAIM = "status NOT IN ('rejected', 'invalidated')"
+
+# A batch of claim submissions' reads (services.claims._BatchFacts), one row each, its
+# first column saying what it is: 'a' an asset (did, status, parent, controller as JSON
+# text, household), 'l' an asset linked to the project, 'c' a claim (id, asset, period,
+# status) counted on one of the stove-periods asked (a search of `uq_claims_asset_period`,
+# its condition written out) or of an id asked, 'm' a member of the collection among the
+# agents. Each part's placeholders in {}: an IN list on SQLite, `= ANY(array)` on PostgreSQL.
+SUBMISSION_FACTS = (
+    "SELECT 'a', did, status, parent_did, {json}, owner_customer_id FROM domains"  # noqa: S608 (placeholders, a constant)
+    " WHERE did {assets}"
+    " UNION ALL SELECT 'l', source_did, NULL, NULL, NULL, NULL FROM relationships"
+    " WHERE source_did {linked} AND type = 'project' AND target_did = {project}"
+    " UNION ALL SELECT 'c', id, asset_did, period, status, NULL FROM claims"
+    " WHERE (asset_did {claimed} AND period {periods} AND " + COUNTED_CLAIM + ") OR id {ids}"
+    " UNION ALL SELECT 'm', member, NULL, NULL, NULL, NULL FROM collection_members"
+    " WHERE collection_id = {collection} AND member {agents}"
+)
+
+
+@dataclass(frozen=True)
+class SubmissionAsks:
+    """SUBMISSION_FACTS' parameters; an empty list asks for nothing of its part."""
+
+    assets: list[str]
+    project: str
+    claimed: list[str]  # the stoves and periods whose counted claims are asked
+    periods: list[str]
+    ids: list[str]
+    collection: int
+    agents: list[str]
+
+    def lists(self) -> tuple[list[str], ...]:
+        """The lists in the statement's order, each never empty (no row is keyed '')."""
+        return tuple(
+            values or [""]
+            for values in (self.assets, self.claimed, self.periods, self.ids, self.agents)
+        )
+
+
 AGGREGATES = ("count", "sum", "min", "max")  # a rollup field's cell, in its order
 ROLLUP_FIELD_SEPARATOR = "\x1f"  # between a wide rollup row's field names (SQLite's text)
 

@@ -41,14 +41,28 @@ from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
     STOVE_FACTS,
+    SUBMISSION_FACTS,
     DayRollups,
     DaySpan,
     Dialect,
+    SubmissionAsks,
     causes,
     one_by_one,
     pivot_wide,
 )
 
+# One text whatever the batch's size (prepared once per connection).
+_SUBMISSION_FACTS = SUBMISSION_FACTS.format(
+    json="controller::text",
+    assets="= ANY($1::text[])",
+    linked="= ANY($1::text[])",
+    project="$2::text",
+    claimed="= ANY($3::text[])",
+    periods="= ANY($4::text[])",
+    ids="= ANY($5::text[])",
+    collection="$6::integer",
+    agents="= ANY($7::text[])",
+)
 _MIGRATION_LOCK = 0x7477696E  # "twin": any constant shared by every twinhub process
 # One text whatever the batch's size (prepared once per connection), each key an index
 # search. An OR term per pair, as on SQLite, was a new statement for every batch size, and
@@ -241,6 +255,12 @@ class PostgreSQL(Dialect):
             dids,
             [protocol for protocol, _ in pairs],
             [serial for _, serial in pairs],
+        )
+
+    async def submission_facts(self, raw: Any, asks: SubmissionAsks) -> list[tuple[Any, ...]]:
+        assets, claimed, periods, ids, agents = asks.lists()
+        return await raw.driver_connection.fetch(  # type: ignore[no-any-return]
+            _SUBMISSION_FACTS, assets, asks.project, claimed, periods, ids, asks.collection, agents
         )
 
     async def day_rollups(

@@ -30,9 +30,11 @@ from sqlalchemy.types import TypeEngine
 from twinhub.db.dialects import (
     ROLLUP_FIELD_SEPARATOR,
     STOVE_FACTS,
+    SUBMISSION_FACTS,
     DayRollups,
     DaySpan,
     Dialect,
+    SubmissionAsks,
     causes,
     one_by_one,
     pivot_wide,
@@ -184,6 +186,26 @@ class SQLite(Dialect):
             f"SELECT did, class_did, serial FROM domains WHERE {sql}",  # noqa: S608 (placeholders only)
             (*dids, *(value for pair in pairs for value in pair)),
         )
+
+    async def submission_facts(self, raw: Any, asks: SubmissionAsks) -> list[tuple[Any, ...]]:
+        assets, claimed, periods, ids, agents = asks.lists()
+
+        def listed(values: list[str]) -> str:
+            return f"IN ({', '.join('?' * len(values))})"
+
+        sql = SUBMISSION_FACTS.format(
+            json="controller",
+            assets=listed(assets),
+            linked=listed(assets),
+            project="?",
+            claimed=listed(claimed),
+            periods=listed(periods),
+            ids=listed(ids),
+            collection="?",
+            agents=listed(agents),
+        )
+        params = (*assets, *assets, asks.project, *claimed, *periods, *ids, asks.collection)
+        return await raw.driver_connection.execute_fetchall(sql, (*params, *agents))  # type: ignore[no-any-return]
 
     async def day_rollups(
         self,

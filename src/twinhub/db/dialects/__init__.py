@@ -223,6 +223,21 @@ class DayRollups(NamedTuple):
     present: list[np.ndarray]
 
 
+def _with_fields(rows: list[Any], wanted: set[str]) -> list[Any]:
+    """The rows whose field list names one of `wanted`. A day whose rollup holds none of
+    the asked fields (a stove that sent only its battery level) has no day at all, as when
+    each field was a row of its own and only the asked ones were read: a period must not
+    see it as a day with readings (the evidence's readings would give it absent)."""
+    keep: dict[str, bool] = {}
+    for row in rows:
+        key = row[2]
+        if key not in keep:
+            keep[key] = not wanted.isdisjoint(key.split(ROLLUP_FIELD_SEPARATOR) if key else ())
+    if all(keep.values()):
+        return rows
+    return [row for row in rows if keep[row[2]]]
+
+
 def pivot_wide(
     rows: list[Any], columns: tuple[tuple[str, str], ...], sent: bool = False
 ) -> DayRollups:
@@ -238,6 +253,7 @@ def pivot_wide(
         if aggregate not in AGGREGATES:
             raise ValueError(f"not a rollup column: {aggregate}")
         picks.append((name, AGGREGATES.index(aggregate)))
+    rows = _with_fields(rows, {name for name, _ in picks})
     values = [np.full(len(rows), np.nan) for _ in picks]
     present = [np.zeros(len(rows), dtype=bool) for _ in picks]
     if not rows:

@@ -12,7 +12,7 @@ import math
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from itertools import compress, repeat
+from itertools import accumulate, compress, groupby, repeat
 from typing import Any
 
 import numpy as np
@@ -203,7 +203,11 @@ class SQLiteTelemetry(TelemetryDialect):
             await driver.execute(_STAGE_READINGS)
         if not items:
             return set()
-        rows = [(d, r.seq, _stamp(r.time), dumps(r.values), _stamp(at), n) for d, r, at, n in items]
+        held = _STAMPS.get  # a hit without _stamp's call (a time's text is never empty)
+        rows = [
+            (d, r.seq, held(r.time) or _stamp(r.time), dumps(r.values), held(at) or _stamp(at), n)
+            for d, r, at, n in items
+        ]
         # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
         # then stores them all, and its count says so. When it stored fewer, which ones it
         # skipped is found the staged way below, after undoing it.
@@ -419,18 +423,14 @@ async def _stored(
     SQLite less than a search a key alone."""
     runs: dict[tuple[str, int], list[int]] = {}  # (scope, interval) -> [low, high, count]
     for block in blocks:
-        # A block's rows come scope by scope, each scope's in (interval, bucket) order.
-        index: dict[str, int] = {}
-        codes = np.fromiter(
-            map(lambda scope: index.setdefault(scope, len(index)), block.scope),
-            np.int64,
-            len(block.scope),
-        )
-        kinds = np.asarray(block.interval, dtype=np.int64)
-        stamps = np.asarray(block.stamp, dtype=np.int64)
-        starts = np.flatnonzero(np.diff(codes * 3 + kinds)) + 1
-        firsts = [0, *starts.tolist()]
-        lasts = [*(starts - 1).tolist(), len(stamps) - 1]
+        # A block's rows come scope by scope, each scope's in (interval, bucket) order:
+        # each run of one (scope, interval) is a range of the primary key.
+        sizes = [
+            len(list(run)) for _, run in groupby(zip(block.interval, block.scope, strict=True))
+        ]
+        lasts = list(accumulate(sizes, initial=-1))[1:]
+        firsts = [last - size + 1 for last, size in zip(lasts, sizes, strict=True)]
+        stamps = block.stamp
         for first, last in zip(firsts, lasts, strict=True):
             key = (block.scope[first], block.interval[first])
             low, high = int(stamps[first]), int(stamps[last])

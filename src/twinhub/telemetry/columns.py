@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,8 @@ from numpy.typing import NDArray
 from twinhub.mrv.rollups import counted_field
 from twinhub.mrv.telemetry_schema import Reading
 from twinhub.telemetry.rows import FIELD_LENGTH, Cells, add_cells
+
+_time = attrgetter("time")
 
 COLUMN_READINGS = 128  # from this many readings on, a batch is summed with numpy (the break-even)
 INTERVAL_CODES = {"day": 0, "hour": 1, "month": 2}  # in the names' sort order
@@ -134,7 +138,7 @@ def _numpy_parts(parts: Sequence[Part]) -> list[CellColumns]:
     size = len(readings)
     # int(timestamp()) as add_cells takes it (truncated toward zero), then the hour.
     seconds = np.trunc(
-        np.fromiter((r.time.timestamp() for r in readings), np.float64, size)
+        np.fromiter(map(datetime.timestamp, map(_time, readings)), np.float64, size)
     ).astype(np.int64)
     hours = seconds - seconds % 3600
     owner = np.repeat(np.arange(len(parts), dtype=np.int64), sizes)
@@ -177,17 +181,21 @@ def merge_columns(parts: Sequence[CellColumns]) -> CellColumns:
     """The cells of several parts added up, one per (interval, bucket, field), in part
     order as rows.merge_cells adds them (a scope fed by several batches of a group),
     column-wise: no Python object per cell."""
-    codes: dict[str, int] = {}
-    names = [codes.setdefault(name, len(codes)) for part in parts for name in part.name]
-    kinds = np.array([k for part in parts for k in part.interval], dtype=np.int64)
-    stamps = np.array([t for part in parts for t in part.stamp], dtype=np.int64)
-    keys = ((np.array(names, dtype=np.int64) * 3 + kinds) << _PART_SHIFT) + (stamps + _PART_OFFSET)
+    every = [name for part in parts for name in part.name]
+    codes = {name: n for n, name in enumerate(dict.fromkeys(every))}  # first seen, first
+    names = np.fromiter(map(codes.__getitem__, every), np.int64, len(every))
+
+    def joined(column: str, kind: type) -> NDArray[Any]:
+        return np.concatenate([np.asarray(getattr(part, column), dtype=kind) for part in parts])
+
+    kinds, stamps = joined("interval", np.int64), joined("stamp", np.int64)
+    keys = ((names * 3 + kinds) << _PART_SHIFT) + (stamps + _PART_OFFSET)
     unique, n, total, low, high = _group(
         keys,
-        np.array([c for part in parts for c in part.count], dtype=np.int64),
-        np.array([t for part in parts for t in part.total], dtype=np.float64),
-        np.array([v for part in parts for v in part.low], dtype=np.float64),
-        np.array([v for part in parts for v in part.high], dtype=np.float64),
+        joined("count", np.int64),
+        joined("total", np.float64),
+        joined("low", np.float64),
+        joined("high", np.float64),
     )
     spelled = list(codes)
     kind_name = unique >> _PART_SHIFT

@@ -91,11 +91,14 @@ class RollupPlan:
     (the databases upsert them). SQLite: `cells`, each scope's cells (a batch's shared by
     the device and its scopes). PostgreSQL: `parts`, each batch's cells as columns
     (telemetry/columns.CellColumns), and `scopes` pairing each part's index with the
-    device and its scopes."""
+    device and its scopes. `stored_until`: each device's newest reading time before the
+    group (None: none), so SQLite inserts a device's rows of later buckets without reading
+    them first (a device that only appends holds nothing there)."""
 
     cells: dict[str, list[Cells]] = field(default_factory=dict)
     parts: list[Any] = field(default_factory=list)
     scopes: list[tuple[int, str]] = field(default_factory=list)
+    stored_until: dict[str, datetime | None] = field(default_factory=dict)
 
 
 def add_cells(

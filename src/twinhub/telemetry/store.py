@@ -359,6 +359,7 @@ class TelemetryStore:
                 online = self._online_event(batch.did, was, inserted)
                 if online is not None:
                     events.append(online)
+                plan.stored_until.setdefault(batch.did, was)  # before the group's first
                 self.dialect.plan(plan, planned, device, batch, inserted)
                 self._advance_state(row, inserted, batch.meter)
                 changed[device] = row

@@ -134,7 +134,7 @@ def blocks_of(scoped: Iterable[tuple[str, CellColumns]]) -> list[Block]:
                 found.setdefault(block.fields, []).append(block)
             continue
         rank = {name: n for n, name in enumerate(names)}
-        codes = np.fromiter((rank[name] for name in columns.name), np.int64, len(columns))
+        codes = np.fromiter(map(rank.__getitem__, columns.name), np.int64, len(columns))
         keys = (np.asarray(columns.interval, dtype=np.int64) << 40) + (
             np.asarray(columns.stamp, dtype=np.int64) + _STAMP_OFFSET
         )

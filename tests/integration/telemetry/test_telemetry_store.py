@@ -413,3 +413,62 @@ async def test_wide_rollups_merge_other_fields_and_far_apart_buckets(registry: R
         assert hours[recent] == {
             "energyKwh": {"count": 2, "sum": 0.2 + 1 / 3, "min": 0.2, "max": 1 / 3}
         }
+
+
+async def test_a_device_that_appends_skips_the_read_and_a_late_reading_still_merges(
+    registry: Registry,
+) -> None:
+    """SQLite inserts a device's rows of buckets after its newest stored reading without
+    reading them (a device that only appends). A late reading in a stored hour is still
+    added to it; a bucket after the newest reading that holds rollups added apart from
+    readings (what the benchmark's seeding does) is caught by the insert and merged too.
+    Each hour, day and month is the sum of everything sent, bit for bit, on both
+    databases."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    store = registry.platform.telemetry.store
+    start = bucket_of(datetime.now(UTC) - timedelta(days=3), "day") + timedelta(hours=1)
+    hour = timedelta(hours=1)
+    seeded = start + 5 * hour  # after every reading stored when it is seeded
+    row = {"interval": "hour", "bucket": seeded, "field": "energyKwh", "count": 2, "sum": 1.5}
+    row |= {"min": 0.5, "max": 1.0, "scope": stove}
+    sent: list[Reading] = []
+    groups = [
+        [Reading(1, start, {"energyKwh": 0.25}), Reading(2, start + hour, {"energyKwh": 0.5})],
+        # late (stored hour, read and added) and new (inserted without a read)
+        [
+            Reading(3, start + timedelta(minutes=7), {"energyKwh": 2.0}),
+            Reading(4, start + 3 * hour, {"energyKwh": 0.125}),
+        ],
+        # only new hours, one of them seeded apart: the insert misses one, all are read
+        [
+            Reading(5, seeded + timedelta(minutes=1), {"energyKwh": 4.0}),
+            Reading(6, seeded + hour, {"energyKwh": 8.0}),
+        ],
+    ]
+    for n, readings in enumerate(groups):
+        if n == 2:
+            async with registry.platform.sessionmaker.begin() as session:
+                await store.add_rollups(session, as_records([row]))
+        await store.store_many([Batch(stove, readings, ["energyKwh"], None, [farm.project])])
+        sent += readings
+    for scope in (stove, farm.project):
+        for interval in ("hour", "day", "month"):
+            expected: dict[datetime, list[float]] = {}
+            if scope == stove and interval == "hour":
+                expected[seeded] = [0.5, 1.0]  # the seeded cell's (an hour's row only)
+            for reading in sent:
+                expected.setdefault(bucket_of(reading.time, interval), []).append(
+                    reading.values["energyKwh"]
+                )
+            got = await store.aggregates(scope, interval, None, None)
+            assert sorted(got) == sorted(expected), (scope, interval)
+            for bucket, values in expected.items():
+                assert got[bucket] == {
+                    "energyKwh": {
+                        "count": len(values),
+                        "sum": sum(values),
+                        "min": min(values),
+                        "max": max(values),
+                    }
+                }, (scope, interval, bucket)

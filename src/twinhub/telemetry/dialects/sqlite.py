@@ -8,9 +8,11 @@ are stored as the text SQLAlchemy writes."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterable
+import math
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from itertools import accumulate, compress, groupby, repeat
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from twinhub.mrv.telemetry_schema import Reading, dumps
-from twinhub.telemetry.columns import INTERVAL_NAMES, group_columns
+from twinhub.telemetry.columns import INTERVAL_CODES, INTERVAL_NAMES, group_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
     Batch,
@@ -95,8 +97,12 @@ WHERE r.scope = json_extract(k.value, '$[0]') AND r."interval" = json_extract(k.
   AND r.bucket = json_extract(k.value, '$[2]')
 """
 _STORED_RANGE = (
-    'SELECT "interval", bucket, fields, cells FROM telemetry_rollups WHERE scope = ?'
+    "SELECT bucket, fields, cells FROM telemetry_rollups WHERE scope = ?"
     ' AND "interval" = ? AND bucket BETWEEN ? AND ?'
+)
+_INSERT_FRESH = (
+    'INSERT OR IGNORE INTO telemetry_rollups (scope, "interval", bucket, fields, cells)'
+    " VALUES (?, ?, ?, ?, ?)"
 )
 _WRITE_ROLLUP = (
     'INSERT OR REPLACE INTO telemetry_rollups (scope, "interval", bucket, fields, cells)'
@@ -197,7 +203,11 @@ class SQLiteTelemetry(TelemetryDialect):
             await driver.execute(_STAGE_READINGS)
         if not items:
             return set()
-        rows = [(d, r.seq, _stamp(r.time), dumps(r.values), _stamp(at), n) for d, r, at, n in items]
+        held = _STAMPS.get  # a hit without _stamp's call (a time's text is never empty)
+        rows = [
+            (d, r.seq, held(r.time) or _stamp(r.time), dumps(r.values), held(at) or _stamp(at), n)
+            for d, r, at, n in items
+        ]
         # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
         # then stores them all, and its count says so. When it stored fewer, which ones it
         # skipped is found the staged way below, after undoing it.
@@ -254,61 +264,149 @@ class SQLiteTelemetry(TelemetryDialect):
         the rows stored (in no particular order: SQLite's one writer at a time holds the
         whole database, so no lock order is needed)."""
         await upsert_blocks(
-            driver, blocks_of(scoped_columns(group_columns(plan.parts), plan.scopes))
+            driver,
+            blocks_of(scoped_columns(group_columns(plan.parts), plan.scopes)),
+            plan.stored_until,
         )
 
     async def add_rollups(self, driver: Any, records: list[RollupRecord]) -> None:
         await upsert_blocks(driver, blocks_of(records_columns(records).items()))
 
 
-async def upsert_blocks(driver: Any, blocks: list[Block]) -> None:
+async def upsert_blocks(
+    driver: Any, blocks: list[Block], stored_until: Mapping[str, datetime | None] | None = None
+) -> None:
     """Wide rows added to those stored under their keys (new keys inserted): the stored
     rows read (`_stored`), those of the same fields added column-wise (numpy), the rest
-    row by row (wide.merge_row), all written back by one executemany."""
+    row by row (wide.merge_row), all written back by one executemany. Keys stay integers
+    (scope, interval code, epoch second) through the merge; text is made only to bind.
+
+    `stored_until` (a device's newest reading before this group, by scope): a device's rows
+    of buckets that begin after it hold nothing stored (a device that only appends: live
+    traffic), so they are inserted without a read. The database checks that (INSERT OR
+    IGNORE must insert every one of them); when some key was stored after all (rollups
+    added apart from readings), that insert is undone and every row takes the read."""
     if not blocks:
         return
-    keyed = [
-        list(
-            zip(
-                block.scope,
-                [INTERVAL_NAMES[kind] for kind in block.interval],
-                list(map(_sqlite_bucket, block.stamp)),
-                strict=True,
+    if stored_until:
+        fresh, blocks = _split_fresh(blocks, stored_until)
+        if fresh:
+            rows = _rows(fresh)
+            await driver.execute("SAVEPOINT telemetry_rollups")
+            cursor = await driver.executemany(_INSERT_FRESH, rows)
+            if cursor.rowcount != len(rows):
+                await driver.execute("ROLLBACK TO telemetry_rollups")
+                blocks = [*blocks, *fresh]
+            await driver.execute("RELEASE telemetry_rollups")
+        if not blocks:
+            return
+    stored = await _stored(driver, blocks)
+    out: list[tuple[Any, ...]] = []
+    for block in blocks:
+        if stored:
+            block = _merged(block, stored, out)
+        if block.scope:
+            out += _rows([block])
+    await driver.executemany(_WRITE_ROLLUP, out)
+
+
+def _merged(
+    block: Block, stored: dict[tuple[str, int, int], tuple[str, bytes]], out: list[tuple[Any, ...]]
+) -> Block:
+    """The block with the stored rows of its keys added: those of the same fields in the
+    block (column-wise), the others merged row by row into `out` and left out of it."""
+    found = list(map(stored.get, zip(block.scope, block.interval, block.stamp, strict=True)))
+    held_at = [n for n, held in enumerate(found) if held is not None]
+    if not held_at:
+        return block
+    text = fields_text(block.fields)
+    same = [n for n in held_at if found[n][0] == text]  # type: ignore[index]
+    cells = block.cells.copy()
+    if same:
+        held = np.frombuffer(b"".join([found[n][1] for n in same]), "<f8")  # type: ignore[index]
+        cells[same] = add(held.reshape(len(same), len(block.fields), CELL), cells[same])
+    other = [n for n in held_at if found[n][0] != text]  # type: ignore[index]
+    if not other:
+        return Block(block.fields, block.scope, block.interval, block.stamp, cells)
+    for n in other:
+        held_fields, held_cells = found[n]  # type: ignore[misc]
+        names, merged = merge_row(
+            fields_of(held_fields), cells_of(held_cells), block.fields, cells[n]
+        )
+        out.append(
+            (
+                block.scope[n],
+                INTERVAL_NAMES[block.interval[n]],
+                _sqlite_bucket(block.stamp[n]),
+                fields_text(names),
+                blob(merged),
             )
         )
-        for block in blocks
-    ]
-    stored = await _stored(driver, blocks, keyed)
+    keep = np.ones(len(block.scope), bool)
+    keep[other] = False
+    kept = keep.tolist()
+    return Block(
+        block.fields,
+        list(compress(block.scope, kept)),
+        list(compress(block.interval, kept)),
+        list(compress(block.stamp, kept)),
+        cells[keep],
+    )
+
+
+def _rows(blocks: list[Block]) -> list[tuple[Any, ...]]:
+    """The blocks' rows as SQLite binds them: scope, interval's name, bucket's text, the
+    field names' text and the cells' blob."""
     rows: list[tuple[Any, ...]] = []
-    for block, mine in zip(blocks, keyed, strict=True):
-        text = fields_text(block.fields)
-        cells = block.cells
-        found = list(map(stored.get, mine)) if stored else []
-        if any(held is not None for held in found):
-            same = [n for n, held in enumerate(found) if held is not None and held[0] == text]
-            if same:
-                held = np.frombuffer(b"".join([found[n][1] for n in same]), "<f8")  # type: ignore[index]
-                cells = cells.copy()
-                cells[same] = add(held.reshape(len(same), len(block.fields), CELL), cells[same])
-            other = [n for n, held in enumerate(found) if held is not None and held[0] != text]
-            for n in other:
-                held_fields, held_cells = found[n]  # type: ignore[misc]
-                names, merged = merge_row(
-                    fields_of(held_fields), cells_of(held_cells), block.fields, cells[n]
-                )
-                rows.append((*mine[n], fields_text(names), blob(merged)))
-            if other:
-                keep = np.ones(len(mine), bool)
-                keep[other] = False
-                mine = [k for k, kept in zip(mine, keep.tolist(), strict=True) if kept]
-                cells = cells[keep]
-        if not mine:
+    for block in blocks:
+        size = len(block.fields) * CELL * 8
+        flat = np.ascontiguousarray(block.cells, dtype="<f8").reshape(len(block.scope), -1)
+        rows += zip(
+            block.scope,
+            map(INTERVAL_NAMES.__getitem__, block.interval),
+            map(_sqlite_bucket, block.stamp),
+            repeat(fields_text(block.fields)),
+            flat.view(f"V{size}").ravel().tolist(),  # each row's bytes
+        )
+    return rows
+
+
+def _split_fresh(
+    blocks: list[Block], stored_until: Mapping[str, datetime | None]
+) -> tuple[list[Block], list[Block]]:
+    """The blocks' rows whose scope is a device and whose bucket begins after its newest
+    stored reading (fresh), and the others."""
+    limits = {
+        scope: -math.inf if last is None else math.floor(last.timestamp())
+        for scope, last in stored_until.items()
+    }
+    fresh: list[Block] = []
+    rest: list[Block] = []
+    for block in blocks:
+        mine = {scope: limits.get(scope, math.inf) for scope in set(block.scope)}
+        if all(limit == math.inf for limit in mine.values()):
+            rest.append(block)
             continue
-        size = cells.shape[1] * CELL * 8
-        flat = np.ascontiguousarray(cells, dtype="<f8").reshape(len(mine), -1)
-        blobs = flat.view(f"V{size}").ravel().tolist()  # each row's bytes
-        rows += [(*k, text, b) for k, b in zip(mine, blobs, strict=True)]
-    await driver.executemany(_WRITE_ROLLUP, rows)
+        count = len(block.scope)
+        limit = np.fromiter(map(mine.__getitem__, block.scope), np.float64, count)
+        new = np.asarray(block.stamp, dtype=np.float64) > limit
+        if new.all():
+            fresh.append(block)
+        elif not new.any():
+            rest.append(block)
+        else:
+            for chosen, into in ((new, fresh), (~new, rest)):
+                kept = chosen.tolist()
+                into.append(
+                    Block(
+                        block.fields,
+                        list(compress(block.scope, kept)),
+                        list(compress(block.interval, kept)),
+                        list(compress(block.stamp, kept)),
+                        block.cells[chosen],
+                    )
+                )
+    return fresh, rest
 
 
 # A bucket's length in seconds, at least (a month: 28 days), to tell a dense run of keys.
@@ -316,22 +414,23 @@ _SPAN = {0: 86_400, 1: 3_600, 2: 28 * 86_400}
 
 
 async def _stored(
-    driver: Any, blocks: list[Block], keyed: list[list[tuple[str, str, str]]]
-) -> dict[tuple[str, str, str], tuple[str, bytes]]:
-    """The stored rows of the blocks' keys, by key. A scope's keys of one interval that run
-    on with few gaps (a batch's hours, days, months: the usual case) are read as one range
-    of the primary key, whatever rows between them it holds; the others by key (json_each
-    of their keys, each a search). Both ways cost SQLite less than a search a key alone."""
+    driver: Any, blocks: list[Block]
+) -> dict[tuple[str, int, int], tuple[str, bytes]]:
+    """The stored rows of the blocks' keys, by (scope, interval code, epoch second). A
+    scope's keys of one interval that run on with few gaps (a batch's hours, days, months:
+    the usual case) are read as one range of the primary key, whatever rows between them
+    it holds; the others by key (json_each of their keys, each a search). Both ways cost
+    SQLite less than a search a key alone."""
     runs: dict[tuple[str, int], list[int]] = {}  # (scope, interval) -> [low, high, count]
     for block in blocks:
-        # A block's rows come scope by scope, each scope's in (interval, bucket) order.
-        index: dict[str, int] = {}
-        codes = np.array([index.setdefault(scope, len(index)) for scope in block.scope])
-        kinds = np.asarray(block.interval, dtype=np.int64)
-        stamps = np.asarray(block.stamp, dtype=np.int64)
-        starts = np.flatnonzero(np.diff(codes * 3 + kinds)) + 1
-        firsts = [0, *starts.tolist()]
-        lasts = [*(starts - 1).tolist(), len(stamps) - 1]
+        # A block's rows come scope by scope, each scope's in (interval, bucket) order:
+        # each run of one (scope, interval) is a range of the primary key.
+        sizes = [
+            len(list(run)) for _, run in groupby(zip(block.interval, block.scope, strict=True))
+        ]
+        lasts = list(accumulate(sizes, initial=-1))[1:]
+        firsts = [last - size + 1 for last, size in zip(lasts, sizes, strict=True)]
+        stamps = block.stamp
         for first, last in zip(firsts, lasts, strict=True):
             key = (block.scope[first], block.interval[first])
             low, high = int(stamps[first]), int(stamps[last])
@@ -349,25 +448,25 @@ async def _stored(
         for key, (low, high, count) in runs.items()
         if (high - low) // _SPAN[key[1]] > 2 * count + 16
     }
-    stored: dict[tuple[str, str, str], tuple[str, bytes]] = {}
+    stored: dict[tuple[str, int, int], tuple[str, bytes]] = {}
     for (scope, kind), (low, high, _) in runs.items():
         if (scope, kind) in sparse:
             continue
         cursor = await driver.execute(
             _STORED_RANGE, (scope, INTERVAL_NAMES[kind], _sqlite_bucket(low), _sqlite_bucket(high))
         )
-        for name, bucket, fields, cells in await cursor.fetchall():
-            stored[(scope, name, bucket)] = (fields, cells)
+        for bucket, fields, cells in await cursor.fetchall():
+            stored[(scope, kind, _bucket_stamp(bucket))] = (fields, cells)
     if sparse:
         keys = [
-            list(key)
-            for block, mine in zip(blocks, keyed, strict=True)
-            for key, kind in zip(mine, block.interval, strict=True)
-            if (key[0], kind) in sparse
+            [scope, INTERVAL_NAMES[kind], _sqlite_bucket(stamp)]
+            for block in blocks
+            for scope, kind, stamp in zip(block.scope, block.interval, block.stamp, strict=True)
+            if (scope, kind) in sparse
         ]
         cursor = await driver.execute(_STORED_ROLLUPS, (orjson.dumps(keys),))
         for scope, name, bucket, fields, cells in await cursor.fetchall():
-            stored[(scope, name, bucket)] = (fields, cells)
+            stored[(scope, INTERVAL_CODES[name], _bucket_stamp(bucket))] = (fields, cells)
     return stored
 
 
@@ -395,6 +494,12 @@ def _stamp(moment: datetime) -> str:
             _STAMPS.clear()
         text = _STAMPS[moment] = sqlite_time(moment)
     return text
+
+
+@functools.lru_cache(maxsize=65_536)
+def _bucket_stamp(text: str) -> int:
+    """A stored bucket's text (_sqlite_bucket's) as its epoch second; cached likewise."""
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -228,14 +228,12 @@ def _with_fields(rows: list[Any], wanted: set[str]) -> list[Any]:
     the asked fields (a stove that sent only its battery level) has no day at all, as when
     each field was a row of its own and only the asked ones were read: a period must not
     see it as a day with readings (the evidence's readings would give it absent)."""
-    keep: dict[str, bool] = {}
-    for row in rows:
-        key = row[2]
-        if key not in keep:
-            keep[key] = not wanted.isdisjoint(key.split(ROLLUP_FIELD_SEPARATOR) if key else ())
-    if all(keep.values()):
-        return rows
-    return [row for row in rows if keep[row[2]]]
+    unasked = {
+        key
+        for key in {row[2] for row in rows}  # a programme's few field lists
+        if wanted.isdisjoint(key.split(ROLLUP_FIELD_SEPARATOR) if key else ())
+    }
+    return [row for row in rows if row[2] not in unasked] if unasked else rows
 
 
 def pivot_wide(

@@ -20,10 +20,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from limits import RateLimitItem, parse
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -71,6 +79,10 @@ def checked_rate_limit(value: str) -> str:
         value = f"{value}/minute"
     parse(value)  # raises ValueError with a clear message when malformed
     return value
+
+
+RateLimit = Annotated[str, AfterValidator(checked_rate_limit)]
+"""A rate limit setting ('N/period'), checked as it is read."""
 
 
 class _Section(BaseModel):
@@ -311,7 +323,7 @@ class SecuritySettings(_Section):
             "An admin API key that exists from start (first use, tests); at least 32 characters."
         ),
     )
-    api_key_failure_limit: str = Field(
+    api_key_failure_limit: RateLimit = Field(
         "20/minute",
         validation_alias="API_KEY_FAILURE_LIMIT",
         description=(
@@ -329,11 +341,6 @@ class SecuritySettings(_Section):
         ge=1,
         description="How many trusted proxies appended to `X-Forwarded-For`.",
     )
-
-    @field_validator("api_key_failure_limit")
-    @classmethod
-    def _rate_limit_parses(cls, value: str) -> str:
-        return checked_rate_limit(value)
 
     @field_validator("pin_encryption_key", "credential_issuer_key")
     @classmethod
@@ -370,7 +377,7 @@ class RegistrySettings(_Section):
             "Applies to that route only; every other body keeps `REGISTRY_MAX_BODY_BYTES`."
         ),
     )
-    rate_limit: str = Field(
+    rate_limit: RateLimit = Field(
         "1200/minute",
         validation_alias="REGISTRY_RATE_LIMIT",
         description=(
@@ -378,7 +385,7 @@ class RegistrySettings(_Section):
             " shared through Redis when `REDIS_URL` is set."
         ),
     )
-    certificate_rate_limit: str = Field(
+    certificate_rate_limit: RateLimit = Field(
         "60/minute",
         validation_alias="REGISTRY_CERTIFICATE_RATE_LIMIT",
         description=(
@@ -537,11 +544,6 @@ class RegistrySettings(_Section):
         ),
     )
 
-    @field_validator("rate_limit", "certificate_rate_limit")
-    @classmethod
-    def _rate_limit_parses(cls, value: str) -> str:
-        return checked_rate_limit(value)
-
     @field_validator("compliance_group_members")
     @classmethod
     def _members_parse(cls, value: str) -> str:
@@ -644,7 +646,7 @@ class UssdSettings(_Section):
         ge=512,
         description="Larger request bodies are invalid input.",
     )
-    rate_limit: str = Field(
+    rate_limit: RateLimit = Field(
         "100/minute",
         validation_alias="USSD_RATE_LIMIT",
         description="Per client IP on `/api/ussd*`; `N/second|minute|hour` or a bare N per minute.",
@@ -741,11 +743,6 @@ class UssdSettings(_Section):
         ),
     )
 
-    @field_validator("rate_limit")
-    @classmethod
-    def _rate_limit_parses(cls, value: str) -> str:
-        return checked_rate_limit(value)
-
     @cached_property
     def rate_limit_item(self) -> RateLimitItem:
         return parse(self.rate_limit)
@@ -814,7 +811,7 @@ class TelemetrySettings(_Section):
         gt=0,
         description="How often the retention pruner runs.",
     )
-    rate_limit: str = Field(
+    rate_limit: RateLimit = Field(
         "600/minute",
         validation_alias="TELEMETRY_RATE_LIMIT",
         description=(
@@ -875,11 +872,6 @@ class TelemetrySettings(_Section):
             "broker silent for twice as long is taken as gone and reconnected to."
         ),
     )
-
-    @field_validator("rate_limit")
-    @classmethod
-    def _rate_limit_parses(cls, value: str) -> str:
-        return checked_rate_limit(value)
 
     @cached_property
     def rate_limit_item(self) -> RateLimitItem:
@@ -1154,16 +1146,11 @@ class ChainSettings(_Section):
         le=300,
         description="Deadline of each call to the node; beyond it 504.",
     )
-    gateway_rate_limit: str = Field(
+    gateway_rate_limit: RateLimit = Field(
         "6000/minute",
         validation_alias="GATEWAY_RATE_LIMIT",
         description="Per client IP (see `TRUST_PROXY_ENABLED`); 429 with `Retry-After` beyond it.",
     )
-
-    @field_validator("gateway_rate_limit")
-    @classmethod
-    def _rate_limit_parses(cls, value: str) -> str:
-        return checked_rate_limit(value)
 
     @field_validator("gateway_disabled_methods")
     @classmethod

@@ -88,6 +88,21 @@ async def test_rollups_computed_in_the_database_equal_the_python_reference(
     assert [len(r.inserted) for r in again] == [1]
 
     stored = {a: [*first_a[:6], extra, late], b: first_b[:6]}
+    actual = await stored_equal_reference(store, stored, scopes)
+    # Spot checks of the buckets the offsets decide.
+    january = datetime(2026, 1, 1, tzinfo=UTC)
+    march = datetime(2026, 3, 1, tzinfo=UTC)
+    assert actual[(a, "month", january, "session=end")]["count"] == 1
+    assert actual[(farm.project, "month", march, "session=start")]["count"] == 2
+    assert actual[(farm.organisation, "month", march, "energyKwh")]["sum"] == 5.5
+
+
+async def stored_equal_reference(
+    store: Any, stored: dict[str, list[Reading]], scopes: list[str]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Assert that the rollups read back for the devices of `stored` and `scopes` are what
+    the Python reference makes of the readings stored; return them by (scope, interval,
+    bucket, field)."""
     expected = merged(
         [
             row
@@ -96,7 +111,7 @@ async def test_rollups_computed_in_the_database_equal_the_python_reference(
         ]
     )
     actual: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for scope in (a, b, *scopes):
+    for scope in (*stored, *scopes):
         for interval in INTERVALS:
             cells = await store.aggregates(scope, interval, None, None)
             for bucket, fields in cells.items():
@@ -111,12 +126,55 @@ async def test_rollups_computed_in_the_database_equal_the_python_reference(
             cell["max"],
         ), key
         assert got["sum"] == pytest.approx(cell["sum"], rel=1e-12), key
-    # Spot checks of the buckets the offsets decide.
-    january = datetime(2026, 1, 1, tzinfo=UTC)
-    march = datetime(2026, 3, 1, tzinfo=UTC)
-    assert actual[(a, "month", january, "session=end")]["count"] == 1
-    assert actual[(farm.project, "month", march, "session=start")]["count"] == 2
-    assert actual[(farm.organisation, "month", march, "energyKwh")]["sum"] == 5.5
+    return actual
+
+
+async def test_a_later_group_adds_to_stored_rows_of_the_same_fields(registry: Registry) -> None:
+    """A group whose buckets a stored row holds with the same fields adds cell by cell (on
+    PostgreSQL an array spelled out for rows of up to six fields, unnest beyond): rows of
+    one, two and seven fields, each bucket's minimum lowered and maximum raised by the
+    second group, in separate transactions."""
+    farm = await build_farm(registry)
+    did = await farm.stove()
+    store = registry.platform.telemetry.store
+    scopes = [farm.project, farm.organisation]
+    hour = datetime(2026, 4, 2, 10, tzinfo=UTC)
+    shapes: list[dict[str, Any]] = [
+        {"energyKwh": 1.0},
+        {"energyKwh": 0.5, "meterKwh": 100.25},
+        {
+            "energyKwh": 2.0,
+            "fuelKg": 1.5,
+            "meterKwh": 101.0,
+            "temperatureC": 200.0,
+            "batteryPct": 30.0,
+            "session": "start",
+            "faultCode": "none",
+        },
+    ]
+
+    def group(seq: int, scale: float) -> list[Reading]:
+        return [
+            Reading(
+                seq + n,
+                hour + timedelta(hours=n, minutes=seq % 50),
+                {k: v * scale if isinstance(v, float) else v for k, v in values.items()},
+            )
+            for n, values in enumerate(shapes)
+        ]
+
+    first, second, third = group(1, 1.0), group(10, 0.25), group(20, 3.0)
+    for items in (first, second, third):
+        batch = Batch(did, items, SCHEMA.numeric, SCHEMA.meter, scopes, SCHEMA.counted)
+        assert [len(r.inserted) for r in await store.store_many([batch])] == [3]
+    actual = await stored_equal_reference(store, {did: [*first, *second, *third]}, scopes)
+    assert actual[(did, "hour", hour, "energyKwh")] == {
+        "count": 3,
+        "sum": 4.25,
+        "min": 0.25,
+        "max": 3.0,
+    }
+    assert actual[(farm.project, "day", hour.replace(hour=0), "session=start")]["count"] == 3
 
 
 def test_the_batch_check_agrees_with_the_check_of_each_reading() -> None:

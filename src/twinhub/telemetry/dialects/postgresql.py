@@ -95,8 +95,11 @@ SELECT device_id, seq FROM stored
 # lock rollup rows in one order (no deadlocks), and adds a row to the one stored in SQL:
 # cell by cell when their field lists agree (the usual case), else over the union of their
 # fields in sorted order (COLLATE "C": code points, as Python sorts). The stored figures
-# come first in each sum, as `t.sum + excluded.sum` did.
-_UPSERT_WIDE = """
+# come first in each sum, as `t.sum + excluded.sum` did. Rows of up to _SPELLED_FIELDS fields
+# whose field lists agree (nearly all) are added by an array spelled out cell by cell
+# (_same_fields): a third cheaper in the backend than unnest and array_agg per row.
+_SPELLED_FIELDS = 6
+_UPSERT_WIDE_TEMPLATE = """
 INSERT INTO telemetry_rollups AS t (scope, "interval", bucket, fields, cells)
 SELECT ($1::text[])[s.scope + 1], (ARRAY['day', 'hour', 'month'])[s.kind + 1],
        to_timestamp(s.stamp), string_to_array(($2::text[])[s.fields + 1], E'\\x1f'), s.cells
@@ -107,12 +110,12 @@ ON CONFLICT (scope, "interval", bucket) DO UPDATE SET
     SELECT array_agg(u.f ORDER BY u.f COLLATE "C")
     FROM (SELECT DISTINCT unnest(t.fields || excluded.fields) AS f) u
   ) END,
-  cells = CASE WHEN t.fields = excluded.fields THEN (
+  cells = CASE WHEN t.fields = excluded.fields THEN CASE cardinality(t.cells) {same} ELSE (
     SELECT array_agg(
       CASE WHEN c.k % 4 IN (1, 2) THEN c.a + c.b
            WHEN c.k % 4 = 3 THEN least(c.a, c.b) ELSE greatest(c.a, c.b) END ORDER BY c.k)
     FROM unnest(t.cells, excluded.cells) WITH ORDINALITY AS c(a, b, k)
-  ) ELSE (
+  ) END ELSE (
     SELECT array_agg(
       CASE WHEN p.ia IS NULL THEN excluded.cells[4 * p.ib - 4 + j.j]
            WHEN p.ib IS NULL THEN t.cells[4 * p.ia - 4 + j.j]
@@ -127,6 +130,28 @@ ON CONFLICT (scope, "interval", bucket) DO UPDATE SET
     ) p
   ) END
 """
+
+
+def _same_fields(cells: int) -> str:
+    """The sum of a stored row and a new one of the same `cells` cells, as one array
+    expression: per field (count, sum, min, max), the counts and sums added, the least of
+    the minimums and the greatest of the maximums."""
+    spelled = []
+    for i in range(1, cells + 1):
+        a, b = f"t.cells[{i}]", f"excluded.cells[{i}]"
+        kind = (i - 1) % CELL
+        spelled.append(
+            f"{a} + {b}" if kind < 2 else f"{'least' if kind == 2 else 'greatest'}({a}, {b})"
+        )
+    return "ARRAY[" + ", ".join(spelled) + "]"
+
+
+_UPSERT_WIDE = _UPSERT_WIDE_TEMPLATE.replace(
+    "{same}",
+    " ".join(
+        f"WHEN {CELL * n} THEN {_same_fields(CELL * n)}" for n in range(1, _SPELLED_FIELDS + 1)
+    ),
+)
 # The devices' rows of a group, locked in id order; their advanced state; its events.
 _ADD_DEVICES = (
     "INSERT INTO telemetry_devices (did, latest, readings, updated_at)"
@@ -137,9 +162,14 @@ _LOCK_DEVICES = (
     "SELECT id, did, last_time, last_seq, latest, meter, readings FROM telemetry_devices"
     " WHERE did = ANY($1::varchar[]) ORDER BY id FOR UPDATE"
 )
-_SAVE_DEVICE = (
-    "UPDATE telemetry_devices SET last_time = $2, last_seq = $3, latest = $4, meter = $5,"
-    " readings = $6, updated_at = $7 WHERE id = $1"
+# One statement for the group's devices (the rows are locked already): executemany ran the
+# UPDATE once a device, a statement's overhead in the backend each (a group of MQTT
+# messages names a few hundred devices).
+_SAVE_DEVICES = (
+    "UPDATE telemetry_devices AS d SET last_time = u.last_time, last_seq = u.last_seq,"
+    " latest = u.latest::jsonb, meter = u.meter, readings = u.readings, updated_at = $7"
+    " FROM unnest($1::integer[], $2::timestamptz[], $3::bigint[], $4::text[], $5::float8[],"
+    " $6::bigint[]) AS u(id, last_time, last_seq, latest, meter, readings) WHERE d.id = u.id"
 )
 _INSERT_EVENT = (
     "INSERT INTO events (event_id, type, subject, actor, data, ledger_height, occurred_at,"
@@ -230,12 +260,15 @@ class PostgreSQLTelemetry(TelemetryDialect):
         return {r[1]: DeviceState(r[0], r[2], r[3], r[4] or {}, r[5], r[6] or 0) for r in found}
 
     async def save_devices(self, driver: Any, states: list[DeviceState], now: datetime) -> None:
-        await driver.executemany(
-            _SAVE_DEVICE,
-            [
-                (s.id, s.last_time, s.last_seq, dumps(s.latest), s.meter, s.readings, now)
-                for s in states
-            ],
+        await driver.execute(
+            _SAVE_DEVICES,
+            [s.id for s in states],
+            [s.last_time for s in states],
+            [s.last_seq for s in states],
+            [dumps(s.latest) for s in states],
+            [s.meter for s in states],
+            [s.readings for s in states],
+            now,
         )
 
     async def insert_events(self, driver: Any, rows: list[dict[str, Any]]) -> None:

@@ -1,5 +1,6 @@
-"""PostgreSQL's telemetry writes (see twinhub.telemetry.dialects): readings COPYed into a
-staging table private to the connection, the rollup cells (summed in Python, column-wise)
+"""PostgreSQL's telemetry writes (see twinhub.telemetry.dialects): readings COPYed straight
+into their table when no seq can be stored already, else into a staging table private to the
+connection, the rollup cells (summed in Python, column-wise)
 upserted by ONE statement from arrays, monthly partitions of the readings, the devices'
 rows locked FOR UPDATE in id order."""
 
@@ -85,6 +86,13 @@ WITH stored AS (
 )
 SELECT device_id, seq FROM stored
 """
+# Each device's highest stored seq, read after its row is locked (so no other transaction
+# adds to it meanwhile, and this statement's snapshot sees what the last holder committed):
+# a seq above it cannot have been stored. One index descent per device and partition.
+_STORED_SEQS = (
+    "SELECT d.id, (SELECT max(r.seq) FROM telemetry_readings r WHERE r.device_id = d.id)"
+    " FROM unnest($1::integer[]) AS d(id)"
+)
 # The rollups of a group's inserted readings: each batch's cells summed in Python
 # (telemetry/columns.py, column-wise over the batch), a scope fed by several batches added
 # up there too, made wide rows (telemetry/wide.py: one per scope, interval and bucket) and
@@ -291,16 +299,24 @@ class PostgreSQLTelemetry(TelemetryDialect):
     async def insert_readings(
         self, driver: Any, items: list[tuple[int, Reading, datetime, int | None]], staged: bool
     ) -> set[tuple[int, int]]:
-        """COPY into the staging table, then one statement: the device's used seqs
-        returned, the rest inserted (_INSERT_STAGED)."""
+        """When every reading's seq is above its device's highest stored one (devices
+        count up: the usual case), COPY straight into the readings (nothing can be stored
+        already); else COPY into the staging table, then one statement: the device's used
+        seqs returned, the rest inserted (_INSERT_STAGED). The direct COPY saves the
+        backend the staging rows, a probe per reading and the INSERT ... SELECT."""
         if not staged:
             await driver.execute(_STAGE_READINGS)
         if not items:
             return set()
+        records = [(d, r.seq, r.time, dumps(r.values), at, n) for d, r, at, n in items]
+        highest = dict(await driver.fetch(_STORED_SEQS, sorted({item[0] for item in items})))
+        if all(highest[d] is None or r.seq > highest[d] for d, r, _, _ in items):
+            await driver.copy_records_to_table(
+                "telemetry_readings", records=records, columns=_STAGE_COLUMNS
+            )
+            return set()
         await driver.copy_records_to_table(
-            "telemetry_stage",
-            records=[(d, r.seq, r.time, dumps(r.values), at, n) for d, r, at, n in items],
-            columns=_STAGE_COLUMNS,
+            "telemetry_stage", records=records, columns=_STAGE_COLUMNS
         )
         return {(d, q) for d, q in await driver.fetch(_INSERT_STAGED)}
 

@@ -14,14 +14,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 if TYPE_CHECKING:  # mrv.plausibility imports this module
     from twinhub.mrv.plausibility import StoveDay
 
-DAY_FIELDS = 8  # StoveDay's fields (mrv.plausibility)
 TIE_WINDOW = 1e-6  # scaled values this close to a half are rounded by Python, one by one
 EXACT_LIMIT = 2.0**52  # scaled values beyond this are rounded by Python too
 
@@ -50,33 +49,73 @@ def python_round(values: np.ndarray, digits: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class ChunkDays:
+    """A chunk's stove-days as columns, as mrv.rollup_columns makes the chunk's StoveDays
+    from them: per day its date, sessions and register rise as the StoveDays hold them,
+    and its ordinal day, sessions and energy as arrays. Kept with the periods made from
+    them (`DaySource`), so the rules read the columns rather than transposing the
+    StoveDays back into them."""
+
+    dates: Sequence[date]
+    counts: list[int]
+    deltas: list[float | None]
+    ordinal: np.ndarray
+    sessions: np.ndarray
+    energy: np.ndarray
+
+
+class DaySource(NamedTuple):
+    """Where one stove's days lie among its chunk's columns: `days` (the list of StoveDays
+    made from them, by identity: a period given other days has no source) are the
+    columns' `first` to `end` days, of stove `stove`."""
+
+    chunk: ChunkDays
+    days: Sequence[StoveDay]
+    first: int
+    end: int
+    stove: str
+
+
+@dataclass(frozen=True)
 class DayColumns:
     """Stove-days in groups (a group: one stove's days, in their order), as columns: where
     each group starts (`starts`, with the total as its last entry), and per day its
-    ordinal day, sessions and energy as arrays; `fields` holds StoveDay's fields as
-    tuples of the days' own values (what a digest writes)."""
+    ordinal day, sessions and energy as arrays, and its stove, date, sessions and register
+    rise as the StoveDays hold them (what a digest writes)."""
 
-    days: list[StoveDay]
     starts: np.ndarray
     ordinal: np.ndarray
     sessions: np.ndarray
     energy: np.ndarray
-    fields: tuple[tuple[Any, ...], ...]
+    stoves: Sequence[str]
+    dates: Sequence[date]
+    counts: Sequence[int]
+    deltas: Sequence[float | None]
 
     @classmethod
-    def of(cls, groups: Iterable[Sequence[StoveDay]]) -> DayColumns | None:
+    def of(
+        cls,
+        groups: Iterable[Sequence[StoveDay]],
+        sources: Sequence[DaySource | None] | None = None,
+    ) -> DayColumns | None:
         """The columns of the groups' days; None when a figure is not a plain number (an
-        int count, a finite float energy): the day-by-day code then decides alone."""
+        int count, a finite float energy): the day-by-day code then decides alone.
+        `sources` (one a group): where each group's days were made from a chunk's columns;
+        when every group with days has its source, the columns are gathered from the
+        chunks' (`_joined`), no StoveDay read."""
         groups = list(groups)
+        if sources is not None:
+            made, joined = _joined(groups, sources)
+            if made:
+                return joined
         sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
         starts = np.zeros(len(groups) + 1, dtype=np.int64)
         np.cumsum(sizes, out=starts[1:])
         days = list(chain.from_iterable(groups))
         if not days:
             whole = np.zeros(0, dtype=np.int64)
-            return cls(days, starts, whole, whole, np.zeros(0), ((),) * DAY_FIELDS)
-        fields = tuple(zip(*days, strict=True))
-        _, when, sessions, energy, *_ = fields
+            return cls(starts, whole, whole, np.zeros(0), [], [], [], [])
+        stoves, when, sessions, energy, *_, deltas = zip(*days, strict=True)
         if not (set(map(type, when)) <= {date} and set(map(type, sessions)) <= {int}):
             return None
         if not set(map(type, energy)) <= {float}:  # round(an int) is an int: written "1"
@@ -89,7 +128,7 @@ class DayColumns:
         if not np.isfinite(figures).all():
             return None
         ordinal = np.fromiter(map(date.toordinal, when), dtype=np.int64, count=len(days))
-        return cls(days, starts, ordinal, counts, figures, fields)
+        return cls(starts, ordinal, counts, figures, stoves, when, sessions, deltas)
 
     def group_of_day(self) -> np.ndarray:
         """Each day's group number."""
@@ -101,9 +140,63 @@ class DayColumns:
 
     def ascending(self) -> np.ndarray:
         """Per group, whether its days are in strictly ascending day order."""
-        later = np.ones(len(self.days), dtype=bool)
+        later = np.ones(len(self.ordinal), dtype=bool)
         later[1:] = self.ordinal[1:] > self.ordinal[:-1]
         later[self.starts[:-1][np.diff(self.starts) > 0]] = True  # a group's first day
         fine = np.ones(len(self.starts) - 1, dtype=bool)
         fine[self.groups_where(~later)] = False
         return fine
+
+
+def _joined(
+    groups: list[Sequence[StoveDay]], sources: Sequence[DaySource | None]
+) -> tuple[bool, DayColumns | None]:
+    """Whether every group with days was made from a chunk's columns (its source's days
+    are the group), and then `DayColumns.of` the groups gathered from them: a slice of
+    each chunk's lists a group, one numpy gather an array."""
+    chunks: dict[int, tuple[ChunkDays, int]] = {}
+    total = 0
+    firsts: list[int] = []
+    sizes: list[int] = []
+    stoves: list[str] = []
+    dates: list[date] = []
+    counts: list[int] = []
+    deltas: list[float | None] = []
+    for days, source in zip(groups, sources, strict=True):
+        if not days:
+            firsts.append(0)
+            sizes.append(0)
+            continue
+        if source is None or source.days is not days or len(days) != source.end - source.first:
+            return False, None
+        chunk, first, end = source.chunk, source.first, source.end
+        found = chunks.get(id(chunk))
+        if found is None:
+            found = chunks[id(chunk)] = (chunk, total)
+            total += len(chunk.ordinal)
+        firsts.append(found[1] + first)
+        sizes.append(end - first)
+        stoves += [source.stove] * (end - first)
+        dates += chunk.dates[first:end]
+        counts += chunk.counts[first:end]
+        deltas += chunk.deltas[first:end]
+    starts = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    if not chunks:
+        whole = np.zeros(0, dtype=np.int64)
+        return True, DayColumns(starts, whole, whole, np.zeros(0), [], [], [], [])
+    at = np.repeat(np.array(firsts, dtype=np.int64) - starts[:-1], sizes) + np.arange(starts[-1])
+    parts = [chunk for chunk, _ in chunks.values()]
+    energy = np.concatenate([chunk.energy for chunk in parts])[at]
+    if not np.isfinite(energy).all():  # as `of` decides
+        return True, None
+    return True, DayColumns(
+        starts,
+        np.concatenate([chunk.ordinal for chunk in parts])[at],
+        np.concatenate([chunk.sessions for chunk in parts])[at],
+        energy,
+        stoves,
+        dates,
+        counts,
+        deltas,
+    )

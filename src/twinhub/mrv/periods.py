@@ -13,7 +13,7 @@ import csv
 import hashlib
 import io
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 from typing import Any
@@ -22,10 +22,16 @@ import orjson
 
 from twinhub.kernel.collector import collector_paused
 from twinhub.kernel.errors import Problems
-from twinhub.mrv.day_columns import DayColumns, python_round
+from twinhub.mrv.day_columns import DayColumns, DaySource, python_round
 from twinhub.mrv.meter import check_meter
 from twinhub.mrv.methodology import Methodology, MethodologyError, to_smallest_unit
-from twinhub.mrv.plausibility import Finding, StoveDay
+from twinhub.mrv.plausibility import (
+    Finding,
+    PlausibilityRules,
+    StoveDay,
+    assess,
+    assess_stoves,
+)
 from twinhub.mrv.project_document import (
     ProjectDocument,
     default_document,
@@ -66,6 +72,9 @@ class StovePeriod:
     # (mrv.period_inputs.seen_ranges) seen in the same snapshot as the figures. Evidence
     # only (the bundle's readings are chosen by it); no rule reads it. None: not kept.
     seen: Mapping[str, list[list[int]]] | None = None
+    # Where `days` were made from a chunk's columns (mrv.rollup_columns), for the rules to
+    # read those (DayColumns.of) rather than the days; None: read the days. Not a figure.
+    source: DaySource | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -122,14 +131,17 @@ def inputs_digest(days: Iterable[StoveDay]) -> str:
     return hashlib.sha256(orjson.dumps(rows)).hexdigest()
 
 
-def inputs_digests(groups: Sequence[Sequence[StoveDay]]) -> list[str]:
-    """`inputs_digest` of each stove's days, over the columns of them all: the energy
+def inputs_digests(
+    groups: Sequence[Sequence[StoveDay]], sources: Sequence[DaySource | None] | None = None
+) -> list[str]:
+    """`inputs_digest` of each stove's days, over the columns of them all (`sources`: where
+    each group's days were made from a chunk's columns, DayColumns.of): the energy
     rounded at once (mrv.day_columns.python_round), each stove's rows zipped from the
     columns, and sorted only when its days are not in day order already."""
-    columns = DayColumns.of(groups)
+    columns = DayColumns.of(groups, sources)
     if columns is None:  # a figure that is not a plain number: stove by stove
         return [inputs_digest(days) for days in groups]
-    stoves, days, sessions, _, _, _, _, deltas = columns.fields
+    stoves, days, sessions, deltas = columns.stoves, columns.dates, columns.counts, columns.deltas
     energy = python_round(columns.energy, 6).tolist()
     iso = list(map(_iso, days))
     ordered = columns.ascending().tolist()
@@ -148,6 +160,28 @@ def inputs_digests(groups: Sequence[Sequence[StoveDay]]) -> list[str]:
         )
         found.append(hashlib.sha256(orjson.dumps(rows if fine else sorted(rows))).hexdigest())
     return found
+
+
+def assess_periods(
+    stoves: Sequence[StovePeriod], rules: PlausibilityRules | None = None
+) -> list[Finding]:
+    """`assess` (mrv.plausibility) of the stoves' days, the same findings: when every
+    stove with days is another stove and has its days from a chunk's columns (their
+    `source`: each stove's own days, in strictly ascending day order), over those columns
+    (DayColumns.of), no StoveDay regrouped or transposed."""
+    with_days = [s for s in stoves if s.days]
+    sources = [s.source for s in with_days]
+    names = {s.stove for s in with_days}
+    if len(names) == len(with_days) and all(
+        source is not None and source.days is s.days and source.stove == s.stove
+        for s, source in zip(with_days, sources, strict=True)
+    ):
+        groups = [s.days for s in with_days]
+        columns = DayColumns.of(groups, sources)
+        return assess_stoves(
+            dict(zip([s.stove for s in with_days], groups, strict=True)), columns, rules
+        )
+    return assess((day for s in stoves for day in s.days), rules)
 
 
 _iso = lru_cache(maxsize=4096)(date.isoformat)  # a period's thirty days, 300,000 times
@@ -427,7 +461,7 @@ def stove_rows(
     share one common mapping; claims computed together each have their own (a claim is a
     one-stove period: its fleet is its stove)."""
     staged: list[tuple[StovePeriod, dict[str, Any], str | None, StoveInputs | None]] = []
-    digests = inputs_digests([s.days for s in stoves])
+    digests = inputs_digests([s.days for s in stoves], [s.source for s in stoves])
     for stove, digest, common in zip(stoves, digests, commons, strict=True):
         base: dict[str, Any] = {
             "stove": stove.stove,
@@ -597,7 +631,9 @@ def sessions_report(
     rules = methodology.rule_values()
     staged: list[tuple[dict[str, Any], str | None, dict[str, Any] | None]] = []
     ordered = sorted(stoves, key=lambda s: s.stove)
-    for stove, digest in zip(ordered, inputs_digests([s.days for s in ordered]), strict=True):
+    for stove, digest in zip(
+        ordered, inputs_digests([s.days for s in ordered], [s.source for s in ordered]), strict=True
+    ):
         base = {
             "stove": stove.stove,
             "serial": stove.serial,

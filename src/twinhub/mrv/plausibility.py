@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from itertools import groupby, repeat
@@ -84,7 +84,7 @@ FEATURES = {
 }
 
 
-def profile(stove: str, days: list[StoveDay]) -> Profile:
+def profile(stove: str, days: Sequence[StoveDay]) -> Profile:
     # The days as columns (one C pass), each summed in the days' order.
     columns = zip(*days, strict=True) if days else _NONE
     _, _, counts, energy, minutes, mornings, evenings, _ = columns
@@ -115,7 +115,19 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     by_day = itemgetter(1)  # StoveDay.day
     for days in by_stove.values():
         days.sort(key=by_day)
-    columns = DayColumns.of(by_stove.values())
+    return assess_stoves(by_stove, DayColumns.of(by_stove.values()), rules)
+
+
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
+def assess_stoves(
+    by_stove: Mapping[str, Sequence[StoveDay]],
+    columns: DayColumns | None,
+    rules: PlausibilityRules | None = None,
+) -> list[Finding]:
+    """`assess` of stoves whose days are grouped already: each stove's days (its own, in
+    day order, none empty), and their `columns` (DayColumns.of them; None: a figure is
+    not a plain number)."""
+    rules = rules or PlausibilityRules()
     findings: list[Finding] = []
     for stove, days in by_stove.items():
         findings += _register_findings(stove, days, rules)
@@ -130,7 +142,9 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     return sorted(findings, key=lambda f: (order[f.kind], f.stove))
 
 
-def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
+def _register_findings(
+    stove: str, days: Sequence[StoveDay], rules: PlausibilityRules
+) -> list[Finding]:
     """The cumulative register is the harder number to fake: compare the sessions to it."""
     deltas = [d.meter_delta for d in days]
     metered = days if None not in deltas else [d for d in days if d.meter_delta is not None]
@@ -199,7 +213,9 @@ def _repeating(columns: DayColumns) -> np.ndarray:
     return columns.groups_where(same)
 
 
-def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
+def _frozen_findings(
+    stove: str, days: Sequence[StoveDay], rules: PlausibilityRules
+) -> list[Finding]:
     values = list(map(round, [d.energy for d in days], repeat(4)))
     repeated = any(map(eq, values, values[1:]))  # most stoves: no day repeats the one before
     longest = (
@@ -224,7 +240,7 @@ def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules)
 
 
 def _clone_findings(
-    by_stove: dict[str, list[StoveDay]], rules: PlausibilityRules, columns: DayColumns | None
+    by_stove: Mapping[str, Sequence[StoveDay]], rules: PlausibilityRules, columns: DayColumns | None
 ) -> list[Finding]:
     """Stoves whose days are the same to the watt-hour on most common days. Days are bucketed
     by their exact values, so only stoves that share a bucket are compared: linear in the
@@ -250,7 +266,7 @@ MAX_BUCKET = 50  # stove-days of one value: more is a common value, not a copy
 
 
 def shared_days(
-    by_stove: dict[str, list[StoveDay]], least: float = 1, columns: DayColumns | None = None
+    by_stove: Mapping[str, Sequence[StoveDay]], least: float = 1, columns: DayColumns | None = None
 ) -> list[tuple[tuple[str, str], int]]:
     """Each pair of stoves (in name order) with the number of buckets (day, sessions, energy
     to the watt-hour) of cooking days they share, when at least `least`, a bucket of more
@@ -346,7 +362,7 @@ def _buckets(columns: DayColumns, owners: list[int]) -> tuple[np.ndarray, np.nda
     return bucket, owner
 
 
-def _active_common_days(first: list[StoveDay], second: list[StoveDay]) -> int:
+def _active_common_days(first: Sequence[StoveDay], second: Sequence[StoveDay]) -> int:
     active = {d.day for d in first if d.sessions}
     return sum(1 for d in second if d.sessions and d.day in active)
 

@@ -17,7 +17,7 @@ from twinhub.mrv.day_columns import DayColumns
 from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.periods import assess_periods, inputs_digests
 from twinhub.mrv.plausibility import PlausibilityRules, assess
-from twinhub.mrv.rollup_columns import RollupColumns, chunk_days, day_rows
+from twinhub.mrv.rollup_columns import RollupColumns, chunk_days, day_of, day_rows
 from twinhub.mrv.rollups import DAY_COLUMNS, stove_period, stove_periods
 
 START = date(2026, 9, 1)
@@ -155,6 +155,11 @@ def test_the_driver_rows_are_the_rows_the_columns_came_from() -> None:
         "did:b": [("2026-09-01", 0, None, 0.5, 0, 0.0, 0.0, 0)],
     }
     assert day_rows(columns_of(rows), COUNTS) == [rows["did:a"], rows["did:b"]]
+
+
+def test_a_day_is_read_from_its_text_or_a_times() -> None:
+    """SQLite gives a bucket's whole text (its first ten characters are the day)."""
+    assert day_of("2026-09-01") == day_of("2026-09-01 00:00:00.000000") == date(2026, 9, 1)
 
 
 def test_plain_registers_are_decided_by_the_arrays() -> None:

@@ -35,14 +35,15 @@ _make_day = partial(tuple.__new__, StoveDay)  # a named tuple made in C (rollups
 
 @lru_cache(maxsize=4096)
 def day_of(text: str) -> date:
-    """A day from its ISO text as the driver gives it (a period's thirty, many times)."""
-    return date.fromisoformat(text)
+    """A day from its text as the driver gives it (a period's thirty, many times): its ISO
+    text, or a time's whose first ten characters are the day (SQLite's bucket text)."""
+    return date.fromisoformat(text[:10])
 
 
 class RollupColumns(NamedTuple):
     """A chunk of stoves' day rollups as columns, as the database layer decodes them
     (db.dialects.pivot_wide): the scopes (stoves) with days, in order; where each one's
-    days start (the total last); each day's ISO text (or date); and per rollup column of
+    days start (the total last); each day's text (day_of) or date; and per rollup column of
     DayRow's layout after the day (rollups.DAY_COLUMNS) its float64 values and whether the
     day's row has that field."""
 

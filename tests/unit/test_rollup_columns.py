@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinhub.mrv.day_columns import DayColumns
+from twinhub.mrv.day_columns import DayColumns, day_sums
 from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.periods import assess_periods, inputs_digests
 from twinhub.mrv.plausibility import PlausibilityRules, assess
@@ -140,6 +140,8 @@ def test_the_chunks_columns_are_the_days_columns(
             assert getattr(joined, name).tolist() == getattr(plain, name).tolist(), name
         for name in ("stoves", "dates", "counts", "deltas"):
             assert repr(list(getattr(joined, name))) == repr(list(getattr(plain, name))), name
+        wanted_sums = repr([day_sums(days) for days in groups])
+        assert repr(joined.sums()) == repr(plain.sums()) == wanted_sums
     assert inputs_digests(groups, sources) == inputs_digests(groups)
     rules = PlausibilityRules(min_days=2, stuck_days=2, frozen_days=2)
     wanted = assess((day for p in made for day in p.days), rules)

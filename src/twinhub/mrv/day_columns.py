@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -62,6 +63,8 @@ class ChunkDays:
     ordinal: np.ndarray
     sessions: np.ndarray
     energy: np.ndarray
+    rise: np.ndarray  # the register's rise, NaN where `deltas` holds None
+    metered: np.ndarray  # where `deltas` holds a rise
 
 
 class DaySource(NamedTuple):
@@ -91,6 +94,8 @@ class DayColumns:
     dates: Sequence[date]
     counts: Sequence[int]
     deltas: Sequence[float | None]
+    rise: np.ndarray | None = None  # `deltas` as an array (NaN for None), when made
+    metered: np.ndarray | None = None  # where `deltas` is not None, when made
 
     @classmethod
     def of(
@@ -147,6 +152,80 @@ class DayColumns:
         fine[self.groups_where(~later)] = False
         return fine
 
+    def sums(self) -> list[DaySums] | None:
+        """`day_sums` of each group, by array operations: a sum of floats taken in the
+        days' order (numpy's cumulative sum over the groups padded to one width: a
+        reduction would add pairwise), a count or an extreme at once. None when a rise is
+        not a float (an int sums to an int) or the padding would outgrow the days."""
+        sizes = np.diff(self.starts)
+        groups, total = len(sizes), len(self.ordinal)
+        width = int(sizes.max()) if groups else 0
+        if groups * (width + 1) > 4 * total + 4096:
+            return None
+        rise, metered = self.rise, self.metered
+        if rise is None or metered is None:
+            if not set(map(type, self.deltas)) <= {float, type(None)}:
+                return None
+            metered = np.fromiter(
+                (delta is not None for delta in self.deltas), dtype=bool, count=total
+            )
+            rise = np.array([np.nan if d is None else d for d in self.deltas], dtype=np.float64)
+        if total and np.abs(self.sessions).max() >= 2**40:  # a sum of them could overflow
+            return None
+        group = self.group_of_day()
+        place = np.arange(total) - self.starts[:-1][group] + 1  # after a leading 0.0
+
+        def in_order(values: np.ndarray) -> np.ndarray:
+            """Per group, 0 + its values in the days' order, as Python's sum() adds."""
+            padded = np.zeros((groups, width + 1))
+            padded[group, place] = values
+            return np.cumsum(padded, axis=1)[:, -1]
+
+        def per_group(values: np.ndarray) -> np.ndarray:
+            running = np.zeros(total + 1, dtype=np.int64)
+            np.cumsum(values, out=running[1:])
+            return running[self.starts[1:]] - running[self.starts[:-1]]
+
+        with np.errstate(all="ignore"):
+            positive = rise > 0
+            risen = in_order(np.where(positive, rise, 0.0)).tolist()
+            any_rise = per_group(positive).tolist()
+            energy = in_order(self.energy).tolist()
+            shares = np.where(self.sessions != 0, self.energy / self.sessions, -np.inf)
+        active = per_group(self.sessions != 0).tolist()
+        sessions = per_group(self.sessions).tolist()
+        read = per_group(metered).tolist()
+        full = self.starts[:-1][sizes > 0]
+        most = np.zeros(groups, dtype=np.int64)
+        first = np.zeros(groups, dtype=np.int64)
+        last = np.zeros(groups, dtype=np.int64)
+        share = np.full(groups, -np.inf)
+        if len(full):
+            most[sizes > 0] = np.maximum.reduceat(self.sessions, full)
+            first[sizes > 0] = np.minimum.reduceat(self.ordinal, full)
+            last[sizes > 0] = np.maximum.reduceat(self.ordinal, full)
+            share[sizes > 0] = np.maximum.reduceat(shares, full)
+        found: list[DaySums] = []
+        for n, size in enumerate(sizes.tolist()):
+            if not size:
+                found.append(NO_DAYS)
+                continue
+            found.append(
+                DaySums(
+                    size,
+                    _day(int(first[n])),
+                    _day(int(last[n])),
+                    active[n],
+                    int(most[n]),
+                    sessions[n],
+                    energy[n],
+                    float(share[n]) if active[n] else None,
+                    read[n],
+                    risen[n] if any_rise[n] else 0,
+                )
+            )
+        return found
+
 
 def _joined(
     groups: list[Sequence[StoveDay]], sources: Sequence[DaySource | None]
@@ -199,4 +278,50 @@ def _joined(
         dates,
         counts,
         deltas,
+        np.concatenate([chunk.rise for chunk in parts])[at],
+        np.concatenate([chunk.metered for chunk in parts])[at],
+    )
+
+
+class DaySums(NamedTuple):
+    """What a period's rules read of one stove's days at once (mrv.periods): how many days,
+    the first and last, the days with sessions, the most sessions a day, the sessions, the
+    energy (summed in the days' order, from 0: Python's sum()), the most energy a session
+    on a day with sessions (a NaN share left out; None: no such day), the days with a
+    register rise, and the positive rises summed as the energy (0 when none)."""
+
+    days: int
+    first: date | None
+    last: date | None
+    active: int
+    most: int
+    sessions: int
+    energy: float | int
+    per_session: float | None
+    read: int
+    register: float | int
+
+
+NO_DAYS = DaySums(0, None, None, 0, 0, 0, 0, None, 0, 0)
+_day = lru_cache(maxsize=4096)(date.fromordinal)  # a period's thirty days, many times
+
+
+def day_sums(days: Sequence[StoveDay]) -> DaySums:
+    """One stove's DaySums from its days, one by one: the reference of DayColumns.sums."""
+    if not days:
+        return NO_DAYS
+    _, dates, counts, energies, _, _, _, deltas = zip(*days, strict=True)
+    shares = [e / c for c, e in zip(counts, energies, strict=True) if c]
+    shares = [share for share in shares if share == share]  # not NaN
+    return DaySums(
+        len(days),
+        min(dates),
+        max(dates),
+        sum(map(bool, counts)),
+        max(counts),
+        sum(counts),
+        sum(energies),
+        max(shares) if shares else None,
+        len(deltas) - deltas.count(None),
+        sum([delta for delta in deltas if (delta or 0) > 0]),
     )

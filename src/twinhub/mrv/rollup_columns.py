@@ -146,7 +146,7 @@ def chunk_days(
     chosen += 0.0
     figures = chosen.tolist()
     chunk = (
-        ChunkDays(days, counted, deltas, ordinal, counted_array, chosen)
+        ChunkDays(days, counted, deltas, ordinal, counted_array, chosen, rises, on)
         if kinds <= {str, date}  # what the rules' columns take (DayColumns.of)
         else None
     )

@@ -191,6 +191,9 @@ class DayColumns:
             risen = in_order(np.where(positive, rise, 0.0)).tolist()
             any_rise = per_group(positive).tolist()
             energy = in_order(self.energy).tolist()
+            metered_energy = in_order(np.where(metered, self.energy, 0.0)).tolist()
+            odd = per_group(metered & ~(rise >= 0)).tolist()  # a fall, or NaN
+            still = per_group(metered & (rise == 0)).tolist()
             shares = np.where(self.sessions != 0, self.energy / self.sessions, -np.inf)
         active = per_group(self.sessions != 0).tolist()
         sessions = per_group(self.sessions).tolist()
@@ -222,6 +225,9 @@ class DayColumns:
                     float(share[n]) if active[n] else None,
                     read[n],
                     risen[n] if any_rise[n] else 0,
+                    metered_energy[n] if read[n] else 0,
+                    bool(odd[n]),
+                    bool(still[n]),
                 )
             )
         return found
@@ -288,7 +294,8 @@ class DaySums(NamedTuple):
     the first and last, the days with sessions, the most sessions a day, the sessions, the
     energy (summed in the days' order, from 0: Python's sum()), the most energy a session
     on a day with sessions (a NaN share left out; None: no such day), the days with a
-    register rise, and the positive rises summed as the energy (0 when none)."""
+    register rise, the positive rises and the energy of the days with a rise, summed as
+    the energy (0 when none), and whether a rise is below 0 or NaN, or 0."""
 
     days: int
     first: date | None
@@ -300,9 +307,12 @@ class DaySums(NamedTuple):
     per_session: float | None
     read: int
     register: float | int
+    metered_energy: float | int
+    odd_rise: bool
+    zero_rise: bool
 
 
-NO_DAYS = DaySums(0, None, None, 0, 0, 0, 0, None, 0, 0)
+NO_DAYS = DaySums(0, None, None, 0, 0, 0, 0, None, 0, 0, 0, False, False)
 _day = lru_cache(maxsize=4096)(date.fromordinal)  # a period's thirty days, many times
 
 
@@ -313,6 +323,7 @@ def day_sums(days: Sequence[StoveDay]) -> DaySums:
     _, dates, counts, energies, _, _, _, deltas = zip(*days, strict=True)
     shares = [e / c for c, e in zip(counts, energies, strict=True) if c]
     shares = [share for share in shares if share == share]  # not NaN
+    shown = [delta for delta in deltas if delta is not None]
     return DaySums(
         len(days),
         min(dates),
@@ -323,5 +334,8 @@ def day_sums(days: Sequence[StoveDay]) -> DaySums:
         sum(energies),
         max(shares) if shares else None,
         len(deltas) - deltas.count(None),
-        sum([delta for delta in deltas if (delta or 0) > 0]),
+        sum([delta for delta in shown if delta > 0]),
+        sum([day.energy for day in days if day.meter_delta is not None]),
+        any(not delta >= 0 for delta in shown),
+        any(delta == 0 for delta in shown),
     )

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from twinhub.kernel.collector import collector_paused
-from twinhub.mrv.day_columns import DayColumns, python_round
+from twinhub.mrv.day_columns import DayColumns, DaySums, day_sums, python_round
 
 
 class StoveDay(NamedTuple):
@@ -129,8 +129,11 @@ def assess_stoves(
     not a plain number)."""
     rules = rules or PlausibilityRules()
     findings: list[Finding] = []
-    for stove, days in by_stove.items():
-        findings += _register_findings(stove, days, rules)
+    sums = columns.sums() if columns is not None else None
+    if sums is None:
+        sums = [day_sums(days) for days in by_stove.values()]
+    for (stove, days), summed in zip(by_stove.items(), sums, strict=True):
+        findings += _register_findings(stove, days, summed, rules)
     # Only a stove with a day that repeats the day before can have a frozen series.
     stoves = list(by_stove)
     for index in range(len(stoves)) if columns is None else _repeating(columns).tolist():
@@ -143,13 +146,16 @@ def assess_stoves(
 
 
 def _register_findings(
-    stove: str, days: Sequence[StoveDay], rules: PlausibilityRules
+    stove: str, days: Sequence[StoveDay], sums: DaySums, rules: PlausibilityRules
 ) -> list[Finding]:
-    """The cumulative register is the harder number to fake: compare the sessions to it."""
-    deltas = [d.meter_delta for d in days]
-    metered = days if None not in deltas else [d for d in days if d.meter_delta is not None]
+    """The cumulative register is the harder number to fake: compare the sessions to it.
+    `sums`: the days' (day_sums); the days are searched one by one only when a rise fell,
+    is NaN or is 0."""
     findings: list[Finding] = []
-    shown = [delta for delta in deltas if delta is not None]
+    metered = (
+        [d for d in days if d.meter_delta is not None] if sums.odd_rise or sums.zero_rise else []
+    )
+    shown = [d.meter_delta for d in metered]
     if shown and not min(shown) >= 0:  # a NaN first makes min NaN: then look day by day
         backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
     else:
@@ -176,17 +182,16 @@ def _register_findings(
                 {"days": float(stuck)},
             )
         )
-    if len(metered) < rules.min_days:
+    if sums.read < rules.min_days:
         return findings
-    reported = sum([d.energy for d in metered])
-    register = sum([delta for delta in shown if delta > 0])
+    reported, register = sums.metered_energy, sums.register
     if register > 0 and abs(reported - register) > rules.meter_tolerance * register:
         more = "more" if reported > register else "less"
         findings.append(
             Finding(
                 stove,
                 "tampered",
-                f"its sessions report {reported:.2f} over {len(metered)} days, "
+                f"its sessions report {reported:.2f} over {sums.read} days, "
                 f"{abs(reported / register - 1):.0%} {more} than its cumulative meter "
                 f"recorded ({register:.2f})",
                 {"reported": round(reported, 6), "meter": round(register, 6)},

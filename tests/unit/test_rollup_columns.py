@@ -66,7 +66,9 @@ def stove_rows(draw: st.DrawFn) -> list[tuple[Any, ...]]:
             (
                 (START + timedelta(days=offset)).isoformat(),
                 maybe(draw, draw(st.integers(0, 30)), 0.2),
-                None if fuel else maybe(draw, draw(st.sampled_from([0.0, -0.0, 1.5, 2.25])), 0.2),
+                None
+                if fuel
+                else maybe(draw, draw(st.sampled_from([0.0, -0.0, 1.5, 2.25, float("nan")])), 0.2),
                 maybe(draw, draw(st.floats(0, 5)), 0.8) if fuel else None,
                 maybe(draw, draw(st.integers(0, 3)), 0.1),
                 low,

@@ -31,8 +31,7 @@ from bench.postgres import create_postgres_database, drop_postgres_database
 from twinhub.kernel.errors import Problems
 from twinhub.mrv.builtin import builtin_methodology
 from twinhub.mrv.methodology import MethodologyError
-from twinhub.mrv.periods import PeriodSpec, compute_period
-from twinhub.mrv.plausibility import assess
+from twinhub.mrv.periods import PeriodSpec, assess_periods, compute_period
 from twinhub.mrv.project_document import ProjectDocument, check_project_document
 from twinhub.mrv.rollups import day_start
 from twinhub.services.mrv_inputs import stove_periods
@@ -182,7 +181,7 @@ async def period(
     async with platform.sessionmaker() as session:
         periods = await stove_periods(session, stoves, start, end, methodology.reading)
     t1, c1 = time.perf_counter(), time.process_time()
-    findings = assess(day for p in periods for day in p.days)
+    findings = assess_periods(periods)
     t2, c2 = time.perf_counter(), time.process_time()
     spec = PeriodSpec("did:ixo:entity/bench-project", start, end, "CARBON", 6)
     report = compute_period(

@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinhub.mrv.day_columns import DayColumns, python_round
+from twinhub.mrv.day_columns import DayColumns, day_sums, python_round
 from twinhub.mrv.periods import inputs_digest, inputs_digests
 from twinhub.mrv.plausibility import (
     PlausibilityRules,
@@ -104,3 +104,48 @@ def test_the_stoves_with_a_repeated_day_are_those_the_rule_searches() -> None:
     assert _frozen_findings("s07", frozen, PlausibilityRules())  # twenty days of 1.25
     flagged = {f.stove for f in assess(d for days in groups for d in days) if f.kind == "broken"}
     assert "s07" in flagged
+
+
+def _odd_day(name: str, day: int, sessions: int, energy: float, delta: float | None) -> StoveDay:
+    return StoveDay(name, START + timedelta(days=day), sessions, energy, 0.0, 0, 0, delta)
+
+
+FIGURES = st.sampled_from([0.0, -0.0, 0.1, 0.2, 0.7, 1e-9, 3.3, 1e16, -2.5, 12.345678])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.integers(0, 40),
+                st.integers(-2, 9),
+                FIGURES | st.floats(-1e6, 1e6),
+                st.none() | FIGURES | st.floats(allow_infinity=True, allow_nan=True),
+            ),
+            max_size=35,
+        ),
+        max_size=12,
+    )
+)
+def test_the_columns_sums_are_each_stoves_sums(
+    stoves: list[list[tuple[int, int, float, float | None]]],
+) -> None:
+    """Sums in the days' order to the last bit (Python's sum from 0, not pairwise), counts,
+    extremes, the most energy a session, the register's positive rises (0 when none):
+    days in any order, twice, negative, zero and NaN rises, stoves with no days."""
+    groups = [[_odd_day(f"s{n}", *day) for day in days] for n, days in enumerate(stoves)]
+    columns = DayColumns.of(groups)
+    assert columns is not None
+    found = columns.sums()
+    assert found is not None
+    assert repr(found) == repr([day_sums(days) for days in groups])
+
+
+def test_a_sum_in_order_is_not_a_pairwise_sum() -> None:
+    """The figures where numpy's pairwise sum and Python's sum() differ: the columns give
+    Python's."""
+    days = [_odd_day("s", d, 1, value, None) for d, value in enumerate([1e16, *[1.0] * 20])]
+    found = DayColumns.of([days]).sums()  # type: ignore[union-attr]
+    assert found is not None
+    assert found[0].energy == sum(d.energy for d in days) != float(np.sum([d.energy for d in days]))

@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from twinhub.mrv.day_columns import DayColumns, day_sums
 from twinhub.mrv.plausibility import (
     MAX_BUCKET,
     PlausibilityRules,
@@ -227,15 +228,24 @@ def test_the_rules_over_columns_read_what_they_read_day_by_day(
     rules = PlausibilityRules(min_days=1, stuck_days=2, frozen_days=3)
     assert repr(profile("s", days)) == repr(_profile_day_by_day("s", days))
     backwards, stuck, reported, register = _register_day_by_day(days, rules)
-    found = {f.explanation: f for f in _register_findings("s", days, rules)}
-    assert any("backwards" in e for e in found) == bool(backwards)
-    assert any("did not move" in e for e in found) == (stuck >= rules.stuck_days)
-    tampered = [f for f in found.values() if f.kind == "tampered"]
-    if tampered:
-        assert tampered[0].evidence == {
-            "reported": round(reported, 6),
-            "meter": round(register, 6),
-        }
+    columns = DayColumns.of([days])
+    made = columns.sums() if columns is not None else None
+    for sums in (day_sums(days), *(made or [])):  # one by one, and over the columns
+        assert repr(sums) == repr(day_sums(days))
+        found = {f.explanation: f for f in _register_findings("s", days, sums, rules)}
+        assert any("backwards" in e for e in found) == bool(backwards)
+        assert any("did not move" in e for e in found) == (stuck >= rules.stuck_days)
+        tampered = [f for f in found.values() if f.kind == "tampered"]
+        assert bool(tampered) == (
+            len([d for d in days if d.meter_delta is not None]) >= rules.min_days
+            and register > 0
+            and abs(reported - register) > rules.meter_tolerance * register
+        )
+        if tampered:
+            assert tampered[0].evidence == {
+                "reported": round(reported, 6),
+                "meter": round(register, 6),
+            }
     values = [round(d.energy, 4) for d in days]
     longest = run_length(
         value > 0 and index > 0 and value == values[index - 1] for index, value in enumerate(values)

@@ -13,8 +13,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from twinhub.mrv.day_columns import DayColumns, day_sums
 from twinhub.mrv.meter import METER_READING, Reading
-from twinhub.mrv.rollup_columns import RollupColumns, chunk_days, day_rows
+from twinhub.mrv.periods import assess_periods, inputs_digests
+from twinhub.mrv.plausibility import PlausibilityRules, assess
+from twinhub.mrv.rollup_columns import RollupColumns, chunk_days, day_of, day_rows
 from twinhub.mrv.rollups import DAY_COLUMNS, stove_period, stove_periods
 
 START = date(2026, 9, 1)
@@ -63,7 +66,9 @@ def stove_rows(draw: st.DrawFn) -> list[tuple[Any, ...]]:
             (
                 (START + timedelta(days=offset)).isoformat(),
                 maybe(draw, draw(st.integers(0, 30)), 0.2),
-                None if fuel else maybe(draw, draw(st.sampled_from([0.0, -0.0, 1.5, 2.25])), 0.2),
+                None
+                if fuel
+                else maybe(draw, draw(st.sampled_from([0.0, -0.0, 1.5, 2.25, float("nan")])), 0.2),
                 maybe(draw, draw(st.floats(0, 5)), 0.8) if fuel else None,
                 maybe(draw, draw(st.integers(0, 3)), 0.1),
                 low,
@@ -109,6 +114,42 @@ def test_array_days_are_the_reference_days(
         assert repr(period) == repr(wanted)  # repr: a NaN figure equals itself
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(stove_rows(), stove_facts()), min_size=1, max_size=8),
+    st.sampled_from(READINGS),
+    st.randoms(use_true_random=False),
+)
+def test_the_chunks_columns_are_the_days_columns(
+    stoves: list[tuple[list[tuple[Any, ...]], Any]], reading: Reading, rng: Any
+) -> None:
+    """The rules read a chunk's columns (the periods' `source`) where the arrays made the
+    days: the columns, digests and findings are those of the days themselves, periods
+    given in any order, twice, or with other days."""
+    dids = [f"did:stove:{n}" for n in range(len(stoves))]
+    rows = {did: days for did, (days, _) in zip(dids, stoves, strict=True)}
+    facts = {did: found for did, (_, found) in zip(dids, stoves, strict=True) if found}
+    made = stove_periods(dids, facts, set(dids), columns_of(rows), reading)
+    rng.shuffle(made)
+    if rng.random() < 0.2:
+        made.append(made[0])  # a stove twice: read from its days
+    groups = [p.days for p in made]
+    sources = [p.source for p in made]
+    joined, plain = DayColumns.of(groups, sources), DayColumns.of(groups)
+    assert (joined is None) == (plain is None)
+    if joined is not None and plain is not None:
+        for name in ("starts", "ordinal", "sessions", "energy"):
+            assert getattr(joined, name).tolist() == getattr(plain, name).tolist(), name
+        for name in ("stoves", "dates", "counts", "deltas"):
+            assert repr(list(getattr(joined, name))) == repr(list(getattr(plain, name))), name
+        wanted_sums = repr([day_sums(days) for days in groups])
+        assert repr(joined.sums()) == repr(plain.sums()) == wanted_sums
+    assert inputs_digests(groups, sources) == inputs_digests(groups)
+    rules = PlausibilityRules(min_days=2, stuck_days=2, frozen_days=2)
+    wanted = assess((day for p in made for day in p.days), rules)
+    assert repr(assess_periods(made, rules)) == repr(wanted)
+
+
 def test_the_driver_rows_are_the_rows_the_columns_came_from() -> None:
     rows = {
         "did:a": [
@@ -118,6 +159,11 @@ def test_the_driver_rows_are_the_rows_the_columns_came_from() -> None:
         "did:b": [("2026-09-01", 0, None, 0.5, 0, 0.0, 0.0, 0)],
     }
     assert day_rows(columns_of(rows), COUNTS) == [rows["did:a"], rows["did:b"]]
+
+
+def test_a_day_is_read_from_its_text_or_a_times() -> None:
+    """SQLite gives a bucket's whole text (its first ten characters are the day)."""
+    assert day_of("2026-09-01") == day_of("2026-09-01 00:00:00.000000") == date(2026, 9, 1)
 
 
 def test_plain_registers_are_decided_by_the_arrays() -> None:
@@ -141,6 +187,7 @@ def test_plain_registers_are_decided_by_the_arrays() -> None:
     found = chunk_days(columns_of(rows), [None] * 20, [99999.99] * 20, 30.0)
     decided = [scope for scope, made in zip(sorted(rows), found, strict=True) if made is not None]
     assert decided == [scope for scope in sorted(rows) if scope != "did:5"]
-    unit, days, events = found[0]
+    unit, days, events, source = found[0]
     assert (unit, events) == ("kWh", ())
+    assert source is not None and source.days is days
     assert [day.meter_delta for day in days] == [1.0] + [1.0] * 29

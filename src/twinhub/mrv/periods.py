@@ -13,7 +13,7 @@ import csv
 import hashlib
 import io
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 from typing import Any
@@ -22,10 +22,16 @@ import orjson
 
 from twinhub.kernel.collector import collector_paused
 from twinhub.kernel.errors import Problems
-from twinhub.mrv.day_columns import DayColumns, python_round
+from twinhub.mrv.day_columns import DayColumns, DaySource, DaySums, day_sums, python_round
 from twinhub.mrv.meter import check_meter
 from twinhub.mrv.methodology import Methodology, MethodologyError, to_smallest_unit
-from twinhub.mrv.plausibility import Finding, StoveDay
+from twinhub.mrv.plausibility import (
+    Finding,
+    PlausibilityRules,
+    StoveDay,
+    assess,
+    assess_stoves,
+)
 from twinhub.mrv.project_document import (
     ProjectDocument,
     default_document,
@@ -66,6 +72,9 @@ class StovePeriod:
     # (mrv.period_inputs.seen_ranges) seen in the same snapshot as the figures. Evidence
     # only (the bundle's readings are chosen by it); no rule reads it. None: not kept.
     seen: Mapping[str, list[list[int]]] | None = None
+    # Where `days` were made from a chunk's columns (mrv.rollup_columns), for the rules to
+    # read those (DayColumns.of) rather than the days; None: read the days. Not a figure.
+    source: DaySource | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -122,14 +131,21 @@ def inputs_digest(days: Iterable[StoveDay]) -> str:
     return hashlib.sha256(orjson.dumps(rows)).hexdigest()
 
 
-def inputs_digests(groups: Sequence[Sequence[StoveDay]]) -> list[str]:
-    """`inputs_digest` of each stove's days, over the columns of them all: the energy
+def inputs_digests(
+    groups: Sequence[Sequence[StoveDay]], sources: Sequence[DaySource | None] | None = None
+) -> list[str]:
+    """`inputs_digest` of each stove's days, over the columns of them all (`sources`: where
+    each group's days were made from a chunk's columns, DayColumns.of): the energy
     rounded at once (mrv.day_columns.python_round), each stove's rows zipped from the
     columns, and sorted only when its days are not in day order already."""
-    columns = DayColumns.of(groups)
+    return _digests(groups, DayColumns.of(groups, sources))
+
+
+def _digests(groups: Sequence[Sequence[StoveDay]], columns: DayColumns | None) -> list[str]:
+    """`inputs_digests` of the groups, `columns` being DayColumns.of them."""
     if columns is None:  # a figure that is not a plain number: stove by stove
         return [inputs_digest(days) for days in groups]
-    stoves, days, sessions, _, _, _, _, deltas = columns.fields
+    stoves, days, sessions, deltas = columns.stoves, columns.dates, columns.counts, columns.deltas
     energy = python_round(columns.energy, 6).tolist()
     iso = list(map(_iso, days))
     ordered = columns.ascending().tolist()
@@ -150,6 +166,46 @@ def inputs_digests(groups: Sequence[Sequence[StoveDay]]) -> list[str]:
     return found
 
 
+def assess_periods(
+    stoves: Sequence[StovePeriod], rules: PlausibilityRules | None = None
+) -> list[Finding]:
+    """`assess` (mrv.plausibility) of the stoves' days, the same findings: when every
+    stove with days is another stove and has its days from a chunk's columns (their
+    `source`: each stove's own days, in strictly ascending day order), over those columns
+    (DayColumns.of), no StoveDay regrouped or transposed."""
+    with_days = [s for s in stoves if s.days]
+    sources = [s.source for s in with_days]
+    names = {s.stove for s in with_days}
+    if len(names) == len(with_days) and all(
+        source is not None and source.days is s.days and source.stove == s.stove
+        for s, source in zip(with_days, sources, strict=True)
+    ):
+        groups = [s.days for s in with_days]
+        columns = DayColumns.of(groups, sources)
+        return assess_stoves(
+            dict(zip([s.stove for s in with_days], groups, strict=True)), columns, rules
+        )
+    return assess((day for s in stoves for day in s.days), rules)
+
+
+def _digests_and_sums(stoves: Sequence[StovePeriod]) -> tuple[list[str], list[DaySums]]:
+    """Each stove's inputs digest and its days' sums, over the columns of their days
+    (DayColumns.of, from the chunks they were made from where they were); stove by stove
+    where the columns cannot be made."""
+    groups = [s.days for s in stoves]
+    columns = DayColumns.of(groups, [s.source for s in stoves])
+    sums = columns.sums() if columns is not None else None
+    return _digests(groups, columns), sums or [day_sums(days) for days in groups]
+
+
+def _by_stove(findings: Iterable[Finding]) -> dict[str, list[Finding]]:
+    """The findings of each stove, in their order."""
+    found: dict[str, list[Finding]] = {}
+    for finding in findings:
+        found.setdefault(finding.stove, []).append(finding)
+    return found
+
+
 _iso = lru_cache(maxsize=4096)(date.isoformat)  # a period's thirty days, 300,000 times
 
 
@@ -161,16 +217,18 @@ def digest_of_digests(digests: Iterable[str]) -> str:
 
 def _exclusion(
     stove: StovePeriod,
+    sums: DaySums,
     spec: PeriodSpec,
     rules: Mapping[str, float],
-    findings: list[Finding],
+    findings: Sequence[Finding],
     credited: Mapping[str, str],
     sessions_measure: bool = False,
 ) -> str | None:
     """Why the stove earns nothing this period, or None. The first reason found is given;
     the order puts registry facts before data quality before suspicion. Under the sessions
     measure (1.0.0) as that version decided: the registry's efficiency is required, and a
-    stove whose sessions disagree with its register is out ("tampered")."""
+    stove whose sessions disagree with its register is out ("tampered"). `sums`: its days'
+    (day_sums), `findings`: its own."""
     if stove.stove in credited:
         return (
             f"credited already by {credited[stove.stove]} for an overlapping period "
@@ -184,32 +242,32 @@ def _exclusion(
         return "the household size is not recorded"
     if sessions_measure and (stove.stove_efficiency is None or not 0 < stove.stove_efficiency <= 1):
         return "the stove type's tested efficiency is not recorded"
-    if not stove.days:
+    if not stove.days or sums.first is None or sums.last is None:
         return "no telemetry in the period"
-    # The days as columns (one C pass): each rule reads its column at once, and only a
-    # stove that breaks it is searched day by day for the first day that does.
-    _, dates, counts, *_ = zip(*stove.days, strict=True)
-    if min(dates) < spec.start or max(dates) > spec.end:
+    # Each rule reads the days' sums (DaySums), and only a stove that breaks it is searched
+    # day by day for the first day that does.
+    if sums.first < spec.start or sums.last > spec.end:
         outside = [d for d in stove.days if not spec.start <= d.day <= spec.end]
         return f"telemetry dated {outside[0].day.isoformat()} lies outside the period"
-    active = sum(map(bool, counts))
+    active = sums.active
     least = int(rules.get("min_active_days", 0))
     if active < least:
         return f"cooked on {active} days, fewer than the methodology's minimum of {least}"
     most = rules.get("max_sessions_per_day")
-    for d in stove.days if most is not None and max(counts) > most else ():
+    for d in stove.days if most is not None and sums.most > most else ():
         if d.sessions > most:
             return f"{d.sessions} sessions on {d.day.isoformat()}, more than {most:g} a day"
     limit = rules.get("max_kwh_per_session" if stove.unit == "kWh" else "max_fuel_kg_per_session")
-    for d in stove.days if limit is not None else ():
-        if d.sessions and d.energy / d.sessions > limit:
-            return (
-                f"{d.energy / d.sessions:.2f} {stove.unit} a session on {d.day.isoformat()}, "
-                f"more than {limit:g}"
-            )
+    if limit is not None and sums.per_session is not None and sums.per_session > limit:
+        for d in stove.days:
+            if d.sessions and d.energy / d.sessions > limit:
+                return (
+                    f"{d.energy / d.sessions:.2f} {stove.unit} a session on "
+                    f"{d.day.isoformat()}, more than {limit:g}"
+                )
     kinds = (*REVIEW_KINDS, "tampered") if sessions_measure else REVIEW_KINDS
     for finding in findings:
-        if finding.stove == stove.stove and finding.kind in kinds:
+        if finding.kind in kinds:
             return f"flagged for review ({finding.kind}): {finding.explanation}"
     return None
 
@@ -241,7 +299,11 @@ def _model(stove: StovePeriod, document: ProjectDocument) -> dict[str, Any] | st
 
 
 def _meter(
-    stove: StovePeriod, spec: PeriodSpec, document: ProjectDocument, flags: list[str]
+    stove: StovePeriod,
+    sums: DaySums,
+    spec: PeriodSpec,
+    document: ProjectDocument,
+    flags: list[str],
 ) -> dict[str, Any] | str:
     """The meter's error inputs from its record, or why the stove cannot be credited."""
     if stove.meter is None:
@@ -254,7 +316,8 @@ def _meter(
     if record is None:
         first = problems.items[0]
         return f"the meter record is invalid: {first.field}: {first.error}"
-    late = [d for d in stove.days if d.day > record.calibration_due]
+    due = record.calibration_due
+    late = [d for d in stove.days if d.day > due] if sums.last and sums.last > due else []
     if late:
         flags.append(
             f"{len(late)} day(s) of data after the meter's calibration was due "
@@ -268,29 +331,31 @@ def _meter(
 
 
 def _measure(
-    stove: StovePeriod, spec: PeriodSpec, rules: Mapping[str, float], flags: list[str]
+    stove: StovePeriod,
+    sums: DaySums,
+    spec: PeriodSpec,
+    rules: Mapping[str, float],
+    flags: list[str],
 ) -> dict[str, Any] | str:
     """The quantity credited: the register's rise over the period, corroborated by the
     sessions (beyond the tolerance the smaller counts); a fuel stove's metered fuel. Days
-    without register readings are missing data."""
-    # The days' figures as columns (one C pass), summed in the days' order as before.
-    _, _, counts, energies, _, _, _, deltas = zip(*stove.days, strict=True)
-    sessions = round(sum(energies), 6)
+    without register readings are missing data. `sums`: the stove's days' (day_sums)."""
+    sessions = round(sums.energy, 6)
     usage: dict[str, Any] = {
-        "days": len(stove.days),
-        "activeDays": sum(map(bool, counts)),
-        "sessions": sum(counts),
+        "days": sums.days,
+        "activeDays": sums.active,
+        "sessions": sums.sessions,
         "sessionsQuantity": sessions,
         "unit": stove.unit,
     }
     if stove.unit != "kWh":
-        read = len(stove.days)
+        read = sums.days
         usage |= {"register": None, "missingDays": spec.days - read, "quantity": sessions}
     else:
-        read = len(deltas) - deltas.count(None)
+        read = sums.read
         if not read:
             return "no meter register reading (meterKwh) in the period: the meter is the measure"
-        register = round(sum([delta for delta in deltas if (delta or 0) > 0]), 6)
+        register = round(sums.register, 6)
         quantity = register
         tolerance = rules.get("corroboration_tolerance", 0.2)
         if abs(sessions - register) > tolerance * max(register, 1e-9):
@@ -346,6 +411,7 @@ def _sample(
 
 def _stove_inputs(
     stove: StovePeriod,
+    sums: DaySums,
     spec: PeriodSpec,
     document: ProjectDocument,
     rules: Mapping[str, float],
@@ -356,10 +422,10 @@ def _stove_inputs(
     model = _model(stove, document)
     if isinstance(model, str):
         return model
-    meter = _meter(stove, spec, document, flags)
+    meter = _meter(stove, sums, spec, document, flags)
     if isinstance(meter, str):
         return meter
-    usage = _measure(stove, spec, rules, flags)
+    usage = _measure(stove, sums, spec, rules, flags)
     if isinstance(usage, str):
         return usage
     quantity = usage["quantity"]
@@ -426,31 +492,34 @@ def stove_rows(
     them (its formulas as array operations: Methodology.evaluate_many). A period's stoves
     share one common mapping; claims computed together each have their own (a claim is a
     one-stove period: its fleet is its stove)."""
-    staged: list[tuple[StovePeriod, dict[str, Any], str | None, StoveInputs | None]] = []
-    digests = inputs_digests([s.days for s in stoves])
-    for stove, digest, common in zip(stoves, digests, commons, strict=True):
+    staged: list[tuple[StovePeriod, DaySums, dict[str, Any], str | None, StoveInputs | None]] = []
+    digests, sums = _digests_and_sums(stoves)
+    flagged = _by_stove(findings)
+    for stove, digest, summed, common in zip(stoves, digests, sums, commons, strict=True):
         base: dict[str, Any] = {
             "stove": stove.stove,
             "serial": stove.serial,
             "usage": None,  # the measure's when credited, the sessions' when excluded
             "inputsDigest": digest,
         }
-        reason = _exclusion(stove, spec, setting.rules, findings, credited)
+        reason = _exclusion(
+            stove, summed, spec, setting.rules, flagged.get(stove.stove, ()), credited
+        )
         found: StoveInputs | str | None = None
         if reason is None:
-            found = _stove_inputs(stove, spec, setting.document, setting.rules, common)
+            found = _stove_inputs(stove, summed, spec, setting.document, setting.rules, common)
             if isinstance(found, str):
                 reason, found = found, None
             else:
                 base["usage"] = found.usage
-        staged.append((stove, base, reason, found))
+        staged.append((stove, summed, base, reason, found))
     outcomes = iter(
         methodology.evaluate_many(
-            [f.values for _, _, _, f in staged if f is not None], setting.overrides
+            [f.values for *_, f in staged if f is not None], setting.overrides
         )
     )
     rows: list[tuple[dict[str, Any], bool]] = []
-    for stove, base, reason, found in staged:
+    for stove, summed, base, reason, found in staged:
         if found is not None:
             outcome = next(outcomes)
             if isinstance(outcome, MethodologyError):
@@ -467,7 +536,10 @@ def stove_rows(
                 rows.append((row, True))
                 continue
         rows.append(
-            ({**base, "usage": base["usage"] or _plain_usage(stove), "reason": reason}, False)
+            (
+                {**base, "usage": base["usage"] or _plain_usage(stove, summed), "reason": reason},
+                False,
+            )
         )
     return rows
 
@@ -597,14 +669,18 @@ def sessions_report(
     rules = methodology.rule_values()
     staged: list[tuple[dict[str, Any], str | None, dict[str, Any] | None]] = []
     ordered = sorted(stoves, key=lambda s: s.stove)
-    for stove, digest in zip(ordered, inputs_digests([s.days for s in ordered]), strict=True):
+    digests, sums = _digests_and_sums(ordered)
+    flagged = _by_stove(findings)
+    for stove, digest, summed in zip(ordered, digests, sums, strict=True):
         base = {
             "stove": stove.stove,
             "serial": stove.serial,
-            "usage": _plain_usage(stove),
+            "usage": _plain_usage(stove, summed),
             "inputsDigest": digest,
         }
-        reason = _exclusion(stove, spec, rules, findings, credited, sessions_measure=True)
+        reason = _exclusion(
+            stove, summed, spec, rules, flagged.get(stove.stove, ()), credited, True
+        )
         values = None
         if reason is None:
             quantity = base["usage"]["quantity"]
@@ -689,13 +765,14 @@ def _outcome(
     }
 
 
-def _plain_usage(stove: StovePeriod) -> dict[str, Any]:
-    """Usage as the sessions report it: what an excluded stove's row shows."""
+def _plain_usage(stove: StovePeriod, sums: DaySums) -> dict[str, Any]:
+    """Usage as the sessions report it (`sums`: the stove's days'): what an excluded
+    stove's row shows."""
     return {
-        "days": len(stove.days),
-        "activeDays": sum(1 for d in stove.days if d.sessions),
-        "sessions": sum(d.sessions for d in stove.days),
-        "quantity": round(sum(d.energy for d in stove.days), 6),
+        "days": sums.days,
+        "activeDays": sums.active,
+        "sessions": sums.sessions,
+        "quantity": round(sums.energy, 6),
         "unit": stove.unit,
     }
 

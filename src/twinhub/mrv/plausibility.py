@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from itertools import groupby, repeat
@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from twinhub.kernel.collector import collector_paused
-from twinhub.mrv.day_columns import DayColumns, python_round
+from twinhub.mrv.day_columns import DayColumns, DaySums, day_sums, python_round
 
 
 class StoveDay(NamedTuple):
@@ -84,7 +84,7 @@ FEATURES = {
 }
 
 
-def profile(stove: str, days: list[StoveDay]) -> Profile:
+def profile(stove: str, days: Sequence[StoveDay]) -> Profile:
     # The days as columns (one C pass), each summed in the days' order.
     columns = zip(*days, strict=True) if days else _NONE
     _, _, counts, energy, minutes, mornings, evenings, _ = columns
@@ -115,10 +115,25 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     by_day = itemgetter(1)  # StoveDay.day
     for days in by_stove.values():
         days.sort(key=by_day)
-    columns = DayColumns.of(by_stove.values())
+    return assess_stoves(by_stove, DayColumns.of(by_stove.values()), rules)
+
+
+@collector_paused()  # many small objects, none in a cycle (kernel.collector)
+def assess_stoves(
+    by_stove: Mapping[str, Sequence[StoveDay]],
+    columns: DayColumns | None,
+    rules: PlausibilityRules | None = None,
+) -> list[Finding]:
+    """`assess` of stoves whose days are grouped already: each stove's days (its own, in
+    day order, none empty), and their `columns` (DayColumns.of them; None: a figure is
+    not a plain number)."""
+    rules = rules or PlausibilityRules()
     findings: list[Finding] = []
-    for stove, days in by_stove.items():
-        findings += _register_findings(stove, days, rules)
+    sums = columns.sums() if columns is not None else None
+    if sums is None:
+        sums = [day_sums(days) for days in by_stove.values()]
+    for (stove, days), summed in zip(by_stove.items(), sums, strict=True):
+        findings += _register_findings(stove, days, summed, rules)
     # Only a stove with a day that repeats the day before can have a frozen series.
     stoves = list(by_stove)
     for index in range(len(stoves)) if columns is None else _repeating(columns).tolist():
@@ -130,12 +145,17 @@ def assess(stove_days: Iterable[StoveDay], rules: PlausibilityRules | None = Non
     return sorted(findings, key=lambda f: (order[f.kind], f.stove))
 
 
-def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
-    """The cumulative register is the harder number to fake: compare the sessions to it."""
-    deltas = [d.meter_delta for d in days]
-    metered = days if None not in deltas else [d for d in days if d.meter_delta is not None]
+def _register_findings(
+    stove: str, days: Sequence[StoveDay], sums: DaySums, rules: PlausibilityRules
+) -> list[Finding]:
+    """The cumulative register is the harder number to fake: compare the sessions to it.
+    `sums`: the days' (day_sums); the days are searched one by one only when a rise fell,
+    is NaN or is 0."""
     findings: list[Finding] = []
-    shown = [delta for delta in deltas if delta is not None]
+    metered = (
+        [d for d in days if d.meter_delta is not None] if sums.odd_rise or sums.zero_rise else []
+    )
+    shown = [d.meter_delta for d in metered]
     if shown and not min(shown) >= 0:  # a NaN first makes min NaN: then look day by day
         backwards = [d for d in metered if d.meter_delta is not None and d.meter_delta < 0]
     else:
@@ -162,17 +182,16 @@ def _register_findings(stove: str, days: list[StoveDay], rules: PlausibilityRule
                 {"days": float(stuck)},
             )
         )
-    if len(metered) < rules.min_days:
+    if sums.read < rules.min_days:
         return findings
-    reported = sum([d.energy for d in metered])
-    register = sum([delta for delta in shown if delta > 0])
+    reported, register = sums.metered_energy, sums.register
     if register > 0 and abs(reported - register) > rules.meter_tolerance * register:
         more = "more" if reported > register else "less"
         findings.append(
             Finding(
                 stove,
                 "tampered",
-                f"its sessions report {reported:.2f} over {len(metered)} days, "
+                f"its sessions report {reported:.2f} over {sums.read} days, "
                 f"{abs(reported / register - 1):.0%} {more} than its cumulative meter "
                 f"recorded ({register:.2f})",
                 {"reported": round(reported, 6), "meter": round(register, 6)},
@@ -199,7 +218,9 @@ def _repeating(columns: DayColumns) -> np.ndarray:
     return columns.groups_where(same)
 
 
-def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules) -> list[Finding]:
+def _frozen_findings(
+    stove: str, days: Sequence[StoveDay], rules: PlausibilityRules
+) -> list[Finding]:
     values = list(map(round, [d.energy for d in days], repeat(4)))
     repeated = any(map(eq, values, values[1:]))  # most stoves: no day repeats the one before
     longest = (
@@ -224,7 +245,7 @@ def _frozen_findings(stove: str, days: list[StoveDay], rules: PlausibilityRules)
 
 
 def _clone_findings(
-    by_stove: dict[str, list[StoveDay]], rules: PlausibilityRules, columns: DayColumns | None
+    by_stove: Mapping[str, Sequence[StoveDay]], rules: PlausibilityRules, columns: DayColumns | None
 ) -> list[Finding]:
     """Stoves whose days are the same to the watt-hour on most common days. Days are bucketed
     by their exact values, so only stoves that share a bucket are compared: linear in the
@@ -250,7 +271,7 @@ MAX_BUCKET = 50  # stove-days of one value: more is a common value, not a copy
 
 
 def shared_days(
-    by_stove: dict[str, list[StoveDay]], least: float = 1, columns: DayColumns | None = None
+    by_stove: Mapping[str, Sequence[StoveDay]], least: float = 1, columns: DayColumns | None = None
 ) -> list[tuple[tuple[str, str], int]]:
     """Each pair of stoves (in name order) with the number of buckets (day, sessions, energy
     to the watt-hour) of cooking days they share, when at least `least`, a bucket of more
@@ -346,7 +367,7 @@ def _buckets(columns: DayColumns, owners: list[int]) -> tuple[np.ndarray, np.nda
     return bucket, owner
 
 
-def _active_common_days(first: list[StoveDay], second: list[StoveDay]) -> int:
+def _active_common_days(first: Sequence[StoveDay], second: Sequence[StoveDay]) -> int:
     active = {d.day for d in first if d.sessions}
     return sum(1 for d in second if d.sessions and d.day in active)
 

@@ -23,24 +23,27 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from twinhub.mrv.day_columns import ChunkDays, DaySource
 from twinhub.mrv.plausibility import StoveDay
 
-# A chunk's stoves: per stove its unit, its days and its register events; None: read day by
-# day (rollups._days).
-Figured = tuple[str, list[StoveDay], tuple[str, ...]] | None
+# A chunk's stoves: per stove its unit, its days, its register events and where its days lie
+# among the chunk's columns (None: their days are not all dates); None: read day by day
+# (rollups._days).
+Figured = tuple[str, list[StoveDay], tuple[str, ...], DaySource | None] | None
 _make_day = partial(tuple.__new__, StoveDay)  # a named tuple made in C (rollups._days)
 
 
 @lru_cache(maxsize=4096)
 def day_of(text: str) -> date:
-    """A day from its ISO text as the driver gives it (a period's thirty, many times)."""
-    return date.fromisoformat(text)
+    """A day from its text as the driver gives it (a period's thirty, many times): its ISO
+    text, or a time's whose first ten characters are the day (SQLite's bucket text)."""
+    return date.fromisoformat(text[:10])
 
 
 class RollupColumns(NamedTuple):
     """A chunk of stoves' day rollups as columns, as the database layer decodes them
     (db.dialects.pivot_wide): the scopes (stoves) with days, in order; where each one's
-    days start (the total last); each day's ISO text (or date); and per rollup column of
+    days start (the total last); each day's text (day_of) or date; and per rollup column of
     DayRow's layout after the day (rollups.DAY_COLUMNS) its float64 values and whether the
     day's row has that field."""
 
@@ -86,9 +89,9 @@ def chunk_days(
     has_sessions, has_energy, has_fuel, has_count, has_low, has_high, has_resets = present
     kinds = set(map(type, when))
     if kinds == {str}:
-        days: Sequence[Any] = list(map(day_of, when))
+        days: list[Any] = list(map(day_of, when))
     elif all(issubclass(kind, date) for kind in kinds):
-        days = when
+        days = list(when)
     else:
         days = [day if type(day) is not str else day_of(day) for day in when]
     starts = np.array(edges, dtype=np.int64)
@@ -123,38 +126,53 @@ def chunk_days(
             plain &= rise <= max_per_day
         top = np.array([np.nan if value is None else value for value in tops])[owner]
         plain &= np.isnan(top) | (highs <= top)
-        counted = np.where(has_sessions, sessions.astype(np.int64), 0).tolist()
+        counted_array = np.where(has_sessions, sessions.astype(np.int64), 0)
+        counted = counted_array.tolist()
     bad[owner[~plain]] = True
     rises = np.full(len(days), np.nan)
     rises[at] = rise
     deltas: list[Any] = rises.tolist()
     for index in np.flatnonzero(~on).tolist():
         deltas[index] = None
-    # The figures as rollups._days writes them: a missing count 0, a missing or -0.0
-    # quantity 0.0 (a NaN stays: `nan or 0.0` is nan).
-    energies = (np.where(has_energy, energy, 0.0) + 0.0).tolist()
-    fuels = (np.where(has_fuel, fuel, 0.0) + 0.0).tolist()
     any_energy, any_fuel = _per_group(has_energy, starts), _per_group(has_fuel, starts)
-    for n, (did, unit) in enumerate(zip(scopes, declared, strict=True)):
+    units = [
+        unit if unit is not None else "kg" if fuel_seen and not energy_seen else "kWh"
+        for unit, fuel_seen, energy_seen in zip(declared, any_fuel, any_energy, strict=True)
+    ]
+    # The figures as rollups._days writes them: a missing count 0, a missing or -0.0
+    # quantity 0.0 (a NaN stays: `nan or 0.0` is nan), the fuel for a stove in kg.
+    mass = np.repeat(np.array([unit == "kg" for unit in units], dtype=bool), sizes)
+    chosen = np.where(mass, np.where(has_fuel, fuel, 0.0), np.where(has_energy, energy, 0.0))
+    chosen += 0.0
+    figures = chosen.tolist()
+    chunk = (
+        ChunkDays(days, counted, deltas, ordinal, counted_array, chosen, rises, on)
+        if kinds <= {str, date}  # what the rules' columns take (DayColumns.of)
+        else None
+    )
+    for n, (did, unit) in enumerate(zip(scopes, units, strict=True)):
         first_day, end = edges[n], edges[n + 1]
         if bad[n] or first_day == end:
             continue
-        if unit is None:
-            unit = "kg" if any_fuel[n] and not any_energy[n] else "kWh"
         size = end - first_day
-        figures = fuels if unit == "kg" else energies
-        made = zip(
-            repeat(did, size),
-            days[first_day:end],
-            counted[first_day:end],
-            figures[first_day:end],
-            repeat(0.0, size),
-            repeat(0, size),
-            repeat(0, size),
-            deltas[first_day:end],
-            strict=True,
+        made = list(
+            map(
+                _make_day,
+                zip(
+                    repeat(did, size),
+                    days[first_day:end],
+                    counted[first_day:end],
+                    figures[first_day:end],
+                    repeat(0.0, size),
+                    repeat(0, size),
+                    repeat(0, size),
+                    deltas[first_day:end],
+                    strict=True,
+                ),
+            )
         )
-        found[n] = (unit, list(map(_make_day, made)), ())
+        source = DaySource(chunk, made, first_day, end, did) if chunk is not None else None
+        found[n] = (unit, made, (), source)
     return found
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
+from twinhub.mrv.day_columns import DaySource
 from twinhub.mrv.meter import METER_READING, Reading, RegisterDay, register_rise
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.plausibility import StoveDay
@@ -189,8 +190,9 @@ def _period(
     unit: str,
     figures: list[StoveDay],
     events: tuple[str, ...],
+    source: DaySource | None = None,
 ) -> StovePeriod:
-    """The period of a stove whose days are made."""
+    """The period of a stove whose days are made (`source`: from a chunk's columns)."""
     properties: dict[str, Any] = facts[0] if facts is not None else {}
     meter = properties.get("meter")
     household = properties.get("householdSize")
@@ -212,6 +214,7 @@ def _period(
         meter=meter if facts is not None and "meter" in properties else None,
         register_events=events,
         household=household_record(properties),
+        source=source,
     )
 
 

@@ -135,11 +135,12 @@ class Dialect(ABC):
         high: datetime,
     ) -> DayRollups:
         """The day rollups of `scopes` from `low` to `high` (excluded) as columns: each
-        scope's days in day order, the day as ISO text, then per (field, aggregate) of
-        `columns` that field's count, sum, min or max that day, and whether the field has a
-        rollup that day. Asked of the driver's connection `raw`, so a monitoring period's
-        300,000 stove-days come as a few arrays, no ORM type or Python object per value,
-        decoded column-wise (pivot_wide; services.mrv_inputs, mrv.rollup_columns)."""
+        scope's days in day order, the day as text starting with its ISO day, then per
+        (field, aggregate) of `columns` that field's count, sum, min or max that day, and
+        whether the field has a rollup that day. Asked of the driver's connection `raw`, so
+        a monitoring period's 300,000 stove-days come as a few arrays, no ORM type or
+        Python object per value, decoded column-wise (pivot_wide; services.mrv_inputs,
+        mrv.rollup_columns)."""
 
     @abstractmethod
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
@@ -212,9 +213,10 @@ ROLLUP_FIELD_SEPARATOR = "\x1f"  # between a wide rollup row's field names (SQLi
 
 class DayRollups(NamedTuple):
     """A chunk's day rollups as columns (`pivot_wide`): the scopes with days, in order, where
-    each one's days start in the columns (the total last), each day's ISO text, and per
-    (field, aggregate) asked its values (float64; a count too) and whether the day's row
-    has that field (where not, the value is NaN)."""
+    each one's days start in the columns (the total last), each day's text (its first ten
+    characters the ISO day: mrv.rollup_columns.day_of), and per (field, aggregate) asked
+    its values (float64; a count too) and whether the day's row has that field (where not,
+    the value is NaN)."""
 
     scopes: list[str]
     starts: list[int]

@@ -216,10 +216,12 @@ class SQLite(Dialect):
         high: datetime,
     ) -> DayRollups:
         # The bucket is SQLAlchemy's text of a UTC time (`2026-09-01 00:00:00.000000`): its
-        # first ten characters are the day. One wide row a scope and day (0031), in the
-        # primary key's (scope, interval, bucket) order: no sort, no pivot in SQL.
+        # first ten characters are the day, taken by mrv.rollup_columns.day_of once a
+        # distinct text (substr here was a third of the statement's CPU, a call a row).
+        # One wide row a scope and day (0031), in the primary key's (scope, interval,
+        # bucket) order: no sort, no pivot in SQL.
         sql = (
-            "SELECT scope, substr(bucket, 1, 10), fields, cells FROM telemetry_rollups "  # noqa: S608 (placeholders only)
+            "SELECT scope, bucket, fields, cells FROM telemetry_rollups "  # noqa: S608 (placeholders only)
             f"WHERE scope IN ({', '.join('?' * len(scopes))}) "
             "AND interval = 'day' AND bucket >= ? AND bucket < ? ORDER BY scope, bucket"
         )

@@ -108,6 +108,11 @@ EVALUABLE = (PENDING, FLAGGED)
 VERIFIER_ROLE = "verifier"
 MAX_EVALUATORS = 50
 _CHUNK = 500  # ids per IN (...) list
+# Approvals computed in the ledger's own transaction where it is a snapshot (SQLite): up to
+# this many a batch, the read session of their own (its connection, BEGIN and close, the
+# claims read twice) cost more than the statements; larger batches keep the write lock
+# for less time by computing before the turn.
+_COMPUTED_IN_WRITE = 64
 # The statements every evaluation batch runs, built once (each IN list one expanding
 # parameter): building and cache-keying them per batch cost about as much as running them.
 _APPROVED_OVER = select(Claim.asset_did, Claim.id, Claim.data).where(
@@ -1157,6 +1162,7 @@ class ClaimEvaluations:
         self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
             self._evaluate_batch, batch_max, linger
         )
+        self._write_is_snapshot = dialect_of(sessions).write_is_snapshot
 
     @property
     def coalesced(self) -> tuple[int, int]:
@@ -1246,17 +1252,20 @@ class ClaimEvaluations:
         if not live:
             return outcomes
         now = self._now()
-        prepared = await self._prepare(
-            [
-                requests[i].claim
-                for i in live
-                if requests[i].status == APPROVED and requests[i].computation is None
-            ],
-            now,
-        )
+        computing = [
+            requests[i].claim
+            for i in live
+            if requests[i].status == APPROVED and requests[i].computation is None
+        ]
+        # Small batches where the write's transaction is a snapshot: computed in the turn
+        # (`_apply`), from the claims it locks; others before it, in a snapshot of their own.
+        in_write = self._write_is_snapshot and len(computing) <= _COMPUTED_IN_WRITE
+        prepared = {} if in_write else await self._prepare(computing, now)
         try:
             async with self._ledger.write() as write:
-                applied = await self._apply(write, requests, outcomes, live, actor, now, prepared)
+                applied = await self._apply(
+                    write, requests, outcomes, live, actor, now, prepared, in_write
+                )
                 if not applied:
                     raise _NothingApplied
                 await self._replies(write.session, applied)
@@ -1329,12 +1338,34 @@ class ClaimEvaluations:
         actor: Principal,
         now: datetime,
         prepared: dict[str, _Prepared],
+        compute: bool = False,
     ) -> list[_Applied]:
         """The evaluations made under the ledger's turn: every row they need read (and
-        locked) at once, each evaluation checked and made in order."""
+        locked) at once, each evaluation checked and made in order. `compute`: the
+        approvals' credits not given are computed here, from the locked rows, in the
+        write's own transaction (only where it is a snapshot: Dialect.write_is_snapshot)."""
         session = write.session
         rows = await self._claim_rows(session, [requests[i].claim for i in live])
         approving = {requests[i].claim for i in live if requests[i].status == APPROVED}
+        if compute:
+            asked = {requests[i].claim for i in live if requests[i].computation is None}
+            prepared = await self._computed(
+                session,
+                [
+                    (
+                        c.id,
+                        c.collection_id,
+                        c.asset_did,
+                        c.data,
+                        c.status,
+                        of.protocol_did,
+                        of.project_did,
+                    )
+                    for c, of in rows.values()
+                    if c.id in approving and c.id in asked
+                ],
+                now,
+            )
         dids: list[str] = []
         for claim, collection in rows.values():
             dids += [collection.project_did, *collection.evaluators]
@@ -1524,28 +1555,36 @@ class ClaimEvaluations:
         """The claims' credits, computed outside the ledger's turn in a session of its own
         (a claim with nothing to compute is left out: the turn finds out why)."""
         wanted = sorted({c for c in claim_ids if isinstance(c, str) and CLAIM_ID.match(c)})
-        found: dict[str, _Prepared] = {}
         if not wanted:
-            return found
+            return {}
         # One snapshot: the figures and the readings an approval keeps as behind them agree.
         async with read_snapshot(self._sessions) as session:
-            ids: list[str] = []
-            jobs: list[ClaimJob] = []
+            rows: list[Any] = []
             for offset in range(0, len(wanted), _CHUNK):
-                rows = await session.execute(_TO_PREPARE, {"ids": wanted[offset : offset + _CHUNK]})
-                for claim_id, collection, asset, data, status, protocol_did, project in rows:
-                    if status not in EVALUABLE:
-                        continue
-                    protocol = await self._protocols.get(protocol_did)
-                    token = protocol.effective_token_class
-                    if token is None:
-                        continue
-                    found[claim_id] = _Prepared(collection, asset, data, protocol_did, project)
-                    ids.append(claim_id)
-                    jobs.append(
-                        ClaimJob(asset, data, protocol.effective_methodology, token, project)
-                    )
-            results = await compute_claims(session, jobs, now)
+                rows += await session.execute(
+                    _TO_PREPARE, {"ids": wanted[offset : offset + _CHUNK]}
+                )
+            return await self._computed(session, rows, now)
+
+    async def _computed(
+        self, session: AsyncSession, rows: Sequence[Any], now: datetime
+    ) -> dict[str, _Prepared]:
+        """The credits of the claims `rows` (id, collection, asset, data, status, protocol,
+        project), computed in `session`, which must read one state of the database."""
+        found: dict[str, _Prepared] = {}
+        ids: list[str] = []
+        jobs: list[ClaimJob] = []
+        for claim_id, collection, asset, data, status, protocol_did, project in rows:
+            if status not in EVALUABLE:
+                continue
+            protocol = await self._protocols.get(protocol_did)
+            token = protocol.effective_token_class
+            if token is None:
+                continue
+            found[claim_id] = _Prepared(collection, asset, data, protocol_did, project)
+            ids.append(claim_id)
+            jobs.append(ClaimJob(asset, data, protocol.effective_methodology, token, project))
+        results = await compute_claims(session, jobs, now) if jobs else []
         for claim_id, result in zip(ids, results, strict=True):
             if isinstance(result, NotComputable):
                 found[claim_id].error = result

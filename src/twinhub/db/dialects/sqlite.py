@@ -76,6 +76,7 @@ _FAILURE_BY_CODE = {
 class SQLite(Dialect):
     name = "sqlite"
     joins_statements = False
+    write_is_snapshot = True
 
     def insert(self, table: Any) -> Insert:
         return sqlite.insert(table)

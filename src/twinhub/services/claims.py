@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import bindparam, func, insert, or_, select
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import DaySpan, SubmissionAsks, dialect_of, read_snapshot
@@ -146,12 +146,34 @@ _TO_PREPARE = (
     .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
     .where(Claim.id.in_(bindparam("ids", expanding=True)))
 )
+# The claims an evaluation batch makes, and their collections, as plain rows (Core): the
+# ORM's loading and unit of work cost more than the statements. Every column but the
+# claim's `inputs` (written, never read here), by attribute name.
+_CLAIM_FIELDS = tuple(c.key for c in Claim.__table__.c if c.key != "inputs")
+_COLLECTION_FIELDS = tuple(c.key for c in ClaimCollection.__table__.c)
 _CLAIMS_LOCKED = (
-    select(Claim, ClaimCollection)
-    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
-    .where(Claim.id.in_(bindparam("ids", expanding=True)))
-    .order_by(Claim.id)
+    select(
+        *(Claim.__table__.c[name] for name in _CLAIM_FIELDS),
+        *(ClaimCollection.__table__.c[name] for name in _COLLECTION_FIELDS),
+    )
+    .join_from(Claim.__table__, ClaimCollection.__table__)
+    .where(Claim.__table__.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Claim.__table__.c.id)
     .with_for_update()
+)
+# What an evaluation changes, a statement per batch (executemany).
+_EVALUATED_FIELDS = ("status", "oracle", "reason", "amount", "credential_id", "evaluated_at")
+_COUNTED_FIELDS = ("evaluated", "approved", "rejected", "flagged", "disputed", "invalidated")
+_UPDATE_CLAIMS = {  # by whether the evaluation computed the claim's `inputs`
+    fields: update(Claim.__table__)
+    .where(Claim.__table__.c.id == bindparam("id_"))
+    .values({name: bindparam(name) for name in fields})
+    for fields in (_EVALUATED_FIELDS, (*_EVALUATED_FIELDS, "inputs"))
+}
+_UPDATE_COLLECTIONS = (
+    update(ClaimCollection.__table__)
+    .where(ClaimCollection.__table__.c.id == bindparam("id_"))
+    .values({name: bindparam(name) for name in (*_COUNTED_FIELDS, "updated_at")})
 )
 _INSERT_CREDENTIAL = insert(Credential.__table__)
 _INSERT_EVALUATION = insert(Evaluation.__table__)
@@ -588,12 +610,34 @@ class _Turn:
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     credentials: list[dict[str, Any]] = field(default_factory=list)
     days: list[DaySpan] = field(default_factory=list)  # credited stove-days, as spans
+    claims: list[Any] = field(default_factory=list)  # the evaluated claims (rows, changed)
+    collections: dict[int, Any] = field(default_factory=dict)  # and their collections
 
     async def store(self) -> None:
-        """The gathered rows, a statement per table (Core inserts: the ORM's bulk insert
-        spent more on its bookkeeping than the statement); claims and collections, changed
-        as ORM objects, are flushed with the ledger's rows at the commit."""
+        """The gathered rows and the changed claims and collections, a statement per table
+        (Core: the ORM's bulk insert and unit of work spent more on their bookkeeping than
+        the statements)."""
         session = self.write.session
+        changed: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for claim in self.claims:
+            fields = _EVALUATED_FIELDS if claim.inputs is None else (*_EVALUATED_FIELDS, "inputs")
+            changed.setdefault(fields, []).append(
+                {"id_": claim.id, **{name: getattr(claim, name) for name in fields}}
+            )
+        for fields, rows in changed.items():
+            await session.execute(_UPDATE_CLAIMS[fields], rows)
+        if self.collections:
+            await session.execute(
+                _UPDATE_COLLECTIONS,
+                [
+                    {
+                        "id_": key,
+                        "updated_at": row.updated_at,
+                        **{name: getattr(row, name) for name in _COUNTED_FIELDS},
+                    }
+                    for key, row in self.collections.items()
+                ],
+            )
         if self.credentials:
             await session.execute(_INSERT_CREDENTIAL, self.credentials)
         if self.evaluations:
@@ -1493,6 +1537,8 @@ class ClaimEvaluations:
                     f"{doubled[0]}. Reject it instead."
                 )
         # Checked: from here on the evaluation is made.
+        turn.claims.append(claim)
+        turn.collections[collection.id] = collection
         amount = computation.amount if computation is not None else None
         before = claim.status
         self._count(collection, claim.status, status)
@@ -1596,12 +1642,25 @@ class ClaimEvaluations:
     async def _claim_rows(
         session: AsyncSession, claim_ids: list[str]
     ) -> dict[str, tuple[Claim, ClaimCollection]]:
-        """The claims and their collections, locked (in id order), a statement per chunk."""
+        """The claims and their collections, locked (in id order), a statement per chunk:
+        plain rows with a Claim's and a ClaimCollection's attributes, one object per
+        collection (its counters change with each of its claims), written by `_Turn.store`.
+        A claim has no `inputs` until its evaluation computes them."""
         wanted = sorted({c for c in claim_ids if isinstance(c, str)})
-        found: dict[str, tuple[Claim, ClaimCollection]] = {}
+        found: dict[str, tuple[Any, Any]] = {}  # rows standing for (Claim, ClaimCollection)
+        collections: dict[int, Any] = {}
+        width = len(_CLAIM_FIELDS)
         for offset in range(0, len(wanted), _CHUNK):
             rows = await session.execute(_CLAIMS_LOCKED, {"ids": wanted[offset : offset + _CHUNK]})
-            for claim, collection in rows:
+            for row in rows:
+                claim = SimpleNamespace(**dict(zip(_CLAIM_FIELDS, row[:width], strict=True)))
+                claim.inputs = None
+                collection = collections.get(claim.collection_id)
+                if collection is None:
+                    collection = SimpleNamespace(
+                        **dict(zip(_COLLECTION_FIELDS, row[width:], strict=True))
+                    )
+                    collections[collection.id] = collection
                 found[claim.id] = (claim, collection)
         return found
 

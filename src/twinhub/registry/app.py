@@ -56,7 +56,9 @@ from twinhub.registry.routes_claims import (
     LISTED_CLAIMS,
     ClaimRoute,
     ClaimsListRoute,
+    EvaluateRoute,
     SubmitRoute,
+    evaluate_claim,
     get_claim,
     submit_claim,
 )
@@ -458,6 +460,7 @@ class RegistryApp(FastAPI):
     claim_route: Route | None = None  # `GET /v1/claims/{id}`, the same way (ClaimRoute)
     create_route: CreateRoute | None = None
     submit_route: SubmitRoute | None = None  # `POST /v1/claim-collections/{id}/claims`
+    evaluate_route: EvaluateRoute | None = None  # `POST /v1/claims/{id}/evaluations`
     list_route: Route | None = None  # `GET /v1/domains?type=...` and the like (ListRoute)
     claims_list_route: Route | None = None  # `GET /v1/claims?collection=` (ClaimsListRoute)
     answers_now = True  # whether `_answer_now` is asked first (tests compare without it)
@@ -763,6 +766,10 @@ def create_registry_app(
         next(r for r in claims_router.routes if getattr(r, "endpoint", None) is submit_claim)
     )
     app.router.routes.insert(2, app.submit_route)
+    app.evaluate_route = EvaluateRoute(
+        next(r for r in claims_router.routes if getattr(r, "endpoint", None) is evaluate_claim)
+    )
+    app.router.routes.insert(3, app.evaluate_route)
     app.router.routes.extend(_included_routers())  # as include_router, prepared once
     app.list_route = ListRoute()  # matched by the app itself, as the claim read
     app.claim_route = ClaimRoute(  # matched by the app itself (RegistryApp), not the router

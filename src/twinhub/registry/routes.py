@@ -299,7 +299,8 @@ class BodyRoute(Route):
     received, to the router again, which then skips this route: the general route answers
     it exactly as before, with its own error. While FastAPI's own telemetry follows a
     request, the general route takes it from the start. tests/integration/registry/
-    test_hot_paths.py holds the two equal, for each (`CreateRoute`, `SubmitRoute`)."""
+    test_hot_paths.py holds the two equal, for each (`CreateRoute`, `SubmitRoute`,
+    `EvaluateRoute`)."""
 
     def __init__(self, path: str, general: APIRoute, body_type: type) -> None:
         super().__init__(path, self._unused, methods=["POST"], include_in_schema=False)

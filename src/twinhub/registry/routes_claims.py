@@ -377,10 +377,36 @@ async def evaluate_claim(
     # it. The same bytes as the claim read (tests/integration/registry/test_hot_paths.py) but
     # for floats of 1e16
     # and beyond in a claim's data, which orjson writes without the exponent's plus sign.
+    return await _evaluated(request, claim_id, body, caller)
+
+
+async def _evaluated(
+    request: Request, claim_id: str, body: EvaluationIn, caller: Principal
+) -> Response:
     reply = await _platform(request).claims.evaluations.evaluate(
         claim_id, body.status, caller, reason=body.reason, amount=body.amount, oracle=body.oracle
     )
     return Response(orjson.dumps(reply), media_type="application/json")
+
+
+class EvaluateRoute(BodyRoute):
+    """`POST /v1/claims/{claim_id}/evaluations` with a JSON body that `EvaluationIn` accepts
+    and an id `ClaimId` accepts, as a plain route tried before FastAPI's (BodyRoute): a
+    single approval spent about a millisecond in FastAPI's route handling."""
+
+    def __init__(self, general: APIRoute) -> None:
+        super().__init__(EVALUATE_PATH, general, EvaluationIn)
+
+    def accepts(self, path_params: dict[str, Any]) -> bool:
+        """An id of `ClaimId`'s length (others go the general way, which refuses them)."""
+        text = path_params.get("claim_id", "")
+        return isinstance(text, str) and 1 <= len(text) <= 100
+
+    async def answer(self, request: Request, body: Any, caller: Principal) -> Response:
+        return await _evaluated(request, request.path_params["claim_id"], body, caller)
+
+
+EVALUATE_PATH = "/v1/claims/{claim_id}/evaluations"
 
 
 @router.post(

@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.models import Claim, ClaimCollection, CreditToken, Domain
@@ -48,9 +48,13 @@ async def active_evaluators(
     }
 
 
+# Built once: every batch of approvals asks it (a column, not the ORM's object load).
+_DECIMALS = select(CreditToken.decimals).where(CreditToken.name == bindparam("token"))
+
+
 async def token_decimals(session: AsyncSession, token: str) -> int:
-    row = await session.get(CreditToken, token)
-    return row.decimals if row is not None else DEFAULT_DECIMALS
+    decimals = await session.scalar(_DECIMALS, {"token": token})
+    return decimals if decimals is not None else DEFAULT_DECIMALS
 
 
 async def compute_claim(

@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import bindparam, func, insert, or_, select
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from twinhub.db.dialects import DaySpan, SubmissionAsks, dialect_of, read_snapshot
@@ -108,6 +108,11 @@ EVALUABLE = (PENDING, FLAGGED)
 VERIFIER_ROLE = "verifier"
 MAX_EVALUATORS = 50
 _CHUNK = 500  # ids per IN (...) list
+# Approvals computed in the ledger's own transaction where it is a snapshot (SQLite): up to
+# this many a batch, the read session of their own (its connection, BEGIN and close, the
+# claims read twice) cost more than the statements; larger batches keep the write lock
+# for less time by computing before the turn.
+_COMPUTED_IN_WRITE = 64
 # The statements every evaluation batch runs, built once (each IN list one expanding
 # parameter): building and cache-keying them per batch cost about as much as running them.
 _APPROVED_OVER = select(Claim.asset_did, Claim.id, Claim.data).where(
@@ -141,12 +146,34 @@ _TO_PREPARE = (
     .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
     .where(Claim.id.in_(bindparam("ids", expanding=True)))
 )
+# The claims an evaluation batch makes, and their collections, as plain rows (Core): the
+# ORM's loading and unit of work cost more than the statements. Every column but the
+# claim's `inputs` (written, never read here), by attribute name.
+_CLAIM_FIELDS = tuple(c.key for c in Claim.__table__.c if c.key != "inputs")
+_COLLECTION_FIELDS = tuple(c.key for c in ClaimCollection.__table__.c)
 _CLAIMS_LOCKED = (
-    select(Claim, ClaimCollection)
-    .join(ClaimCollection, ClaimCollection.id == Claim.collection_id)
-    .where(Claim.id.in_(bindparam("ids", expanding=True)))
-    .order_by(Claim.id)
+    select(
+        *(Claim.__table__.c[name] for name in _CLAIM_FIELDS),
+        *(ClaimCollection.__table__.c[name] for name in _COLLECTION_FIELDS),
+    )
+    .join_from(Claim.__table__, ClaimCollection.__table__)
+    .where(Claim.__table__.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Claim.__table__.c.id)
     .with_for_update()
+)
+# What an evaluation changes, a statement per batch (executemany).
+_EVALUATED_FIELDS = ("status", "oracle", "reason", "amount", "credential_id", "evaluated_at")
+_COUNTED_FIELDS = ("evaluated", "approved", "rejected", "flagged", "disputed", "invalidated")
+_UPDATE_CLAIMS = {  # by whether the evaluation computed the claim's `inputs`
+    fields: update(Claim.__table__)
+    .where(Claim.__table__.c.id == bindparam("id_"))
+    .values({name: bindparam(name) for name in fields})
+    for fields in (_EVALUATED_FIELDS, (*_EVALUATED_FIELDS, "inputs"))
+}
+_UPDATE_COLLECTIONS = (
+    update(ClaimCollection.__table__)
+    .where(ClaimCollection.__table__.c.id == bindparam("id_"))
+    .values({name: bindparam(name) for name in (*_COUNTED_FIELDS, "updated_at")})
 )
 _INSERT_CREDENTIAL = insert(Credential.__table__)
 _INSERT_EVALUATION = insert(Evaluation.__table__)
@@ -583,12 +610,34 @@ class _Turn:
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     credentials: list[dict[str, Any]] = field(default_factory=list)
     days: list[DaySpan] = field(default_factory=list)  # credited stove-days, as spans
+    claims: list[Any] = field(default_factory=list)  # the evaluated claims (rows, changed)
+    collections: dict[int, Any] = field(default_factory=dict)  # and their collections
 
     async def store(self) -> None:
-        """The gathered rows, a statement per table (Core inserts: the ORM's bulk insert
-        spent more on its bookkeeping than the statement); claims and collections, changed
-        as ORM objects, are flushed with the ledger's rows at the commit."""
+        """The gathered rows and the changed claims and collections, a statement per table
+        (Core: the ORM's bulk insert and unit of work spent more on their bookkeeping than
+        the statements)."""
         session = self.write.session
+        changed: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for claim in self.claims:
+            fields = _EVALUATED_FIELDS if claim.inputs is None else (*_EVALUATED_FIELDS, "inputs")
+            changed.setdefault(fields, []).append(
+                {"id_": claim.id, **{name: getattr(claim, name) for name in fields}}
+            )
+        for fields, rows in changed.items():
+            await session.execute(_UPDATE_CLAIMS[fields], rows)
+        if self.collections:
+            await session.execute(
+                _UPDATE_COLLECTIONS,
+                [
+                    {
+                        "id_": key,
+                        "updated_at": row.updated_at,
+                        **{name: getattr(row, name) for name in _COUNTED_FIELDS},
+                    }
+                    for key, row in self.collections.items()
+                ],
+            )
         if self.credentials:
             await session.execute(_INSERT_CREDENTIAL, self.credentials)
         if self.evaluations:
@@ -1157,6 +1206,7 @@ class ClaimEvaluations:
         self._coalescer: Coalescer[EvaluationRequest, EvaluationOutcome] = Coalescer(
             self._evaluate_batch, batch_max, linger
         )
+        self._write_is_snapshot = dialect_of(sessions).write_is_snapshot
 
     @property
     def coalesced(self) -> tuple[int, int]:
@@ -1246,17 +1296,20 @@ class ClaimEvaluations:
         if not live:
             return outcomes
         now = self._now()
-        prepared = await self._prepare(
-            [
-                requests[i].claim
-                for i in live
-                if requests[i].status == APPROVED and requests[i].computation is None
-            ],
-            now,
-        )
+        computing = [
+            requests[i].claim
+            for i in live
+            if requests[i].status == APPROVED and requests[i].computation is None
+        ]
+        # Small batches where the write's transaction is a snapshot: computed in the turn
+        # (`_apply`), from the claims it locks; others before it, in a snapshot of their own.
+        in_write = self._write_is_snapshot and len(computing) <= _COMPUTED_IN_WRITE
+        prepared = {} if in_write else await self._prepare(computing, now)
         try:
             async with self._ledger.write() as write:
-                applied = await self._apply(write, requests, outcomes, live, actor, now, prepared)
+                applied = await self._apply(
+                    write, requests, outcomes, live, actor, now, prepared, in_write
+                )
                 if not applied:
                     raise _NothingApplied
                 await self._replies(write.session, applied)
@@ -1329,12 +1382,34 @@ class ClaimEvaluations:
         actor: Principal,
         now: datetime,
         prepared: dict[str, _Prepared],
+        compute: bool = False,
     ) -> list[_Applied]:
         """The evaluations made under the ledger's turn: every row they need read (and
-        locked) at once, each evaluation checked and made in order."""
+        locked) at once, each evaluation checked and made in order. `compute`: the
+        approvals' credits not given are computed here, from the locked rows, in the
+        write's own transaction (only where it is a snapshot: Dialect.write_is_snapshot)."""
         session = write.session
         rows = await self._claim_rows(session, [requests[i].claim for i in live])
         approving = {requests[i].claim for i in live if requests[i].status == APPROVED}
+        if compute:
+            asked = {requests[i].claim for i in live if requests[i].computation is None}
+            prepared = await self._computed(
+                session,
+                [
+                    (
+                        c.id,
+                        c.collection_id,
+                        c.asset_did,
+                        c.data,
+                        c.status,
+                        of.protocol_did,
+                        of.project_did,
+                    )
+                    for c, of in rows.values()
+                    if c.id in approving and c.id in asked
+                ],
+                now,
+            )
         dids: list[str] = []
         for claim, collection in rows.values():
             dids += [collection.project_did, *collection.evaluators]
@@ -1462,6 +1537,8 @@ class ClaimEvaluations:
                     f"{doubled[0]}. Reject it instead."
                 )
         # Checked: from here on the evaluation is made.
+        turn.claims.append(claim)
+        turn.collections[collection.id] = collection
         amount = computation.amount if computation is not None else None
         before = claim.status
         self._count(collection, claim.status, status)
@@ -1524,28 +1601,36 @@ class ClaimEvaluations:
         """The claims' credits, computed outside the ledger's turn in a session of its own
         (a claim with nothing to compute is left out: the turn finds out why)."""
         wanted = sorted({c for c in claim_ids if isinstance(c, str) and CLAIM_ID.match(c)})
-        found: dict[str, _Prepared] = {}
         if not wanted:
-            return found
+            return {}
         # One snapshot: the figures and the readings an approval keeps as behind them agree.
         async with read_snapshot(self._sessions) as session:
-            ids: list[str] = []
-            jobs: list[ClaimJob] = []
+            rows: list[Any] = []
             for offset in range(0, len(wanted), _CHUNK):
-                rows = await session.execute(_TO_PREPARE, {"ids": wanted[offset : offset + _CHUNK]})
-                for claim_id, collection, asset, data, status, protocol_did, project in rows:
-                    if status not in EVALUABLE:
-                        continue
-                    protocol = await self._protocols.get(protocol_did)
-                    token = protocol.effective_token_class
-                    if token is None:
-                        continue
-                    found[claim_id] = _Prepared(collection, asset, data, protocol_did, project)
-                    ids.append(claim_id)
-                    jobs.append(
-                        ClaimJob(asset, data, protocol.effective_methodology, token, project)
-                    )
-            results = await compute_claims(session, jobs, now)
+                rows += await session.execute(
+                    _TO_PREPARE, {"ids": wanted[offset : offset + _CHUNK]}
+                )
+            return await self._computed(session, rows, now)
+
+    async def _computed(
+        self, session: AsyncSession, rows: Sequence[Any], now: datetime
+    ) -> dict[str, _Prepared]:
+        """The credits of the claims `rows` (id, collection, asset, data, status, protocol,
+        project), computed in `session`, which must read one state of the database."""
+        found: dict[str, _Prepared] = {}
+        ids: list[str] = []
+        jobs: list[ClaimJob] = []
+        for claim_id, collection, asset, data, status, protocol_did, project in rows:
+            if status not in EVALUABLE:
+                continue
+            protocol = await self._protocols.get(protocol_did)
+            token = protocol.effective_token_class
+            if token is None:
+                continue
+            found[claim_id] = _Prepared(collection, asset, data, protocol_did, project)
+            ids.append(claim_id)
+            jobs.append(ClaimJob(asset, data, protocol.effective_methodology, token, project))
+        results = await compute_claims(session, jobs, now) if jobs else []
         for claim_id, result in zip(ids, results, strict=True):
             if isinstance(result, NotComputable):
                 found[claim_id].error = result
@@ -1557,12 +1642,25 @@ class ClaimEvaluations:
     async def _claim_rows(
         session: AsyncSession, claim_ids: list[str]
     ) -> dict[str, tuple[Claim, ClaimCollection]]:
-        """The claims and their collections, locked (in id order), a statement per chunk."""
+        """The claims and their collections, locked (in id order), a statement per chunk:
+        plain rows with a Claim's and a ClaimCollection's attributes, one object per
+        collection (its counters change with each of its claims), written by `_Turn.store`.
+        A claim has no `inputs` until its evaluation computes them."""
         wanted = sorted({c for c in claim_ids if isinstance(c, str)})
-        found: dict[str, tuple[Claim, ClaimCollection]] = {}
+        found: dict[str, tuple[Any, Any]] = {}  # rows standing for (Claim, ClaimCollection)
+        collections: dict[int, Any] = {}
+        width = len(_CLAIM_FIELDS)
         for offset in range(0, len(wanted), _CHUNK):
             rows = await session.execute(_CLAIMS_LOCKED, {"ids": wanted[offset : offset + _CHUNK]})
-            for claim, collection in rows:
+            for row in rows:
+                claim = SimpleNamespace(**dict(zip(_CLAIM_FIELDS, row[:width], strict=True)))
+                claim.inputs = None
+                collection = collections.get(claim.collection_id)
+                if collection is None:
+                    collection = SimpleNamespace(
+                        **dict(zip(_COLLECTION_FIELDS, row[width:], strict=True))
+                    )
+                    collections[collection.id] = collection
                 found[claim.id] = (claim, collection)
         return found
 

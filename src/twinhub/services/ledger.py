@@ -48,6 +48,15 @@ HEAD_ROW = 1
 _TRANSACTIONS = LedgerTransaction.__table__
 _EVENTS = Event.__table__
 _HEAD_UPDATE = "UPDATE ledger_head SET height = {0}, tx_hash = {1} WHERE id = 1"  # HEAD_ROW
+# Built once, as every batch runs them: the head read (locked) and written.
+_HEAD_LOCKED = (
+    select(LedgerHead.height, LedgerHead.tx_hash).where(LedgerHead.id == HEAD_ROW).with_for_update()
+)
+_HEAD_SET = (
+    update(LedgerHead)
+    .where(LedgerHead.id == HEAD_ROW)
+    .values(height=bindparam("height"), tx_hash=bindparam("tx_hash"))
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -428,13 +437,7 @@ class Ledger:
             await session.begin()
             # SQLite's write lock, or PostgreSQL's planning for a batch of creates.
             await self._dialect.begin_write_batch(session, deferred)
-            row = (
-                await session.execute(
-                    select(LedgerHead.height, LedgerHead.tx_hash)
-                    .where(LedgerHead.id == HEAD_ROW)
-                    .with_for_update()
-                )
-            ).one_or_none()
+            row = (await session.execute(_HEAD_LOCKED)).one_or_none()
         except BaseException:
             await session.close()
             raise
@@ -484,9 +487,7 @@ class Ledger:
         elif batch.event_rows:
             await insert_rows(await batch.session.connection(), _EVENTS, batch.event_rows)
         await batch.session.execute(
-            update(LedgerHead)
-            .where(LedgerHead.id == HEAD_ROW)
-            .values(height=batch.head.height, tx_hash=batch.head.tx_hash)
+            _HEAD_SET, {"height": batch.head.height, "tx_hash": batch.head.tx_hash}
         )
         return deliveries
 

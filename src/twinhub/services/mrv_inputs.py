@@ -15,12 +15,13 @@ import contextlib
 import json
 from collections.abc import Awaitable, Sequence
 from datetime import UTC, date, timedelta
+from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, distinct, func, select
+from sqlalchemy import Select, bindparam, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.dialects import DayRollups, dialect_of
+from twinhub.db.dialects import DayRollups, Dialect, dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
@@ -144,6 +145,30 @@ async def stove_readings(
     return found
 
 
+@cache
+def _seen_statement(dialect: Dialect) -> Select[Any]:
+    """`stove_seen`'s statement for `dialect`, built once (every approval batch runs it)."""
+    day = dialect.utc_day(TelemetryReading.time)
+    seq = TelemetryReading.seq
+    return (
+        select(
+            TelemetryDevice.did,
+            day,
+            func.count(),
+            func.count(distinct(seq)),
+            func.min(seq),
+            func.max(seq),
+        )
+        .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
+        .where(
+            TelemetryDevice.did.in_(bindparam("dids", expanding=True)),
+            TelemetryReading.time >= bindparam("low"),
+            TelemetryReading.time < bindparam("high"),
+        )
+        .group_by(TelemetryDevice.did, day)
+    )
+
+
 async def stove_seen(
     session: AsyncSession, stoves: Sequence[str], start: date, end: date
 ) -> dict[str, dict[str, list[list[int]]]]:
@@ -154,28 +179,13 @@ async def stove_seen(
     statement a chunk (a day whose numbers run on is one row); the numbers themselves
     only for a stove with a day that has a gap or a number twice."""
     low, high = day_start(start), day_start(end + timedelta(days=1))
-    day = dialect_of(session).utc_day(TelemetryReading.time)
-    seq = TelemetryReading.seq
+    statement = _seen_statement(dialect_of(session))
     found: dict[str, dict[str, list[list[int]]]] = {did: {} for did in stoves}
     unique = list(dict.fromkeys(stoves))
     broken: set[str] = set()
     for offset in range(0, len(unique), _CHUNK):
         rows = await session.execute(
-            select(
-                TelemetryDevice.did,
-                day,
-                func.count(),
-                func.count(distinct(seq)),
-                func.min(seq),
-                func.max(seq),
-            )
-            .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
-            .where(
-                TelemetryDevice.did.in_(unique[offset : offset + _CHUNK]),
-                TelemetryReading.time >= low,
-                TelemetryReading.time < high,
-            )
-            .group_by(TelemetryDevice.did, day)
+            statement, {"dids": unique[offset : offset + _CHUNK], "low": low, "high": high}
         )
         for did, when, count, distinct_count, first, last in rows:
             if count == distinct_count == last - first + 1:

@@ -1386,3 +1386,135 @@ async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any
     matched = len(SUBMIT_CASES) + 2 - 3  # collections 0, +C and 2^31 never match it
     assert handled == {"lane": matched, "full": 0, "handed on": 5}, handled
     assert (await registry.platform.ledger.verify()).ok
+
+
+EVALUATE_CASES: list[tuple[str, str, str | None, str, str]] = [
+    # label, body, content type, who, claim (A: the run's approvable claim, R: another)
+    ("amount", '{"status": "approved", "amount": 5}', "application/json", "oracle", "R"),
+    ("no reason", '{"status": "rejected"}', "application/json", "oracle", "R"),
+    ("bad status", '{"status": "maybe"}', "application/json", "oracle", "R"),
+    ("unknown field", '{"status": "approved", "colour": 1}', "application/json", "oracle", "R"),
+    ("broken JSON", "{", "application/json", "oracle", "R"),
+    ("text", '{"status": "approved"}', "text/plain", "oracle", "R"),
+    ("no type", '{"status": "approved"}', None, "oracle", "R"),
+    ("no key", '{"status": "approved"}', "application/json", "none", "R"),
+    ("reader", '{"status": "approved"}', "application/json", "reader", "R"),
+    ("operator", '{"status": "approved"}', "application/json", "op", "R"),
+    ("no claim", '{"status": "approved"}', "application/json", "oracle", "TOKEN-none"),
+    ("id too long", '{"status": "approved"}', "application/json", "oracle", "x" * 101),
+    ("approve", '{"status": "approved"}', "application/json", "oracle", "A"),
+    ("again", '{"status": "approved"}', "application/json", "oracle", "A"),
+    (
+        "reject",
+        '{"status": "rejected", "reason": "relevé « à revoir »"}',
+        "application/json",
+        "oracle",
+        "R",
+    ),
+]
+CREDENTIAL_ID = re.compile(rb"urn:uuid:[0-9a-f-]{36}")
+
+
+async def test_the_evaluate_lane_answers_what_the_general_route_answers(world: Any) -> None:
+    """`POST /v1/claims/{id}/evaluations` through EvaluateRoute and through FastAPI's route
+    (the lane off), each run on claims of its own: the same statuses, headers and bodies,
+    the same ledger transactions (times, ids, stoves and credential ids aside), the same
+    metrics label; what FastAPI refuses is handed to it."""
+    from twinhub.registry.routes_claims import EvaluateRoute
+
+    registry = world.registry
+    app = registry.app
+    lane = app.evaluate_route
+    assert lane is not None
+    collection = (await world.collection())["id"]
+    reader_key = await registry.key("did:ixo:org/evaluate-lane-reader", "reader")
+    answers: dict[str, list[Any]] = {}
+    handled = {"lane": 0, "full": 0, "handed on": 0}
+    handle = EvaluateRoute.handle
+
+    async def counted(self: EvaluateRoute, scope: Any, receive: Any, send: Any) -> None:
+        handled["lane" if self.enabled else "full"] += 1
+        await handle(self, scope, receive, send)
+        handled["handed on"] += GENERAL in scope
+
+    path = "/v1/claims/{claim_id}/evaluations"
+    labels = {"method": "POST", "route": path, "status": "200"}
+    metrics = app.state.metrics.registry
+    for token, enabled in (("lane", True), ("full", False)):
+        claims = {
+            "A": (await world.approvable(collection))["id"],
+            "R": (await world.approvable(collection))["id"],
+        }
+        lane.enabled = enabled
+        before = metrics.get_sample_value("twinhub_registry_requests_total", labels) or 0
+        height = await registry.platform.ledger.height()
+        run = []
+        try:
+            EvaluateRoute.handle = counted  # type: ignore[method-assign]
+            for _, body, content_type, who, target in EVALUATE_CASES:
+                headers = {} if content_type is None else {"Content-Type": content_type}
+                url = f"/v1/claims/{claims.get(target, target.replace('TOKEN', token))}/evaluations"
+                if who in ("oracle", "op"):
+                    client = world.oracle_client if who == "oracle" else world.operator_client
+                    response = await client.post(url, content=body.encode(), headers=headers)
+                else:
+                    async with registry.as_key(reader_key if who == "reader" else None) as client:
+                        response = await client.post(url, content=body.encode(), headers=headers)
+                run.append(response)
+        finally:
+            EvaluateRoute.handle = handle  # type: ignore[method-assign]
+            lane.enabled = True
+
+        def common(data: bytes, token: str = token) -> bytes:
+            return CREDENTIAL_ID.sub(
+                b"<credential>", CLAIM_HEX.sub(b"<id>", same_clock(data, token))
+            )
+
+        answers[token] = [
+            (
+                response.status_code,
+                sorted(
+                    (name, common(value.encode()).decode())
+                    for name, value in response.headers.items()
+                    if name != "content-length"
+                ),
+                common(response.content),
+            )
+            for response in run
+        ]
+        made = sum(response.status_code == 200 for response in run)
+        after = metrics.get_sample_value("twinhub_registry_requests_total", labels)
+        assert after == before + made == before + 2
+        answers[token + " ledger"] = [
+            common(orjson.dumps([tx.kind, tx.subject, tx.actor, tx.payload]))
+            for tx in await ledger_since(registry, height)
+        ]
+    labels_of = [case[0] for case in EVALUATE_CASES]
+    for label, lane_answer, full_answer in zip(
+        labels_of, answers["lane"], answers["full"], strict=True
+    ):
+        assert lane_answer == full_answer, label
+    statuses = [status for status, _, _ in answers["lane"]]
+    assert dict(zip(labels_of, statuses, strict=True)) == {
+        "amount": 422,
+        "no reason": 422,
+        "bad status": 422,
+        "unknown field": 422,
+        "broken JSON": 400,
+        "text": 422,
+        "no type": 422,
+        "no key": 401,
+        "reader": 403,
+        "operator": 403,
+        "no claim": 404,
+        "id too long": 422,
+        "approve": 200,
+        "again": 409,
+        "reject": 200,
+    }
+    assert len(answers["lane ledger"]) == 2 and answers["lane ledger"] == answers["full ledger"]
+    # Every request but the long id's reached the lane when it was on, none when it was
+    # off; the lane handed on the five whose bodies FastAPI reads otherwise or refuses.
+    matched = len(EVALUATE_CASES) - 1
+    assert handled == {"lane": matched, "full": 0, "handed on": 5}, handled
+    assert (await registry.platform.ledger.verify()).ok

@@ -31,6 +31,11 @@ class Dialect(ABC):
     # Whether several statements of a write are worth sending as one (a round trip to a
     # server each), rather than one after the other (SQLite: in process, no wait).
     joins_statements: bool
+    # Whether a ledger batch's own transaction sees one state of the database, as a read
+    # snapshot does (Dialect.begin_snapshot): SQLite's, which holds the only write lock, so
+    # nothing commits while it runs; not PostgreSQL's (READ COMMITTED: each statement sees
+    # the newest commit).
+    write_is_snapshot: bool
 
     @abstractmethod
     def insert(self, table: Any) -> Insert:

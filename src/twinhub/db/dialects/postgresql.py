@@ -111,6 +111,7 @@ def _sqlstate(error: BaseException) -> str | None:
 class PostgreSQL(Dialect):
     name = "postgresql"
     joins_statements = True
+    write_is_snapshot = False
 
     def insert(self, table: Any) -> Insert:
         return postgresql.insert(table)

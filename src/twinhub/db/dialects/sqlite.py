@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.dml import Insert
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import ColumnElement, TextClause
 from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
@@ -51,6 +52,21 @@ _HOLD_SPANS = (  # the spans: a JSON array of [device, stove, project, claim, fi
     "SELECT device, stove, project, claim, date(day, '+1 day'), last FROM d WHERE day < last) "
     "SELECT device, day, stove, project, NULL, claim, :now FROM d"
 )
+_BEGIN_IMMEDIATE = text("BEGIN IMMEDIATE")
+
+
+@cache
+def _hold_spans(created_at: TypeEngine[Any]) -> TextClause:
+    """`_HOLD_SPANS` as a statement, built once (every batch of approvals runs it)."""
+    return text(_HOLD_SPANS).bindparams(bindparam("now", type_=created_at))
+
+
+@cache
+def _insert(table: Table) -> Insert:
+    """A table's plain INSERT, built once (a ledger batch runs a few)."""
+    return insert(table)
+
+
 # SQLite's primary result codes (https://sqlite.org/rescode.html) by what they mean for
 # the caller (db/failures.py); any other code is the registry's own fault (SQLITE_ERROR: a
 # statement that does not parse, a missing table).
@@ -76,6 +92,7 @@ _FAILURE_BY_CODE = {
 class SQLite(Dialect):
     name = "sqlite"
     joins_statements = False
+    write_is_snapshot = True
 
     def insert(self, table: Any) -> Insert:
         return sqlite.insert(table)
@@ -97,7 +114,7 @@ class SQLite(Dialect):
         # Take SQLite's write lock now (as FOR UPDATE does on PostgreSQL), so the
         # savepoints below nest in this transaction and another process's writer
         # waits for the whole batch rather than interleaving.
-        await session.execute(text("BEGIN IMMEDIATE"))
+        await session.execute(_BEGIN_IMMEDIATE)
 
     async def begin_snapshot(self, session: AsyncSession) -> None:
         # sqlite3 opens no transaction for a read: each SELECT would see the newest commit.
@@ -130,7 +147,7 @@ class SQLite(Dialect):
         self, connection: AsyncConnection, table: Table, rows: list[dict[str, Any]]
     ) -> None:
         # `executemany` runs in process: it stays as it is.
-        await connection.execute(insert(table), rows)
+        await connection.execute(_insert(table), rows)
 
     async def hold_day_spans(
         self, session: AsyncSession, table: Table, spans: list[DaySpan], now: datetime
@@ -138,7 +155,7 @@ class SQLite(Dialect):
         """The spans as one JSON text; a recursive WITH makes each span's days (stored as
         SQLite's Date keeps them: ISO text)."""
         rows = [(*span[:4], span[4].isoformat(), span[5].isoformat()) for span in spans]
-        statement = text(_HOLD_SPANS).bindparams(bindparam("now", type_=table.c.created_at.type))
+        statement = _hold_spans(table.c.created_at.type)
         await session.execute(statement, {"spans": orjson.dumps(rows).decode(), "now": now})
 
     async def insert_together(

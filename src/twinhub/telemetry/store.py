@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -122,6 +123,8 @@ ROLLUPS = TelemetryRollup.__table__
 RECEIPTS = TelemetryReceipt.__table__
 QUARANTINE = TelemetryQuarantine.__table__
 _time = attrgetter("time")
+_TIME_SEQ = attrgetter("time", "seq")  # a reading's order: its time, then its seq
+_VALUES = attrgetter("values")
 
 
 GROUP_READINGS = 20_000  # the most readings one group commit writes
@@ -479,20 +482,23 @@ class TelemetryStore:
     @staticmethod
     def _advance_state(row: DeviceState, inserted: list[Reading], meter: str | None) -> None:
         """Latest value of each field by reading time (a late batch changes only what is
-        newer than what the twin holds)."""
-        newest_of: dict[str, Reading] = {}  # each field's newest reading in the batch
-        for reading in inserted:
-            for name in reading.values:
-                held = newest_of.get(name)
-                if held is None or (held.time, held.seq) <= (reading.time, reading.seq):
-                    newest_of[name] = reading
+        newer than what the twin holds). Each field's newest reading in the batch, the last
+        of equals, is the batch's newest when that has the field (a batch's readings
+        usually all have the same fields): one C-level pass for the batch, not a Python
+        step per reading and field."""
+        newest = max(reversed(inserted), key=_TIME_SEQ)  # of equals, the last
+        newest_of: dict[str, Reading] = {  # in the order the fields first appear
+            name: newest
+            if name in newest.values
+            else max((r for r in reversed(inserted) if name in r.values), key=_TIME_SEQ)
+            for name in dict.fromkeys(chain.from_iterable(map(_VALUES, inserted)))
+        }
         latest: dict[str, Any] = dict(row.latest)
         for name, reading in newest_of.items():
             stamp = reading.time.isoformat()
             held = latest.get(name)
             if held is None or (held["time"], held["seq"]) <= (stamp, reading.seq):
                 latest[name] = {"value": reading.values[name], "time": stamp, "seq": reading.seq}
-        newest = max(inserted, key=lambda r: (r.time, r.seq))
         if row.last_time is None or (newest.time, newest.seq) >= (row.last_time, row.last_seq or 0):
             row.last_time = newest.time
             row.last_seq = newest.seq

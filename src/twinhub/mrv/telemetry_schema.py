@@ -223,6 +223,10 @@ class Reading(NamedTuple):
     values: dict[str, Any]
 
 
+# A reading's order, as a max or sort key: its time, then its seq (C-level, no lambda).
+READING_ORDER = attrgetter("time", "seq")
+
+
 @dataclass(frozen=True)
 class Rejection:
     index: int
@@ -318,6 +322,7 @@ def check_readings(
 
 _SEQ, _TIME, _VALUES = itemgetter("seq"), itemgetter("time"), itemgetter("values")
 _ZONE, _YEAR = attrgetter("tzinfo"), attrgetter("year")
+_TIME_OF = attrgetter("time")  # a Reading's
 # A Reading made by tuple's own constructor: the named tuple's __new__ is a Python function.
 _new_reading = partial(tuple.__new__, Reading)
 
@@ -561,7 +566,8 @@ def split_by_clock(
     if enrolled is not None and (low is None or enrolled > low):
         low = enrolled
     high = received + future
-    if all(r.time <= high and (low is None or r.time >= low) for r in readings):
+    times = list(map(_TIME_OF, readings))
+    if not times or (max(times) <= high and (low is None or min(times) >= low)):
         return readings, []
     kept: list[Reading] = []
     out: list[tuple[Reading, str]] = []

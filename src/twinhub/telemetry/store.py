@@ -49,7 +49,7 @@ from twinhub.kernel.bus import EVENTS_WRITTEN, Bus
 from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of
-from twinhub.mrv.telemetry_schema import Reading
+from twinhub.mrv.telemetry_schema import READING_ORDER, Reading
 from twinhub.services.evidence import held_ranges, held_reading, held_receipt
 from twinhub.telemetry.dialects import TelemetryDialect, telemetry_dialect
 from twinhub.telemetry.rows import (
@@ -123,8 +123,8 @@ ROLLUPS = TelemetryRollup.__table__
 RECEIPTS = TelemetryReceipt.__table__
 QUARANTINE = TelemetryQuarantine.__table__
 _time = attrgetter("time")
-_TIME_SEQ = attrgetter("time", "seq")  # a reading's order: its time, then its seq
 _VALUES = attrgetter("values")
+_SEQ = attrgetter("seq")
 
 
 GROUP_READINGS = 20_000  # the most readings one group commit writes
@@ -330,11 +330,19 @@ class TelemetryStore:
         origins: dict[int, list[Origin]] = {}
         now = utcnow()
         for i in order:
+            readings = batches[i].readings
+            batch_origins = batches[i].origins or [Origin(now)] * len(readings)
+            seqs = set(map(_SEQ, readings))
+            if ids[i] not in used and len(seqs) == len(readings) == len(batch_origins):
+                # The device's first batch of the group, no seq twice (the usual case):
+                # every reading is fresh, without a step per reading.
+                used[ids[i]] = seqs
+                fresh[i], origins[i] = list(readings), list(batch_origins)
+                continue
             taken = used.setdefault(ids[i], set())
             fresh[i] = []
             origins[i] = []
-            batch_origins = batches[i].origins or [Origin(now)] * len(batches[i].readings)
-            for reading, origin in zip(batches[i].readings, batch_origins, strict=True):
+            for reading, origin in zip(readings, batch_origins, strict=True):
                 if reading.seq not in taken:
                     taken.add(reading.seq)
                     fresh[i].append(reading)
@@ -415,7 +423,7 @@ class TelemetryStore:
     ) -> dict[str, Any] | None:
         """device.online's row when these readings bring an offline (or new) device
         online."""
-        newest = max(r.time for r in inserted)
+        newest = max(map(_time, inserted))
         if self.online(was) or not self.online(newest):
             return None
         return event_row(
@@ -486,11 +494,11 @@ class TelemetryStore:
         of equals, is the batch's newest when that has the field (a batch's readings
         usually all have the same fields): one C-level pass for the batch, not a Python
         step per reading and field."""
-        newest = max(reversed(inserted), key=_TIME_SEQ)  # of equals, the last
+        newest = max(reversed(inserted), key=READING_ORDER)  # of equals, the last
         newest_of: dict[str, Reading] = {  # in the order the fields first appear
             name: newest
             if name in newest.values
-            else max((r for r in reversed(inserted) if name in r.values), key=_TIME_SEQ)
+            else max((r for r in reversed(inserted) if name in r.values), key=READING_ORDER)
             for name in dict.fromkeys(chain.from_iterable(map(_VALUES, inserted)))
         }
         latest: dict[str, Any] = dict(row.latest)

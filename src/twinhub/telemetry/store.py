@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -125,6 +125,7 @@ QUARANTINE = TelemetryQuarantine.__table__
 _time = attrgetter("time")
 _VALUES = attrgetter("values")
 _SEQ = attrgetter("seq")
+_RECEIVED_AT = attrgetter("received_at")  # an Origin's
 
 
 GROUP_READINGS = 20_000  # the most readings one group commit writes
@@ -350,11 +351,17 @@ class TelemetryStore:
         receipts = await _receipt_ids(self.dialect, driver, batches, origins, self._receipt_ids)
         skipped = await self._insert_readings(
             driver,
-            [
-                (ids[i], r, o.received_at, receipts.get(id(o)))
-                for i in order
-                for r, o in zip(fresh[i], origins[i], strict=True)
-            ],
+            list(  # (device id, reading, receipt time, receipt id), by C-level maps
+                chain.from_iterable(
+                    zip(
+                        repeat(ids[i]),
+                        fresh[i],
+                        map(_RECEIVED_AT, origins[i]),
+                        map(receipts.get, map(id, origins[i])),
+                    )
+                    for i in order
+                )
+            ),
         )
         plan = RollupPlan()
         planned: set[int] = set()

@@ -114,7 +114,7 @@ def _readings(valid_only: bool) -> st.SearchStrategy[Any]:
 
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(
-    st.one_of(st.lists(_readings(True), max_size=30), st.lists(_readings(False), max_size=30)),
+    st.one_of(st.lists(_readings(True), max_size=40), st.lists(_readings(False), max_size=40)),
     st.sampled_from([datetime(2099, 12, 31, tzinfo=UTC), datetime(2026, 6, 1, tzinfo=UTC)]),
 )
 def test_the_column_check_of_a_batch_agrees_with_the_check_of_each_reading(

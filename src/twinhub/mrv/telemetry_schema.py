@@ -312,19 +312,24 @@ def check_reading(
 def check_readings(
     items: list[Any], schema: TelemetrySchema, latest_allowed: datetime
 ) -> tuple[list[Reading], list[Rejection]]:
-    """check_reading over a batch. The common case, a batch whose every reading is
-    plainly valid, is checked column by column (each check one C-level pass over the
-    batch, no Python step per reading); any other batch reading by reading (_check_each),
-    which finds the same verdicts and their reasons."""
-    try:
-        valid = _check_columns(items, schema, latest_allowed)
-    except (KeyError, ValueError, TypeError, OverflowError):
-        valid = None
+    """check_reading over a batch. The common case, a batch (of COLUMN_CHECK readings or
+    more) whose every reading is plainly valid, is checked column by column (each check
+    one C-level pass over the batch, no Python step per reading); any other batch reading
+    by reading (_check_each), which finds the same verdicts and their reasons."""
+    valid = None
+    if len(items) >= COLUMN_CHECK:
+        try:
+            valid = _check_columns(items, schema, latest_allowed)
+        except (KeyError, ValueError, TypeError, OverflowError):
+            valid = None
     if valid is not None:
         return valid, []
     return _check_each(items, schema, latest_allowed)
 
 
+# From this many readings the column pass costs less than the loop (measured: 1 reading
+# 7.3 µs against 1.7, 8 readings 12.6 against 10.7, 32 readings 32 against 38).
+COLUMN_CHECK = 16
 _SEQ, _TIME, _VALUES = itemgetter("seq"), itemgetter("time"), itemgetter("values")
 _ZONE, _YEAR = attrgetter("tzinfo"), attrgetter("year")
 _TIME_OF = attrgetter("time")  # a Reading's

@@ -494,7 +494,7 @@ def sqlite_times(moments: list[datetime]) -> list[str]:
     checked readings): their epoch microseconds (exact integer arithmetic, C-level maps)
     formatted by numpy, the date's T made a space; datetime.isoformat one at a time cost
     about a microsecond a reading."""
-    if not all(map(is_, map(_ZONE, moments), repeat(UTC))):
+    if len(moments) < _COLUMN_TIMES or not all(map(is_, map(_ZONE, moments), repeat(UTC))):
         return list(map(sqlite_time, moments))
     micros = np.fromiter(
         map(floordiv, map(sub, moments, repeat(_EPOCH)), repeat(_MICROSECOND)),
@@ -507,6 +507,7 @@ def sqlite_times(moments: list[datetime]) -> list[str]:
     return text.tolist()  # type: ignore[no-any-return]
 
 
+_COLUMN_TIMES = 8  # from this many, numpy's formatting costs less (1: 5.1 µs against 1.6)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _ZONE, _TIME = attrgetter("tzinfo"), attrgetter("time")

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from functools import cached_property, partial
+from itertools import chain, repeat
+from operator import attrgetter, contains, is_, itemgetter
 from typing import Any, NamedTuple
 
 import orjson
@@ -93,6 +95,12 @@ class TelemetrySchema:
         """Each field's value check, built once per schema (a schema is cached per twin):
         True when the value is valid; the reason is worked out only for invalid ones."""
         return {name: _compile(spec) for name, spec in self.fields.items()}
+
+    @cached_property
+    def column_checks(self) -> dict[str, Callable[[list[Any]], bool]]:
+        """Each field's check of a whole column of values (check_readings' common case):
+        True only when `checks` would pass every one of them."""
+        return {name: _compile_column(spec) for name, spec in self.fields.items()}
 
     @property
     def meter(self) -> str | None:
@@ -215,6 +223,10 @@ class Reading(NamedTuple):
     values: dict[str, Any]
 
 
+# A reading's order, as a max or sort key: its time, then its seq (C-level, no lambda).
+READING_ORDER = attrgetter("time", "seq")
+
+
 @dataclass(frozen=True)
 class Rejection:
     index: int
@@ -235,6 +247,11 @@ def loads(data: bytes | str) -> Any:
 def dumps(value: Any) -> str:
     """JSON text of a reading's values, as stored (compact)."""
     return orjson.dumps(value).decode()
+
+
+def dumps_each(values: Iterable[Any]) -> list[str]:
+    """dumps of each value, by C-level maps (a batch's readings: no Python call each)."""
+    return list(map(bytes.decode, map(orjson.dumps, values)))
 
 
 def _finite(value: Any) -> bool:
@@ -293,6 +310,85 @@ def check_reading(
 
 
 def check_readings(
+    items: list[Any], schema: TelemetrySchema, latest_allowed: datetime
+) -> tuple[list[Reading], list[Rejection]]:
+    """check_reading over a batch. The common case, a batch (of COLUMN_CHECK readings or
+    more) whose every reading is plainly valid, is checked column by column (each check
+    one C-level pass over the batch, no Python step per reading); any other batch reading
+    by reading (_check_each), which finds the same verdicts and their reasons."""
+    valid = None
+    if len(items) >= COLUMN_CHECK:
+        try:
+            valid = _check_columns(items, schema, latest_allowed)
+        except (KeyError, ValueError, TypeError, OverflowError):
+            valid = None
+    if valid is not None:
+        return valid, []
+    return _check_each(items, schema, latest_allowed)
+
+
+# From this many readings the column pass costs less than the loop (measured: 1 reading
+# 7.3 µs against 1.7, 8 readings 12.6 against 10.7, 32 readings 32 against 38).
+COLUMN_CHECK = 16
+_SEQ, _TIME, _VALUES = itemgetter("seq"), itemgetter("time"), itemgetter("values")
+_ZONE, _YEAR = attrgetter("tzinfo"), attrgetter("year")
+_TIME_OF = attrgetter("time")  # a Reading's
+# A Reading made by tuple's own constructor: the named tuple's __new__ is a Python function.
+_new_reading = partial(tuple.__new__, Reading)
+
+
+def _check_columns(
+    items: list[Any], schema: TelemetrySchema, latest_allowed: datetime
+) -> list[Reading] | None:
+    """The batch's readings when every one passes _check_each's inlined test (the same
+    Readings, in order), else None: then _check_each decides. Raises KeyError, ValueError,
+    TypeError or OverflowError on input its passes cannot take (also None, to the caller)."""
+    if set(map(type, items)) != {dict} or set(map(len, items)) != {3}:
+        return None
+    seqs = list(map(_SEQ, items))  # three keys, each present: exactly seq, time, values
+    texts = list(map(_TIME, items))
+    values = list(map(_VALUES, items))
+    if set(map(type, seqs)) != {int} or min(seqs) < 0 or max(seqs) > SEQ_MAX:
+        return None
+    if (
+        set(map(type, texts)) != {str}
+        or not 10 <= min(map(len, texts)) <= max(map(len, texts)) <= 40
+    ):
+        return None
+    if not all(map(contains, texts, repeat("T"))) or any(map(contains, texts, repeat("z"))):
+        return None  # a lower-case t or z: rare, left to _check_each
+    if any(map(contains, texts, repeat("Z"))):
+        texts = list(map(str.replace, texts, repeat("Z"), repeat("+00:00")))
+    moments = list(map(datetime.fromisoformat, texts))
+    if all(map(is_, map(_ZONE, moments), repeat(UTC))):  # usual: the years are UTC's
+        first, last = min(moments), max(moments)
+        if first.year < EARLIEST_YEAR or last.year > LATEST_YEAR:
+            return None
+    else:
+        years = list(map(_YEAR, moments))
+        if None in map(_ZONE, moments) or min(years) < EARLIEST_YEAR or max(years) > LATEST_YEAR:
+            return None
+        moments = list(map(datetime.astimezone, moments, repeat(UTC)))
+        last = max(moments)
+    if last > latest_allowed:
+        return None
+    if set(map(type, values)) != {dict} or not min(map(len, values)):
+        return None
+    checks = schema.column_checks
+    for name in set(chain.from_iterable(values)):
+        check = checks.get(name)
+        if check is None:
+            return None
+        try:
+            column = list(map(itemgetter(name), values))  # in every reading: the usual case
+        except KeyError:
+            column = [one[name] for one in values if name in one]
+        if not check(column):
+            return None
+    return list(map(_new_reading, zip(seqs, moments, values, strict=True)))
+
+
+def _check_each(
     items: list[Any], schema: TelemetrySchema, latest_allowed: datetime
 ) -> tuple[list[Reading], list[Rejection]]:
     """check_reading over a batch, with the common case inlined (one loop, no call per
@@ -382,6 +478,42 @@ def _compile(spec: FieldSpec) -> Callable[[Any], bool]:
     return string
 
 
+def _compile_column(spec: FieldSpec) -> Callable[[list[Any]], bool]:
+    """_compile's check over a column of values at once: True only when it passes every
+    one (a value of any other type, or a NaN, fails the column: _check_each then judges
+    each value alone). Exact Python comparisons (min/max), as _compile's: no rounding of
+    integers to floats."""
+    low, high = spec.min, spec.max
+
+    def in_range(column: list[Any]) -> bool:
+        return (low is None or min(column) >= low) and (high is None or max(column) <= high)
+
+    if spec.type == "number":
+
+        def number(column: list[Any]) -> bool:
+            kinds = set(map(type, column))
+            if not kinds <= {int, float}:
+                return False
+            # A NaN or an infinity makes the sum one (so may a huge sum: then each is judged).
+            return (float not in kinds or math.isfinite(sum(column))) and in_range(column)
+
+        return number
+    if spec.type == "integer":
+        return lambda column: set(map(type, column)) == {int} and in_range(column)
+    if spec.type == "boolean":
+        return lambda column: set(map(type, column)) == {bool}
+    allowed = frozenset(spec.enum) if spec.enum else None
+
+    def string(column: list[Any]) -> bool:
+        if set(map(type, column)) != {str} or any(map(contains, column, repeat("\x00"))):
+            return False
+        if max(map(len, column)) > MAX_STRING:
+            return False
+        return allowed is None or allowed.issuperset(column)
+
+    return string
+
+
 def _value_problem(spec: FieldSpec, value: Any) -> str | None:
     match spec.type:
         case "number":
@@ -444,7 +576,8 @@ def split_by_clock(
     if enrolled is not None and (low is None or enrolled > low):
         low = enrolled
     high = received + future
-    if all(r.time <= high and (low is None or r.time >= low) for r in readings):
+    times = list(map(_TIME_OF, readings))
+    if not times or (max(times) <= high and (low is None or min(times) >= low)):
         return readings, []
     kept: list[Reading] = []
     out: list[tuple[Reading, str]] = []

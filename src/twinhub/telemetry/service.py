@@ -38,6 +38,7 @@ from twinhub.kernel.ratelimit import RateLimiter
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import INTERVALS
 from twinhub.mrv.telemetry_schema import (
+    READING_ORDER,
     Reading,
     Rejection,
     TelemetrySchema,
@@ -647,7 +648,7 @@ class TelemetryService:
         was: datetime | None,
     ) -> None:
         topics = [did, *info.scopes]
-        newest = max(inserted, key=lambda r: (r.time, r.seq))
+        newest = max(inserted, key=READING_ORDER)
         self.live.publish(
             topics,
             {

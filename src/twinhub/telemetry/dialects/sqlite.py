@@ -11,15 +11,16 @@ import functools
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate, compress, groupby, repeat
+from operator import attrgetter, floordiv, is_, sub
 from typing import Any
 
 import numpy as np
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from twinhub.mrv.telemetry_schema import Reading, dumps
+from twinhub.mrv.telemetry_schema import Reading, dumps, dumps_each
 from twinhub.telemetry.columns import INTERVAL_CODES, INTERVAL_NAMES, group_columns
 from twinhub.telemetry.dialects import TelemetryDialect
 from twinhub.telemetry.rows import (
@@ -203,11 +204,20 @@ class SQLiteTelemetry(TelemetryDialect):
             await driver.execute(_STAGE_READINGS)
         if not items:
             return set()
-        held = _STAMPS.get  # a hit without _stamp's call (a time's text is never empty)
-        rows = [
-            (d, r.seq, held(r.time) or _stamp(r.time), dumps(r.values), held(at) or _stamp(at), n)
-            for d, r, at, n in items
-        ]
+        devices, readings, arrivals, receipts = zip(*items, strict=True)
+        times = _remember(list(map(_TIME, readings)))
+        received = {at: _stamp(at) for at in set(arrivals)}  # a group's few receipt times
+        rows = list(
+            zip(
+                devices,
+                map(_SEQ, readings),
+                times,
+                dumps_each(map(_VALUES, readings)),
+                map(received.__getitem__, arrivals),
+                receipts,
+                strict=True,
+            )
+        )
         # Usually no seq was stored before: one INSERT OR IGNORE (the key is (device, seq))
         # then stores them all, and its count says so. When it stored fewer, which ones it
         # skipped is found the staged way below, after undoing it.
@@ -479,6 +489,29 @@ def sqlite_time(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
+def sqlite_times(moments: list[datetime]) -> list[str]:
+    """sqlite_time of each of the moments, column-wise when all are in UTC (a batch's
+    checked readings): their epoch microseconds (exact integer arithmetic, C-level maps)
+    formatted by numpy, the date's T made a space; datetime.isoformat one at a time cost
+    about a microsecond a reading."""
+    if len(moments) < _COLUMN_TIMES or not all(map(is_, map(_ZONE, moments), repeat(UTC))):
+        return list(map(sqlite_time, moments))
+    micros = np.fromiter(
+        map(floordiv, map(sub, moments, repeat(_EPOCH)), repeat(_MICROSECOND)),
+        np.int64,
+        len(moments),
+    )
+    text = np.datetime_as_string(micros.astype("datetime64[us]"), unit="us")
+    if len(moments):
+        text.view(np.uint32).reshape(len(moments), -1)[:, 10] = ord(" ")  # UCS-4 codes
+    return text.tolist()  # type: ignore[no-any-return]
+
+
+_COLUMN_TIMES = 8  # from this many, numpy's formatting costs less (1: 5.1 µs against 1.6)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_ZONE, _TIME = attrgetter("tzinfo"), attrgetter("time")
+_SEQ, _VALUES = attrgetter("seq"), attrgetter("values")
 _STAMPS: dict[datetime, str] = {}  # recent times' text (_stamp)
 _STAMPS_KEPT = 20_000  # a few groups; a cleared one only formats again
 
@@ -494,6 +527,16 @@ def _stamp(moment: datetime) -> str:
             _STAMPS.clear()
         text = _STAMPS[moment] = sqlite_time(moment)
     return text
+
+
+def _remember(moments: list[datetime]) -> list[str]:
+    """The moments' text (sqlite_times), kept for _stamp: a receipt names its readings'
+    first and last time again (an MQTT message of one reading: its own)."""
+    texts = sqlite_times(moments)
+    if len(_STAMPS) + len(moments) > _STAMPS_KEPT:
+        _STAMPS.clear()
+    _STAMPS.update(zip(moments, texts, strict=True))
+    return texts
 
 
 @functools.lru_cache(maxsize=65_536)

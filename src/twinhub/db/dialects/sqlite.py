@@ -73,6 +73,9 @@ _FAILURE_BY_CODE = {
 }
 
 
+_BEGIN_IMMEDIATE = text("BEGIN IMMEDIATE")  # built once: every write batch begins with it
+
+
 class SQLite(Dialect):
     name = "sqlite"
     joins_statements = False
@@ -97,7 +100,7 @@ class SQLite(Dialect):
         # Take SQLite's write lock now (as FOR UPDATE does on PostgreSQL), so the
         # savepoints below nest in this transaction and another process's writer
         # waits for the whole batch rather than interleaving.
-        await session.execute(text("BEGIN IMMEDIATE"))
+        await session.execute(_BEGIN_IMMEDIATE)
 
     async def begin_snapshot(self, session: AsyncSession) -> None:
         # sqlite3 opens no transaction for a read: each SELECT would see the newest commit.

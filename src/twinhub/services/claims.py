@@ -850,6 +850,20 @@ _SUBMISSION_BATCH = _CHUNK  # submissions one batch carries (each IN list one ex
 _COLLECTION_LOCKED = (
     select(_COLLECTIONS).where(_COLLECTIONS.c.id == bindparam("id")).with_for_update()
 )
+# The collection's project, locked: only what a submission checks of it (a Core row, not
+# an ORM object, which cost the batch twice the statement).
+_DOMAIN_TABLE = Domain.__table__
+_PROJECT_LOCKED = (
+    select(
+        _DOMAIN_TABLE.c.did,
+        _DOMAIN_TABLE.c.type,
+        _DOMAIN_TABLE.c.controller,
+        _DOMAIN_TABLE.c.verified,
+        _DOMAIN_TABLE.c.status,
+    )
+    .where(_DOMAIN_TABLE.c.did == bindparam("did"))
+    .with_for_update()
+)
 # The counted claims of some stoves over some periods, and the claims of some ids, are
 # read with the batch's other facts (SUBMISSION_FACTS); a row value list,
 # `(asset_did, period) IN (VALUES ...)`, made SQLite scan the table.
@@ -1029,7 +1043,7 @@ class _BatchFacts:
         self.collection_id = collection_id
         self.items = items
         self.collection: Any = None
-        self.project: Domain | None = None
+        self.project: Any = None  # _PROJECT_LOCKED's row: a Domain's columns a check reads
         self.assets: dict[str, Any] = {}
         self.linked: set[str] = set()
         self.claimed: dict[tuple[str, str], str] = {}  # (asset, period) -> its counted claim
@@ -1048,7 +1062,8 @@ class _BatchFacts:
             return
         self.collection = SimpleNamespace(**found._mapping)
         did = self.collection.project_did
-        self.project = await session.get(Domain, did, with_for_update=True) if is_did(did) else None
+        if is_did(did):
+            self.project = (await session.execute(_PROJECT_LOCKED, {"did": did})).one_or_none()
         if self.project is None:
             return
         try:

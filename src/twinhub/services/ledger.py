@@ -48,15 +48,19 @@ HEAD_ROW = 1
 _TRANSACTIONS = LedgerTransaction.__table__
 _EVENTS = Event.__table__
 _HEAD_UPDATE = "UPDATE ledger_head SET height = {0}, tx_hash = {1} WHERE id = 1"  # HEAD_ROW
-# Built once, as every batch runs them: the head read (locked) and written.
+# A batch's own statements, built once: building and caching a statement's key cost a
+# small batch (a claim submission's) about as much as running it.
 _HEAD_LOCKED = (
     select(LedgerHead.height, LedgerHead.tx_hash).where(LedgerHead.id == HEAD_ROW).with_for_update()
 )
+_HEAD_TABLE = LedgerHead.__table__
 _HEAD_SET = (
-    update(LedgerHead)
-    .where(LedgerHead.id == HEAD_ROW)
+    update(_HEAD_TABLE)
+    .where(_HEAD_TABLE.c.id == HEAD_ROW)
     .values(height=bindparam("height"), tx_hash=bindparam("tx_hash"))
 )
+_MAX_OF: dict[Any, Any] = {}  # a creation-order column's `SELECT max(column)` (next_seq)
+_COUNTS_UPDATE: dict[tuple[Table, tuple[str, ...], tuple[str, ...]], Any] = {}  # _write_counts'
 
 
 def canonical_json(value: Any) -> str:
@@ -197,7 +201,10 @@ class LedgerWrite:
         other process inserts meanwhile; a write rolled back leaves a gap, which ordering
         and cursors do not mind."""
         if column not in self._sequences:
-            self._sequences[column] = (await self.session.scalar(select(func.max(column)))) or 0
+            statement = _MAX_OF.get(column)
+            if statement is None:
+                statement = _MAX_OF[column] = select(func.max(column))
+            self._sequences[column] = (await self.session.scalar(statement)) or 0
         self._sequences[column] += 1
         return self._sequences[column]
 
@@ -262,11 +269,17 @@ async def _write_counts(connection: Any, counts: dict[tuple[Table, Hashable], _C
             | {f"a_{name}": amount for name, amount in count.counts.items()}
             | {f"v_{name}": value for name, value in count.values.items()}
         )
-    for (table, added, values), params in grouped.items():
-        (primary,) = table.primary_key.columns
-        changes: dict[str, Any] = {name: table.c[name] + bindparam(f"a_{name}") for name in added}
-        changes |= {name: bindparam(f"v_{name}", type_=table.c[name].type) for name in values}
-        statement = update(table).where(primary == bindparam("k_")).values(changes)
+    for shape, params in grouped.items():
+        statement = _COUNTS_UPDATE.get(shape)
+        if statement is None:
+            table, added, values = shape
+            (primary,) = table.primary_key.columns
+            changes: dict[str, Any] = {
+                name: table.c[name] + bindparam(f"a_{name}") for name in added
+            }
+            changes |= {name: bindparam(f"v_{name}", type_=table.c[name].type) for name in values}
+            statement = update(table).where(primary == bindparam("k_")).values(changes)
+            _COUNTS_UPDATE[shape] = statement
         await connection.execute(statement, params)
 
 
@@ -486,9 +499,8 @@ class Ledger:
             events_numbered(batch.session)
         elif batch.event_rows:
             await insert_rows(await batch.session.connection(), _EVENTS, batch.event_rows)
-        await batch.session.execute(
-            _HEAD_SET, {"height": batch.head.height, "tx_hash": batch.head.tx_hash}
-        )
+        head = {"height": batch.head.height, "tx_hash": batch.head.tx_hash}
+        await batch.session.execute(_HEAD_SET, head)
         return deliveries
 
     async def _write_joined(self, batch: _Batch) -> int:

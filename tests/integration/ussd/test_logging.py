@@ -86,3 +86,31 @@ def test_exceptions_are_scrubbed_too(log_stream: io.StringIO) -> None:
 def test_helpers() -> None:
     assert mask_phone("+254712345678") == "+254******678"
     assert scrub("no secrets here") == "no secrets here"
+
+
+def test_scrub_skips_only_what_could_not_match() -> None:
+    """scrub runs each pattern only where it could match: what it answers is what both
+    substitutions answer on every kind of text, case and non-ASCII letters included."""
+    from twinhub.logging import _BEARER, _URL_CREDENTIALS
+
+    def both(value: str) -> str:
+        value = _URL_CREDENTIALS.sub(r"\g<scheme>***@", value)
+        return _BEARER.sub(r"\1" + REDACTED, value)
+
+    texts = [
+        "plain",
+        "",
+        "user@example.org wrote",
+        "redis://user:hunter2@cache:6379/0",
+        "HTTPS://a:b@host/x and Bearer t0k",
+        "BEARER\tabc;def",
+        "bEaReR   x,y",
+        "İstanbul bearer 99 ſecret",
+        "bearer",
+        "a bearer-less note",
+        "postgresql://twin:pa55@db/twin?x=@",
+        "Ⓑearer q",
+    ]
+    for text in texts:
+        assert scrub(text) == both(text), text
+    assert scrub("Bearer abc") == f"Bearer {REDACTED}"

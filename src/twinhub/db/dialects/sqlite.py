@@ -89,6 +89,9 @@ _FAILURE_BY_CODE = {
 }
 
 
+_BEGIN_IMMEDIATE = text("BEGIN IMMEDIATE")  # built once: every write batch begins with it
+
+
 class SQLite(Dialect):
     name = "sqlite"
     joins_statements = False

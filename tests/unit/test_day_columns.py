@@ -10,7 +10,7 @@ from datetime import date, timedelta
 from itertools import pairwise
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from twinhub.mrv.day_columns import DayColumns, day_sums, python_round
@@ -128,6 +128,7 @@ FIGURES = st.sampled_from([0.0, -0.0, 0.1, 0.2, 0.7, 1e-9, 3.3, 1e16, -2.5, 12.3
         max_size=12,
     )
 )
+@example([[(0, 1, 0.0, None), (0, 1, -0.0, None)]])  # max() keeps the first zero
 def test_the_columns_sums_are_each_stoves_sums(
     stoves: list[list[tuple[int, int, float, float | None]]],
 ) -> None:

@@ -208,6 +208,7 @@ class DayColumns:
             first[sizes > 0] = np.minimum.reduceat(self.ordinal, full)
             last[sizes > 0] = np.maximum.reduceat(self.ordinal, full)
             share[sizes > 0] = np.maximum.reduceat(shares, full)
+            _zero_signs_as_max_finds(share, shares, group)
         found: list[DaySums] = []
         for n, size in enumerate(sizes.tolist()):
             if not size:
@@ -231,6 +232,18 @@ class DayColumns:
                 )
             )
         return found
+
+
+def _zero_signs_as_max_finds(share: np.ndarray, shares: np.ndarray, group: np.ndarray) -> None:
+    """Where a group's largest share is a zero, the zero Python's max() keeps: the group's
+    first (max replaces only on strictly greater), whose sign numpy's reduction may not
+    keep (0.0 and -0.0 are equal, but not alike in a report)."""
+    zeros = np.flatnonzero(shares == 0)
+    if not len(zeros):
+        return
+    groups, first = np.unique(group[zeros], return_index=True)  # zeros are in day order
+    at_zero = share[groups] == 0
+    share[groups[at_zero]] = shares[zeros[first][at_zero]]
 
 
 def _joined(

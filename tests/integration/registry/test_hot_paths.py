@@ -640,6 +640,20 @@ async def own_registry(
         yield await stack.enter_async_context(running_registry(settings_for(**overrides)))
 
 
+def counting(route: Any) -> tuple[dict[str, int], Any, Any]:
+    """A lane's `handle` that counts what reaches it (the lane on, the lane off, handed on
+    to FastAPI's route), with the handle it wraps: patched in for a run, then restored."""
+    handled = {"lane": 0, "full": 0, "handed on": 0}
+    handle = route.handle
+
+    async def counted(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        handled["lane" if self.enabled else "full"] += 1
+        await handle(self, scope, receive, send)
+        handled["handed on"] += GENERAL in scope
+
+    return handled, handle, counted
+
+
 async def test_the_create_lane_answers_what_the_general_route_answers(
     own_registry: Registry,
 ) -> None:
@@ -653,13 +667,7 @@ async def test_the_create_lane_answers_what_the_general_route_answers(
     assert lane is not None
     reader_key = await registry.key("did:ixo:org/lane-reader", "reader")
     answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {}
-    handled = {"lane": 0, "full": 0, "handed on": 0}
-    handle = CreateRoute.handle
-
-    async def counted(self: CreateRoute, scope: Any, receive: Any, send: Any) -> None:
-        handled["lane" if self.enabled else "full"] += 1
-        await handle(self, scope, receive, send)
-        handled["handed on"] += GENERAL in scope
+    handled, handle, counted = counting(CreateRoute)
 
     labels = {"method": "POST", "route": "/v1/domains", "status": "201"}
     metrics = app.state.metrics.registry
@@ -1291,13 +1299,7 @@ async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any
     collection = str((await world.collection())["id"])
     reader_key = await registry.key("did:ixo:org/submit-lane-reader", "reader")
     answers: dict[str, list[Any]] = {}
-    handled = {"lane": 0, "full": 0, "handed on": 0}
-    handle = SubmitRoute.handle
-
-    async def counted(self: SubmitRoute, scope: Any, receive: Any, send: Any) -> None:
-        handled["lane" if self.enabled else "full"] += 1
-        await handle(self, scope, receive, send)
-        handled["handed on"] += GENERAL in scope
+    handled, handle, counted = counting(SubmitRoute)
 
     path = "/v1/claim-collections/{collection_id}/claims"
     labels = {"method": "POST", "route": path, "status": "201"}
@@ -1429,13 +1431,7 @@ async def test_the_evaluate_lane_answers_what_the_general_route_answers(world: A
     collection = (await world.collection())["id"]
     reader_key = await registry.key("did:ixo:org/evaluate-lane-reader", "reader")
     answers: dict[str, list[Any]] = {}
-    handled = {"lane": 0, "full": 0, "handed on": 0}
-    handle = EvaluateRoute.handle
-
-    async def counted(self: EvaluateRoute, scope: Any, receive: Any, send: Any) -> None:
-        handled["lane" if self.enabled else "full"] += 1
-        await handle(self, scope, receive, send)
-        handled["handed on"] += GENERAL in scope
+    handled, handle, counted = counting(EvaluateRoute)
 
     path = "/v1/claims/{claim_id}/evaluations"
     labels = {"method": "POST", "route": path, "status": "200"}

@@ -286,7 +286,7 @@ async def test_hostile_values_at_a_steady_rate_leave_other_callers_unaffected(
                 keyed = {"Authorization": f"Bearer {hostile_key}"}
                 device = {"Authorization": f"Bearer {token}"}
                 turn = 0
-                while asyncio.get_running_loop().time() < until:
+                while not over(until):
                     method, path, extra = hostile[turn % len(hostile)]
                     sent = [client.request(method, path, headers=keyed, **extra)]
                     sent.append(
@@ -304,7 +304,7 @@ async def test_hostile_values_at_a_steady_rate_leave_other_callers_unaffected(
             headers = {"Authorization": f"Bearer {reader}"}
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
                 seq = 1000 * (which + 1)
-                while asyncio.get_running_loop().time() < until:
+                while not over(until):
                     seq += 1
                     if which == 0:  # the stove itself, reporting
                         reading = {
@@ -328,13 +328,22 @@ async def test_hostile_values_at_a_steady_rate_leave_other_callers_unaffected(
                     statuses["callers"].append(response.status_code)
                     await asyncio.sleep(0.02)
 
+        def over(until: float) -> bool:
+            """Six seconds at least, and until two rounds of every hostile request and 40
+            callers' requests are in (a loaded machine paces slower), within a minute."""
+            now = asyncio.get_running_loop().time()
+            enough = (
+                len(statuses["hostile"]) >= 2 * 2 * len(hostile) and len(statuses["callers"]) >= 40
+            )
+            return now >= until + 54.0 or (now >= until and enough)
+
         until = asyncio.get_running_loop().time() + 6.0
         await asyncio.gather(attack(until), *(call(until, which) for which in range(4)))
     hostile_seen, callers_seen = statuses["hostile"], statuses["callers"]
     # The pace is what the machine allows (the server shares this process): it must have
     # run all along, and every hostile request is a 4xx, every caller's a success.
-    print(f"hostile {len(hostile_seen)}, callers {len(callers_seen)} requests in 6 s")
-    assert len(hostile_seen) >= 2 * len(hostile), len(hostile_seen)
+    print(f"hostile {len(hostile_seen)}, callers {len(callers_seen)} requests")
+    assert len(hostile_seen) >= 2 * 2 * len(hostile), len(hostile_seen)
     assert len(callers_seen) >= 40, len(callers_seen)
     failed = [status for status in callers_seen if not 200 <= status < 300]
     assert not failed, f"{len(failed)} of {len(callers_seen)} callers' requests failed: {failed}"

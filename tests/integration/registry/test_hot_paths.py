@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus
 
+import httpx
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -703,15 +704,7 @@ async def test_the_create_lane_answers_what_the_general_route_answers(
             CreateRoute.handle = handle  # type: ignore[method-assign]
             lane.enabled = True
         answers[token] = [
-            (
-                response.status_code,
-                sorted(
-                    (name, same_clock(value.encode(), token).decode())
-                    for name, value in response.headers.items()
-                    if name != "content-length"
-                ),
-                same_clock(response.content, token),
-            )
+            answer_of(response, lambda data, token=token: same_clock(data, token))
             for _, response in run
         ]
         assert all(int(response.headers["content-length"]) == len(response.content) for _, r in run)
@@ -745,6 +738,19 @@ async def test_the_create_lane_answers_what_the_general_route_answers(
     # answered those FastAPI would pass to create_domain and handed on the others.
     assert handled == {"lane": len(CREATE_CASES) + 2, "full": 0, "handed on": 12}
     assert (await registry.platform.ledger.verify()).ok
+
+
+def answer_of(
+    response: httpx.Response, common: Callable[[bytes], bytes]
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """What a lane test compares of an answer: its status, its headers (but the length) and
+    its body, each with `common` applied (what differs between two runs made the same)."""
+    headers = sorted(
+        (name, common(value.encode()).decode())
+        for name, value in response.headers.items()
+        if name != "content-length"
+    )
+    return response.status_code, headers, common(response.content)
 
 
 async def ledger_since(registry: Registry, height: int) -> list[Any]:
@@ -1337,18 +1343,7 @@ async def test_the_submit_lane_answers_what_the_general_route_answers(world: Any
         def common(data: bytes, token: str = token) -> bytes:
             return CLAIM_HEX.sub(b"<id>", same_clock(data, token))
 
-        answers[token] = [
-            (
-                response.status_code,
-                sorted(
-                    (name, common(value.encode()).decode())
-                    for name, value in response.headers.items()
-                    if name != "content-length"
-                ),
-                common(response.content),
-            )
-            for _, response in run
-        ]
+        answers[token] = [answer_of(response, common) for _, response in run]
         created = sum(response.status_code == 201 for _, response in run)
         after = metrics.get_sample_value("twinhub_registry_requests_total", labels)
         assert after == before + created
@@ -1466,18 +1461,7 @@ async def test_the_evaluate_lane_answers_what_the_general_route_answers(world: A
                 b"<credential>", CLAIM_HEX.sub(b"<id>", same_clock(data, token))
             )
 
-        answers[token] = [
-            (
-                response.status_code,
-                sorted(
-                    (name, common(value.encode()).decode())
-                    for name, value in response.headers.items()
-                    if name != "content-length"
-                ),
-                common(response.content),
-            )
-            for response in run
-        ]
+        answers[token] = [answer_of(response, common) for response in run]
         made = sum(response.status_code == 200 for response in run)
         after = metrics.get_sample_value("twinhub_registry_requests_total", labels)
         assert after == before + made == before + 2

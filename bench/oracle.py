@@ -6,6 +6,11 @@ The period figure is split in its parts: reading the day rollups (stove_periods)
 plausibility over every stove-day (assess) and the methodology per stove (compute_period),
 under a project design document with two stove models (case 1 and case 2), each stove's
 meter record, a sampled household size and the fleet's data completeness: every rule.
+
+`--draft` (SQLite) also measures what a real draft adds to that (`MonitoringService.run`'s
+work): its snapshot, which reads every raw reading of the period for the days' digests and
+the sequence numbers seen (four seeded readings a stove-day), the inputs frozen and thawed
+(`report_of`), and the report and inputs as the JSON text the period's row stores.
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile", type=int, default=0, help="print this many lines of the period's profile"
+    )
+    parser.add_argument(
+        "--draft",
+        action="store_true",
+        help="SQLite: also seed raw readings and measure a real draft's snapshot and report",
     )
 
 
@@ -142,6 +152,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 rows = wide_rows(rollup_rows(stoves, start, args.days, _stamp), False)
                 _seed(Path(folder) / "oracle.db", domains, tokens, rows)
+                if args.draft:
+                    _seed_readings(Path(folder) / "oracle.db", stoves, start, args.days)
             figures["seeding rollups (s, not measured)"] = round(time.perf_counter() - seeded, 1)
             # The seed rows (a million dicts at 10,000 stoves) are the bench's, not the
             # oracle's: kept alive, every full collection of the measured process walked
@@ -151,6 +163,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             gc.freeze()
             figures.update(await _claims(platform, stoves[: args.claims], start, end))
             figures.update(await period(platform, stoves, start, end, args.profile))
+            if args.draft and not postgres:
+                figures.update(await draft(platform, stoves, start, end, args.profile))
         finally:
             await platform.stop()
             if postgres:
@@ -202,6 +216,88 @@ async def period(
     figures["period: credits"] = report["credits"]["amount"]
     figures["period: report digest"] = report["reportDigest"]  # same data, same digest
     return figures
+
+
+async def draft(
+    platform: Any, stoves: list[str], start: date, end: date, profile: int = 0
+) -> dict[str, Any]:
+    """What a real draft does beyond `period`: the snapshot (rollups again, device
+    identities, what is credited elsewhere, every raw reading for the days' digests and the
+    sequence numbers seen), `report_of` (the frozen inputs thawed, plausibility, report),
+    and the report and inputs as the JSON text the period's row keeps. The built-in claim
+    protocol's methodology, no project document: the figures are for time, not credits."""
+    import cProfile
+    import pstats
+
+    import orjson
+
+    from twinhub.db.dialects import read_snapshot
+    from twinhub.kernel.collector import collector_paused
+    from twinhub.mrv.period_inputs import report_of
+
+    figures: dict[str, Any] = {}
+    protocol = await platform.monitoring.protocols.get("did:ixo:protocol/clean-cooking-claim")
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    t0, c0 = time.perf_counter(), time.process_time()
+    async with read_snapshot(platform.sessionmaker) as session:
+        frozen = await platform.monitoring.snapshot(
+            session, "did:ixo:entity/bench-project", start, end, protocol, stoves
+        )
+    t1, c1 = time.perf_counter(), time.process_time()
+    with collector_paused():  # as MonitoringService.run does
+        report = report_of(frozen)
+    t2, c2 = time.perf_counter(), time.process_time()
+    stored = len(orjson.dumps(report)) + len(orjson.dumps(frozen))
+    t3, c3 = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
+    figures["draft: snapshot, raw readings and digests (s wall / cpu)"] = (
+        f"{t1 - t0:.2f} / {c1 - c0:.2f}"
+    )
+    figures["draft: report_of, thawed (s wall / cpu)"] = f"{t2 - t1:.2f} / {c2 - c1:.2f}"
+    figures["draft: report and inputs as JSON (s wall / cpu; MiB)"] = (
+        f"{t3 - t2:.2f} / {c3 - c2:.2f}; {stored / 2**20:.0f}"
+    )
+    figures["draft: total cpu (s; goal 2 s at 10,000 stoves x 30 days)"] = round(c3 - c0, 2)
+    figures["draft: stoves included"] = report["totals"]["included"]
+    return figures
+
+
+def _seed_readings(path: Path, stoves: list[str], start: date, days: int) -> None:
+    """Four raw readings a stove-day (two cooking sessions' start and end, as the seeded
+    rollups count them), and each stove's device row, through the stdlib driver."""
+    connection = sqlite3.connect(path)
+    now = _stamp(datetime.now(UTC))
+    with connection:
+        connection.executemany(
+            "INSERT INTO telemetry_devices (id, did, latest, readings, updated_at)"
+            " VALUES (?, ?, '{}', ?, ?)",
+            [(n + 1, did, days * 4, now) for n, did in enumerate(stoves)],
+        )
+        for n in range(len(stoves)):
+            rows = []
+            meter = 0.0
+            for d in range(days):
+                base = day_start(start + timedelta(days=d))
+                for session, hour in enumerate((7, 18)):
+                    at = base + timedelta(hours=hour)
+                    seq = d * 4 + session * 2
+                    started = json.dumps({"session": "start", "meterKwh": round(meter, 3)})
+                    meter += 0.5
+                    ended = json.dumps(
+                        {"session": "end", "energyKwh": 0.5, "meterKwh": round(meter, 3)}
+                    )
+                    rows.append((n + 1, seq, _stamp(at), started, now))
+                    rows.append((n + 1, seq + 1, _stamp(at + timedelta(minutes=40)), ended, now))
+            connection.executemany(
+                'INSERT INTO telemetry_readings (device_id, seq, time, "values", received_at)'
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+    connection.close()
 
 
 def rollup_rows(

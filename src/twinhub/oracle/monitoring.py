@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from twinhub.db.dialects import read_snapshot
 from twinhub.db.models import Claim, ClaimCollection, Domain, MonitoringPeriod, Relationship
 from twinhub.kernel.clock import utcnow
+from twinhub.kernel.collector import collector_paused
 from twinhub.kernel.errors import (
     Conflict,
     FieldProblem,
@@ -125,7 +126,8 @@ class MonitoringService:
             frozen = await self.snapshot(
                 session, project, start, end, protocol, None, existing.id if existing else None
             )
-        report = report_of(frozen)
+        with collector_paused():  # the thawed stove-days: many small objects, no cycle
+            report = report_of(frozen)
         if report["totals"]["stoves"] == 0:
             raise Conflict(
                 f"{project} has no active stoves: a period with no data is refused, never "
@@ -201,21 +203,26 @@ class MonitoringService:
                 credited.setdefault(stove, f"{first}, the same device")
         with_days = [p.stove for p in periods if p.days]
         taken_at = utcnow()
-        readings = await stove_readings(session, with_days, start, end)
         digests: dict[tuple[str, date], str] = {}
         seen: dict[str, dict[str, list[list[int]]]] = {}
-        for stove, rows in readings.items():
-            by_day: dict[date, list[dict[str, Any]]] = {}
-            for reading in rows:
-                by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
-            for day, day_rows in by_day.items():
-                digests[stove, day] = readings_digest(day_rows)
-            # Read in the session's one snapshot with the figures (db.dialects.snapshot):
-            # exactly the readings behind them, however late one was committed.
-            seen[stove] = {
-                day.isoformat(): seen_ranges(r["seq"] for r in day_rows)
-                for day, day_rows in by_day.items()
-            }
+        # Every raw reading of the period (1.2 million at 10,000 stoves x 30 days), none in
+        # a reference cycle: the collector's passes over them cost a quarter of the
+        # snapshot (bench/results/2026-11-28.md, "session 21").
+        with collector_paused():
+            readings = await stove_readings(session, with_days, start, end)
+            for stove, rows in readings.items():
+                by_day: dict[date, list[dict[str, Any]]] = {}
+                for reading in rows:
+                    by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
+                for day, day_rows in by_day.items():
+                    digests[stove, day] = readings_digest(day_rows)
+                # Read in the session's one snapshot with the figures (db.dialects.snapshot):
+                # exactly the readings behind them, however late one was committed.
+                seen[stove] = {
+                    day.isoformat(): seen_ranges(r["seq"] for r in day_rows)
+                    for day, day_rows in by_day.items()
+                }
+            del readings
         periods = [replace(p, seen=seen[p.stove]) if p.stove in seen else p for p in periods]
         token = protocol.effective_token_class
         spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
@@ -253,7 +260,8 @@ class MonitoringService:
         frozen = await self.snapshot(
             session, project, start, end, protocol, stoves, period_id, methodology
         )
-        return report_of(frozen)
+        with collector_paused():  # the thawed stove-days: many small objects, no cycle
+            return report_of(frozen)
 
     @staticmethod
     async def credited(

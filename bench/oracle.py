@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import faulthandler
 import gc
+import hashlib
 import itertools
 import json
 import random
@@ -263,6 +264,11 @@ async def draft(
     )
     figures["draft: total cpu (s; goal 2 s at 10,000 stoves x 30 days)"] = round(c3 - c0, 2)
     figures["draft: stoves included"] = report["totals"]["included"]
+    figures["draft: report digest"] = report["reportDigest"]
+    # The frozen inputs but their moment: the same data gives the same digest.
+    figures["draft: inputs digest"] = hashlib.sha256(
+        orjson.dumps({**frozen, "takenAt": None}, option=orjson.OPT_SORT_KEYS)
+    ).hexdigest()
     return figures
 
 

@@ -14,19 +14,19 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Sequence
-from datetime import UTC, date, timedelta
+from datetime import date, timedelta
 from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import Select, bindparam, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.dialects import DayRollups, Dialect, dialect_of
+from twinhub.db.dialects import DayRollups, Dialect, dialect_of, json_column
 from twinhub.db.driver import driver_error
 from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.meter import METER_READING, Reading
-from twinhub.mrv.period_inputs import device_identity, reading_row, seen_ranges
+from twinhub.mrv.period_inputs import device_identity, seen_ranges
 from twinhub.mrv.periods import StovePeriod
 from twinhub.mrv.rollup_columns import RollupColumns
 from twinhub.mrv.rollups import DAY_COLUMNS, day_start
@@ -114,34 +114,31 @@ async def stove_readings(
     session: AsyncSession, stoves: Sequence[str], start: date, end: date
 ) -> dict[str, list[dict[str, Any]]]:
     """Each stove's raw readings from `start` to `end` (inclusive), in (time, seq) order,
-    as an evidence bundle carries them (mrv.period_inputs.reading_row)."""
+    as an evidence bundle carries them (mrv.period_inputs.reading_row, with when each was
+    received and the receipt it came in). Through the driver's cursor, a statement a chunk
+    of stoves (the dialect's `raw_readings`): no ORM row or type processing a reading."""
     low, high = day_start(start), day_start(end + timedelta(days=1))
     found: dict[str, list[dict[str, Any]]] = {did: [] for did in stoves}
     unique = list(dict.fromkeys(stoves))
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    dialect = dialect_of(connection.dialect)
     for offset in range(0, len(unique), _CHUNK):
-        rows = await session.execute(
-            select(
-                TelemetryDevice.did,
-                TelemetryReading.seq,
-                TelemetryReading.time,
-                TelemetryReading.values,
-                TelemetryReading.received_at,
-                TelemetryReading.receipt_id,
-            )
-            .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
-            .where(
-                TelemetryDevice.did.in_(unique[offset : offset + _CHUNK]),
-                TelemetryReading.time >= low,
-                TelemetryReading.time < high,
-            )
-            .order_by(TelemetryDevice.did, TelemetryReading.time, TelemetryReading.seq)
-        )
+        try:
+            rows = await dialect.raw_readings(raw, unique[offset : offset + _CHUNK], low, high)
+        except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+            raise driver_error(connection.dialect, raw, error) from error
         for did, seq, time, values, received, receipt in rows:
-            moment = time if time.tzinfo else time.replace(tzinfo=UTC)
-            row = reading_row(seq, moment, values or {})
-            row["receivedAt"] = received.astimezone(UTC).isoformat() if received else None
-            row["receipt"] = receipt  # the signed batch or message it came in, if any
-            found[did].append(row)
+            parsed = json_column(values)
+            found[did].append(
+                {
+                    "seq": seq,
+                    "time": time,
+                    "values": parsed if type(parsed) is dict else dict(parsed or {}),
+                    "receivedAt": received,
+                    "receipt": receipt,  # the signed batch or message it came in, if any
+                }
+            )
     return found
 
 

@@ -7,6 +7,8 @@ the sequencer's lock, upserts, the migration lock, the domain holder check).
 
 from __future__ import annotations
 
+import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -16,6 +18,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
+import orjson
 from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
@@ -148,6 +151,18 @@ class Dialect(ABC):
         mrv.rollup_columns)."""
 
     @abstractmethod
+    async def raw_readings(
+        self, raw: Any, dids: list[str], low: datetime, high: datetime
+    ) -> list[tuple[Any, ...]]:
+        """(did, seq, time, values, received at, receipt) of every raw reading of the
+        devices `dids` from `low` to `high` (excluded), in (did, time, seq) order, asked of
+        the driver's connection `raw`: the times as ISO 8601 text in UTC (what
+        `datetime.isoformat` writes of the stored time; None where none is stored) and the
+        values as their JSON text. A monitoring period reads a million of them for its
+        digests (services.mrv_inputs.stove_readings): the ORM's type processing of two times
+        and a JSON document a reading was most of the period's draft."""
+
+    @abstractmethod
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         """(did, properties as JSON text, verified, status, enrolled) of the domains `dids`
         (enrolled: a device token not revoked), one statement asked of the driver's
@@ -162,6 +177,30 @@ class Dialect(ABC):
         statement that makes the days itself from the spans, where a row sent for each
         day cost a bulk approval (30,000 days for 1,000 claims) more than all its other
         rows (services.credited_days)."""
+
+
+RAW_READINGS = (  # the two dialects' statement: the DIDs' placeholder and the values' text in {}
+    "SELECT d.did, r.seq, r.time, {values}, r.received_at, r.receipt_id"
+    " FROM telemetry_readings r JOIN telemetry_devices d ON d.id = r.device_id"
+    " WHERE d.did {dids} AND r.time >= {low} AND r.time < {high}"
+    " ORDER BY d.did, r.time, r.seq"
+)
+# A run of digits orjson may read otherwise than the json module: an integer beyond 64 bits
+# becomes a float there (checked on text of at most this many characters).
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
+
+
+def json_column(text: str) -> Any:
+    """A JSON column's text as SQLAlchemy's JSON type reads it (the json module), by orjson
+    where the two read it alike: not NaN or infinities, lone surrogates, nor numbers of 19
+    digits or more (orjson makes a float of an integer past 64 bits), which go to json.
+    tests/unit/test_json_column.py holds the two equal."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
 
 
 # A claim's days of one device: (device, stove, project, claim, first day, last day).

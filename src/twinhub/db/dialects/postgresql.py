@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -40,6 +40,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
+    RAW_READINGS,
     STOVE_FACTS,
     SUBMISSION_FACTS,
     DayRollups,
@@ -284,6 +285,25 @@ class PostgreSQL(Dialect):
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format("= ANY($1::text[])")
         return await raw.driver_connection.fetch(sql, dids)  # type: ignore[no-any-return]
+
+    async def raw_readings(
+        self, raw: Any, dids: list[str], low: datetime, high: datetime
+    ) -> list[tuple[Any, ...]]:
+        sql = RAW_READINGS.format(
+            values='r."values"::text', dids="= ANY($1::text[])", low="$2", high="$3"
+        )
+        found = await raw.driver_connection.fetch(sql, dids, low, high)
+        return [
+            (
+                did,
+                seq,
+                time.astimezone(UTC).isoformat(),
+                values,
+                None if received is None else received.astimezone(UTC).isoformat(),
+                receipt,
+            )
+            for did, seq, time, values, received, receipt in found
+        ]
 
 
 def _arrays(plan: _Plan, rows: list[dict[str, Any]]) -> list[list[Any]]:

@@ -3,6 +3,7 @@ lock (BEGIN IMMEDIATE) is what PostgreSQL's row and advisory locks are elsewhere
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from sqlalchemy.sql.elements import ColumnElement, TextClause
 from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
+    RAW_READINGS,
     ROLLUP_FIELD_SEPARATOR,
     STOVE_FACTS,
     SUBMISSION_FACTS,
@@ -253,6 +255,35 @@ class SQLite(Dialect):
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format(f"IN ({', '.join('?' * len(dids))})")
         return await raw.driver_connection.execute_fetchall(sql, dids)  # type: ignore[no-any-return]
+
+    async def raw_readings(
+        self, raw: Any, dids: list[str], low: datetime, high: datetime
+    ) -> list[tuple[Any, ...]]:
+        sql = RAW_READINGS.format(
+            values='r."values"', dids=f"IN ({', '.join('?' * len(dids))})", low="?", high="?"
+        )
+        found = await raw.driver_connection.execute_fetchall(sql, (*dids, _text(low), _text(high)))
+        return [
+            (did, seq, _iso(time), values, None if received is None else _iso(received), receipt)
+            for did, seq, time, values, received, receipt in found
+        ]
+
+
+# SQLAlchemy's text of a UTC time on SQLite (`_text`), which `_iso` rewrites as
+# `datetime.isoformat` would write the time read back (microseconds only when not zero).
+_STORED_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
+_READ_TIME = sqlite.DATETIME().result_processor(sqlite.dialect(), None)
+
+
+def _iso(stored: str) -> str:
+    """A stored UtcDateTime's text as ISO 8601 in UTC, without making a datetime: what
+    `UtcDateTime` reads back, `.isoformat()`. Text of another shape is read as SQLAlchemy
+    reads it. tests/integration/telemetry/test_raw_readings.py holds the two equal."""
+    if _STORED_TIME.fullmatch(stored) is None:
+        moment = _READ_TIME(stored) if _READ_TIME is not None else datetime.fromisoformat(stored)
+        return moment.replace(tzinfo=UTC).isoformat()
+    micro = stored[20:]
+    return f"{stored[:10]}T{stored[11:19]}{'' if micro == '000000' else '.' + micro}+00:00"
 
 
 def _text(moment: datetime) -> str:

@@ -263,10 +263,13 @@ class SQLite(Dialect):
             values='r."values"', dids=f"IN ({', '.join('?' * len(dids))})", low="?", high="?"
         )
         found = await raw.driver_connection.execute_fetchall(sql, (*dids, _text(low), _text(high)))
-        return [
-            (did, seq, _iso(time), values, None if received is None else _iso(received), receipt)
-            for did, seq, time, values, received, receipt in found
-        ]
+        received_iso: dict[str | None, str | None] = {None: None}  # a batch's readings share it
+        rows = []
+        for did, seq, time, values, received, receipt in found:
+            if received not in received_iso:
+                received_iso[received] = _iso(received)
+            rows.append((did, seq, _iso(time), values, received_iso[received], receipt))
+        return rows
 
 
 # SQLAlchemy's text of a UTC time on SQLite (`_text`), which `_iso` rewrites as

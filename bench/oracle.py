@@ -229,6 +229,7 @@ async def draft(
     protocol's methodology, no project document: the figures are for time, not credits."""
     import cProfile
     import pstats
+    import resource
 
     import orjson
 
@@ -264,6 +265,8 @@ async def draft(
     )
     figures["draft: total cpu (s; goal 2 s at 10,000 stoves x 30 days)"] = round(c3 - c0, 2)
     figures["draft: stoves included"] = report["totals"]["included"]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    figures["draft: peak RSS of the process (MiB)"] = peak // 1024
     figures["draft: report digest"] = report["reportDigest"]
     # The frozen inputs but their moment: the same data gives the same digest.
     figures["draft: inputs digest"] = hashlib.sha256(

@@ -65,6 +65,7 @@ DRAFT, SUBMITTED, VERIFIED, REJECTED, ISSUED = (
     "issued",
 )
 FROZEN = (SUBMITTED, VERIFIED, ISSUED)  # inputs frozen, stove-days held
+_READINGS_CHUNK = 500  # stoves whose raw readings a draft holds at once
 
 
 def period_view(row: MonitoringPeriod) -> dict[str, Any]:
@@ -209,20 +210,10 @@ class MonitoringService:
         # a reference cycle: the collector's passes over them cost a quarter of the
         # snapshot (bench/results/2026-11-28.md, "session 21").
         with collector_paused():
-            readings = await stove_readings(session, with_days, start, end)
-            for stove, rows in readings.items():
-                by_day: dict[date, list[dict[str, Any]]] = {}
-                for reading in rows:
-                    by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
-                for day, day_rows in by_day.items():
-                    digests[stove, day] = readings_digest(day_rows)
-                # Read in the session's one snapshot with the figures (db.dialects.snapshot):
-                # exactly the readings behind them, however late one was committed.
-                seen[stove] = {
-                    day.isoformat(): seen_ranges(r["seq"] for r in day_rows)
-                    for day, day_rows in by_day.items()
-                }
-            del readings
+            for offset in range(0, len(with_days), _READINGS_CHUNK):
+                await self._digested(
+                    session, with_days[offset : offset + _READINGS_CHUNK], start, end, digests, seen
+                )
         periods = [replace(p, seen=seen[p.stove]) if p.stove in seen else p for p in periods]
         token = protocol.effective_token_class
         spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
@@ -244,6 +235,32 @@ class MonitoringService:
             sampled or None,  # frozen with the inputs: the survey's figures at submission
             claims,  # the approved claims awaiting issuance it carries
         )
+
+    @staticmethod
+    async def _digested(
+        session: AsyncSession,
+        stoves: list[str],
+        start: date,
+        end: date,
+        digests: dict[tuple[str, date], str],
+        seen: dict[str, dict[str, list[list[int]]]],
+    ) -> None:
+        """The digests of `stoves`' stove-days' raw readings and the sequence numbers each
+        day saw, into `digests` and `seen`: a chunk of stoves at a time, so a period holds one
+        chunk's readings, not all of them (1.2 million at 10,000 stoves x 30 days)."""
+        readings = await stove_readings(session, stoves, start, end)
+        for stove, rows in readings.items():
+            by_day: dict[date, list[dict[str, Any]]] = {}
+            for reading in rows:
+                by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
+            for day, day_rows in by_day.items():
+                digests[stove, day] = readings_digest(day_rows)
+            # Read in the session's one snapshot with the figures (db.dialects.snapshot):
+            # exactly the readings behind them, however late one was committed.
+            seen[stove] = {
+                day.isoformat(): seen_ranges(r["seq"] for r in day_rows)
+                for day, day_rows in by_day.items()
+            }
 
     async def compute(
         self,

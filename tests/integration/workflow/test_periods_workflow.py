@@ -482,3 +482,33 @@ def test_keys_new_writes_a_key_only_its_owner_reads(tmp_path: Path) -> None:
     again = run_cli("keys", "new", str(file), env={"DATA_DIR": str(tmp_path / "data")})
     assert again.returncode == 2 and "cannot write" in again.stderr
     assert Issuer(bytes.fromhex(orjson.loads(file.read_bytes())["seed"])).did == did
+
+
+async def test_a_draft_reads_its_raw_readings_a_chunk_of_stoves_at_a_time(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's digests and seen sequence numbers are the same whether the stoves'
+    raw readings are read all at once or one stove at a time (oracle.monitoring's chunks)."""
+    from datetime import date
+
+    from twinhub.db.dialects import read_snapshot
+    from twinhub.oracle import monitoring
+
+    flow = await build_workflow(registry)
+    for kwh in (1.0, 1.3, 1.7):
+        await flow.stove(kwh_per_day=kwh)
+    platform = registry.platform
+    protocol = await platform.monitoring.protocols.get("did:ixo:protocol/clean-cooking-claim")
+    frozen = []
+    for chunk in (1, 500):
+        monkeypatch.setattr(monitoring, "_READINGS_CHUNK", chunk)
+        async with read_snapshot(platform.sessionmaker) as session:
+            made = await platform.monitoring.snapshot(
+                session, flow.project, date(2026, 10, 1), date(2026, 10, 10), protocol
+            )
+        frozen.append({**made, "takenAt": None})
+    assert frozen[0] == frozen[1]
+    stoves = frozen[0]["stoves"]
+    assert len(stoves) == 3 and all(len(row["seen"]) == 10 for row in stoves)
+    digests = [day["readings"] for row in stoves for day in row["days"]]
+    assert len(digests) == 30 and len(set(digests)) == 30

@@ -279,7 +279,8 @@ def _seed_readings(path: Path, stoves: list[str], start: date, days: int) -> Non
     """Four raw readings a stove-day (two cooking sessions' start and end, as the seeded
     rollups count them), and each stove's device row, through the stdlib driver."""
     connection = sqlite3.connect(path)
-    now = _stamp(datetime.now(UTC))
+    # A fixed receipt time, so the same data gives the same digests run after run.
+    now = _stamp(datetime.combine(start + timedelta(days=days + 1), datetime.min.time(), UTC))
     with connection:
         connection.executemany(
             "INSERT INTO telemetry_devices (id, did, latest, readings, updated_at)"

@@ -222,6 +222,7 @@ async def test_the_lists_count_filter_sort_and_page_the_whole_programme(
         # Sorted by name, descending, by the heading's link (twice: ascending, then down).
         await page.goto(f"{scale.console}/stoves?project={quote(p.project, safe=':/')}")
         await page.locator("#stoves thead").get_by_role("link", name="Stove").click()
+        await page.wait_for_url(re.compile(r".*dir=asc.*"))
         await page.locator("#stoves thead").get_by_role("link", name=re.compile("Stove")).click()
         await page.wait_for_url(re.compile(r".*dir=desc.*"))
         first = await page.locator("#stoves tbody tr").first.inner_text()
@@ -229,6 +230,9 @@ async def test_the_lists_count_filter_sort_and_page_the_whole_programme(
         assert await page.locator("#stoves th[aria-sort=descending]").count() == 1
         # The last page holds the remainder, and Next is gone there.
         await page.get_by_role("link", name="Last page").click()
+        last = -(-p.stoves // 25)
+        # A click starts the navigation and returns; wait for the last page to be the one shown.
+        await page.wait_for_url(re.compile(rf".*[?&]page={last}(&|$).*"))
         remainder = p.stoves % 25 or 25
         assert await page.locator("#stoves tbody tr").count() == remainder
         assert await page.get_by_role("link", name="Next ›").count() == 0

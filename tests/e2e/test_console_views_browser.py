@@ -322,8 +322,9 @@ async def test_the_map_draws_stoves_by_state_that_link_to_their_twins(
     await tab.fits(width)
     await tab.shot(f"map-zoomed-{width}")
     while await zoomed.locator("a.stove").count() == 0:
+        before = tab.page.url
         await zoomed.locator("a.group").first.click()
-        await tab.page.wait_for_load_state()
+        await tab.page.wait_for_url(lambda url, before=before: url != before)
         zoomed = tab.page.locator("svg.map:visible")
     stove = zoomed.locator("a.stove").first
     did = await stove.get_attribute("data-did")

@@ -104,7 +104,7 @@ async def _populate(registry: Registry, tenant: Tenant, name: str) -> None:
         sent = await meter.post(
             f"/v1/domains/{tenant.stove}/telemetry",
             json={
-                "readings": [{"seq": 1, "time": at(day_start(0), 1), "values": {"batteryPct": 90}}]
+                "readings": [{"seq": 1, "time": at(day_start(1), 1), "values": {"batteryPct": 90}}]
             },
         )
         assert sent.status_code == 200, sent.text

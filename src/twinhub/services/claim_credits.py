@@ -91,6 +91,7 @@ async def compute_claims_read(
     results: list[ClaimComputation | NotComputable | None] = [None] * len(jobs)
     read: list[StovePeriod | None] = [None] * len(jobs)
     methodologies: dict[int, Methodology] = {}
+    by_document: dict[int, Methodology] = {}  # the jobs keep their documents alive meanwhile
     by_days: dict[tuple[date, date, Reading], list[int]] = {}  # by days and reading
     for index, job in enumerate(jobs):
         try:
@@ -99,7 +100,11 @@ async def compute_claims_read(
                     f"the protocol names the token {job.token} but no methodology: nothing "
                     "computes its credits"
                 )
-            methodologies[index] = methodology_of(job.methodology)
+            # Jobs of one protocol share its document: digested once, not once a claim.
+            compiled = by_document.get(id(job.methodology))
+            if compiled is None:
+                compiled = by_document[id(job.methodology)] = methodology_of(job.methodology)
+            methodologies[index] = compiled
             if job.asset is None:
                 raise NotComputable("the claim names no stove (asset) whose telemetry would count")
             days = claim_days(job.data, now)

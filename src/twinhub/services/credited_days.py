@@ -122,6 +122,8 @@ def day_spans(
     """The spans holding a claim's days from `first` to `last` but those `taken` (each run
     of free days one span), written with its approval by `hold_spans`."""
     busy = {day for day in taken if first <= day <= last}
+    if not busy:  # the common case: a stove's month nobody holds yet
+        return [(device, stove, project, claim_id, first, last)] if first <= last else []
     spans: list[DaySpan] = []
     start: date | None = None
     day = first

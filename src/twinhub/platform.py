@@ -25,6 +25,7 @@ from twinhub.kernel.principals import Principal
 from twinhub.kernel.relay import Relay
 from twinhub.logging import get_logger
 from twinhub.oracle.bootstrap import build_oracle
+from twinhub.oracle.period_drafts import PeriodDrafts
 from twinhub.security.bootstrap import load_keys
 from twinhub.services.bootstrap import build_customers, build_registry, build_surveys
 from twinhub.services.builtin_protocols import SYSTEM_ACTOR, ensure_builtin_protocols
@@ -158,6 +159,7 @@ class Platform:
         )
         self.oracle = oracle.service
         self.monitoring = oracle.monitoring
+        self.period_drafts = PeriodDrafts(self.sessionmaker, self.monitoring, settings.oracle)
         self.project_documents = oracle.documents  # PDDs, attachments, accreditation
         self.periods = oracle.workflow  # a monitoring period's verification workflow
         # The node's and the registry's hot reads, without an ORM session per request.
@@ -246,6 +248,7 @@ class Platform:
         # says) first: each cancelled chunk rolls back whole while the database is there.
         await self.governance.batches.stop()
         await self.events.stop()
+        await self.period_drafts.stop()
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)

@@ -918,6 +918,27 @@ class OracleSettings(_Section):
     batch: int = Field(
         50, validation_alias="ORACLE_BATCH", ge=1, le=1000, description="Claims leased per look."
     )
+    draft_wait_seconds: float = Field(
+        4.0,
+        validation_alias="ORACLE_DRAFT_WAIT_SECONDS",
+        ge=0,
+        le=3600,
+        description=(
+            "How long `POST .../monitoring-periods` waits for its draft before answering 202 "
+            "with a `Location` to poll (the draft carries on in the background, with its "
+            "progress); at most three quarters of `REGISTRY_REQUEST_TIMEOUT_SECONDS` is used."
+        ),
+    )
+    draft_stale_seconds: float = Field(
+        900.0,
+        validation_alias="ORACLE_DRAFT_STALE_SECONDS",
+        ge=10,
+        le=86_400,
+        description=(
+            "A background draft whose progress has not moved for this long is reported as "
+            "stopped (its process ended): draft the period again."
+        ),
+    )
 
 
 class EventsSettings(_Section):

@@ -937,6 +937,29 @@ class MonitoringPeriod(Base):
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
+class PeriodDraft(Base):
+    """A monitoring period being drafted in the background (a programme too large to draft
+    within one request's deadline): who asked, how far it is, and how it ended (the period,
+    or the error the request would have answered). Kept in the database so that any worker
+    answers for it."""
+
+    __tablename__ = "period_drafts"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project_did: Mapped[str] = mapped_column(String(200), index=True)
+    start: Mapped[date] = mapped_column(Date)
+    end: Mapped[date] = mapped_column(Date)
+    actor: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(16))  # drafting, done, failed
+    step: Mapped[str] = mapped_column(String(32))  # what it is doing now, for a person
+    done: Mapped[int] = mapped_column(Integer, default=0)  # stoves whose readings are read
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    period_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the JSON error body
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
 class ProjectDocument(Base):
     """A project design document as the proponent stored it; `digest` is its JCS SHA-256,
     which a verifier's validation credential names."""

@@ -7,6 +7,7 @@ status codes for the chain node, a notice on a USSD screen.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,11 @@ class ServiceError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or []
+
+    def fields(self) -> dict[str, Any]:
+        """The `error` object of the JSON error body: code, message, details."""
+        details = [{"field": d.field, "error": d.error} for d in self.details]
+        return {"code": self.code, "message": self.message, "details": details}
 
 
 class NotFound(ServiceError):

@@ -10,6 +10,7 @@ two concurrent runs cannot both pass); a rejected period no longer holds its day
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -67,6 +68,10 @@ DRAFT, SUBMITTED, VERIFIED, REJECTED, ISSUED = (
 FROZEN = (SUBMITTED, VERIFIED, ISSUED)  # inputs frozen, stove-days held
 _READINGS_CHUNK = 500  # stoves whose raw readings a draft holds at once
 
+# How far a draft is, for whoever waits on it (oracle.period_drafts): its step ("reading",
+# "computing", "storing"), and the stoves whose readings are read of all of them.
+Progress = Callable[[str, int, int], Awaitable[None]]
+
 
 def period_view(row: MonitoringPeriod) -> dict[str, Any]:
     report = orjson.loads(row.report)
@@ -107,26 +112,33 @@ class MonitoringService:
         return self._protocols
 
     async def run(
-        self, project: str, start: date, end: date, actor: Principal
+        self,
+        project: str,
+        start: date,
+        end: date,
+        actor: Principal,
+        progress: Progress | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """The period as a draft (computed now, or recomputed while still a draft; as
         frozen once submitted): (view, created). Nothing is minted: credits come with the
-        registry's issuance (oracle.period_workflow)."""
-        if not (actor.is_admin or actor.roles & {"writer", "proponent"}):
-            raise Forbidden("This needs the writer or proponent role.")
-        self._check_dates(start, end)
+        registry's issuance (oracle.period_workflow). `progress` hears how far it is."""
         async with read_snapshot(self._sessions) as session:  # figures and readings agree
-            domain = await self._project(session, project)
-            if not (actor.is_admin or actor.did in domain.controller):
-                raise Forbidden(f"Only a controller of {project} or an admin may do this.")
-            existing = await self._existing(session, project, start, end)
+            existing, protocol = await self._may_draft(session, project, start, end, actor)
             if existing is not None and existing.state != DRAFT:
                 return period_view(existing), False
-            await self._no_overlap(session, project, start, end)
-            _, protocol = await self._collection(session, project)
+            assert protocol is not None
             frozen = await self.snapshot(
-                session, project, start, end, protocol, None, existing.id if existing else None
+                session,
+                project,
+                start,
+                end,
+                protocol,
+                None,
+                existing.id if existing else None,
+                progress=progress,
             )
+        if progress is not None:
+            await progress("computing", len(frozen["stoves"]), len(frozen["stoves"]))
         with collector_paused():  # the thawed stove-days: many small objects, no cycle
             report = report_of(frozen)
         if report["totals"]["stoves"] == 0:
@@ -134,6 +146,8 @@ class MonitoringService:
                 f"{project} has no active stoves: a period with no data is refused, never "
                 "issued with zero."
             )
+        if progress is not None:
+            await progress("storing", len(frozen["stoves"]), len(frozen["stoves"]))
 
         async with self._ledger.write() as write:
             session = write.session
@@ -168,6 +182,35 @@ class MonitoringService:
             )
             return period_view(row), created
 
+    async def check_draft(
+        self, project: str, start: date, end: date, actor: Principal
+    ) -> dict[str, Any] | None:
+        """What `run` refuses before it computes, refused now (a request answers it at
+        once, before any draft starts in the background); the period as frozen when it was
+        submitted already (`run` would answer it, computing nothing)."""
+        async with self._sessions() as session:
+            existing, _ = await self._may_draft(session, project, start, end, actor)
+        return period_view(existing) if existing is not None and existing.state != DRAFT else None
+
+    async def _may_draft(
+        self, session: AsyncSession, project: str, start: date, end: date, actor: Principal
+    ) -> tuple[MonitoringPeriod | None, ProtocolView | None]:
+        """The checks before a draft: the caller's rights, the dates, the project, no other
+        period over its days, a claim collection with a protocol. The period stored for
+        these dates (frozen: nothing more is checked) and the protocol it computes under."""
+        if not (actor.is_admin or actor.roles & {"writer", "proponent"}):
+            raise Forbidden("This needs the writer or proponent role.")
+        self._check_dates(start, end)
+        domain = await self._project(session, project)
+        if not (actor.is_admin or actor.did in domain.controller):
+            raise Forbidden(f"Only a controller of {project} or an admin may do this.")
+        existing = await self._existing(session, project, start, end)
+        if existing is not None and existing.state != DRAFT:
+            return existing, None
+        await self._no_overlap(session, project, start, end)
+        _, protocol = await self._collection(session, project)
+        return existing, protocol
+
     async def snapshot(
         self,
         session: AsyncSession,
@@ -178,12 +221,14 @@ class MonitoringService:
         stoves: list[str] | None = None,
         period_id: int | None = None,
         methodology: dict[str, Any] | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """The period's inputs from the stored telemetry, as a draft freezes them: every
         stove's facts and days, the digests of each day's readings, and what is credited
         elsewhere already (other claims, other periods' days of the same device, or a
         second domain of one device). `methodology`: another document than the protocol's
-        (a report issued under an earlier version, recomputed as it was issued)."""
+        (a report issued under an earlier version, recomputed as it was issued). `progress`
+        hears of each chunk of stoves whose readings are read."""
         assert protocol.effective_methodology is not None and protocol.effective_token_class
         methodology = methodology or protocol.effective_methodology
         if stoves is None:
@@ -211,6 +256,8 @@ class MonitoringService:
         # snapshot (bench/results/2026-11-28.md, "session 21").
         with collector_paused():
             for offset in range(0, len(with_days), _READINGS_CHUNK):
+                if progress is not None:
+                    await progress("reading", offset, len(with_days))
                 await self._digested(
                     session, with_days[offset : offset + _READINGS_CHUNK], start, end, digests, seen
                 )

@@ -63,8 +63,7 @@ def _service_error(_: Request, exc: Exception) -> Response:
 
 def service_error_fields(exc: ServiceError) -> dict[str, Any]:
     """The `error` object of a service failure's JSON body: code, message, details."""
-    details = [{"field": d.field, "error": d.error} for d in exc.details]
-    return {"code": exc.code, "message": exc.message, "details": details}
+    return exc.fields()
 
 
 def _field(location: tuple[Any, ...]) -> str:

@@ -72,8 +72,8 @@ DOMAIN_SUBRESOURCES = (
     "events",
     "verification-proposals",
     "batch-verification-proposals",
-    r"monitoring-periods(?:/[^/]+(?:/(?:report|credential-request|submit|verification"
-    r"|issuance|chain|readings|late-data|evidence))?)?",
+    r"monitoring-periods(?:/drafts/[^/]+|/[^/]+(?:/(?:report|credential-request|submit"
+    r"|verification|issuance|chain|readings|late-data|evidence))?)?",
     "project-document",
     "credential-request",
     "accreditations",

@@ -46,14 +46,50 @@ async def oracle_decision(
     f"/domains/{DID_PATH}/monitoring-periods",
     tags=["claims"],
     summary="Compute (or recompute) a project's monitoring period as a draft: nothing minted",
+    description="201 with the new draft (200: recomputed, or as frozen once submitted). A "
+    "draft that outlasts ORACLE_DRAFT_WAIT_SECONDS (a large programme) carries on in the "
+    "background: 202 with its job, whose `Location` shows its `progress` until its `state` "
+    "is `done` (with its `period`) or `failed` (with the `error` this request would have "
+    "answered). Asking again while it drafts answers the same job and starts nothing new.",
+    responses={202: {"description": "Drafting in the background; poll the Location."}},
 )
 async def run_period(request: Request, did: str, body: PeriodIn, caller: Caller) -> Response:
-    view, created = await _platform(request).monitoring.run(did, body.from_, body.to, caller)
-    return JSONResponse(
-        view,
-        201 if created else 200,
-        headers={"Location": f"/v1/domains/{did}/monitoring-periods/{view['id']}"},
+    platform = _platform(request)
+    # Answered well within the request's deadline, whatever the wait is set to.
+    wait = min(
+        platform.settings.oracle.draft_wait_seconds,
+        0.75 * platform.settings.registry.request_timeout_seconds,
     )
+    drafted = await platform.period_drafts.draft(did, body.from_, body.to, caller, wait)
+    if drafted.job is not None:
+        return JSONResponse(
+            drafted.job,
+            202,
+            headers={
+                "Location": f"/v1/domains/{did}/monitoring-periods/drafts/{drafted.job['id']}",
+                "Retry-After": "2",
+            },
+        )
+    assert drafted.period is not None
+    return JSONResponse(
+        drafted.period,
+        201 if drafted.created else 200,
+        headers={"Location": f"/v1/domains/{did}/monitoring-periods/{drafted.period['id']}"},
+    )
+
+
+@router.get(
+    f"/domains/{DID_PATH}/monitoring-periods/drafts/{{job_id}}",
+    tags=["claims"],
+    summary="A period draft running in the background: its step and progress, then its period",
+)
+async def period_draft(
+    request: Request,
+    did: str,
+    job_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")],
+    caller: WorkflowReader,
+) -> dict[str, Any]:
+    return await _platform(request).period_drafts.job(did, job_id)
 
 
 @router.get(f"/domains/{DID_PATH}/monitoring-periods", tags=["claims"])

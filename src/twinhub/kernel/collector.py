@@ -10,28 +10,32 @@ them again and again (a third of the period's CPU, measured in bench/results/202
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 _depth = 0  # the pauses open now: the first to open disables, the last to close enables
 _paused = False  # whether the pauses open now disabled the collector (it was enabled)
+_counting = threading.Lock()  # a pause may open in a worker thread (a draft's report)
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Disable the cyclic collector inside the block, nested or overlapping blocks (tasks of
     one event loop) counted, and enable it again when the last one ends, by exception too,
-    unless it was already disabled by someone else. Garbage in cycles made meanwhile waits
-    for the next collection; nothing else changes."""
+    unless it was already disabled by someone else; threads too. Garbage in cycles made
+    meanwhile waits for the next collection; nothing else changes."""
     global _depth, _paused
-    if _depth == 0:
-        _paused = gc.isenabled()
-        gc.disable()
-    _depth += 1
+    with _counting:
+        if _depth == 0:
+            _paused = gc.isenabled()
+            gc.disable()
+        _depth += 1
     try:
         yield
     finally:
-        _depth -= 1
-        if _depth == 0 and _paused:
-            _paused = False
-            gc.enable()
+        with _counting:
+            _depth -= 1
+            if _depth == 0 and _paused:
+                _paused = False
+                gc.enable()

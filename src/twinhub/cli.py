@@ -1081,8 +1081,20 @@ def oracle_run_period(
 
     first, last = _day(start, "--from"), _day(end, "--to")
 
+    steps = {
+        "reading": "reading the stoves' readings",
+        "computing": "computing the report",
+        "storing": "storing the draft",
+    }
+
     async def work(platform: Any) -> Any:
-        return await platform.monitoring.run(project, first, last, _operator())
+        with _telemetry_bar() as bar:  # on stderr: a large programme takes minutes
+            task = bar.add_task("starting", total=None)
+
+            async def progress(step: str, done: int, total: int) -> None:
+                bar.update(task, description=steps.get(step, step), completed=done, total=total)
+
+            return await platform.monitoring.run(project, first, last, _operator(), progress)
 
     try:
         view, created = _with_platform(work)

@@ -540,8 +540,10 @@ def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> N
     assert made.returncode == 0, made.stderr
     period = orjson.loads(made.stdout)
     assert period["credits"]["amount"] == METERED_AMOUNT
-    again = run_cli(*args, env=env, timeout=120)
+    # On a terminal, the draft's progress on stderr: the step and the stoves read.
+    again = run_cli(*args, env={**env, "FORCE_COLOR": "1"}, timeout=120)
     assert again.returncode == 0 and "nothing is minted" in again.stderr
+    assert "storing the draft" in again.stderr and "1/1" in again.stderr, again.stderr
     assert orjson.loads(again.stdout)["id"] == period["id"]
 
     async def report() -> str:

@@ -1078,21 +1078,17 @@ def oracle_run_period(
     import orjson
 
     from twinhub.kernel.errors import ServiceError
+    from twinhub.oracle.monitoring import DRAFT_STEPS
 
     first, last = _day(start, "--from"), _day(end, "--to")
-
-    steps = {
-        "reading": "reading the stoves' readings",
-        "computing": "computing the report",
-        "storing": "storing the draft",
-    }
 
     async def work(platform: Any) -> Any:
         with _telemetry_bar() as bar:  # on stderr: a large programme takes minutes
             task = bar.add_task("starting", total=None)
 
             async def progress(step: str, done: int, total: int) -> None:
-                bar.update(task, description=steps.get(step, step), completed=done, total=total)
+                shown = DRAFT_STEPS.get(step, step)
+                bar.update(task, description=shown, completed=done, total=total)
 
             return await platform.monitoring.run(project, first, last, _operator(), progress)
 

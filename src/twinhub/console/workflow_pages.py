@@ -21,6 +21,7 @@ from twinhub.console.pages import render, url
 from twinhub.console.svg_charts import charts
 from twinhub.console.tables import Column, TableSpec, listed, table
 from twinhub.kernel.errors import NotFound, ServiceError
+from twinhub.oracle.monitoring import DRAFT_STEPS
 from twinhub.oracle.period_chain import PeriodChain
 from twinhub.platform import Platform
 from twinhub.services.listing import ListPage, ListQuery
@@ -194,6 +195,8 @@ async def periods(request: Request) -> Response:
         {
             "record": record,
             "t": shown,
+            "drafts": await platform.period_drafts.recent(did),
+            "draft_steps": DRAFT_STEPS,
             "draft_command": command(
                 "twinhub", "oracle", "run-period", did, "--from", "2026-10-01", "--to", "2026-10-31"
             ),

@@ -73,6 +73,12 @@ _YIELD_EVERY = 50  # stoves digested between two turns of the event loop (about 
 # How far a draft is, for whoever waits on it (oracle.period_drafts): its step ("reading",
 # "computing", "storing"), and the stoves whose readings are read of all of them.
 Progress = Callable[[str, int, int], Awaitable[None]]
+DRAFT_STEPS = {  # each step as a person reads it (the CLI's bar, the console's periods page)
+    "starting": "starting",
+    "reading": "reading the stoves' readings",
+    "computing": "computing the report",
+    "storing": "storing the draft",
+}
 
 
 async def report_aside(frozen: dict[str, Any]) -> dict[str, Any]:

@@ -128,6 +128,24 @@ class PeriodDrafts:
             raise NotFound(f"No draft {job_id!r} of {project}.")
         return job_view(row, self._stale_before())
 
+    async def recent(self, project: str, hours: float = 24.0) -> list[dict[str, Any]]:
+        """`project`'s drafts under way and those that failed in the last `hours`, newest
+        first: what its periods page shows above the periods."""
+        since = utcnow() - timedelta(hours=hours)
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(PeriodDraft)
+                .where(
+                    PeriodDraft.project_did == project,
+                    PeriodDraft.state != DONE,
+                    PeriodDraft.created_at >= since,
+                )
+                .order_by(PeriodDraft.created_at.desc())
+                .limit(10)
+            )
+            stale_before = self._stale_before()
+            return [job_view(row, stale_before) for row in rows]
+
     async def stop(self) -> None:
         """Cancel the drafts under way (the process is stopping): their jobs read as
         stopped once stale, and a draft is simply asked for again."""

@@ -7,6 +7,8 @@ process stopped reads stopped; asking again while it drafts answers the same job
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 from datetime import date, timedelta
 from typing import Any
 
@@ -14,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import Registry, RegistryFactory
+from tests.integration.console.test_console import console, sign_in
 from tests.support.workflow_world import Workflow, build_workflow
 from twinhub.db.models import PeriodDraft
 from twinhub.kernel.clock import utcnow
@@ -136,6 +139,17 @@ async def test_a_stale_job_reads_stopped_and_a_fresh_one_is_answered_again(
     fresh = await client.get(f"{path}/drafts/{ids['fresh']}")
     assert fresh.json()["state"] == "drafting"
     assert fresh.json()["progress"] == {"done": 500, "total": 2000}
+    # The project's periods page shows both, as a person reads them.
+    async with console(registry) as browser:
+        await sign_in(browser, await registry.key(flow.proponent.did, "proponent", "reader"))
+        page = await browser.get(f"/console/projects/{flow.project}/periods")
+    assert page.status_code == 200, page.text
+    shown = {
+        name: html.unescape(re.sub(r"<[^>]+>", "", page.text.split(f'id="draft-{ids[name]}">')[1]))
+        for name in ids
+    }
+    assert "drafting reading the stoves' readings, 500 of 2,000 stoves read" in shown["fresh"]
+    assert "failed The process drafting this period stopped" in shown["stopped"]
     # Asked again while it drafts: the same job, nothing new started.
     again = await client.post(path, json=SPAN)
     assert again.status_code == 202, again.text

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import date
 from typing import Any
 
+import orjson
 import pytest
 import uvicorn
 
@@ -19,8 +21,16 @@ from tests.conftest import BACKENDS, Registry, free_port
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_console_browser import Tab
 from tests.support.workflow_world import build_workflow
+from twinhub.db.models import PeriodDraft
+from twinhub.kernel.clock import utcnow
 from twinhub.registry.app import create_registry_app
 
+FAILED = {
+    "code": "conflict",
+    "message": "did:ixo:entity/a-project-with-a-long-name has no active stoves: a period "
+    "with no data is refused, never issued with zero.",
+    "details": [],
+}
 pytestmark = pytest.mark.parametrize("backend", [BACKENDS[0]], indirect=True, ids=str)
 
 
@@ -47,6 +57,29 @@ async def site(registry: Registry) -> AsyncIterator[dict[str, Any]]:
         json={"amount": 1000, "reason": "2026 offset", "beneficiary": "Acme Ltd"},
     )
     assert retired.status_code == 201, retired.text
+    # A next period drafting in the background, and one that failed (as a long one can).
+    now = utcnow()
+    async with registry.platform.sessionmaker() as session, session.begin():
+        for job, state, error in (
+            ("a" * 32, "drafting", None),
+            ("b" * 32, "failed", orjson.dumps(FAILED).decode()),
+        ):
+            session.add(
+                PeriodDraft(
+                    id=job,
+                    project_did=flow.project,
+                    start=date(2026, 11, 1),
+                    end=date(2026, 11, 30),
+                    actor=flow.world.operator,
+                    state=state,
+                    step="reading",
+                    done=4_000,
+                    total=100_000,
+                    error=error,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
     server, task, url = await served(registry)
     yield {
         "url": url,
@@ -70,6 +103,9 @@ async def pages(tab: Tab, site: dict[str, Any], suffix: str) -> None:
     await tab.open("/projects")
     await tab.page.locator(f"#projects a[href='/console/projects/{project}/periods']").click()
     await tab.page.locator(f"#period-{period}").get_by_text("issued").wait_for()
+    drafts = await tab.page.locator("#drafts").inner_text()
+    assert "reading the stoves' readings, 4,000 of 100,000 stoves read" in drafts
+    assert FAILED["message"] in drafts
     await tab.shot(f"workflow-periods{suffix}")
 
     await tab.open(at)
@@ -132,6 +168,7 @@ async def test_workflow_pages_at_1280_and_360_pixels(
             if width < 400:
                 for path in (
                     "/projects",
+                    f"/projects/{site['project']}/periods",
                     f"/projects/{site['project']}/periods/{site['period']}",
                     f"/projects/{site['project']}/periods/{site['period']}/review",
                     f"/projects/{site['project']}/documents",

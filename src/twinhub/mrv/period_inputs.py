@@ -166,13 +166,21 @@ def stove_row(
 ) -> dict[str, Any]:
     """One stove's facts and day figures as plain JSON (a snapshot's row; an approved
     claim's inputs): `thaw_stove` gives the StovePeriod back."""
-    days = []
-    for day in stove.days:
-        figures = day._asdict()
-        figures.pop("stove")
-        figures["day"] = day.day.isoformat()
-        figures["readings"] = readings.get((stove.stove, day.day))
-        days.append(figures)
+    # Spelt out, not `_asdict()`: a third of the time, once a stove-day of every draft and
+    # approval (tests/unit/test_period_inputs.py holds it to the named tuple's fields).
+    days = [
+        {
+            "day": when.isoformat(),
+            "sessions": sessions,
+            "energy": energy,
+            "cooking_minutes": minutes,
+            "morning_sessions": morning,
+            "evening_sessions": evening,
+            "meter_delta": meter_delta,
+            "readings": readings.get((did, when)),
+        }
+        for did, when, sessions, energy, minutes, morning, evening, meter_delta in stove.days
+    ]
     row: dict[str, Any] = {
         "stove": stove.stove,
         "device": device,

@@ -152,7 +152,9 @@ def _seen_statement(dialect: Dialect) -> Select[Any]:
             TelemetryDevice.did,
             day,
             func.count(),
-            func.count(distinct(seq)),
+            # Counted apart only where a number can be stored twice (Dialect.seq_is_key):
+            # SQLite's distinct count was a sixth of the statement.
+            func.count() if dialect.seq_is_key else func.count(distinct(seq)),
             func.min(seq),
             func.max(seq),
         )

@@ -39,6 +39,10 @@ class Dialect(ABC):
     # nothing commits while it runs; not PostgreSQL's (READ COMMITTED: each statement sees
     # the newest commit).
     write_is_snapshot: bool
+    # Whether a device's raw readings are keyed by their sequence number alone (SQLite's
+    # telemetry_readings, migration 0009), so no number is stored twice for a device; not
+    # PostgreSQL's (keyed with the time, the partition's column).
+    seq_is_key: bool
 
     @abstractmethod
     def insert(self, table: Any) -> Insert:

@@ -113,6 +113,7 @@ class PostgreSQL(Dialect):
     name = "postgresql"
     joins_statements = True
     write_is_snapshot = False
+    seq_is_key = False
 
     def insert(self, table: Any) -> Insert:
         return postgresql.insert(table)

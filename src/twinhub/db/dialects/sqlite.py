@@ -98,6 +98,7 @@ class SQLite(Dialect):
     name = "sqlite"
     joins_statements = False
     write_is_snapshot = True
+    seq_is_key = True
 
     def insert(self, table: Any) -> Insert:
         return sqlite.insert(table)

@@ -163,14 +163,18 @@ async def tab(browser: Any, programme: Programme, request: Any) -> AsyncIterator
 
 async def tap(tab: Watched, node: str) -> None:
     """Click a graph node where it is drawn on the canvas (scrolled into the window)."""
-    await tab.page.evaluate(
+    scrolled = await tab.page.evaluate(
         f"(() => {{ const n = window.twinhubGraph.getElementById({node!r});"
         " const p = n.renderedPosition(); const b = document.getElementById('graph')"
-        ".getBoundingClientRect(); window.scrollBy(0, b.top + p.y - innerHeight / 2); })()"
+        ".getBoundingClientRect(); const y = b.top + p.y;"
+        " if (y > 40 && y < innerHeight - 40) return false;"
+        " window.scrollBy(0, y - innerHeight / 2); return true; })()"
     )
-    # Cytoscape keeps where its canvas is on the page: let it see the scroll first.
-    await tab.page.evaluate("new Promise(r => requestAnimationFrame(() => r()))")
-    await tab.page.evaluate("window.twinhubGraph.resize()")
+    if scrolled:
+        # Cytoscape keeps where its canvas is on the page: let it see the scroll first.
+        # Only when it had to scroll: headless Chromium drew that frame 8-13 s late.
+        await tab.page.evaluate("new Promise(r => requestAnimationFrame(() => r()))")
+        await tab.page.evaluate("window.twinhubGraph.resize()")
     where = await tab.page.evaluate(
         f"(() => {{ const n = window.twinhubGraph.getElementById({node!r});"
         " const p = n.renderedPosition(); const b = document.getElementById('graph')"

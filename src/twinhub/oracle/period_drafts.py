@@ -61,6 +61,11 @@ class _Job:
     stored: bool = False  # the row exists (the request answered with the job)
     saved_at: float = 0.0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The draft's end, for the requests waiting on it: set unless the row was made (then
+    # the row says how it ended).
+    result: asyncio.Future[tuple[dict[str, Any], bool]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class PeriodDrafts:
         self._monitoring = monitoring
         self._settings = settings
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[tuple[str, date, date], _Job] = {}  # by project and days
 
     async def draft(
         self, project: str, start: date, end: date, actor: Principal, wait: float
@@ -96,17 +102,20 @@ class PeriodDrafts:
         frozen = await self._monitoring.check_draft(project, start, end, actor)
         if frozen is not None:
             return Drafted(period=frozen)
-        under_way = await self._under_way(project, start, end)
-        if under_way is not None:
-            return Drafted(job=job_view(under_way, self._stale_before()))
-        now = utcnow()
-        job = _Job(secrets.token_hex(16), project, start, end, actor.did, now)
-        result: asyncio.Future[tuple[dict[str, Any], bool]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        task = asyncio.create_task(self._drafting(job, actor, result), name=f"draft-{job.id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        key = (project, start, end)
+        job = self._running.get(key)  # this process drafts it already (a retry, a double click)
+        if job is None:
+            under_way = await self._under_way(project, start, end)
+            if under_way is not None:  # another process drafts it
+                return Drafted(job=job_view(under_way, self._stale_before()))
+            job = self._running.get(key)
+        if job is None:
+            job = _Job(secrets.token_hex(16), project, start, end, actor.did, utcnow())
+            self._running[key] = job
+            task = asyncio.create_task(self._drafting(job, actor), name=f"draft-{job.id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        result = job.result
         try:
             period, created = await asyncio.wait_for(asyncio.shield(result), wait)
         except TimeoutError:
@@ -115,7 +124,8 @@ class PeriodDrafts:
             return Drafted(period=period, created=created)
         async with job.lock:  # the draft's end waits for the row to exist
             if not result.done():
-                await self._store(job)
+                if not job.stored:
+                    await self._store(job)
                 return Drafted(job=self._view_of(job))
         period, created = result.result()  # ended while the lock was taken
         return Drafted(period=period, created=created)
@@ -153,13 +163,9 @@ class PeriodDrafts:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _drafting(
-        self,
-        job: _Job,
-        actor: Principal,
-        result: asyncio.Future[tuple[dict[str, Any], bool]],
-    ) -> None:
-        """Run the draft; its end is the waiting request's answer, or the job's row."""
+    async def _drafting(self, job: _Job, actor: Principal) -> None:
+        """Run the draft; its end is the waiting requests' answer, or the job's row."""
+        result = job.result
 
         async def progress(step: str, done: int, total: int) -> None:
             job.step, job.done, job.total = step, done, total
@@ -171,12 +177,14 @@ class PeriodDrafts:
                 job.project, job.start, job.end, actor, progress
             )
         except asyncio.CancelledError:
+            self._running.pop((job.project, job.start, job.end), None)
             if not result.done():
                 result.cancel()
             raise
         except Exception as error:
             outcome = error
         async with job.lock:  # the request either has the row made, or reads `result`
+            self._running.pop((job.project, job.start, job.end), None)
             if not job.stored:
                 if isinstance(outcome, BaseException):
                     result.set_exception(outcome)

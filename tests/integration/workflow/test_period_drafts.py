@@ -14,11 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
 from tests.conftest import Registry, RegistryFactory
 from tests.integration.console.test_console import console, sign_in
 from tests.support.workflow_world import Workflow, build_workflow
-from twinhub.db.models import PeriodDraft
+from twinhub.db.models import LedgerTransaction, PeriodDraft
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.principals import Principal
 from twinhub.oracle import monitoring
@@ -52,8 +53,12 @@ async def test_a_draft_past_the_wait_is_a_job_that_ends_with_the_same_period(
     client = flow.world.operator_client
     path = f"/v1/domains/{flow.project}/monitoring-periods"
 
-    started = await client.post(path, json=SPAN)
-    assert started.status_code == 202, started.text
+    # Asked twice at once (a retry, a double click): one job, one draft.
+    started, twice = await asyncio.gather(
+        client.post(path, json=SPAN), client.post(path, json=SPAN)
+    )
+    assert started.status_code == twice.status_code == 202, (started.text, twice.text)
+    assert twice.json()["id"] == started.json()["id"]
     assert started.headers["Retry-After"] == "2"
     location = started.headers["Location"]
     job = started.json()
@@ -66,6 +71,17 @@ async def test_a_draft_past_the_wait_is_a_job_that_ends_with_the_same_period(
     assert ended["step"] == "done" and ended["progress"] == {"done": 2, "total": 2}
     period = await client.get(f"{path}/{ended['period']}")
     assert period.status_code == 200 and period.json()["state"] == "draft"
+    assert [p["id"] for p in (await client.get(path)).json()["items"]] == [ended["period"]]
+    async with registry.platform.sessionmaker() as session:
+        written = await session.scalar(
+            select(func.count())
+            .select_from(LedgerTransaction)
+            .where(
+                LedgerTransaction.kind == "period.draft",
+                LedgerTransaction.subject == flow.project,
+            )
+        )
+    assert written == 1  # drafted once, not once a request
 
     # The same draft, waited for: the same figures, recomputed in place.
     again, created = await registry.platform.monitoring.run(

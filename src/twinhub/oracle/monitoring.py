@@ -73,6 +73,12 @@ _YIELD_EVERY = 50  # stoves digested between two turns of the event loop (about 
 # How far a draft is, for whoever waits on it (oracle.period_drafts): its step ("reading",
 # "computing", "storing"), and the stoves whose readings are read of all of them.
 Progress = Callable[[str, int, int], Awaitable[None]]
+
+
+async def unheard(step: str, done: int, total: int) -> None:
+    """The progress nobody asked to hear."""
+
+
 DRAFT_STEPS = {  # each step as a person reads it (the CLI's bar, the console's periods page)
     "starting": "starting",
     "reading": "reading the stoves' readings",
@@ -142,7 +148,7 @@ class MonitoringService:
         start: date,
         end: date,
         actor: Principal,
-        progress: Progress | None = None,
+        progress: Progress = unheard,
     ) -> tuple[dict[str, Any], bool]:
         """The period as a draft (computed now, or recomputed while still a draft; as
         frozen once submitted): (view, created). Nothing is minted: credits come with the
@@ -162,16 +168,14 @@ class MonitoringService:
                 existing.id if existing else None,
                 progress=progress,
             )
-        if progress is not None:
-            await progress("computing", len(frozen["stoves"]), len(frozen["stoves"]))
+        await progress("computing", len(frozen["stoves"]), len(frozen["stoves"]))
         report = await report_aside(frozen)
         if report["totals"]["stoves"] == 0:
             raise Conflict(
                 f"{project} has no active stoves: a period with no data is refused, never "
                 "issued with zero."
             )
-        if progress is not None:
-            await progress("storing", len(frozen["stoves"]), len(frozen["stoves"]))
+        await progress("storing", len(frozen["stoves"]), len(frozen["stoves"]))
 
         async with self._ledger.write() as write:
             session = write.session
@@ -245,7 +249,7 @@ class MonitoringService:
         stoves: list[str] | None = None,
         period_id: int | None = None,
         methodology: dict[str, Any] | None = None,
-        progress: Progress | None = None,
+        progress: Progress = unheard,
     ) -> dict[str, Any]:
         """The period's inputs from the stored telemetry, as a draft freezes them: every
         stove's facts and days, the digests of each day's readings, and what is credited
@@ -280,8 +284,7 @@ class MonitoringService:
         # snapshot (bench/results/2026-11-28.md, "session 21").
         with collector_paused():
             for offset in range(0, len(with_days), _READINGS_CHUNK):
-                if progress is not None:
-                    await progress("reading", offset, len(with_days))
+                await progress("reading", offset, len(with_days))
                 await self._digested(
                     session, with_days[offset : offset + _READINGS_CHUNK], start, end, digests, seen
                 )

@@ -67,6 +67,27 @@ class _Job:
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
+    @property
+    def key(self) -> tuple[str, date, date]:
+        return self.project, self.start, self.end
+
+    def row(self) -> PeriodDraft:
+        """The job as its row stands now (made when the request answers with it)."""
+        now = utcnow()
+        return PeriodDraft(
+            id=self.id,
+            project_did=self.project,
+            start=self.start,
+            end=self.end,
+            actor=self.actor,
+            state=DRAFTING,
+            step=self.step,
+            done=self.done,
+            total=self.total,
+            created_at=self.created_at,
+            updated_at=now,
+        )
+
 
 @dataclass(frozen=True)
 class Drafted:
@@ -102,16 +123,15 @@ class PeriodDrafts:
         frozen = await self._monitoring.check_draft(project, start, end, actor)
         if frozen is not None:
             return Drafted(period=frozen)
-        key = (project, start, end)
-        job = self._running.get(key)  # this process drafts it already (a retry, a double click)
+        job = self._running.get((project, start, end))  # a retry, a double click
         if job is None:
             under_way = await self._under_way(project, start, end)
             if under_way is not None:  # another process drafts it
                 return Drafted(job=job_view(under_way, self._stale_before()))
-            job = self._running.get(key)
+            job = self._running.get((project, start, end))
         if job is None:
             job = _Job(secrets.token_hex(16), project, start, end, actor.did, utcnow())
-            self._running[key] = job
+            self._running[job.key] = job
             task = asyncio.create_task(self._drafting(job, actor), name=f"draft-{job.id}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -126,7 +146,7 @@ class PeriodDrafts:
             if not result.done():
                 if not job.stored:
                     await self._store(job)
-                return Drafted(job=self._view_of(job))
+                return Drafted(job=job_view(job.row(), self._stale_before()))
         period, created = result.result()  # ended while the lock was taken
         return Drafted(period=period, created=created)
 
@@ -177,14 +197,14 @@ class PeriodDrafts:
                 job.project, job.start, job.end, actor, progress
             )
         except asyncio.CancelledError:
-            self._running.pop((job.project, job.start, job.end), None)
+            self._running.pop(job.key, None)
             if not result.done():
                 result.cancel()
             raise
         except Exception as error:
             outcome = error
         async with job.lock:  # the request either has the row made, or reads `result`
-            self._running.pop((job.project, job.start, job.end), None)
+            self._running.pop(job.key, None)
             if not job.stored:
                 if isinstance(outcome, BaseException):
                     result.set_exception(outcome)
@@ -196,23 +216,8 @@ class PeriodDrafts:
         )
 
     async def _store(self, job: _Job) -> None:
-        now = utcnow()
         async with self._sessions() as session, session.begin():
-            session.add(
-                PeriodDraft(
-                    id=job.id,
-                    project_did=job.project,
-                    start=job.start,
-                    end=job.end,
-                    actor=job.actor,
-                    state=DRAFTING,
-                    step=job.step,
-                    done=job.done,
-                    total=job.total,
-                    created_at=job.created_at,
-                    updated_at=now,
-                )
-            )
+            session.add(job.row())
         job.stored, job.saved_at = True, time.monotonic()
 
     async def _save(self, job: _Job, values: dict[str, Any]) -> None:
@@ -249,46 +254,24 @@ class PeriodDrafts:
     def _stale_before(self) -> datetime:
         return utcnow() - timedelta(seconds=self._settings.draft_stale_seconds)
 
-    def _view_of(self, job: _Job) -> dict[str, Any]:
-        return _view(
-            job.id, job.project, job.start, job.end, DRAFTING, job.step, job.done, job.total
-        ) | {"createdAt": job.created_at.isoformat(), "updatedAt": utcnow().isoformat()}
-
 
 def job_view(row: PeriodDraft, stale_before: datetime) -> dict[str, Any]:
     """A draft job as the API shows it; one drafting past `stale_before` reads stopped."""
     state, error = row.state, orjson.loads(row.error) if row.error else None
     if state == DRAFTING and row.updated_at < stale_before:
         state, error = FAILED, _STOPPED
-    view = _view(row.id, row.project_did, row.start, row.end, state, row.step, row.done, row.total)
-    return view | {
+    return {
+        "id": row.id,
+        "project": row.project_did,
+        "from": row.start.isoformat(),
+        "to": row.end.isoformat(),
+        "state": state,
+        "step": row.step,
+        "progress": {"done": row.done, "total": row.total},
         "period": row.period_id,
         "error": error,
         "createdAt": row.created_at.isoformat(),
         "updatedAt": row.updated_at.isoformat(),
-    }
-
-
-def _view(
-    job_id: str,
-    project: str,
-    start: date,
-    end: date,
-    state: str,
-    step: str,
-    done: int,
-    total: int,
-) -> dict[str, Any]:
-    return {
-        "id": job_id,
-        "project": project,
-        "from": start.isoformat(),
-        "to": end.isoformat(),
-        "state": state,
-        "step": step,
-        "progress": {"done": done, "total": total},
-        "period": None,
-        "error": None,
     }
 
 

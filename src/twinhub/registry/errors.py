@@ -58,12 +58,7 @@ def _service_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
     headers = {"Retry-After": "1"} if exc.__class__.__name__ == "InProgress" else None
-    return error_response(status, **service_error_fields(exc), headers=headers)
-
-
-def service_error_fields(exc: ServiceError) -> dict[str, Any]:
-    """The `error` object of a service failure's JSON body: code, message, details."""
-    return exc.fields()
+    return error_response(status, **exc.fields(), headers=headers)
 
 
 def _field(location: tuple[Any, ...]) -> str:

@@ -19,7 +19,7 @@ from twinhub.kernel.errors import FieldProblem, TooLarge
 from twinhub.kernel.principals import Principal
 from twinhub.platform import Platform
 from twinhub.registry.auth import Reader, Writer, bearer_of, principal, reader
-from twinhub.registry.errors import ERROR_RESPONSES, service_error_fields
+from twinhub.registry.errors import ERROR_RESPONSES
 from twinhub.registry.idempotent import Created, idempotent
 from twinhub.registry.params import Cursor, Moment, documented
 from twinhub.registry.routes import (
@@ -446,7 +446,7 @@ def _evaluation_result(index: int, outcome: EvaluationOutcome) -> dict[str, Any]
     would have answered (its JSON error body's `error`)."""
     result: dict[str, Any] = {"index": index, "claim": outcome.claim}
     if outcome.error is not None:
-        result["error"] = service_error_fields(outcome.error)
+        result["error"] = outcome.error.fields()
         return result
     assert outcome.reply is not None
     result.update(

@@ -13,8 +13,10 @@ is its serial and its meter's serial, whichever project lists it.
 
 from __future__ import annotations
 
+import hashlib
+import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -37,7 +39,7 @@ from twinhub.mrv.periods import (
 from twinhub.mrv.plausibility import StoveDay
 from twinhub.mrv.project_document import ProjectDocument, check_project_document
 from twinhub.mrv.rollups import ENERGY, FUEL, METER, METER_RESET, SESSIONS, Cells, day_figures
-from twinhub.security.jcs import digest
+from twinhub.security.jcs import canonical_text, digest
 
 FIGURE_TOLERANCE = 1e-6  # kWh or kg: sums of the same readings in another order
 
@@ -72,6 +74,22 @@ def readings_digest(readings: Iterable[Mapping[str, Any]]) -> str:
     device reported), in (time, seq) order."""
     ordered = sorted(readings, key=lambda r: (str(r["time"]), r["seq"]))
     return digest([{"seq": r["seq"], "time": r["time"], "values": r["values"]} for r in ordered])
+
+
+_TIME_SEQ = operator.itemgetter(1, 0)  # a stored reading's (time, seq)
+
+
+def stored_readings_digest(readings: Sequence[tuple[int, str, str]]) -> str:
+    """`readings_digest` of one stove-day's readings as the database gives them: (seq, time
+    as ISO 8601 text, values as JSON text). The day's list is written as JSON text around
+    the stored values and made canonical in one piece (`jcs.canonical_text`): a period reads
+    a million of them, and no dict is made of any. The times are ISO text, which holds no
+    character JSON escapes."""
+    ordered = sorted(readings, key=_TIME_SEQ)
+    text = "[" + ",".join(
+        f'{{"seq":{seq},"time":"{time}","values":{values}}}' for seq, time, values in ordered
+    )
+    return "sha256:" + hashlib.sha256(canonical_text((text + "]").encode())).hexdigest()
 
 
 def seen_ranges(seqs: Iterable[int]) -> list[list[int]]:

@@ -35,7 +35,7 @@ from twinhub.kernel.principals import Principal
 from twinhub.mrv.builtin import past_document
 from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
 from twinhub.mrv.methodology import digest_of
-from twinhub.mrv.period_inputs import freeze, readings_digest, report_of, seen_ranges
+from twinhub.mrv.period_inputs import freeze, report_of, seen_ranges, stored_readings_digest
 from twinhub.mrv.periods import (
     PeriodSpec,
     compare_reports,
@@ -47,7 +47,7 @@ from twinhub.services.claims import APPROVED, OPEN
 from twinhub.services.credited_days import held
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import Ledger
-from twinhub.services.mrv_inputs import device_identities, stove_periods, stove_readings
+from twinhub.services.mrv_inputs import device_identities, stored_readings, stove_periods
 from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService, ProtocolView
 from twinhub.services.surveys import SurveyService
@@ -324,20 +324,19 @@ class MonitoringService:
         """The digests of `stoves`' stove-days' raw readings and the sequence numbers each
         day saw, into `digests` and `seen`: a chunk of stoves at a time, so a period holds one
         chunk's readings, not all of them (1.2 million at 10,000 stoves x 30 days)."""
-        readings = await stove_readings(session, stoves, start, end)
+        readings = await stored_readings(session, stoves, start, end)
         for number, (stove, rows) in enumerate(readings.items()):
             if number % _YIELD_EVERY == _YIELD_EVERY - 1:
                 await asyncio.sleep(0)  # the worker's other requests between stoves
-            by_day: dict[date, list[dict[str, Any]]] = {}
+            by_day: dict[str, list[tuple[int, str, str]]] = {}
             for reading in rows:
-                by_day.setdefault(date.fromisoformat(reading["time"][:10]), []).append(reading)
+                by_day.setdefault(reading[1][:10], []).append(reading)
             for day, day_rows in by_day.items():
-                digests[stove, day] = readings_digest(day_rows)
+                digests[stove, date.fromisoformat(day)] = stored_readings_digest(day_rows)
             # Read in the session's one snapshot with the figures (db.dialects.snapshot):
             # exactly the readings behind them, however late one was committed.
             seen[stove] = {
-                day.isoformat(): seen_ranges(r["seq"] for r in day_rows)
-                for day, day_rows in by_day.items()
+                day: seen_ranges(r[0] for r in day_rows) for day, day_rows in by_day.items()
             }
 
     async def compute(

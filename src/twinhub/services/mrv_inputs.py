@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import date, timedelta
 from functools import cache
 from typing import Any, TypeVar
@@ -110,6 +110,24 @@ async def stove_periods(
         return [periods[did] for did in stoves]
 
 
+async def _raw_rows(
+    session: AsyncSession, stoves: Sequence[str], start: date, end: date
+) -> AsyncIterator[list[tuple[Any, ...]]]:
+    """The stoves' raw readings from `start` to `end` (inclusive) as the dialect's
+    `raw_readings` gives them, a statement a chunk of stoves: (did, seq, time as ISO text,
+    values as JSON text, received as ISO text, receipt), in (did, time, seq) order."""
+    low, high = day_start(start), day_start(end + timedelta(days=1))
+    unique = list(dict.fromkeys(stoves))
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    dialect = dialect_of(connection.dialect)
+    for offset in range(0, len(unique), _CHUNK):
+        try:
+            yield await dialect.raw_readings(raw, unique[offset : offset + _CHUNK], low, high)
+        except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+            raise driver_error(connection.dialect, raw, error) from error
+
+
 async def stove_readings(
     session: AsyncSession, stoves: Sequence[str], start: date, end: date
 ) -> dict[str, list[dict[str, Any]]]:
@@ -117,17 +135,8 @@ async def stove_readings(
     as an evidence bundle carries them (mrv.period_inputs.reading_row, with when each was
     received and the receipt it came in). Through the driver's cursor, a statement a chunk
     of stoves (the dialect's `raw_readings`): no ORM row or type processing a reading."""
-    low, high = day_start(start), day_start(end + timedelta(days=1))
     found: dict[str, list[dict[str, Any]]] = {did: [] for did in stoves}
-    unique = list(dict.fromkeys(stoves))
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    dialect = dialect_of(connection.dialect)
-    for offset in range(0, len(unique), _CHUNK):
-        try:
-            rows = await dialect.raw_readings(raw, unique[offset : offset + _CHUNK], low, high)
-        except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
-            raise driver_error(connection.dialect, raw, error) from error
+    async for rows in _raw_rows(session, stoves, start, end):
         for did, seq, time, values, received, receipt in rows:
             parsed = json_column(values)
             found[did].append(
@@ -139,6 +148,19 @@ async def stove_readings(
                     "receipt": receipt,  # the signed batch or message it came in, if any
                 }
             )
+    return found
+
+
+async def stored_readings(
+    session: AsyncSession, stoves: Sequence[str], start: date, end: date
+) -> dict[str, list[tuple[int, str, str]]]:
+    """Each stove's raw readings from `start` to `end` (inclusive) as stored: (seq, time as
+    ISO text, values as JSON text), in (time, seq) order; what a draft digests
+    (mrv.period_inputs.stored_readings_digest) a million at a time, so nothing is parsed."""
+    found: dict[str, list[tuple[int, str, str]]] = {did: [] for did in stoves}
+    async for rows in _raw_rows(session, stoves, start, end):
+        for did, seq, time, values, _received, _receipt in rows:
+            found[did].append((seq, time, values))
     return found
 
 

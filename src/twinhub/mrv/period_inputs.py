@@ -13,7 +13,6 @@ is its serial and its meter's serial, whichever project lists it.
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from twinhub.kernel.errors import Problems
+from twinhub.kernel.json_text import json_value
 from twinhub.mrv.claims import (
     ClaimComputation,
     ClaimJob,
@@ -39,7 +39,7 @@ from twinhub.mrv.periods import (
 from twinhub.mrv.plausibility import StoveDay
 from twinhub.mrv.project_document import ProjectDocument, check_project_document
 from twinhub.mrv.rollups import ENERGY, FUEL, METER, METER_RESET, SESSIONS, Cells, day_figures
-from twinhub.security.jcs import canonical_text, digest
+from twinhub.security.jcs import digest
 
 FIGURE_TOLERANCE = 1e-6  # kWh or kg: sums of the same readings in another order
 
@@ -82,14 +82,13 @@ _TIME_SEQ = operator.itemgetter(1, 0)  # a stored reading's (time, seq)
 def stored_readings_digest(readings: Sequence[tuple[int, str, str]]) -> str:
     """`readings_digest` of one stove-day's readings as the database gives them: (seq, time
     as ISO 8601 text, values as JSON text). The day's list is written as JSON text around
-    the stored values and made canonical in one piece (`jcs.canonical_text`): a period reads
-    a million of them, and no dict is made of any. The times are ISO text, which holds no
-    character JSON escapes."""
+    the stored values and read in one piece: a period digests a million readings, and no
+    dict is made of any. ISO times hold no character JSON escapes."""
     ordered = sorted(readings, key=_TIME_SEQ)
-    text = "[" + ",".join(
+    text = ",".join(
         f'{{"seq":{seq},"time":"{time}","values":{values}}}' for seq, time, values in ordered
     )
-    return "sha256:" + hashlib.sha256(canonical_text((text + "]").encode())).hexdigest()
+    return digest(json_value(f"[{text}]"))
 
 
 def seen_ranges(seqs: Iterable[int]) -> list[list[int]]:

@@ -20,7 +20,6 @@ points: the two orders differ only there). tests/unit/test_jcs.py checks both pa
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from typing import Any
@@ -52,71 +51,6 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 def digest(value: Any) -> str:
     """`sha256:<hex>` of the JCS bytes of `value`: how one document cites another."""
     return "sha256:" + hashlib.sha256(canonical(value)).hexdigest()
-
-
-# JSON text read and written back by orjson with sorted keys is JCS but for a few numbers
-# and an order of keys, found in what orjson wrote (by C-level searches: a stove-day's
-# readings are checked in about a microsecond, where a regular expression took ten):
-# - an integral float, `12.0` (JCS: `12`): rewritten where it stands as a number, outside
-#   any string (told by the quotes before it, in text without a backslash);
-# - a float written with an exponent (`1e-7`, `1e+16`), and `-0.0`;
-# - an integer of 16 digits or more (JCS refuses one past 2^53);
-# - a character beyond the Basic Multilingual Plane (JCS orders keys by UTF-16 code units).
-# Whatever is found, or only seems to be (`"2e5"` inside a string), takes the exact way.
-_SHAPES = bytes(
-    48 if chr(byte).isdigit() and byte < 128 else 101 if byte in b"eE" else 32
-    for byte in range(256)
-)  # each digit a 0, each e an e, anything else a space
-_EXPONENT, _LONG_INTEGER = b"0e", b"0" * 16
-_BEYOND_BMP = re.compile(rb"[\xf0-\xf4]")  # the first byte of a 4-byte UTF-8 character
-_NUMBER_END = frozenset(b",]}")
-
-
-def canonical_text(text: bytes) -> bytes:
-    """The JCS bytes of the JSON value `text` holds, as `canonical(json.loads(text))`, but
-    by orjson alone where its reading and writing is JCS (checked on what it wrote, above):
-    no Python call a value, for text read by the million (a period's raw readings). Text
-    orjson reads otherwise than the json module (NaN, an integer past 64 bits, a lone
-    surrogate) also takes the exact way, and is refused there as `canonical` refuses it."""
-    try:
-        written: bytes | None = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        written = None
-    if written is not None and b".0" in written:
-        written = _integral_floats_rewritten(written)
-    if (
-        written is None
-        or _EXPONENT in (shapes := written.translate(_SHAPES))
-        or _LONG_INTEGER in shapes
-        or (not written.isascii() and _BEYOND_BMP.search(written) is not None)
-    ):
-        return canonical(json.loads(text))
-    return written
-
-
-def _integral_floats_rewritten(written: bytes) -> bytes | None:
-    """orjson's text with each integral float (`12.0`, `0.0`) as JCS writes it (`12`, `0`);
-    None where that cannot be told surely (a backslash, `-0.0`, `1.0e5`)."""
-    if b"\\" in written:
-        return None
-    parts, kept, at = [], 0, written.find(b".0")
-    while at != -1:
-        end = at + 2
-        follows = written[end] if end < len(written) else None
-        fraction = follows is not None and 48 <= follows <= 57  # 1.05
-        if not fraction and not written.count(b'"', 0, at) % 2:  # outside any string
-            if follows is not None and follows not in _NUMBER_END:
-                return None  # not a number orjson writes
-            first = at
-            while first and 48 <= written[first - 1] <= 57:
-                first -= 1
-            if first == at or (written[first:at] == b"0" and first and written[first - 1] == 45):
-                return None  # no digits before the point, or -0.0 (JCS: 0)
-            parts.append(written[kept:at])
-            kept = end
-        at = written.find(b".0", end)
-    parts.append(written[kept:])
-    return b"".join(parts)
 
 
 def _prepared(value: Any) -> Any:

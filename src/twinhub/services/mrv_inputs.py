@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Select, bindparam, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from twinhub.db.dialects import DayRollups, Dialect, dialect_of, json_column
+from twinhub.db.dialects import DayRollups, Dialect, dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
+from twinhub.kernel.json_text import json_value
 from twinhub.mrv.meter import METER_READING, Reading
 from twinhub.mrv.period_inputs import device_identity, seen_ranges
 from twinhub.mrv.periods import StovePeriod
@@ -138,7 +139,7 @@ async def stove_readings(
     found: dict[str, list[dict[str, Any]]] = {did: [] for did in stoves}
     async for rows in _raw_rows(session, stoves, start, end):
         for did, seq, time, values, received, receipt in rows:
-            parsed = json_column(values)
+            parsed = json_value(values)
             found[did].append(
                 {
                     "seq": seq,

@@ -7,8 +7,6 @@ the sequencer's lock, upserts, the migration lock, the domain holder check).
 
 from __future__ import annotations
 
-import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -18,7 +16,6 @@ from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
-import orjson
 from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
@@ -189,24 +186,6 @@ RAW_READINGS = (  # the two dialects' statement: the DIDs' placeholder and the v
     " WHERE d.did {dids} AND r.time >= {low} AND r.time < {high}"
     " ORDER BY d.did, r.time, r.seq"
 )
-# A run of digits orjson may read otherwise than the json module: an integer beyond 64 bits
-# becomes a float there (checked on text of at most this many characters).
-_LONG_NUMBER = re.compile(r"[0-9]{19}")
-
-
-def json_column(text: str) -> Any:
-    """A JSON column's text as SQLAlchemy's JSON type reads it (the json module), by orjson
-    where the two read it alike: not NaN or infinities, lone surrogates, nor numbers of 19
-    digits or more (orjson makes a float of an integer past 64 bits), which go to json.
-    tests/unit/test_json_column.py holds the two equal."""
-    if _LONG_NUMBER.search(text) is None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
-
-
 # A claim's days of one device: (device, stove, project, claim, first day, last day).
 DaySpan = tuple[str, str, str, str, date, date]
 STOVE_FACTS = (  # the two dialects' statement, their placeholder for the DIDs put in {}

@@ -1,4 +1,4 @@
-"""A JSON column's text read by `json_column` (orjson where it can) is what the json
+"""JSON text read by `json_value` (orjson where it can) is what the json
 module, SQLAlchemy's reader, makes of it: the same values of the same types."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinhub.db.dialects import json_column
+from twinhub.kernel.json_text import json_value
 
 values = st.recursive(
     st.none()
@@ -43,7 +43,7 @@ def same(a: Any, b: Any) -> bool:
 @settings(max_examples=400, deadline=None)
 def test_what_the_json_module_wrote_reads_back_alike(value: Any) -> None:
     stored = json.dumps(value)
-    assert same(json_column(stored), json.loads(stored))
+    assert same(json_value(stored), json.loads(stored))
 
 
 @pytest.mark.parametrize(
@@ -62,4 +62,4 @@ def test_what_the_json_module_wrote_reads_back_alike(value: Any) -> None:
     ],
 )
 def test_what_orjson_reads_otherwise_goes_to_the_json_module(stored: str) -> None:
-    assert same(json_column(stored), json.loads(stored))
+    assert same(json_value(stored), json.loads(stored))

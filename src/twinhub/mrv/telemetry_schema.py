@@ -255,7 +255,14 @@ def dumps_each(values: Iterable[Any]) -> list[str]:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A number a float64 holds (an integer past its range is not one: no figure can sum it,
+    and math.isfinite raises on it)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 TIME_EXPECTED = f"expected an RFC 3339 time with its offset, {TIME_RANGE}"

@@ -186,9 +186,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ceiling",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="after the memory store, drive a bare Starlette app (bench/ceiling.py) on the "
-        "same core the same way, and report twinhub's CPU per request as a ratio of it "
-        "(default: on)",
+        help="beside the memory store, drive a bare Starlette app (bench/ceiling.py) on the "
+        "same core the same way, a round of it after each round of the store, and report "
+        "twinhub's CPU per request as a ratio of it (default: on)",
     )
     parser.add_argument(
         "--quick",
@@ -919,10 +919,127 @@ def round_seconds(want_sessions: float, rate: float) -> int:
     return int(min(MAX_ROUND_SECONDS, max(1, math.ceil(want_sessions / rate))))
 
 
+def warmed_up(
+    store: str,
+    server: Server,
+    workdir: Path,
+    result: StoreResult,
+    args: argparse.Namespace,
+    wrk_cpu: int,
+    run_tag: str,
+) -> float:
+    """Start `server`, check a hand-driven session gets CON replies, warm it up; the
+    session rate the warm-up saw (what the first round is sized by)."""
+    print(f"\n== store: {store}  (server: {shlex.join(server.cmd)}; logs in {workdir})")
+    server.start()
+    server.wait_ready(args.startup_timeout)
+    result.smoke = smoke_session(server.base_url, run_tag, args.service_code)
+    if not all(code == 200 and body.startswith("CON ") for code, body in result.smoke):
+        shown = "\n".join(
+            f"  text={t!r:10} -> HTTP {c}: {b[:300]!r}"
+            for t, (c, b) in zip(STEPS, result.smoke, strict=True)
+        )
+        raise BenchError(f"a hand-driven session did not get CON replies:\n{shown}")
+    rate = 0.0
+    if args.warmup > 0:
+        warm = run_wrk(
+            server.base_url + "/api/ussd",
+            args,
+            wrk_cpu,
+            max(1, round(args.warmup)),
+            "w",
+            run_tag,
+            server,
+            workdir / "wrk.log",
+        )
+        result.warmup = warm
+        rate = warm.sessions / warm.seconds if warm.seconds else 0.0
+        print(
+            f"warm-up: {warm.seconds:.1f} s, {warm.responses / warm.seconds:,.0f} req/s, "
+            f"{warm.errors + warm.socket_error_count} errors"
+        )
+    check_alive(server)
+    result.rss_before_mib = rss_mib(server.pid)
+    print(f"RSS after warm-up: {result.rss_before_mib:.1f} MiB")
+    return rate
+
+
+class Beside:
+    """The bare Starlette ceiling (bench/ceiling.py) on the store's core, started before
+    the store's rounds and driven for as long after each of them, so twinhub and its
+    ceiling are measured over the same minutes: on a machine whose speed drifts, a ceiling
+    measured after the store read the store's ratio anywhere from 0.57 to 1.19 in one
+    hour (bench/results/2026-11-29.md)."""
+
+    def __init__(
+        self, args: argparse.Namespace, server_cpu: int, wrk_cpu: int, run_tag: str
+    ) -> None:
+        self.args, self.wrk_cpu, self.run_tag = args, wrk_cpu, run_tag
+        self.result = StoreResult(store=CEILING)
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"twinhub-bench-{CEILING}-"))
+        self.result.workdir = str(self.workdir)
+        port = free_port()
+        self.server = Server(
+            server_command(args, port, server_cpu, CEILING), ceiling.env(), self.workdir, port
+        )
+
+    def start(self) -> None:
+        warmed_up(
+            CEILING, self.server, self.workdir, self.result, self.args, self.wrk_cpu, self.run_tag
+        )
+
+    def round(self, seconds: int) -> None:
+        """One round of the ceiling, as long as the store's round just run."""
+        index = len(self.result.rounds) + 1
+        url = self.server.base_url + "/api/ussd"
+        rnd = run_wrk(
+            url,
+            self.args,
+            self.wrk_cpu,
+            seconds,
+            f"c{index}",
+            self.run_tag,
+            self.server,
+            self.workdir / "wrk.log",
+        )
+        rnd.index = index
+        check_alive(self.server)
+        rnd.total_sessions = self.result.sessions + rnd.sessions
+        rnd.rss_mib = rss_mib(self.server.pid)
+        self.result.rounds.append(rnd)
+        print(
+            f"  ceiling round {index:3}: {rnd.responses / rnd.seconds:>9,.0f} req/s  server "
+            f"{1000 * rnd.server_cpu_seconds / max(1, rnd.responses):.3f} ms CPU/req"
+        )
+
+    def stop(self, failed: str | None = None) -> StoreResult:
+        """Stop the ceiling's server; its result (failed with `failed`, the store's or its
+        own reason, when either did)."""
+        result = self.result
+        if result.rounds:
+            result.rss_after_mib = rss_mib(self.server.pid)
+            result.rss_peak_mib = max(hwm_mib(self.server.pid), result.rss_after_mib)
+        if failed:
+            result.status, result.reason = "failed", failed
+        result.server_exit_code = self.server.stop()
+        result.server_stderr_tail = self.server.stderr_tail()
+        if result.status == "ok" and not self.args.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            result.workdir = ""
+        return result
+
+
 def bench_store(
-    store: str, args: argparse.Namespace, server_cpu: int, wrk_cpu: int, run_tag: str
+    store: str,
+    args: argparse.Namespace,
+    server_cpu: int,
+    wrk_cpu: int,
+    run_tag: str,
+    beside: Beside | None = None,
 ) -> StoreResult:
-    """Start a fresh server for `store`, drive it in rounds, sample memory, tear down."""
+    """Start a fresh server for `store`, drive it in rounds, sample memory, tear down.
+    `beside`: the bare ceiling, driven for as long right after each of the store's rounds
+    (the machine's speed drifts within a minute: alternated, both see the same drift)."""
     result = StoreResult(store=store)
     redis_prefix = None
     if store == "redis":
@@ -948,32 +1065,7 @@ def bench_store(
     url = server.base_url + "/api/ussd"
     ok = False
     try:
-        print(f"\n== store: {store}  (server: {shlex.join(server.cmd)}; logs in {workdir})")
-        server.start()
-        server.wait_ready(args.startup_timeout)
-
-        result.smoke = smoke_session(server.base_url, run_tag, args.service_code)
-        if not all(code == 200 and body.startswith("CON ") for code, body in result.smoke):
-            shown = "\n".join(
-                f"  text={t!r:10} -> HTTP {c}: {b[:300]!r}"
-                for t, (c, b) in zip(STEPS, result.smoke, strict=True)
-            )
-            raise BenchError(f"a hand-driven session did not get CON replies:\n{shown}")
-
-        rate = 0.0
-        if args.warmup > 0:
-            warm = run_wrk(
-                url, args, wrk_cpu, max(1, round(args.warmup)), "w", run_tag, server, wrk_log
-            )
-            result.warmup = warm
-            rate = warm.sessions / warm.seconds if warm.seconds else 0.0
-            print(
-                f"warm-up: {warm.seconds:.1f} s, {warm.responses / warm.seconds:,.0f} req/s, "
-                f"{warm.errors + warm.socket_error_count} errors"
-            )
-        check_alive(server)
-        result.rss_before_mib = rss_mib(server.pid)
-        print(f"RSS after warm-up: {result.rss_before_mib:.1f} MiB")
+        rate = warmed_up(store, server, workdir, result, args, wrk_cpu, run_tag)
 
         every = args.sample_every or min(100_000, max(1000, args.sessions // 10))
         index = 0
@@ -1010,6 +1102,8 @@ def bench_store(
             )
             if rnd.sessions == 0:
                 raise BenchError(f"round {index} completed no session; is the server stuck?")
+            if beside is not None:
+                beside.round(seconds)
 
         result.rss_after_mib = rss_mib(server.pid)
         result.rss_peak_mib = max(
@@ -1257,27 +1351,36 @@ def run(args: argparse.Namespace) -> int:
     cpus = pick_cpus(args.server_cpu, args.wrk_cpu)
     run_tag = secrets.token_hex(4)
     stores = ["memory", "redis"] if args.store == "both" else [args.store]
-    if args.ceiling and "memory" in stores and not args.server_cmd:
-        stores.insert(stores.index("memory") + 1, CEILING)
     extra = run_metadata(cpus, run_tag, load_key="wrk_cpu")
     results: list[StoreResult] = []
     for store in stores:
-        result = bench_store(store, args, cpus[0], cpus[1], run_tag)
+        beside = None
+        if store == "memory" and args.ceiling and not args.server_cmd:
+            beside = Beside(args, cpus[0], cpus[1], run_tag)
+            try:
+                beside.start()
+            except BenchError as exc:
+                results.append(beside.stop(str(exc)))
+                print(f"\n!! the ceiling FAILED: {exc}", file=sys.stderr)
+                beside = None
+        result = bench_store(store, args, cpus[0], cpus[1], run_tag, beside)
         results.append(result)
         if result.status == "skipped":
             print(f"\n!! store {store} SKIPPED: {result.reason}", file=sys.stderr)
             continue
         args.results_dir.mkdir(parents=True, exist_ok=True)
-        data = result.to_json(args, extra)
-        if store == CEILING and result.status == "ok":
-            memory = next(r for r in results if r.store == "memory")
-            data["versus"] = extra["ceiling"] = versus_ceiling(memory, result)
-            (args.results_dir / "ussd-memory.json").write_text(
-                json.dumps(memory.to_json(args, extra), indent=2) + "\n"
-            )
-        out = args.results_dir / f"ussd-{store}.json"
-        out.write_text(json.dumps(data, indent=2) + "\n")
-        print(f"wrote {out}")
+        written = [(result, result.to_json(args, extra))]
+        if beside is not None:
+            bare = beside.stop(None if result.status == "ok" else f"the {store} store failed")
+            results.append(bare)
+            written.append((bare, bare.to_json(args, extra)))
+            if result.status == bare.status == "ok":
+                written[1][1]["versus"] = extra["ceiling"] = versus_ceiling(result, bare)
+                written[0] = (result, result.to_json(args, extra))
+        for each, data in written:
+            out = args.results_dir / f"ussd-{each.store}.json"
+            out.write_text(json.dumps(data, indent=2) + "\n")
+            print(f"wrote {out}")
     print_table([r for r in results if r.store != CEILING], args, cpus)
     if "ceiling" in extra:
         print_ceiling(extra["ceiling"])

@@ -36,7 +36,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -124,8 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ceiling",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="after the last size, drive a bare Starlette app (bench/ceiling.py) with the "
-        "GET-by-DID paths on the same core; report the CPU-per-request ratio (default: on)",
+        help="at the last size, drive a bare Starlette app (bench/ceiling.py) with the "
+        "GET-by-DID paths on the same core, right after each read endpoint's full-load run and "
+        "as long; report each endpoint's CPU-per-request ratio to it (default: on)",
     )
     parser.add_argument(
         "--quick",
@@ -958,6 +959,7 @@ class Reads:
 
     full: ReadRun
     paced: ReadRun | None = None
+    ceiling: ReadRun | None = None  # the bare ceiling, run right after `full`
 
     @property
     def runs(self) -> list[ReadRun]:
@@ -971,9 +973,13 @@ class Reads:
 
 
 def measure_reads(
-    ctx: Ctx, files: dict[str, Path], paced_rates: dict[str, float]
+    ctx: Ctx,
+    files: dict[str, Path],
+    paced_rates: dict[str, float],
+    beside: Callable[[], ReadRun] | None = None,
 ) -> dict[str, Reads]:
-    """Each endpoint: warm-up, full load, paced; the first size fixes the auto paced rates."""
+    """Each endpoint: warm-up, full load (and the ceiling `beside` it, as long), paced; the
+    first size fixes the auto paced rates."""
     args = ctx.args
     out: dict[str, Reads] = {}
     for endpoint, label in ENDPOINTS.items():
@@ -990,7 +996,14 @@ def measure_reads(
             f"others on its core {100 * full.foreign_cpu_seconds / full.wall_seconds:3.0f} %",
             flush=True,
         )
-        reads = Reads(full=full)
+        reads = Reads(full=full, ceiling=beside() if beside is not None else None)
+        if reads.ceiling is not None:
+            bare = reads.ceiling
+            print(
+                f"  {'  bare ceiling':18} right after:       {bare.rps:7,.0f} req/s  server CPU "
+                f"{fmt(bare.cpu_ms_per_request, '.3f')} ms/req",
+                flush=True,
+            )
         if endpoint not in paced_rates:
             wanted = args.paced_rate
             paced_rates[endpoint] = (
@@ -1013,9 +1026,14 @@ def measure_reads(
     return out
 
 
-def measure_ceiling(ctx: Ctx, paths: Path) -> ReadRun:
-    """The same wrk script and paths against a bare Starlette app (bench/ceiling.py) pinned
-    to the server's core: what a request costs when the server does nothing."""
+@contextlib.contextmanager
+def ceiling_beside(ctx: Ctx, paths: Path) -> Iterator[Callable[[], ReadRun]]:
+    """A bare Starlette app (bench/ceiling.py) pinned to the server's core, started and
+    warmed up: each call drives it at full load with the same wrk script and paths, as
+    long as one of twinhub's runs (what a request costs when the server does nothing).
+    Called right after each of twinhub's runs, both are measured over the same minutes: on
+    a machine whose speed drifts, a ceiling measured once at the end moved the ratios more
+    than any change did (bench/results/2026-11-29.md)."""
     port = free_port()
     workdir = ctx.workdir / "ceiling"
     workdir.mkdir(exist_ok=True)
@@ -1027,9 +1045,15 @@ def measure_ceiling(ctx: Ctx, paths: Path) -> ReadRun:
         server.wait_ready(ctx.args.startup_timeout)
         if ctx.args.warmup > 0:
             run_wrk(bare, "ceiling", "warmup", paths, ctx.args.warmup)
-        return run_wrk(bare, "ceiling", "full", paths, ctx.args.duration)
+        yield lambda: run_wrk(bare, "ceiling", "full", paths, ctx.args.duration)
     finally:
         server.stop()
+
+
+def measure_ceiling(ctx: Ctx, paths: Path) -> ReadRun:
+    """One full-load run of the bare ceiling (`ceiling_beside`)."""
+    with ceiling_beside(ctx, paths) as run:
+        return run()
 
 
 def versus_ceiling(label: str, ours: ReadRun, bare: ReadRun, target: float) -> dict[str, Any]:
@@ -1220,7 +1244,12 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
                 raise BenchError(f"cursor paging of the class list is inconsistent: {at.walk}")
             files = write_paths(workdir, registry)
             at.deep_cursors = len([c for c in deep_cursors(registry) if c])
-            at.reads = measure_reads(ctx, files, result.paced_rates)
+            with (
+                ceiling_beside(ctx, files["get"])
+                if args.ceiling and size == sizes[-1]
+                else contextlib.nullcontext(None)
+            ) as beside:
+                at.reads = measure_reads(ctx, files, result.paced_rates, beside)
             at.rss_after_reads_mib = rss_mib(server.pid)
             at.db_mib = db_mib(workdir)
             print(
@@ -1232,10 +1261,13 @@ def bench(args: argparse.Namespace, sizes: list[int], cpus: tuple[int, int], tag
         )
         if args.ceiling and result.sizes:
             last = result.sizes[-1].reads
-            bare = measure_ceiling(ctx, files["get"])
-            result.ceiling = versus_ceiling("GET by DID", last["get"].full, bare, CEILING_TARGET)
+            get = last["get"]
+            assert get.ceiling is not None
+            result.ceiling = versus_ceiling("GET by DID", get.full, get.ceiling, CEILING_TARGET)
             print_ceiling(result.ceiling)
             for op in ("list_type", "list_class"):
+                bare = last[op].ceiling
+                assert bare is not None
                 versus = versus_ceiling(ENDPOINTS[op], last[op].full, bare, LIST_CEILING_TARGET)
                 result.list_ceilings.append(versus)
                 print_ceiling(versus)

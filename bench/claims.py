@@ -539,6 +539,7 @@ class SizeResult:
     counts_after: dict[str, int] = field(default_factory=dict)
     analyzed: bool = False  # PostgreSQL: ANALYZE ran after seeding
     bulk: dict[str, Any] = field(default_factory=dict)  # POST /v1/claims/evaluations
+    get_ceiling: ReadRun | None = None  # the bare ceiling, run right after GET claim
     rss_mib: float = 0.0
     db_mib: float = 0.0
 
@@ -1058,6 +1059,7 @@ class Bench:
     store: Store
     result: RunResult
     size_index: int = 0
+    last: bool = False  # the last store size: the one compared with the bare ceiling
     stored_at_last_run: int = 0  # claims in the store when the last wrk run started
 
     @property
@@ -1209,6 +1211,10 @@ class Bench:
                 return await self.wrk(op, name, files[op], seconds, rate)
 
             at.ops[op] = await self.phases(op, phase)
+            if op == "get" and self.args.ceiling and self.last:
+                # The bare ceiling right after GET claim, on the same paths: measured over the
+                # same minutes, not after every write phase (bench/registry.ceiling_beside).
+                at.get_ceiling = await asyncio.to_thread(measure_ceiling, self.ctx, files["get"])
 
     # -- writes ----------------------------------------------------------------------------
     async def submissions(self, at: SizeResult) -> None:
@@ -1398,7 +1404,7 @@ async def bench_sizes(bench: Bench, sizes: list[int]) -> None:
     """Seed to each size, then reads (at exactly that size), submissions, evaluations."""
     platform, prog, store, ctx = bench.platform, bench.prog, bench.store, bench.ctx
     for index, size in enumerate(sizes):
-        bench.size_index = index
+        bench.size_index, bench.last = index, index == len(sizes) - 1
         stored = await stored_claims(platform, prog)
         print(f"\n-- {size:,} claims: seeding from {stored:,}", flush=True)
         step = await seed(platform, prog, store, bench.args, size, "store")
@@ -1530,12 +1536,9 @@ async def bench_async(
                 f"request): {got:,.0f}/s against the target {target:,}/s -> {got / target:.3f}",
                 flush=True,
             )
-        if args.ceiling:
+        if args.ceiling and last.get_ceiling is not None:
             result.ceiling = versus_ceiling(
-                "GET claim",
-                last.ops["get"].full,
-                measure_ceiling(ctx, workdir / "paths-get.txt"),
-                CEILING_TARGET,
+                "GET claim", last.ops["get"].full, last.get_ceiling, CEILING_TARGET
             )
             print_ceiling(result.ceiling)
         result.rss_peak_mib = max([hwm_mib(server.pid), *(s.rss_mib for s in result.sizes)])

@@ -348,22 +348,37 @@ async def gateway(make_gateway: GatewayFactory) -> Gateway:
     return await make_gateway()
 
 
+# Ports this process has handed out: a server started with several of them binds them only
+# later, so the probe alone could hand out one port twice (a `twinhub serve` once got its
+# gateway's port twice and stopped: "already in use").
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
     """A loopback port free now, for a server started a moment later. It is picked below
     the kernel's ephemeral range, where outgoing connections take their ports, so no client
-    socket of another test can take it in between (as one did, once, with port 0)."""
+    socket of another test can take it in between (as one did, once, with port 0); from this
+    xdist worker's own share of that range, so two workers never pick the same one; and
+    never one this process handed out before."""
     try:
         ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32768
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    share = max(100, (max(ephemeral_low, 10_100) - 10_000) // max(workers, 1))
+    low = 10_000 + share * (int(worker) % max(workers, 1) if worker.isdigit() else 0)
     for _ in range(200):
-        port = random.randrange(10_000, max(ephemeral_low, 10_001))
+        port = random.randrange(low, low + share)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _HANDED_OUT.add(port)
+        return port
     raise RuntimeError("no free loopback port below the ephemeral range")
 
 

@@ -161,7 +161,8 @@ async def stored_readings(
     found: dict[str, list[tuple[int, str, str]]] = {did: [] for did in stoves}
     async for rows in _raw_rows(session, stoves, start, end):
         for did, seq, time, values, _received, _receipt in rows:
-            found[did].append((seq, time, values))
+            # JSON null (the column is NOT NULL) is an empty object, as `stove_readings` reads it.
+            found[did].append((seq, time, "{}" if values == "null" else values))
     return found
 
 

@@ -16,10 +16,10 @@ from tests.conftest import Registry
 from tests.integration.telemetry.test_telemetry_evidence import SEED, send_signed
 from tests.support.telemetry_world import build_farm
 from twinhub.db.models import TelemetryDevice, TelemetryReading
-from twinhub.mrv.period_inputs import reading_row
+from twinhub.mrv.period_inputs import reading_row, readings_digest, stored_readings_digest
 from twinhub.mrv.rollups import day_start
 from twinhub.security.device_signatures import device_public_key, sign_batch
-from twinhub.services.mrv_inputs import stove_readings
+from twinhub.services.mrv_inputs import stored_readings, stove_readings
 
 
 async def orm_readings(
@@ -121,3 +121,42 @@ async def test_the_driver_read_gives_what_the_orm_read_gives(registry: Registry)
     assert found[stoves[0]][1]["time"].endswith(".000500+00:00")
     assert found[stoves[0]][2]["values"]["energyKwh"] == 123456789012345678901234
     assert type(found[stoves[0]][2]["values"]["energyKwh"]) is int
+
+
+async def test_a_day_digested_from_the_stored_text_is_the_day_digested_from_the_readings(
+    registry: Registry,
+) -> None:
+    """What a draft digests (`stored_readings`, the values' text) and what the evidence
+    checks digest (`stove_readings`, the values read) give one digest a stove-day, on both
+    backends' text (PostgreSQL's jsonb writes its own spacing), with a reading whose values
+    are JSON null read as an empty object by both."""
+    farm = await build_farm(registry)
+    stove = await farm.stove()
+    base = datetime.now(UTC).replace(hour=5, minute=0, second=0, microsecond=0) - timedelta(days=2)
+    readings = [
+        {
+            "seq": seq,
+            "time": (base + timedelta(hours=seq * 5, microseconds=seq % 2)).isoformat(),
+            "values": {"session": "end", "energyKwh": seq / 4, "meterKwh": float(seq)},
+        }
+        for seq in range(1, 9)
+    ]
+    response = await farm.send(stove, readings)
+    assert response.status_code == 200 and response.json()["accepted"] == 8, response.text
+    engine = registry.platform.engine
+    null = "'null'" if engine.dialect.name == "sqlite" else "'null'::jsonb"
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(f'UPDATE telemetry_readings SET "values" = {null} WHERE seq = 4')
+        )
+    start, end = base.date(), base.date() + timedelta(days=2)
+    async with registry.platform.sessionmaker() as session:
+        parsed = (await stove_readings(session, [stove], start, end))[stove]
+        stored = (await stored_readings(session, [stove], start, end))[stove]
+    assert [r["seq"] for r in parsed] == [r[0] for r in stored] == list(range(1, 9))
+    days = sorted({r["time"][:10] for r in parsed})
+    assert len(days) >= 2
+    for day in days:
+        assert stored_readings_digest([r for r in stored if r[1][:10] == day]) == readings_digest(
+            [r for r in parsed if r["time"][:10] == day]
+        )

@@ -1059,7 +1059,7 @@ def bench_store(
     workdir = Path(tempfile.mkdtemp(prefix=f"twinhub-bench-{store}-"))
     result.workdir = str(workdir)
     port = args.port or free_port()
-    env = ceiling.env() if store == CEILING else server_env(args, workdir, redis_prefix)
+    env = server_env(args, workdir, redis_prefix)
     server = Server(server_command(args, port, server_cpu, store), env, workdir, port)
     wrk_log = workdir / "wrk.log"
     url = server.base_url + "/api/ussd"
@@ -1109,7 +1109,7 @@ def bench_store(
         result.rss_peak_mib = max(
             hwm_mib(server.pid), result.rss_after_mib, *(r.rss_mib for r in result.rounds)
         )
-        if store != CEILING and args.paced_rate > 0 and args.paced_seconds > 0:
+        if args.paced_rate > 0 and args.paced_seconds > 0:
             paced = run_wrk(
                 url,
                 args,

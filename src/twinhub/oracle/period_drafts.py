@@ -73,7 +73,6 @@ class _Job:
 
     def row(self) -> PeriodDraft:
         """The job as its row stands now (made when the request answers with it)."""
-        now = utcnow()
         return PeriodDraft(
             id=self.id,
             project_did=self.project,
@@ -85,7 +84,7 @@ class _Job:
             done=self.done,
             total=self.total,
             created_at=self.created_at,
-            updated_at=now,
+            updated_at=utcnow(),
         )
 
 

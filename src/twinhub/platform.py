@@ -156,8 +156,10 @@ class Platform:
             settings.telemetry.evidence_retention_years,
             self.surveys,  # a period reads the sampled parameters the project's surveys fixed
             settings.registry.max_attachment_bytes,
+            settings.telemetry.retention_days,  # no digest kept of a day about to be pruned
         )
         self.oracle = oracle.service
+        self.day_digests = oracle.days
         self.monitoring = oracle.monitoring
         self.period_drafts = PeriodDrafts(self.sessionmaker, self.monitoring, settings.oracle)
         self.project_documents = oracle.documents  # PDDs, attachments, accreditation
@@ -213,6 +215,12 @@ class Platform:
             )
             if self.settings.oracle.enabled:
                 self.background.append(asyncio.create_task(self.oracle.run(), name="oracle"))
+                if self.settings.oracle.day_digests_days:
+                    daily = self.day_digests.run(
+                        self.settings.oracle.day_digests_interval_seconds,
+                        self.settings.oracle.day_digests_days,
+                    )
+                    self.background.append(asyncio.create_task(daily, name="day-digests"))
             # Batch verifications a stopped process left part-done carry on by themselves.
             await self.governance.batches.resume()
         self._started = True

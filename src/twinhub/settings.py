@@ -939,6 +939,24 @@ class OracleSettings(_Section):
             "stopped (its process ended): draft the period again."
         ),
     )
+    day_digests_days: int = Field(
+        3,
+        validation_alias="ORACLE_DAY_DIGESTS_DAYS",
+        ge=0,
+        le=366,
+        description=(
+            "The daily pass digests the stove-days of this many closed days before today "
+            "and keeps each day's digest, so a monitoring period's draft reads one small row "
+            "a stove-day instead of its readings (`0`: no pass; drafts still keep what they "
+            "digest). Days whose readings arrive later than this are digested by the draft."
+        ),
+    )
+    day_digests_interval_seconds: float = Field(
+        3600.0,
+        validation_alias="ORACLE_DAY_DIGESTS_INTERVAL_SECONDS",
+        gt=0,
+        description="How often the daily pass looks for stove-days to digest.",
+    )
 
 
 class EventsSettings(_Section):

@@ -168,6 +168,8 @@ FLAT_SAMPLES: dict[str, tuple[str, str]] = {
     "ORACLE_BATCH": ("51", "51"),
     "ORACLE_DRAFT_WAIT_SECONDS": ("2.5", "2.5"),
     "ORACLE_DRAFT_STALE_SECONDS": ("60.5", "60.5"),
+    "ORACLE_DAY_DIGESTS_DAYS": ("7", "7"),
+    "ORACLE_DAY_DIGESTS_INTERVAL_SECONDS": ("600.5", "600.5"),
 }
 # variable: the flat model's default, rendered by `shown`
 FLAT_DEFAULTS: dict[str, str] = {
@@ -301,6 +303,8 @@ FLAT_DEFAULTS: dict[str, str] = {
     "ORACLE_BATCH": "50",
     "ORACLE_DRAFT_WAIT_SECONDS": "4.0",
     "ORACLE_DRAFT_STALE_SECONDS": "900.0",
+    "ORACLE_DAY_DIGESTS_DAYS": "3",
+    "ORACLE_DAY_DIGESTS_INTERVAL_SECONDS": "3600.0",
 }
 
 
@@ -325,7 +329,7 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_variables_are_the_flat_ones() -> None:
     assert sorted(Settings.environment_names()) == sorted(FLAT_DEFAULTS)
-    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 130
+    assert len(Settings.environment_names()) == len(set(Settings.environment_names())) == 132
 
 
 def test_defaults_are_unchanged(environment: pytest.MonkeyPatch) -> None:

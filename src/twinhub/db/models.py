@@ -846,6 +846,28 @@ class TelemetryRollup(Base):
     cells: Mapped[bytes] = mapped_column(RollupCells)
 
 
+class TelemetryDayDigest(Base):
+    """One stove-day's raw readings as a draft digests them, kept so the next draft need
+    not read them again (services/day_digests.py, revision 0033): how many readings the day
+    held, its first and last sequence numbers, the runs of numbers it saw, and their digest
+    (`form`: how it was made). Readings are only ever added, so a day that still holds as
+    many readings between the same numbers holds the same ones; a day that does not is
+    digested again from its readings. Never evidence: a verifier's recomputation reads the
+    readings themselves."""
+
+    __tablename__ = "telemetry_day_digests"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    device_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    form: Mapped[int] = mapped_column(Integer)
+    count: Mapped[int] = mapped_column(BigInteger)
+    first_seq: Mapped[int] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    seen: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON runs; NULL: one run
+    digest: Mapped[str] = mapped_column(String(100))  # sha256:<hex>, as jcs.digest
+
+
 # -- USSD languages and stove problems (issue 17, revision 0012) ----------------------------
 class UssdLanguage(Base):
     """A USSD menu language remembered for `phone:<number>` (before log-in) or

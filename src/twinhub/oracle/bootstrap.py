@@ -12,6 +12,7 @@ from twinhub.oracle.period_workflow import PeriodWorkflow
 from twinhub.oracle.service import OracleService
 from twinhub.security.signing import Issuer
 from twinhub.services.claims import ClaimService
+from twinhub.services.day_digests import DayDigests
 from twinhub.services.ledger import Ledger
 from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService
@@ -25,6 +26,7 @@ class Oracle:
     monitoring: MonitoringService
     documents: ProjectDocuments
     workflow: PeriodWorkflow
+    days: DayDigests  # stove-days' digests kept for drafts, and the daily pass that fills them
 
 
 def build_oracle(
@@ -37,9 +39,11 @@ def build_oracle(
     evidence_years: int = 0,
     surveys: SurveyService | None = None,
     max_attachment_bytes: int = 10_485_760,
+    retention_days: int = 0,
 ) -> Oracle:
     documents = ProjectDocuments(sessions, ledger, max_attachment_bytes)
-    monitoring = MonitoringService(sessions, ledger, protocols, documents, surveys)
+    days = DayDigests(sessions, retention_days)
+    monitoring = MonitoringService(sessions, ledger, protocols, documents, surveys, days)
     return Oracle(
         OracleService(
             sessions,
@@ -54,4 +58,5 @@ def build_oracle(
         monitoring,
         documents,
         PeriodWorkflow(sessions, ledger, monitoring, documents, evidence_years),
+        days,
     )

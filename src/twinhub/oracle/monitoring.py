@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
+import structlog
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -35,7 +36,7 @@ from twinhub.kernel.principals import Principal
 from twinhub.mrv.builtin import past_document
 from twinhub.mrv.claims import FAR_FUTURE, NotComputable, claim_days, methodology_of
 from twinhub.mrv.methodology import digest_of
-from twinhub.mrv.period_inputs import freeze, report_of, seen_ranges, stored_readings_digest
+from twinhub.mrv.period_inputs import freeze, report_of
 from twinhub.mrv.periods import (
     PeriodSpec,
     compare_reports,
@@ -45,9 +46,10 @@ from twinhub.services.claim_credits import token_decimals
 from twinhub.services.claim_issuance import carried
 from twinhub.services.claims import APPROVED, OPEN
 from twinhub.services.credited_days import held
+from twinhub.services.day_digests import DayDigests, Digested, digest_days
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import Ledger
-from twinhub.services.mrv_inputs import device_identities, stored_readings, stove_periods
+from twinhub.services.mrv_inputs import device_identities, stove_periods
 from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService, ProtocolView
 from twinhub.services.surveys import SurveyService
@@ -68,7 +70,7 @@ DRAFT, SUBMITTED, VERIFIED, REJECTED, ISSUED = (
 )
 FROZEN = (SUBMITTED, VERIFIED, ISSUED)  # inputs frozen, stove-days held
 _READINGS_CHUNK = 200  # stoves whose raw readings a draft holds at once
-_YIELD_EVERY = 50  # stoves digested between two turns of the event loop (about 35 ms)
+log = structlog.get_logger(__name__)
 
 # How far a draft is, for whoever waits on it (oracle.period_drafts): its step ("reading",
 # "computing", "storing"), and the stoves whose readings are read of all of them.
@@ -131,10 +133,12 @@ class MonitoringService:
         protocols: ProtocolService,
         documents: ProjectDocuments | None = None,
         surveys: SurveyService | None = None,
+        days: DayDigests | None = None,
     ) -> None:
         self._sessions = sessions
         self._ledger = ledger
         self._protocols = protocols
+        self._days = days  # stove-days' digests kept between drafts (services.day_digests)
         self._documents = documents  # the validated project document a period computes under
         self._surveys = surveys  # the sampled parameters its surveys fixed (household size)
 
@@ -158,6 +162,7 @@ class MonitoringService:
             if existing is not None and existing.state != DRAFT:
                 return period_view(existing), False
             assert protocol is not None
+            digested = Digested() if self._days is not None else None
             frozen = await self.snapshot(
                 session,
                 project,
@@ -167,7 +172,13 @@ class MonitoringService:
                 None,
                 existing.id if existing else None,
                 progress=progress,
+                into=digested,
             )
+        if self._days is not None and digested is not None and digested.fresh:
+            try:  # the next draft's shortcut; this one stands without it
+                await self._days.keep(digested.fresh)
+            except Exception as error:
+                log.warning("day digests not kept", error=type(error).__name__)
         await progress("computing", len(frozen["stoves"]), len(frozen["stoves"]))
         report = await report_aside(frozen)
         if report["totals"]["stoves"] == 0:
@@ -250,13 +261,17 @@ class MonitoringService:
         period_id: int | None = None,
         methodology: dict[str, Any] | None = None,
         progress: Progress = unheard,
+        into: Digested | None = None,
     ) -> dict[str, Any]:
         """The period's inputs from the stored telemetry, as a draft freezes them: every
         stove's facts and days, the digests of each day's readings, and what is credited
         elsewhere already (other claims, other periods' days of the same device, or a
         second domain of one device). `methodology`: another document than the protocol's
         (a report issued under an earlier version, recomputed as it was issued). `progress`
-        hears of each chunk of stoves whose readings are read."""
+        hears of each chunk of stoves whose readings are read. `into` (a draft's): the
+        stove-days' kept digests reused where they still hold (services.day_digests), the
+        others digested from their readings and left in `into.fresh` to keep; without it
+        (a verifier's recomputation), every reading is read."""
         assert protocol.effective_methodology is not None and protocol.effective_token_class
         methodology = methodology or protocol.effective_methodology
         if stoves is None:
@@ -277,17 +292,16 @@ class MonitoringService:
                 credited.setdefault(stove, f"{first}, the same device")
         with_days = [p.stove for p in periods if p.days]
         taken_at = utcnow()
-        digests: dict[tuple[str, date], str] = {}
-        seen: dict[str, dict[str, list[list[int]]]] = {}
-        # Every raw reading of the period (1.2 million at 10,000 stoves x 30 days), none in
-        # a reference cycle: the collector's passes over them cost a quarter of the
-        # snapshot (bench/results/2026-11-28.md, "session 21").
+        digested = into if into is not None else Digested()
+        # Every raw reading of the period not digested before (1.2 million at 10,000 stoves
+        # x 30 days, at worst), none in a reference cycle: the collector's passes over them
+        # cost a quarter of the snapshot (bench/results/2026-11-28.md, "session 21").
         with collector_paused():
             for offset in range(0, len(with_days), _READINGS_CHUNK):
                 await progress("reading", offset, len(with_days))
-                await self._digested(
-                    session, with_days[offset : offset + _READINGS_CHUNK], start, end, digests, seen
-                )
+                chunk = with_days[offset : offset + _READINGS_CHUNK]
+                await digest_days(session, chunk, start, end, digested, into is not None)
+        digests, seen = digested.digests, digested.seen
         periods = [replace(p, seen=seen[p.stove]) if p.stove in seen else p for p in periods]
         token = protocol.effective_token_class
         spec = PeriodSpec(project, start, end, token, await token_decimals(session, token))
@@ -311,33 +325,6 @@ class MonitoringService:
             sampled or None,  # frozen with the inputs: the survey's figures at submission
             claims,  # the approved claims awaiting issuance it carries
         )
-
-    @staticmethod
-    async def _digested(
-        session: AsyncSession,
-        stoves: list[str],
-        start: date,
-        end: date,
-        digests: dict[tuple[str, date], str],
-        seen: dict[str, dict[str, list[list[int]]]],
-    ) -> None:
-        """The digests of `stoves`' stove-days' raw readings and the sequence numbers each
-        day saw, into `digests` and `seen`: a chunk of stoves at a time, so a period holds one
-        chunk's readings, not all of them (1.2 million at 10,000 stoves x 30 days)."""
-        readings = await stored_readings(session, stoves, start, end)
-        for number, (stove, rows) in enumerate(readings.items()):
-            if number % _YIELD_EVERY == _YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # the worker's other requests between stoves
-            by_day: dict[str, list[tuple[int, str, str]]] = {}
-            for reading in rows:
-                by_day.setdefault(reading[1][:10], []).append(reading)
-            for day, day_rows in by_day.items():
-                digests[stove, date.fromisoformat(day)] = stored_readings_digest(day_rows)
-            # Read in the session's one snapshot with the figures (db.dialects.snapshot):
-            # exactly the readings behind them, however late one was committed.
-            seen[stove] = {
-                day: seen_ranges(r[0] for r in day_rows) for day, day_rows in by_day.items()
-            }
 
     async def compute(
         self,

@@ -50,6 +50,7 @@ from twinhub.kernel.clock import utcnow
 from twinhub.logging import get_logger
 from twinhub.mrv.rollups import bucket_of
 from twinhub.mrv.telemetry_schema import READING_ORDER, Reading
+from twinhub.services.day_digests import forget_before
 from twinhub.services.evidence import held_ranges, held_reading, held_receipt
 from twinhub.telemetry.dialects import TelemetryDialect, telemetry_dialect
 from twinhub.telemetry.rows import (
@@ -646,8 +647,12 @@ class TelemetryStore:
         """Drop raw readings older than `before` (whole partitions on PostgreSQL first),
         except those an evidence hold in force keeps (services/evidence.py): a partition
         holding one stays, and its other readings are deleted row by row. Receipts go with
-        the last reading they carry; quarantined readings received before `before` go too."""
+        the last reading they carry; quarantined readings received before `before` go too.
+        The digests kept of the days pruned (services/day_digests.py) go first, the day
+        `before` falls in with them: no kept digest outlives a reading behind it."""
         today = utcnow().date()
+        async with self._sessions.begin() as session:
+            await forget_before(session, before.date() + timedelta(days=1))
         async with self._sessions() as session:
             kept = await held_ranges(session, today)
         dropped = await self.dialect.drop_partitions(self._sessions, before, self._partitions, kept)

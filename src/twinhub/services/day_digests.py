@@ -25,17 +25,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from functools import cache
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
 import structlog
-from sqlalchemy import Select, Text, bindparam, delete, func, select, type_coerce
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.dialects import Dialect, dialect_of
-from twinhub.db.models import TelemetryDayDigest, TelemetryDevice, TelemetryReading
+from twinhub.db.dialects import DAY_DIGEST_FORM, dialect_of
+from twinhub.db.driver import driver_error
+from twinhub.db.models import TelemetryDayDigest, TelemetryDevice
 from twinhub.kernel.clock import utcnow
 from twinhub.kernel.collector import collector_paused
 from twinhub.mrv.period_inputs import seen_ranges, stored_readings_digest
@@ -46,7 +44,7 @@ log = structlog.get_logger(__name__)
 
 # How a kept digest was made: mrv.period_inputs.stored_readings_digest over each reading's
 # (seq, time, values). A row of another form is never reused; change it with that rule.
-FORM = 1
+FORM = DAY_DIGEST_FORM  # the form `kept_days` reads (db.dialects)
 KEEP_MARGIN_DAYS = 2  # no row kept this close to the retention cutoff (see the module)
 _CHUNK = 500  # stoves a statement
 _YIELD_EVERY = 50  # stoves digested between two turns of the event loop
@@ -65,44 +63,6 @@ class Digested:
     fresh: list[dict[str, Any]] = field(default_factory=list)
     reused: int = 0
     read: int = 0
-
-
-@cache
-def _statements(dialect: Dialect) -> tuple[Select[Any], Select[Any]]:
-    """Built once a dialect: each stove's count of readings in a period (one index range a
-    stove, no grouping by day), and the kept rows of its days."""
-    totals = (
-        select(TelemetryDevice.did, TelemetryReading.device_id, func.count())
-        .join(TelemetryDevice, TelemetryDevice.id == TelemetryReading.device_id)
-        .where(
-            TelemetryDevice.did.in_(bindparam("dids", expanding=True)),
-            TelemetryReading.time >= bindparam("low"),
-            TelemetryReading.time < bindparam("high"),
-        )
-        .group_by(TelemetryReading.device_id, TelemetryDevice.did)
-    )
-    kept = TelemetryDayDigest
-    rows = (
-        select(
-            kept.device_id,
-            # As the driver gives it (SQLite's text, PostgreSQL's date): `_day` reads either,
-            # a fifth of the cost of SQLAlchemy's date processing over 300,000 rows.
-            type_coerce(kept.day, Text),
-            kept.count,
-            kept.first_seq,
-            kept.last_seq,
-            kept.seen,
-            kept.digest,
-        )
-        .where(
-            kept.device_id.in_(bindparam("devices", expanding=True)),
-            kept.day >= bindparam("start"),
-            kept.day <= bindparam("end"),
-            kept.form == FORM,
-        )
-        .order_by(kept.device_id, kept.day)  # the key's order: no sort
-    )
-    return totals, rows
 
 
 async def digest_days(
@@ -167,20 +127,26 @@ async def _reused(
 ) -> list[str]:
     """The stoves whose every reading of the period is on a day with a kept row that still
     holds, served from those rows into `into`; the others returned (theirs to read), with
-    the device ids of all that have readings into `devices`."""
+    the device ids of all that have readings into `devices`. Through the driver (the
+    dialect's `kept_days`): two statements a chunk of stoves."""
     low, high = day_start(start), day_start(end + timedelta(days=1))
-    totals, rows = _statements(dialect_of(session))
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    dialect = dialect_of(connection.dialect)
     stale: list[str] = []
     for offset in range(0, len(stoves), _CHUNK):
         chunk = stoves[offset : offset + _CHUNK]
+        try:
+            counts, kept_rows = await dialect.kept_days(raw, chunk, low, high, start, end)
+        except Exception as error:  # the driver's own error, told as SQLAlchemy tells it
+            raise driver_error(connection.dialect, raw, error) from error
         total: dict[int, int] = {}
-        for did, device, count in await session.execute(
-            totals, {"dids": chunk, "low": low, "high": high}
-        ):
+        for did, device, count in counts:
             devices[did] = device
             total[device] = count
-        found = await session.execute(rows, {"devices": sorted(total), "start": start, "end": end})
-        by_device = {device: list(kept) for device, kept in groupby(found, itemgetter(0))}
+        by_device: dict[int, list[Any]] = {}
+        for row in kept_rows:
+            by_device.setdefault(row[0], []).append(row)
         for did in chunk:
             device = devices.get(did)
             if device is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -40,7 +40,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
+    DAY_DIGEST_FORM,
+    KEPT_DAYS,
     RAW_READINGS,
+    READING_COUNTS,
     STOVE_FACTS,
     SUBMISSION_FACTS,
     DayRollups,
@@ -286,6 +289,21 @@ class PostgreSQL(Dialect):
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format("= ANY($1::text[])")
         return await raw.driver_connection.fetch(sql, dids)  # type: ignore[no-any-return]
+
+    async def kept_days(
+        self, raw: Any, dids: list[str], low: datetime, high: datetime, start: date, end: date
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        driver = raw.driver_connection
+        counts = await driver.fetch(
+            READING_COUNTS.format(dids="= ANY($1::text[])", low="$2", high="$3"), dids, low, high
+        )
+        kept = await driver.fetch(
+            KEPT_DAYS.format(dids="= ANY($1::text[])", start="$2", end="$3", form=DAY_DIGEST_FORM),
+            dids,
+            start,
+            end,
+        )
+        return counts, kept  # records index and unpack as tuples do
 
     async def raw_readings(
         self, raw: Any, dids: list[str], low: datetime, high: datetime

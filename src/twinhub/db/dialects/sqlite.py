@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
 
@@ -30,7 +30,10 @@ from sqlalchemy.sql.elements import ColumnElement, TextClause
 from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
+    DAY_DIGEST_FORM,
+    KEPT_DAYS,
     RAW_READINGS,
+    READING_COUNTS,
     ROLLUP_FIELD_SEPARATOR,
     STOVE_FACTS,
     SUBMISSION_FACTS,
@@ -256,6 +259,20 @@ class SQLite(Dialect):
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
         sql = STOVE_FACTS.format(f"IN ({', '.join('?' * len(dids))})")
         return await raw.driver_connection.execute_fetchall(sql, dids)  # type: ignore[no-any-return]
+
+    async def kept_days(
+        self, raw: Any, dids: list[str], low: datetime, high: datetime, start: date, end: date
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        among = f"IN ({', '.join('?' * len(dids))})"
+        driver = raw.driver_connection
+        counts = await driver.execute_fetchall(
+            READING_COUNTS.format(dids=among, low="?", high="?"), (*dids, _text(low), _text(high))
+        )
+        kept = await driver.execute_fetchall(
+            KEPT_DAYS.format(dids=among, start="?", end="?", form=DAY_DIGEST_FORM),
+            (*dids, start.isoformat(), end.isoformat()),
+        )
+        return counts, kept
 
     async def raw_readings(
         self, raw: Any, dids: list[str], low: datetime, high: datetime

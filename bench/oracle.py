@@ -239,6 +239,7 @@ async def draft(
     from sqlalchemy import delete
 
     from twinhub.db.models import TelemetryDayDigest
+    from twinhub.mrv.period_inputs import report_of
     from twinhub.services.day_digests import Digested
 
     figures: dict[str, Any] = {}
@@ -266,6 +267,10 @@ async def draft(
         _inputs_digest(frozen),
     ):
         raise SystemExit("the draft from kept digests differs from the draft from the readings")
+    # The drafts' reports come from the stoves as read; a verifier's, from the frozen
+    # inputs thawed (mrv.period_inputs.report_of): the two must be one report.
+    if report_of(frozen)["reportDigest"] != report["reportDigest"]:
+        raise SystemExit("the draft's report differs from the report of its frozen inputs")
     figures["draft: stoves included"] = report["totals"]["included"]
     figures["draft: report digest (both drafts)"] = report["reportDigest"]
     # The frozen inputs but their moment: the same data gives the same digest.
@@ -316,12 +321,12 @@ async def _draft(
     ticks = asyncio.create_task(ticker())
     t0, c0 = time.perf_counter(), time.process_time()
     async with read_snapshot(platform.sessionmaker) as session:
-        frozen = await platform.monitoring.snapshot(
+        frozen, frozen_stoves = await platform.monitoring.inputs(
             session, "did:ixo:entity/bench-project", start, end, protocol, stoves, into=into
         )
     t1, c1 = time.perf_counter(), time.process_time()
     phase = "report"
-    report = await report_aside(frozen)  # as MonitoringService.run does
+    report = await report_aside(frozen, frozen_stoves)  # as MonitoringService.run does
     t2, c2 = time.perf_counter(), time.process_time()
     ticking = False
     await ticks

@@ -234,14 +234,17 @@ def stove_days(row: Mapping[str, Any]) -> list[StoveDay]:
 
 
 def thaw(frozen: dict[str, Any]) -> tuple[PeriodSpec, list[StovePeriod]]:
-    spec = PeriodSpec(
+    return _spec(frozen), [thaw_stove(row) for row in frozen["stoves"]]
+
+
+def _spec(frozen: dict[str, Any]) -> PeriodSpec:
+    return PeriodSpec(
         frozen["project"],
         date.fromisoformat(frozen["period"]["from"]),
         date.fromisoformat(frozen["period"]["to"]),
         frozen["token"],
         frozen["decimals"],
     )
-    return spec, [thaw_stove(row) for row in frozen["stoves"]]
 
 
 def thaw_stove(row: Mapping[str, Any]) -> StovePeriod:
@@ -265,10 +268,19 @@ def thaw_stove(row: Mapping[str, Any]) -> StovePeriod:
     )
 
 
-def report_of(frozen: dict[str, Any]) -> dict[str, Any]:
+def report_of(
+    frozen: dict[str, Any], stoves: Sequence[StovePeriod] | None = None
+) -> dict[str, Any]:
     """The monitoring report the snapshot gives: the same code path as a period computed
-    from the database (mrv.periods), so the two agree to the last unit."""
-    spec, stoves = thaw(frozen)
+    from the database (mrv.periods), so the two agree to the last unit. `stoves`: the
+    stoves the snapshot froze, as the rules read them, where the caller still holds them (a
+    draft, which froze them just now; their days keep the columns they were read as, which
+    the rules read at once): the same report without thawing them. A verifier's
+    recomputation thaws what was frozen."""
+    if stoves is None:
+        spec, stoves = thaw(frozen)
+    else:
+        spec = _spec(frozen)
     methodology = methodology_of(frozen["methodology"])
     findings = assess_periods(stoves)  # the bench's function: columns where the days have them
     report = compute_period(

@@ -11,10 +11,10 @@ two concurrent runs cannot both pass); a rejected period no longer holds its day
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import structlog
@@ -39,6 +39,7 @@ from twinhub.mrv.methodology import digest_of
 from twinhub.mrv.period_inputs import freeze, report_of
 from twinhub.mrv.periods import (
     PeriodSpec,
+    StovePeriod,
     compare_reports,
     report_csv,
 )
@@ -89,11 +90,13 @@ DRAFT_STEPS = {  # each step as a person reads it (the CLI's bar, the console's 
 }
 
 
-async def report_aside(frozen: dict[str, Any]) -> dict[str, Any]:
+async def report_aside(
+    frozen: dict[str, Any], stoves: Sequence[StovePeriod] | None = None
+) -> dict[str, Any]:
     """The draft's report, computed in a thread: seconds of pure computation at programme
     scale (20 s at 100,000 stoves), during which the worker's event loop keeps answering
-    its other requests."""
-    return await asyncio.to_thread(_report, frozen)
+    its other requests. `stoves`: those the snapshot froze (mrv.period_inputs.report_of)."""
+    return await asyncio.to_thread(_report, frozen, stoves)
 
 
 def _frozen(*inputs: Any) -> dict[str, Any]:
@@ -101,9 +104,16 @@ def _frozen(*inputs: Any) -> dict[str, Any]:
         return freeze(*inputs)
 
 
-def _report(frozen: dict[str, Any]) -> dict[str, Any]:
+def _report(frozen: dict[str, Any], stoves: Sequence[StovePeriod] | None) -> dict[str, Any]:
     with collector_paused():  # the thawed stove-days: many small objects, no cycle
-        return report_of(frozen)
+        return report_of(frozen, stoves)
+
+
+class Inputs(NamedTuple):
+    """A snapshot: the frozen inputs, and the stoves they froze as the rules read them."""
+
+    frozen: dict[str, Any]
+    stoves: list[StovePeriod]
 
 
 def period_view(row: MonitoringPeriod) -> dict[str, Any]:
@@ -163,7 +173,7 @@ class MonitoringService:
                 return period_view(existing), False
             assert protocol is not None
             digested = Digested() if self._days is not None else None
-            frozen = await self.snapshot(
+            frozen, stoves = await self.inputs(
                 session,
                 project,
                 start,
@@ -180,7 +190,7 @@ class MonitoringService:
             except Exception as error:
                 log.warning("day digests not kept", error=type(error).__name__)
         await progress("computing", len(frozen["stoves"]), len(frozen["stoves"]))
-        report = await report_aside(frozen)
+        report = await report_aside(frozen, stoves)
         if report["totals"]["stoves"] == 0:
             raise Conflict(
                 f"{project} has no active stoves: a period with no data is refused, never "
@@ -250,7 +260,7 @@ class MonitoringService:
         _, protocol = await self._collection(session, project)
         return existing, protocol
 
-    async def snapshot(
+    async def inputs(
         self,
         session: AsyncSession,
         project: str,
@@ -262,7 +272,7 @@ class MonitoringService:
         methodology: dict[str, Any] | None = None,
         progress: Progress = unheard,
         into: Digested | None = None,
-    ) -> dict[str, Any]:
+    ) -> Inputs:
         """The period's inputs from the stored telemetry, as a draft freezes them: every
         stove's facts and days, the digests of each day's readings, and what is credited
         elsewhere already (other claims, other periods' days of the same device, or a
@@ -311,7 +321,7 @@ class MonitoringService:
         sampled = await self._surveys.sampled_parameters(project) if self._surveys else None
         claims = await carried(session, project, end)
         # In a thread, as the report: a second at 10,000 stoves the event loop is not held.
-        return await asyncio.to_thread(
+        frozen = await asyncio.to_thread(
             _frozen,
             spec,
             protocol.did,
@@ -325,6 +335,7 @@ class MonitoringService:
             sampled or None,  # frozen with the inputs: the survey's figures at submission
             claims,  # the approved claims awaiting issuance it carries
         )
+        return Inputs(frozen, periods)
 
     async def compute(
         self,
@@ -338,11 +349,11 @@ class MonitoringService:
         methodology: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The report for the period from the stored telemetry (pure after the reads)."""
-        frozen = await self.snapshot(
+        made = await self.inputs(
             session, project, start, end, protocol, stoves, period_id, methodology
         )
         with collector_paused():  # the thawed stove-days: many small objects, no cycle
-            return report_of(frozen)
+            return report_of(made.frozen)  # thawed: a verifier recomputes what was frozen
 
     @staticmethod
     async def credited(

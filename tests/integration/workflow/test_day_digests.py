@@ -11,14 +11,16 @@ import asyncio
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import orjson
 from sqlalchemy import select, update
 
 from tests.conftest import Registry
 from tests.support.workflow_world import Workflow, build_workflow, send_reading
 from twinhub.db.dialects import read_snapshot
-from twinhub.db.models import TelemetryDayDigest, TelemetryDevice
+from twinhub.db.models import MonitoringPeriod, TelemetryDayDigest, TelemetryDevice
 from twinhub.kernel.clock import utcnow
 from twinhub.mrv.evidence_bundle import verify_bundle
+from twinhub.mrv.period_inputs import report_of
 from twinhub.services.day_digests import DayDigests, Digested, digest_days
 
 START, END = date(2026, 10, 1), date(2026, 10, 10)
@@ -63,7 +65,13 @@ async def test_a_draft_reuses_the_days_kept_and_digests_again_only_what_changed(
     days = len(reference.digests)
     assert days >= 2 * 10
 
-    await flow.draft()  # the draft keeps each closed stove-day it digested
+    drafted = await flow.draft()  # the draft keeps each closed stove-day it digested
+    # Its report, made from the stoves as read, is the report of its inputs as frozen (what
+    # a verifier recomputes once the period is submitted).
+    async with registry.platform.sessionmaker() as session:
+        row = await session.get(MonitoringPeriod, drafted["id"])
+        assert row is not None and row.inputs is not None
+        assert report_of(orjson.loads(row.inputs)) == orjson.loads(row.report)
     kept = await kept_rows(registry, stoves)
     assert len(kept) == days
     assert {digest for *_, digest in kept} == set(reference.digests.values())

@@ -503,10 +503,10 @@ async def test_a_draft_reads_its_raw_readings_a_chunk_of_stoves_at_a_time(
     for chunk in (1, 500):
         monkeypatch.setattr(monitoring, "_READINGS_CHUNK", chunk)
         async with read_snapshot(platform.sessionmaker) as session:
-            made = await platform.monitoring.snapshot(
+            made = await platform.monitoring.inputs(
                 session, flow.project, date(2026, 10, 1), date(2026, 10, 10), protocol
             )
-        frozen.append({**made, "takenAt": None})
+        frozen.append({**made.frozen, "takenAt": None})
     assert frozen[0] == frozen[1]
     stoves = frozen[0]["stoves"]
     assert len(stoves) == 3 and all(len(row["seen"]) == 10 for row in stoves)

@@ -333,7 +333,7 @@ async def _draft(
     stored = len(orjson.dumps(report)) + len(orjson.dumps(frozen))
     t3, c3 = time.perf_counter(), time.process_time()
     figures["snapshot, digests and seen numbers (s wall / cpu)"] = f"{t1 - t0:.2f} / {c1 - c0:.2f}"
-    figures["report_of, thawed (s wall / cpu)"] = f"{t2 - t1:.2f} / {c2 - c1:.2f}"
+    figures["report, from the stoves as read (s wall / cpu)"] = f"{t2 - t1:.2f} / {c2 - c1:.2f}"
     figures["report and inputs as JSON (s wall / cpu; MiB)"] = (
         f"{t3 - t2:.2f} / {c3 - c2:.2f}; {stored / 2**20:.0f}"
     )

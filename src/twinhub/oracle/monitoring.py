@@ -184,11 +184,6 @@ class MonitoringService:
                 progress=progress,
                 into=digested,
             )
-        if self._days is not None and digested is not None and digested.fresh:
-            try:  # the next draft's shortcut; this one stands without it
-                await self._days.keep(digested.fresh)
-            except Exception as error:
-                log.warning("day digests not kept", error=type(error).__name__)
         await progress("computing", len(frozen["stoves"]), len(frozen["stoves"]))
         report = await report_aside(frozen, stoves)
         if report["totals"]["stoves"] == 0:
@@ -197,7 +192,25 @@ class MonitoringService:
                 "issued with zero."
             )
         await progress("storing", len(frozen["stoves"]), len(frozen["stoves"]))
+        stored = await self._store_draft(project, start, end, actor, frozen, report)
+        if self._days is not None and digested is not None and digested.fresh:
+            try:  # the next draft's shortcut, kept once this one is stored
+                await self._days.keep(digested.fresh)
+            except Exception as error:  # this draft stands without it
+                log.warning("day digests not kept", error=type(error).__name__)
+        return stored
 
+    async def _store_draft(
+        self,
+        project: str,
+        start: date,
+        end: date,
+        actor: Principal,
+        frozen: dict[str, Any],
+        report: dict[str, Any],
+    ) -> tuple[dict[str, Any], bool]:
+        """The draft stored (a period made, or its draft replaced) with its ledger entry;
+        a period submitted meanwhile is answered as frozen: (view, created)."""
         async with self._ledger.write() as write:
             session = write.session
             await self._no_overlap(session, project, start, end)

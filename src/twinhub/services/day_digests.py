@@ -25,7 +25,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 from sqlalchemy import delete, select
@@ -47,9 +47,23 @@ log = structlog.get_logger(__name__)
 FORM = DAY_DIGEST_FORM  # the form `kept_days` reads (db.dialects)
 KEEP_MARGIN_DAYS = 2  # no row kept this close to the retention cutoff (see the module)
 _CHUNK = 500  # stoves a statement
+_KEEP_BATCH = 10_000  # kept rows a statement
 _YIELD_EVERY = 50  # stoves digested between two turns of the event loop
 
 Runs = list[list[int]]
+
+
+class KeptDay(NamedTuple):
+    """A row of telemetry_day_digests, in its columns' order (the dialects' `keep_days`)."""
+
+    device_id: int
+    day: date
+    form: int
+    count: int
+    first_seq: int
+    last_seq: int
+    seen: str | None  # the runs of sequence numbers as JSON; None: one run, first to last
+    digest: str
 
 
 @dataclass
@@ -60,7 +74,7 @@ class Digested:
 
     digests: dict[tuple[str, date], str] = field(default_factory=dict)
     seen: dict[str, dict[str, Runs]] = field(default_factory=dict)
-    fresh: list[dict[str, Any]] = field(default_factory=list)
+    fresh: list[KeptDay] = field(default_factory=list)
     reused: int = 0
     read: int = 0
 
@@ -103,16 +117,16 @@ async def digest_days(
             into.read += 1
             if device is not None:
                 into.fresh.append(
-                    {
-                        "device_id": device,
-                        "day": when,
-                        "form": FORM,
-                        "count": len(day_rows),
-                        "first_seq": min(seqs),
-                        "last_seq": max(seqs),
-                        "seen": None if len(runs) == 1 else json.dumps(runs),
-                        "digest": digest,
-                    }
+                    KeptDay(
+                        device,
+                        when,
+                        FORM,
+                        len(day_rows),
+                        min(seqs),
+                        max(seqs),
+                        None if len(runs) == 1 else json.dumps(runs),
+                        digest,
+                    )
                 )
         into.seen[stove] = days
 
@@ -194,28 +208,26 @@ class DayDigests:
             return date.min
         return today - timedelta(days=self._retention_days - KEEP_MARGIN_DAYS)
 
-    async def keep(self, fresh: list[dict[str, Any]]) -> int:
+    async def keep(self, fresh: list[KeptDay]) -> int:
         """Keep the rows a draft or the pass digested: closed days only (before today, in
         UTC), past the retention margin; a row already kept for the day is replaced. In
         (device, day) order, so two writers never wait on each other's rows crosswise."""
         low, today = self.keepable_from(), utcnow().date()
-        rows = sorted(
-            (row for row in fresh if low <= row["day"] < today),
-            key=lambda row: (row["device_id"], row["day"]),
-        )
+        # One row a device and day (a statement may not write one twice), in key order.
+        chosen = {(row.device_id, row.day): row for row in fresh if low <= row.day < today}
+        rows = [chosen[key] for key in sorted(chosen)]
         if not rows:
             return 0
         async with self._sessions.begin() as session:
-            insert = dialect_of(session).insert(TelemetryDayDigest)
-            statement = insert.on_conflict_do_update(
-                index_elements=["device_id", "day"],
-                set_={
-                    name: insert.excluded[name]
-                    for name in ("form", "count", "first_seq", "last_seq", "seen", "digest")
-                },
-            )
-            for offset in range(0, len(rows), 5_000):
-                await session.execute(statement, rows[offset : offset + 5_000])
+            connection = await session.connection()
+            raw = await connection.get_raw_connection()
+            dialect = dialect_of(connection.dialect)
+            for offset in range(0, len(rows), _KEEP_BATCH):
+                batch = rows[offset : offset + _KEEP_BATCH]
+                try:
+                    await dialect.keep_days(raw, batch)
+                except Exception as error:  # the driver's own error, told as SQLAlchemy does
+                    raise driver_error(connection.dialect, raw, error) from error
         return len(rows)
 
     async def fill(self, day: date) -> tuple[int, int]:

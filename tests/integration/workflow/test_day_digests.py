@@ -109,7 +109,7 @@ async def test_a_reading_on_a_day_with_no_kept_row_digests_its_stove_again(
     found = await digested(registry, stoves, reuse=True)
     assert found.reused == 0  # both stoves cooked on the day no longer kept
     assert found.digests == (await digested(registry, stoves, reuse=False)).digests
-    assert {row["day"] for row in found.fresh} >= {START}
+    assert {row.day for row in found.fresh} >= {START}
 
 
 async def test_a_kept_row_is_never_what_a_verifier_checks(registry: Registry) -> None:
@@ -158,8 +158,8 @@ async def test_the_pruner_forgets_the_days_it_prunes_and_no_row_is_kept_near_its
     async with registry.platform.sessionmaker.begin() as session:
         await session.execute(TelemetryDayDigest.__table__.delete())
     into = await digested(registry, stoves, reuse=True)  # the days left after the prune
-    assert min(row["day"] for row in into.fresh) == date(2026, 10, 5)
-    today_row = {**into.fresh[0], "day": today}
+    assert min(row.day for row in into.fresh) == date(2026, 10, 5)
+    today_row = into.fresh[0]._replace(day=today)
     assert await days.keep([*into.fresh, today_row]) == 2 * 2  # 9 and 10 October, 2 stoves
     assert {row[1] for row in await kept_rows(registry, stoves)} == {date(2026, 10, 9), END}
 

@@ -41,6 +41,7 @@ from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
     DAY_DIGEST_FORM,
+    KEEP_DAYS,
     KEPT_DAYS,
     RAW_READINGS,
     READING_COUNTS,
@@ -304,6 +305,14 @@ class PostgreSQL(Dialect):
             end,
         )
         return counts, kept  # records index and unpack as tuples do
+
+    async def keep_days(self, raw: Any, rows: list[tuple[Any, ...]]) -> None:
+        source = (
+            "SELECT * FROM unnest($1::integer[], $2::date[], $3::integer[], $4::bigint[],"
+            " $5::bigint[], $6::bigint[], $7::text[], $8::text[])"
+        )
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        await raw.driver_connection.execute(KEEP_DAYS.format(source), *columns)
 
     async def raw_readings(
         self, raw: Any, dids: list[str], low: datetime, high: datetime

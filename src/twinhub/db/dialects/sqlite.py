@@ -31,6 +31,7 @@ from sqlalchemy.types import TypeEngine
 
 from twinhub.db.dialects import (
     DAY_DIGEST_FORM,
+    KEEP_DAYS,
     KEPT_DAYS,
     RAW_READINGS,
     READING_COUNTS,
@@ -273,6 +274,13 @@ class SQLite(Dialect):
             (*dids, start.isoformat(), end.isoformat()),
         )
         return counts, kept
+
+    async def keep_days(self, raw: Any, rows: list[tuple[Any, ...]]) -> None:
+        # A date as SQLAlchemy keeps it on SQLite: its ISO text.
+        sent = [(device, day.isoformat(), *rest) for device, day, *rest in rows]
+        await raw.driver_connection.executemany(
+            KEEP_DAYS.format("VALUES (?, ?, ?, ?, ?, ?, ?, ?)"), sent
+        )
 
     async def raw_readings(
         self, raw: Any, dids: list[str], low: datetime, high: datetime

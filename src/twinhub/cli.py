@@ -1105,6 +1105,46 @@ def oracle_run_period(
     )
 
 
+@oracle_app.command("keep-digests")
+def oracle_keep_digests(
+    start: Annotated[str, typer.Option("--from", help="First day (UTC), e.g. 2026-10-01.")],
+    end: Annotated[str, typer.Option("--to", help="Last day (UTC), inclusive.")],
+) -> None:
+    """Digest and keep every stove-day's readings of the closed days from `--from` to `--to`
+    (what the daily pass does for the last ORACLE_DAY_DIGESTS_DAYS days), so the first draft
+    of a period among them reads one small row a stove-day instead of its readings: for a
+    deployment's history, once. Days already kept and unchanged are skipped."""
+    from datetime import timedelta
+
+    from twinhub.kernel.clock import utcnow
+
+    first, last = _day(start, "--from"), _day(end, "--to")
+    today = utcnow().date()
+    if first > last:
+        console.print("[red]--from must not be after --to[/red]")
+        raise typer.Exit(2)
+    if last >= today:
+        console.print(f"[red]--to must be a closed day, before today ({today.isoformat()})[/red]")
+        raise typer.Exit(2)
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+    async def work(platform: Any) -> tuple[int, int]:
+        kept = made = 0
+        with _telemetry_bar() as bar:  # on stderr: a year of a large programme takes minutes
+            task = bar.add_task("digesting stove-days", total=len(days))
+            for day in days:
+                bar.update(task, description=f"digesting {day.isoformat()}")
+                already, now = await platform.day_digests.fill(day)
+                kept, made = kept + already, made + now
+                bar.advance(task)
+        return kept, made
+
+    kept, made = _with_platform(work)
+    console.print(
+        f"{made:,} stove-days digested and kept, {kept:,} already kept, over {len(days)} days"
+    )
+
+
 def _require_database() -> None:
     """Stop with a message (exit 2) unless the configured database exists, answers and
     holds twinhub's schema at this program's revision: a read-only command never creates

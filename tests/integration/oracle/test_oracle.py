@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -535,7 +535,18 @@ def test_run_period_and_verify_report_from_the_command_line(tmp_path: Path) -> N
             return world.project
 
     project = asyncio.run(build())
-    args = ("oracle", "run-period", project, "--from", "2026-10-01", "--to", "2026-10-10")
+    # The period's stove-days kept beforehand, as an operator does for a deployment's
+    # history; a second run finds them kept. Open days are refused.
+    span = ("--from", "2026-10-01", "--to", "2026-10-10")
+    kept = run_cli("oracle", "keep-digests", *span, env=env, timeout=120)
+    assert kept.returncode == 0, kept.stderr
+    assert "10 stove-days digested and kept, 0 already kept, over 10 days" in kept.stderr
+    again = run_cli("oracle", "keep-digests", *span, env=env, timeout=120)
+    assert "0 stove-days digested and kept, 10 already kept" in again.stderr, again.stderr
+    today = datetime.now(UTC).date().isoformat()
+    refused = run_cli("oracle", "keep-digests", "--from", today, "--to", today, env=env)
+    assert refused.returncode == 2 and "must be a closed day" in refused.stderr
+    args = ("oracle", "run-period", project, *span)
     made = run_cli(*args, env=env, timeout=120)
     assert made.returncode == 0, made.stderr
     period = orjson.loads(made.stdout)

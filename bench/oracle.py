@@ -250,7 +250,7 @@ async def draft(
     figures.update({f"draft, nothing kept: {k}": v for k, v in made.items()})
     c0 = time.process_time()
     kept = await platform.day_digests.keep(first.fresh)
-    figures["draft, nothing kept: its stove-days kept after (s cpu; rows)"] = (
+    figures["draft, nothing kept: the rest of its stove-days kept after (s cpu; rows)"] = (
         f"{time.process_time() - c0:.2f}; {kept}"
     )
     if profiler:

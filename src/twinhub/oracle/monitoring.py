@@ -71,6 +71,7 @@ DRAFT, SUBMITTED, VERIFIED, REJECTED, ISSUED = (
 )
 FROZEN = (SUBMITTED, VERIFIED, ISSUED)  # inputs frozen, stove-days held
 _READINGS_CHUNK = 200  # stoves whose raw readings a draft holds at once
+_KEEP_EVERY = 100_000  # stove-days a draft digested, kept as it goes (another transaction)
 log = structlog.get_logger(__name__)
 
 # How far a draft is, for whoever waits on it (oracle.period_drafts): its step ("reading",
@@ -193,12 +194,19 @@ class MonitoringService:
             )
         await progress("storing", len(frozen["stoves"]), len(frozen["stoves"]))
         stored = await self._store_draft(project, start, end, actor, frozen, report)
-        if self._days is not None and digested is not None and digested.fresh:
-            try:  # the next draft's shortcut, kept once this one is stored
-                await self._days.keep(digested.fresh)
-            except Exception as error:  # this draft stands without it
-                log.warning("day digests not kept", error=type(error).__name__)
+        await self._keep(digested)  # the rest of what it digested, once it is stored
         return stored
+
+    async def _keep(self, digested: Digested | None) -> None:
+        """Keep the stove-days `digested` holds to keep, and let go of them: the next
+        draft's shortcut (services.day_digests); the draft stands without it."""
+        if self._days is None or digested is None or not digested.fresh:
+            return
+        try:
+            await self._days.keep(digested.fresh)
+        except Exception as error:  # a data error is never a failed draft
+            log.warning("day digests not kept", error=type(error).__name__)
+        digested.fresh.clear()
 
     async def _store_draft(
         self,
@@ -324,6 +332,8 @@ class MonitoringService:
                 await progress("reading", offset, len(with_days))
                 chunk = with_days[offset : offset + _READINGS_CHUNK]
                 await digest_days(session, chunk, start, end, digested, into is not None)
+                if len(digested.fresh) >= _KEEP_EVERY:  # bounded: 3 million at 100,000 stoves
+                    await self._keep(digested)
         digests, seen = digested.digests, digested.seen
         periods = [replace(p, seen=seen[p.stove]) if p.stove in seen else p for p in periods]
         token = protocol.effective_token_class

@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import orjson
+import pytest
 from sqlalchemy import select, update
 
 from tests.conftest import Registry
@@ -21,7 +22,8 @@ from twinhub.db.models import MonitoringPeriod, TelemetryDayDigest, TelemetryDev
 from twinhub.kernel.clock import utcnow
 from twinhub.mrv.evidence_bundle import verify_bundle
 from twinhub.mrv.period_inputs import report_of
-from twinhub.services.day_digests import DayDigests, Digested, digest_days
+from twinhub.oracle import monitoring
+from twinhub.services.day_digests import DayDigests, Digested, KeptDay, digest_days
 
 START, END = date(2026, 10, 1), date(2026, 10, 10)
 
@@ -191,3 +193,28 @@ async def test_the_daily_pass_keeps_a_closed_days_stove_days_once(registry: Regi
     }
     again = await digested(registry, stoves, reuse=True)
     assert (again.reused, again.read) == (len(reference.digests), 0)
+
+
+async def test_a_large_draft_keeps_what_it_digested_as_it_goes(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A draft holds at most `_KEEP_EVERY` stove-days to keep (3 million at 100,000 stoves
+    would be half a gigabyte): past it, they are kept while it still reads. Here a stove a
+    chunk and every stove-day past the bound."""
+    monkeypatch.setattr(monitoring, "_READINGS_CHUNK", 1)
+    monkeypatch.setattr(monitoring, "_KEEP_EVERY", 1)
+    kept_while_reading: list[int] = []
+    keep = registry.platform.day_digests.keep
+
+    async def counted(fresh: list[KeptDay]) -> int:
+        kept_while_reading.append(len(fresh))
+        return await keep(fresh)
+
+    monkeypatch.setattr(registry.platform.day_digests, "keep", counted)
+    flow, stoves = await programme(registry)
+    reference = await digested(registry, stoves, reuse=False)
+    await flow.draft()
+    assert kept_while_reading == [10, 10]  # one stove's ten days after each chunk, none left
+    assert {(row[1], row[3]) for row in await kept_rows(registry, stoves)} == {
+        (when, digest) for (_, when), digest in reference.digests.items()
+    }

@@ -275,9 +275,9 @@ async def draft(
     figures["draft: report digest (both drafts)"] = report["reportDigest"]
     # The frozen inputs but their moment: the same data gives the same digest.
     figures["draft: inputs digest (both drafts)"] = _inputs_digest(frozen)
-    # The daily pass over one day of every stove, that day's kept rows forgotten first.
+    # The daily pass over one day of every stove, what was kept forgotten first.
     async with platform.sessionmaker.begin() as session:
-        await session.execute(delete(TelemetryDayDigest).where(TelemetryDayDigest.day == end))
+        await session.execute(delete(TelemetryDayDigest))
     c0 = time.process_time()
     _, digested = await platform.day_digests.fill(end)
     figures["daily pass: one day of every stove (s cpu; stove-days digested)"] = (

@@ -847,25 +847,22 @@ class TelemetryRollup(Base):
 
 
 class TelemetryDayDigest(Base):
-    """One stove-day's raw readings as a draft digests them, kept so the next draft need
-    not read them again (services/day_digests.py, revision 0033): how many readings the day
-    held, its first and last sequence numbers, the runs of numbers it saw, and their digest
-    (`form`: how it was made). Readings are only ever added, so a day that still holds as
-    many readings between the same numbers holds the same ones; a day that does not is
-    digested again from its readings. Never evidence: a verifier's recomputation reads the
-    readings themselves."""
+    """A device's stove-days of one month as drafts digest them, kept so the next draft need
+    not read their readings again (services/day_digests.py, revision 0033): one row a device
+    and month (a draft reads 30 times fewer rows than with one a day), its days in `days`,
+    `{"YYYY-MM-DD": [readings, first seq, last seq, runs of seqs or null, digest]}` (null:
+    one run, first to last), made as `form` says. Readings are only ever added, so a day
+    that still holds as many readings holds the same ones; one that does not is digested
+    again from its readings. Never evidence: a verifier's recomputation reads the readings
+    themselves."""
 
     __tablename__ = "telemetry_day_digests"
     __table_args__ = ({"sqlite_with_rowid": False},)
 
     device_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    month: Mapped[date] = mapped_column(Date, primary_key=True)  # its first day
     form: Mapped[int] = mapped_column(Integer)
-    count: Mapped[int] = mapped_column(BigInteger)
-    first_seq: Mapped[int] = mapped_column(BigInteger)
-    last_seq: Mapped[int] = mapped_column(BigInteger)
-    seen: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON runs; NULL: one run
-    digest: Mapped[str] = mapped_column(String(100))  # sha256:<hex>, as jcs.digest
+    days: Mapped[dict[str, list[Any]]] = mapped_column(JsonDocument)
 
 
 # -- USSD languages and stove problems (issue 17, revision 0012) ----------------------------

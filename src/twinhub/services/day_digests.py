@@ -2,36 +2,36 @@
 period's draft freezes for every stove-day (the digest of its readings and the runs of
 sequence numbers it saw) without reading a million readings at every draft.
 
-A kept row (`telemetry_day_digests`) says how many readings the day held when it was
-digested. Readings are only ever added (a number stored again is ignored), so a day's
-count only grows: when a stove's kept counts over a period add up to its readings in the
-period, no kept day has gained a reading and none is on a day not kept, and every kept
-digest is its day's digest. Any other stove is read and digested again, and its days kept
-anew. The one way readings leave is the retention pruner, which first forgets the kept
-rows of the days it prunes (`forget_before`); no row is kept for a day within
-`KEEP_MARGIN_DAYS` of its cutoff, so a row made from readings read before a prune is never
-written after it.
+A kept day (in its device's month, a row of `telemetry_day_digests`) says how many
+readings the day held when it was digested. Readings are only ever added (a number stored
+again is ignored), so a day's count only grows: when a stove's kept counts over a period
+add up to its readings in the period, no kept day has gained a reading and none is on a
+day not kept, and every kept digest is its day's digest. Any other stove is read and
+digested again, and its days kept anew. The one way readings leave is the retention
+pruner, which first forgets the kept months of the days it prunes (`forget_before`); no
+day is kept within `KEEP_MARGIN_DAYS` of its cutoff, so a day digested from readings read
+before a prune is never written after it.
 
-Rows are made by drafts (what they digested, kept after their snapshot) and by the daily
-pass (`DayDigests.run`: yesterday's stove-days, so a period's first draft reads kept rows
-too). Nothing a verifier checks depends on them: `verify-report` and the evidence bundle
-digest the readings themselves (oracle.monitoring `snapshot` without `reuse`).
+Days are kept by drafts (what they digested) and by the daily pass (`DayDigests.run`: the
+closed days before today, so a period's first draft finds them kept too). Nothing a
+verifier checks depends on them: `verify-report` and the evidence bundle digest the
+readings themselves (oracle.monitoring `inputs` without `into`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, NamedTuple
 
+import orjson
 import structlog
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from twinhub.db.dialects import DAY_DIGEST_FORM, dialect_of
+from twinhub.db.dialects import dialect_of
 from twinhub.db.driver import driver_error
 from twinhub.db.models import TelemetryDayDigest, TelemetryDevice
 from twinhub.kernel.clock import utcnow
@@ -42,28 +42,32 @@ from twinhub.services.mrv_inputs import stored_readings
 
 log = structlog.get_logger(__name__)
 
-# How a kept digest was made: mrv.period_inputs.stored_readings_digest over each reading's
-# (seq, time, values). A row of another form is never reused; change it with that rule.
-FORM = DAY_DIGEST_FORM  # the form `kept_days` reads (db.dialects)
-KEEP_MARGIN_DAYS = 2  # no row kept this close to the retention cutoff (see the module)
+# How a kept digest is made (db.dialects.DAY_DIGEST_FORM, a month's `form`): by
+# mrv.period_inputs.stored_readings_digest over each reading's (seq, time, values). A month
+# of another form is never read; change the form with that rule.
+KEEP_MARGIN_DAYS = 2  # no day kept this close to the retention cutoff (see the module)
 _CHUNK = 500  # stoves a statement
-_KEEP_BATCH = 10_000  # kept rows a statement
+_KEEP_BATCH = 5_000  # kept months a statement
 _YIELD_EVERY = 50  # stoves digested between two turns of the event loop
 
 Runs = list[list[int]]
 
 
 class KeptDay(NamedTuple):
-    """A row of telemetry_day_digests, in its columns' order (the dialects' `keep_days`)."""
+    """One stove-day as kept (in its month's row, `telemetry_day_digests.days`)."""
 
     device_id: int
     day: date
-    form: int
-    count: int
+    count: int  # the readings it held
     first_seq: int
     last_seq: int
-    seen: str | None  # the runs of sequence numbers as JSON; None: one run, first to last
+    seen: list[list[int]]  # the runs of sequence numbers
     digest: str
+
+    def entry(self) -> list[Any]:
+        """Its value in the month's `days`: the runs null when one, first to last."""
+        runs = None if len(self.seen) == 1 else self.seen
+        return [self.count, self.first_seq, self.last_seq, runs, self.digest]
 
 
 @dataclass
@@ -117,16 +121,7 @@ async def digest_days(
             into.read += 1
             if device is not None:
                 into.fresh.append(
-                    KeptDay(
-                        device,
-                        when,
-                        FORM,
-                        len(day_rows),
-                        min(seqs),
-                        max(seqs),
-                        None if len(runs) == 1 else json.dumps(runs),
-                        digest,
-                    )
+                    KeptDay(device, when, len(day_rows), min(seqs), max(seqs), runs, digest)
                 )
         into.seen[stove] = days
 
@@ -158,9 +153,13 @@ async def _reused(
         for did, device, count in counts:
             devices[did] = device
             total[device] = count
-        by_device: dict[int, list[Any]] = {}
-        for row in kept_rows:
-            by_device.setdefault(row[0], []).append(row)
+        # A device's kept days of the period, from its months' rows.
+        first, last = start.isoformat(), end.isoformat()
+        by_device: dict[int, list[tuple[str, list[Any]]]] = {}
+        for device, days in kept_rows:
+            by_device.setdefault(device, []).extend(
+                (day, entry) for day, entry in orjson.loads(days).items() if first <= day <= last
+            )
         for did in chunk:
             device = devices.get(did)
             if device is None:
@@ -169,29 +168,22 @@ async def _reused(
             # A day's count only grows (readings are only added), so the kept counts add up
             # to the stove's readings exactly when no kept day has gained one and no reading
             # is on a day not kept.
-            if sum(row[2] for row in kept) == total[device]:
+            if sum(entry[0] for _, entry in kept) == total[device]:
                 seen = into.seen[did] = {}
-                for _, day, _, first, last, runs, digest in kept:
-                    text, when = _day(day)
-                    seen[text] = [[first, last]] if runs is None else json.loads(runs)
-                    into.digests[did, when] = digest
+                for day, (_, low_seq, high_seq, runs, digest) in kept:
+                    seen[day] = [[low_seq, high_seq]] if runs is None else runs
+                    into.digests[did, date.fromisoformat(day)] = digest
                 into.reused += len(kept)
                 continue
             stale.append(did)
     return stale
 
 
-def _day(value: str | date) -> tuple[str, date]:
-    """A kept day as the driver gives it (SQLite's ISO text, PostgreSQL's date): both."""
-    if isinstance(value, str):
-        return value, date.fromisoformat(value)
-    return value.isoformat(), value
-
-
 async def forget_before(session: AsyncSession, day: date) -> None:
-    """Forget the kept rows of the days before `day`: the retention pruner's, whose
-    readings it deletes (a row of a day whose readings are gone must not outlive them)."""
-    await session.execute(delete(TelemetryDayDigest).where(TelemetryDayDigest.day < day))
+    """Forget the kept days before `day`, with the rest of their months: the retention
+    pruner's, whose readings it deletes (a kept digest must not outlive its readings)."""
+    month = (day - timedelta(days=1)).replace(day=1)
+    await session.execute(delete(TelemetryDayDigest).where(TelemetryDayDigest.month <= month))
 
 
 class DayDigests:
@@ -209,26 +201,32 @@ class DayDigests:
         return today - timedelta(days=self._retention_days - KEEP_MARGIN_DAYS)
 
     async def keep(self, fresh: list[KeptDay]) -> int:
-        """Keep the rows a draft or the pass digested: closed days only (before today, in
-        UTC), past the retention margin; a row already kept for the day is replaced. In
-        (device, day) order, so two writers never wait on each other's rows crosswise."""
+        """Keep the days a draft or the pass digested: closed days only (before today, in
+        UTC), past the retention margin; a day already kept is replaced, its month's other
+        days stay. Months in (device, month) order, so two writers never wait on each
+        other's rows crosswise. The number of days kept."""
         low, today = self.keepable_from(), utcnow().date()
-        # One row a device and day (a statement may not write one twice), in key order.
-        chosen = {(row.device_id, row.day): row for row in fresh if low <= row.day < today}
-        rows = [chosen[key] for key in sorted(chosen)]
-        if not rows:
+        months: dict[tuple[int, date], dict[str, list[Any]]] = {}
+        for row in fresh:
+            if low <= row.day < today:
+                month = months.setdefault((row.device_id, row.day.replace(day=1)), {})
+                month[row.day.isoformat()] = row.entry()
+        if not months:
             return 0
+        rows = [
+            (device, month, orjson.dumps(months[device, month]).decode())
+            for device, month in sorted(months)
+        ]
         async with self._sessions.begin() as session:
             connection = await session.connection()
             raw = await connection.get_raw_connection()
             dialect = dialect_of(connection.dialect)
             for offset in range(0, len(rows), _KEEP_BATCH):
-                batch = rows[offset : offset + _KEEP_BATCH]
                 try:
-                    await dialect.keep_days(raw, batch)
+                    await dialect.keep_days(raw, rows[offset : offset + _KEEP_BATCH])
                 except Exception as error:  # the driver's own error, told as SQLAlchemy does
                     raise driver_error(connection.dialect, raw, error) from error
-        return len(rows)
+        return sum(len(days) for days in months.values())
 
     async def fill(self, day: date) -> tuple[int, int]:
         """Digest `day`'s stove-days that have no matching kept row, and keep them:

@@ -8,12 +8,13 @@ cutoff; the daily pass keeps a closed day's stove-days by itself."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from tests.conftest import Registry
 from tests.support.workflow_world import Workflow, build_workflow, send_reading
@@ -37,20 +38,31 @@ async def digested(registry: Registry, stoves: list[str], reuse: bool) -> Digest
 
 
 async def kept_rows(registry: Registry, stoves: list[str]) -> list[tuple[Any, ...]]:
-    """The stoves' kept rows (a PostgreSQL database is shared by a module's tests)."""
+    """The stoves' kept days, (device id, day, readings, digest), from their months' rows
+    (a PostgreSQL database is shared by a module's tests)."""
     async with registry.platform.sessionmaker() as session:
-        rows = await session.execute(
-            select(
-                TelemetryDayDigest.device_id,
-                TelemetryDayDigest.day,
-                TelemetryDayDigest.count,
-                TelemetryDayDigest.digest,
-            )
+        months = await session.execute(
+            select(TelemetryDayDigest.device_id, TelemetryDayDigest.days)
             .join(TelemetryDevice, TelemetryDevice.id == TelemetryDayDigest.device_id)
             .where(TelemetryDevice.did.in_(stoves))
-            .order_by(TelemetryDayDigest.device_id, TelemetryDayDigest.day)
         )
-        return [tuple(row) for row in rows]
+        return sorted(
+            (device, date.fromisoformat(day), entry[0], entry[4])
+            for device, days in months
+            for day, entry in days.items()
+        )
+
+
+async def edit_day(registry: Registry, day: date, edit: Callable[[list[Any]], Any]) -> None:
+    """Every kept month holding `day` rewritten: `edit` changes the day's entry in place,
+    or returns None to forget the day (as a hand in the database would)."""
+    async with registry.platform.sessionmaker.begin() as session:
+        for month in await session.scalars(select(TelemetryDayDigest)):
+            days = {key: list(entry) for key, entry in month.days.items()}  # a new value
+            if day.isoformat() in days:
+                if edit(days[day.isoformat()]) is None:
+                    del days[day.isoformat()]
+                month.days = days
 
 
 async def programme(registry: Registry) -> tuple[Workflow, list[str]]:
@@ -104,10 +116,7 @@ async def test_a_reading_on_a_day_with_no_kept_row_digests_its_stove_again(
 ) -> None:
     flow, stoves = await programme(registry)
     await flow.draft()
-    async with registry.platform.sessionmaker.begin() as session:
-        await session.execute(
-            TelemetryDayDigest.__table__.delete().where(TelemetryDayDigest.day == START)
-        )
+    await edit_day(registry, START, lambda entry: None)
     found = await digested(registry, stoves, reuse=True)
     assert found.reused == 0  # both stoves cooked on the day no longer kept
     assert found.digests == (await digested(registry, stoves, reuse=False)).digests
@@ -121,12 +130,12 @@ async def test_a_kept_row_is_never_what_a_verifier_checks(registry: Registry) ->
     flow, stoves = await programme(registry)
     period = (await flow.draft())["id"]
     forged = "sha256:" + "0" * 64
-    async with registry.platform.sessionmaker.begin() as session:
-        await session.execute(
-            update(TelemetryDayDigest)
-            .where(TelemetryDayDigest.day == date(2026, 10, 4))
-            .values(digest=forged)
-        )
+
+    def forge(entry: list[Any]) -> list[Any]:
+        entry[4] = forged
+        return entry
+
+    await edit_day(registry, date(2026, 10, 4), forge)
     await flow.draft()
     issued = await flow.through(period, stoves)
     assert issued["state"] == "issued"
@@ -136,7 +145,7 @@ async def test_a_kept_row_is_never_what_a_verifier_checks(registry: Registry) ->
     assert len(named) == len(stoves) and all(forged in d for d in named), verify_bundle(bundle)
 
 
-async def test_the_pruner_forgets_the_days_it_prunes_and_no_row_is_kept_near_its_cutoff(
+async def test_the_pruner_forgets_the_days_it_prunes_and_none_is_kept_near_its_cutoff(
     registry: Registry,
 ) -> None:
     flow, stoves = await programme(registry)
@@ -146,10 +155,8 @@ async def test_the_pruner_forgets_the_days_it_prunes_and_no_row_is_kept_near_its
     }
     pruned = await registry.platform.telemetry.store.prune(datetime(2026, 10, 5, 12, tzinfo=UTC))
     assert pruned > 0
-    # The day the cutoff falls in goes whole with the days before it.
-    assert {row[1] for row in await kept_rows(registry, stoves)} == {
-        START + timedelta(days=n) for n in range(5, 10)
-    }
+    # The month the cutoff falls in goes whole with the months before it.
+    assert await kept_rows(registry, stoves) == []
 
     # Retention of this many days puts the cutoff inside the period: the rows of the days
     # within KEEP_MARGIN_DAYS of it, and before, are not kept; today's day neither.

@@ -169,18 +169,17 @@ class Dialect(ABC):
     ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """What a draft checks its kept stove-day digests by (services.day_digests), asked
         of the driver's connection `raw`: (did, device id, readings from `low` to `high`)
-        of each of the devices `dids` with any, and (device id, day, count, first seq, last
-        seq, seen, digest) of their kept rows of the days from `start` to `end` of the
-        current form (the day as the driver gives a date: ISO text on SQLite). 300,000 of
-        them at 10,000 stoves x 30 days: SQLAlchemy's rows and date processing were half
-        of their read."""
+        of each of the devices `dids` with any, and (device id, days as JSON text) of their
+        kept months from `start`'s to `end`'s of the current form. Through the driver: at
+        10,000 stoves x 30 days, SQLAlchemy's rows were half of the read."""
 
     @abstractmethod
-    async def keep_days(self, raw: Any, rows: list[tuple[Any, ...]]) -> None:
-        """Write kept stove-day digests, (device id, day, form, count, first seq, last seq,
-        seen, digest) each, replacing a row kept for the same device and day, through the
-        driver's connection `raw` in its transaction: a first draft keeps 300,000 at 10,000
-        stoves x 30 days, which SQLAlchemy's executemany took 5 s to write."""
+    async def keep_days(self, raw: Any, rows: list[tuple[int, date, str]]) -> None:
+        """Merge kept stove-day digests into their months, (device id, month, days as JSON
+        text) each, through the driver's connection `raw` in its transaction: a day already
+        kept is replaced, the month's other days stay (a month of another form is replaced
+        whole). One statement whatever the count (SQLAlchemy's executemany took 5 s for a
+        first draft's 300,000 stove-days)."""
 
     @abstractmethod
     async def stove_facts(self, raw: Any, dids: list[str]) -> list[tuple[Any, ...]]:
@@ -205,22 +204,20 @@ RAW_READINGS = (  # the two dialects' statement: the DIDs' placeholder and the v
     " WHERE d.did {dids} AND r.time >= {low} AND r.time < {high}"
     " ORDER BY d.did, r.time, r.seq"
 )
-READING_COUNTS = (  # the two dialects' statements for `kept_days`, placeholders in {}
+READING_COUNTS = (  # each device's readings in a period (`kept_days`), placeholders in {}
     "SELECT d.did, d.id, count(*) FROM telemetry_devices d"
     " JOIN telemetry_readings r ON r.device_id = d.id"
     " WHERE d.did {dids} AND r.time >= {low} AND r.time < {high} GROUP BY d.id, d.did"
 )
-KEPT_DAYS = (
-    "SELECT k.device_id, k.day, k.count, k.first_seq, k.last_seq, k.seen, k.digest"
-    " FROM telemetry_devices d JOIN telemetry_day_digests k ON k.device_id = d.id"
-    " WHERE d.did {dids} AND k.day >= {start} AND k.day <= {end} AND k.form = {form}"
+KEPT_DAYS = (  # the two dialects' statements for `kept_days`, placeholders in {}
+    "SELECT k.device_id, {days} FROM telemetry_devices d"
+    " JOIN telemetry_day_digests k ON k.device_id = d.id"
+    " WHERE d.did {dids} AND k.month >= {start} AND k.month <= {end} AND k.form = {form}"
 )
-KEEP_DAYS = (  # the two dialects' upsert of kept stove-days; their rows' source in {}
-    "INSERT INTO telemetry_day_digests"
-    " (device_id, day, form, count, first_seq, last_seq, seen, digest) {}"
-    " ON CONFLICT (device_id, day) DO UPDATE SET form = excluded.form,"
-    " count = excluded.count, first_seq = excluded.first_seq, last_seq = excluded.last_seq,"
-    " seen = excluded.seen, digest = excluded.digest"
+KEEP_DAYS = (  # and for `keep_days`: the rows' source, and how a month's days merge
+    "INSERT INTO telemetry_day_digests (device_id, month, form, days) {}"
+    " ON CONFLICT (device_id, month) DO UPDATE SET form = excluded.form, days = CASE"
+    " WHEN telemetry_day_digests.form = excluded.form THEN {} ELSE excluded.days END"
 )
 # The form of the kept stove-day digests `kept_days` reads (telemetry_day_digests.form): how
 # services.day_digests makes them; a row of another form is never read.

@@ -298,21 +298,25 @@ class PostgreSQL(Dialect):
         counts = await driver.fetch(
             READING_COUNTS.format(dids="= ANY($1::text[])", low="$2", high="$3"), dids, low, high
         )
-        kept = await driver.fetch(
-            KEPT_DAYS.format(dids="= ANY($1::text[])", start="$2", end="$3", form=DAY_DIGEST_FORM),
-            dids,
-            start,
-            end,
+        sql = KEPT_DAYS.format(
+            days="k.days::text",
+            dids="= ANY($1::text[])",
+            start="$2",
+            end="$3",
+            form=DAY_DIGEST_FORM,
         )
+        kept = await driver.fetch(sql, dids, start.replace(day=1), end.replace(day=1))
         return counts, kept  # records index and unpack as tuples do
 
-    async def keep_days(self, raw: Any, rows: list[tuple[Any, ...]]) -> None:
+    async def keep_days(self, raw: Any, rows: list[tuple[int, date, str]]) -> None:
         source = (
-            "SELECT * FROM unnest($1::integer[], $2::date[], $3::integer[], $4::bigint[],"
-            " $5::bigint[], $6::bigint[], $7::text[], $8::text[])"
+            "SELECT device_id, month, $4::integer, days::jsonb"
+            " FROM unnest($1::integer[], $2::date[], $3::text[]) AS u(device_id, month, days)"
         )
+        # jsonb's || merges two objects, the right one's keys winning.
+        sql = KEEP_DAYS.format(source, "telemetry_day_digests.days || excluded.days")
         columns = [list(column) for column in zip(*rows, strict=True)]
-        await raw.driver_connection.execute(KEEP_DAYS.format(source), *columns)
+        await raw.driver_connection.execute(sql, *columns, DAY_DIGEST_FORM)
 
     async def raw_readings(
         self, raw: Any, dids: list[str], low: datetime, high: datetime

@@ -270,16 +270,19 @@ class SQLite(Dialect):
             READING_COUNTS.format(dids=among, low="?", high="?"), (*dids, _text(low), _text(high))
         )
         kept = await driver.execute_fetchall(
-            KEPT_DAYS.format(dids=among, start="?", end="?", form=DAY_DIGEST_FORM),
-            (*dids, start.isoformat(), end.isoformat()),
+            KEPT_DAYS.format(days="k.days", dids=among, start="?", end="?", form=DAY_DIGEST_FORM),
+            (*dids, start.replace(day=1).isoformat(), end.replace(day=1).isoformat()),
         )
         return counts, kept
 
-    async def keep_days(self, raw: Any, rows: list[tuple[Any, ...]]) -> None:
-        # A date as SQLAlchemy keeps it on SQLite: its ISO text.
-        sent = [(device, day.isoformat(), *rest) for device, day, *rest in rows]
+    async def keep_days(self, raw: Any, rows: list[tuple[int, date, str]]) -> None:
+        # A date as SQLAlchemy keeps it on SQLite: its ISO text. json_patch merges objects.
+        sql = KEEP_DAYS.format(
+            "VALUES (?, ?, ?, ?)", "json_patch(telemetry_day_digests.days, excluded.days)"
+        )
         await raw.driver_connection.executemany(
-            KEEP_DAYS.format("VALUES (?, ?, ?, ?, ?, ?, ?, ?)"), sent
+            sql,
+            [(device, month.isoformat(), DAY_DIGEST_FORM, days) for device, month, days in rows],
         )
 
     async def raw_readings(

@@ -1,5 +1,6 @@
 """telemetry: each stove-day's digest kept once a draft (or the daily pass) has made it,
-so a monitoring period's draft reads one small row a stove-day instead of its readings
+one row a device and month, so a monitoring period's draft reads a few rows a stove
+instead of its readings
 
 Revision ID: 0033
 Revises: 0032
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = "0033"
 down_revision: str | None = "0032"
@@ -21,14 +23,14 @@ def upgrade() -> None:
     op.create_table(
         "telemetry_day_digests",
         sa.Column("device_id", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("day", sa.Date(), nullable=False),
+        sa.Column("month", sa.Date(), nullable=False),
         sa.Column("form", sa.Integer(), nullable=False),
-        sa.Column("count", sa.BigInteger(), nullable=False),
-        sa.Column("first_seq", sa.BigInteger(), nullable=False),
-        sa.Column("last_seq", sa.BigInteger(), nullable=False),
-        sa.Column("seen", sa.Text(), nullable=True),
-        sa.Column("digest", sa.String(length=100), nullable=False),
-        sa.PrimaryKeyConstraint("device_id", "day", name=op.f("pk_telemetry_day_digests")),
+        sa.Column(
+            "days",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.PrimaryKeyConstraint("device_id", "month", name=op.f("pk_telemetry_day_digests")),
         sqlite_with_rowid=False,
     )
 

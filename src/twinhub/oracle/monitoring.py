@@ -50,7 +50,7 @@ from twinhub.services.credited_days import held
 from twinhub.services.day_digests import DayDigests, Digested, digest_days
 from twinhub.services.domains import ACTIVE, verified_project
 from twinhub.services.ledger import Ledger
-from twinhub.services.mrv_inputs import device_identities, stove_periods
+from twinhub.services.mrv_inputs import stove_periods
 from twinhub.services.project_documents import ProjectDocuments
 from twinhub.services.protocols import ProtocolService, ProtocolView
 from twinhub.services.surveys import SurveyService
@@ -308,8 +308,8 @@ class MonitoringService:
         if stoves is None:
             stoves = await self.stoves_of(session, project)
         reading = methodology_of(methodology).reading
-        periods = await stove_periods(session, stoves, start, end, reading)
-        identities = await device_identities(session, stoves)
+        identities: dict[str, str] = {}
+        periods = await stove_periods(session, stoves, start, end, reading, identities)
         credited = {
             stove: f"claim {claim}"
             for stove, claim in (await self.credited(session, project, stoves, start, end)).items()

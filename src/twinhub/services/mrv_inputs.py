@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from twinhub.db.dialects import DayRollups, Dialect, dialect_of
 from twinhub.db.driver import driver_error
-from twinhub.db.models import Domain, TelemetryDevice, TelemetryReading
+from twinhub.db.models import TelemetryDevice, TelemetryReading
 from twinhub.kernel.collector import collector_paused
 from twinhub.kernel.json_text import json_value
 from twinhub.mrv.meter import METER_READING, Reading
@@ -35,10 +35,6 @@ from twinhub.mrv.rollups import stove_periods as periods_of
 
 T = TypeVar("T")
 _CHUNK = 500  # stoves per IN (...) list
-# Built once (each claim's evaluation runs it): a domain's facts (device_identities).
-_FACTS = select(Domain.did, Domain.properties, Domain.verified, Domain.status).where(
-    Domain.did.in_(bindparam("dids", expanding=True))
-)
 
 
 async def stove_periods(
@@ -47,6 +43,7 @@ async def stove_periods(
     start: date,
     end: date,
     reading: Reading = METER_READING,
+    identities: dict[str, str] | None = None,
 ) -> list[StovePeriod]:
     """Each stove's facts and days from `start` to `end` (inclusive), in the given order,
     read by the methodology's rules (`Methodology.reading`, mrv.rollups); a stove that is
@@ -57,7 +54,10 @@ async def stove_periods(
     `day_rollups`), from which mrv.rollups makes a chunk's days at once: no ORM row, type
     processing or tuple per value on the way. The
     registry facts and enrolment come the same way, one statement a chunk (`stove_facts`);
-    a chunk's rollups are read while the chunk before is made into periods."""
+    a chunk's rollups are read while the chunk before is made into periods. `identities`:
+    each stove's device identity put there from the same facts (mrv.period_inputs.
+    device_identity; its DID where it is no domain), for a period's one-credit-a-device
+    rule."""
     periods: dict[str, StovePeriod] = {}
     low, high = day_start(start), day_start(end + timedelta(days=1))
     unique = list(dict.fromkeys(stoves))
@@ -74,6 +74,8 @@ async def stove_periods(
                 raise driver_error(connection.dialect, raw, error) from error
 
         facts: dict[str, tuple[dict[str, Any], bool, str]] = {}  # properties, verified, status
+        if identities is not None:
+            identities.update((did, did) for did in unique)  # a stove that is no domain
         stocked: set[str] = set()  # those with an enrolled device
         for chunk in chunks:
             for did, properties, verified, status, enrolled in await read(
@@ -82,6 +84,8 @@ async def stove_periods(
                 if isinstance(properties, str | bytes):  # JSON text as the driver gives it
                     properties = json.loads(properties)
                 facts[did] = (dict(properties or {}), bool(verified), status)
+                if identities is not None:
+                    identities[did] = device_identity(did, properties)
                 if enrolled:
                     stocked.add(did)
         # The next chunk's rollups are asked for before this chunk's stoves are made, so the
@@ -221,15 +225,4 @@ async def stove_seen(
             for reading in readings:
                 by_day.setdefault(reading["time"][:10], []).append(reading["seq"])
             found[did] = {when: seen_ranges(seqs) for when, seqs in by_day.items()}
-    return found
-
-
-async def device_identities(session: AsyncSession, stoves: Sequence[str]) -> dict[str, str]:
-    """Each stove's device identity (serial and meter serial; its DID when it has none)."""
-    found = {did: did for did in stoves}
-    unique = list(dict.fromkeys(stoves))
-    for offset in range(0, len(unique), _CHUNK):
-        rows = await session.execute(_FACTS, {"dids": unique[offset : offset + _CHUNK]})
-        for did, properties, _verified, _status in rows:
-            found[did] = device_identity(did, properties)
     return found

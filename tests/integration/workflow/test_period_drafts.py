@@ -44,7 +44,7 @@ async def drafted(client: httpx.AsyncClient, location: str) -> dict[str, Any]:
 
 
 async def test_a_draft_past_the_wait_is_a_job_that_ends_with_the_same_period(
-    make_registry: RegistryFactory,
+    make_registry: RegistryFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     registry = await make_registry(oracle_draft_wait_seconds=0)
     flow = await build_workflow(registry)
@@ -53,10 +53,21 @@ async def test_a_draft_past_the_wait_is_a_job_that_ends_with_the_same_period(
     client = flow.world.operator_client
     path = f"/v1/domains/{flow.project}/monitoring-periods"
 
-    # Asked twice at once (a retry, a double click): one job, one draft.
+    # Asked twice at once (a retry, a double click): one job, one draft. The draft waits
+    # until both are answered: a loaded machine once let the first draft end before the
+    # second request was read, and a second draft of an ended one is a new job.
+    gate = asyncio.Event()
+    run = registry.platform.monitoring.run
+
+    async def gated(*args: Any, **kwargs: Any) -> Any:
+        await gate.wait()
+        return await run(*args, **kwargs)
+
+    monkeypatch.setattr(registry.platform.monitoring, "run", gated)
     started, twice = await asyncio.gather(
         client.post(path, json=SPAN), client.post(path, json=SPAN)
     )
+    gate.set()
     assert started.status_code == twice.status_code == 202, (started.text, twice.text)
     assert twice.json()["id"] == started.json()["id"]
     assert started.headers["Retry-After"] == "2"

@@ -61,7 +61,7 @@ class KeptDay(NamedTuple):
     count: int  # the readings it held
     first_seq: int
     last_seq: int
-    seen: list[list[int]]  # the runs of sequence numbers
+    seen: Runs  # the runs of sequence numbers
     digest: str
 
     def entry(self) -> list[Any]:
@@ -73,8 +73,8 @@ class KeptDay(NamedTuple):
 @dataclass
 class Digested:
     """What digesting a period's stove-days gave: each stove-day's digest and the runs of
-    sequence numbers it saw, the rows to keep (the days digested from their readings), and
-    how many stove-days came from kept rows and how many from their readings."""
+    sequence numbers it saw, the days to keep (those digested from their readings), and
+    how many stove-days came from kept days and how many from their readings."""
 
     digests: dict[tuple[str, date], str] = field(default_factory=dict)
     seen: dict[str, dict[str, Runs]] = field(default_factory=dict)
@@ -92,9 +92,9 @@ async def digest_days(
     reuse: bool,
 ) -> None:
     """Digest `stoves`' days from `start` to `end` (inclusive) into `into`: with `reuse`,
-    a day whose kept row still matches its readings' count and numbers is taken from it,
-    and the stoves with any other day are read and digested (their days then to keep);
-    without, every reading is read. The reads belong in the snapshot the period's figures
+    a stove whose kept days' counts add up to its readings in the period takes its kept
+    digests, and the others are read and digested (their days then to keep); without,
+    every reading is read. The reads belong in the snapshot the period's figures
     were read in (db.dialects.read_snapshot): exactly the readings behind them."""
     stale: list[str] = list(dict.fromkeys(stoves))
     devices: dict[str, int] = {}
@@ -134,8 +134,8 @@ async def _reused(
     into: Digested,
     devices: dict[str, int],
 ) -> list[str]:
-    """The stoves whose every reading of the period is on a day with a kept row that still
-    holds, served from those rows into `into`; the others returned (theirs to read), with
+    """The stoves whose every reading of the period is on a kept day that still holds,
+    served from their kept days into `into`; the others returned (theirs to read), with
     the device ids of all that have readings into `devices`. Through the driver (the
     dialect's `kept_days`): two statements a chunk of stoves."""
     low, high = day_start(start), day_start(end + timedelta(days=1))
@@ -162,8 +162,9 @@ async def _reused(
             )
         for did in chunk:
             device = devices.get(did)
-            if device is None:
-                continue  # no reading in the period: nothing to digest
+            if device is None:  # no reading in the period: no day, as reading them finds
+                into.seen[did] = {}
+                continue
             kept = by_device.get(device, ())
             # A day's count only grows (readings are only added), so the kept counts add up
             # to the stove's readings exactly when no kept day has gained one and no reading

@@ -104,6 +104,11 @@ async def test_a_draft_reuses_the_days_kept_and_digests_again_only_what_changed(
     assert late.reused == len(ours) and late.read == days - len(ours)
     assert late.seen[stoves[0]]["2026-10-03"][-1] == [99_001, 99_001]
 
+    # A DID with no reading in the period (no device at all here) has no day either way.
+    quiet = [flow.project]
+    assert (await digested(registry, quiet, reuse=True)).seen == {flow.project: {}}
+    assert (await digested(registry, quiet, reuse=False)).seen == {flow.project: {}}
+
     # Kept anew by the next draft: then every day is reused again.
     await flow.draft()
     settled = await digested(registry, stoves, reuse=True)

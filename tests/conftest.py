@@ -435,8 +435,10 @@ async def running_registry(
     app = create_registry_app(platform=platform, settings=settings)
     key = settings.security.bootstrap_api_key
     headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+    # Shutdown too: once in a full run (2026-11-29), the platform's stop after a hung
+    # PostgreSQL (test_registry_outage) took past the default 5 s beside another worker.
     async with (
-        LifespanManager(app, startup_timeout=30) as manager,
+        LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager,
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=manager.app),
             base_url="http://registry.test",

@@ -279,7 +279,7 @@ async def draft(
     async with platform.sessionmaker.begin() as session:
         await session.execute(delete(TelemetryDayDigest))
     c0 = time.process_time()
-    _, digested = await platform.day_digests.fill(end)
+    _, digested = await platform.day_digests.fill(end, end)
     figures["daily pass: one day of every stove (s cpu; stove-days digested)"] = (
         f"{time.process_time() - c0:.2f}; {digested}"
     )

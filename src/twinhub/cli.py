@@ -1114,7 +1114,7 @@ def oracle_keep_digests(
     (what the daily pass does for the last ORACLE_DAY_DIGESTS_DAYS days), so the first draft
     of a period among them reads one small row a stove-day instead of its readings: for a
     deployment's history, once. Days already kept and unchanged are skipped."""
-    from datetime import timedelta
+    from datetime import date
 
     from twinhub.kernel.clock import utcnow
 
@@ -1126,23 +1126,19 @@ def oracle_keep_digests(
     if last >= today:
         console.print(f"[red]--to must be a closed day, before today ({today.isoformat()})[/red]")
         raise typer.Exit(2)
-    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    days = (last - first).days + 1
 
     async def work(platform: Any) -> tuple[int, int]:
-        kept = made = 0
         with _telemetry_bar() as bar:  # on stderr: a year of a large programme takes minutes
-            task = bar.add_task("digesting stove-days", total=len(days))
-            for day in days:
-                bar.update(task, description=f"digesting {day.isoformat()}")
-                already, now = await platform.day_digests.fill(day)
-                kept, made = kept + already, made + now
-                bar.advance(task)
-        return kept, made
+            task = bar.add_task(f"digesting from {first.isoformat()}", total=days)
+
+            async def each(day: date) -> None:
+                bar.update(task, description=f"digested {day.isoformat()}", advance=1)
+
+            return await platform.day_digests.fill(first, last, each)
 
     kept, made = _with_platform(work)
-    console.print(
-        f"{made:,} stove-days digested and kept, {kept:,} already kept, over {len(days)} days"
-    )
+    console.print(f"{made:,} stove-days digested and kept, {kept:,} already kept, over {days} days")
 
 
 def _require_database() -> None:

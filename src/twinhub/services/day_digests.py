@@ -21,7 +21,7 @@ readings themselves (oracle.monitoring `inputs` without `into`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, NamedTuple
@@ -59,15 +59,14 @@ class KeptDay(NamedTuple):
     device_id: int
     day: date
     count: int  # the readings it held
-    first_seq: int
-    last_seq: int
-    seen: Runs  # the runs of sequence numbers
+    seen: Runs  # the runs of sequence numbers, in order
     digest: str
 
     def entry(self) -> list[Any]:
-        """Its value in the month's `days`: the runs null when one, first to last."""
+        """Its value in the month's `days`: [readings, first seq, last seq, the runs (null
+        when one, first to last), digest]."""
         runs = None if len(self.seen) == 1 else self.seen
-        return [self.count, self.first_seq, self.last_seq, runs, self.digest]
+        return [self.count, self.seen[0][0], self.seen[-1][1], runs, self.digest]
 
 
 @dataclass
@@ -116,13 +115,10 @@ async def digest_days(
             when = date.fromisoformat(day)
             digest = stored_readings_digest(day_rows)
             into.digests[stove, when] = digest
-            seqs = [row[0] for row in day_rows]
-            runs = days[day] = seen_ranges(seqs)
+            runs = days[day] = seen_ranges(row[0] for row in day_rows)
             into.read += 1
             if device is not None:
-                into.fresh.append(
-                    KeptDay(device, when, len(day_rows), min(seqs), max(seqs), runs, digest)
-                )
+                into.fresh.append(KeptDay(device, when, len(day_rows), runs, digest))
         into.seen[stove] = days
 
 
@@ -229,21 +225,27 @@ class DayDigests:
                     raise driver_error(connection.dialect, raw, error) from error
         return sum(len(days) for days in months.values())
 
-    async def fill(self, day: date) -> tuple[int, int]:
-        """Digest `day`'s stove-days that have no matching kept row, and keep them:
-        (stove-days already kept, stove-days digested now)."""
+    async def fill(
+        self, first: date, last: date, each: Callable[[date], Awaitable[None]] | None = None
+    ) -> tuple[int, int]:
+        """Digest the stove-days from `first` to `last` (inclusive) that have no matching
+        kept day, a day at a time, and keep them: (stove-days already kept, stove-days
+        digested now). `each` hears of each day done (a command's progress)."""
         async with self._sessions() as session:
             stoves = list((await session.scalars(select(TelemetryDevice.did))).all())
         reused = made = 0
-        for offset in range(0, len(stoves), _CHUNK):
-            into = Digested()
-            async with self._sessions() as session:
-                with collector_paused():  # a chunk's readings: many small objects, no cycle
-                    await digest_days(
-                        session, stoves[offset : offset + _CHUNK], day, day, into, True
-                    )
-            await self.keep(into.fresh)
-            reused, made = reused + into.reused, made + into.read
+        for back in range((last - first).days + 1):
+            day = first + timedelta(days=back)
+            for offset in range(0, len(stoves), _CHUNK):
+                into = Digested()
+                async with self._sessions() as session:
+                    with collector_paused():  # a chunk's readings: small objects, no cycle
+                        chunk = stoves[offset : offset + _CHUNK]
+                        await digest_days(session, chunk, day, day, into, True)
+                await self.keep(into.fresh)
+                reused, made = reused + into.reused, made + into.read
+            if each is not None:
+                await each(day)
         return reused, made
 
     async def run(self, interval_seconds: float, days: int) -> None:
@@ -251,14 +253,11 @@ class DayDigests:
         `interval_seconds` (a day's rows once; after that only its late readings' days)."""
         while True:
             today = utcnow().date()
-            for back in range(days, 0, -1):
-                day = today - timedelta(days=back)
-                try:
-                    reused, made = await self.fill(day)
-                    if made:
-                        log.info("day digests kept", day=day.isoformat(), made=made, kept=reused)
-                except Exception as error:  # retried next round, never fatal
-                    log.warning(
-                        "day digests failed", day=day.isoformat(), error=type(error).__name__
-                    )
+            first, last = today - timedelta(days=days), today - timedelta(days=1)
+            try:
+                reused, made = await self.fill(first, last)
+                if made:
+                    log.info("day digests kept", days=days, made=made, kept=reused)
+            except Exception as error:  # retried next round, never fatal
+                log.warning("day digests failed", error=type(error).__name__)
             await asyncio.sleep(interval_seconds)

@@ -184,8 +184,8 @@ async def test_the_daily_pass_keeps_a_closed_days_stove_days_once(registry: Regi
     day = date(2026, 10, 2)
     days = registry.platform.day_digests
     # Other tests' stoves may share the database: the pass's counts include theirs.
-    assert (await days.fill(day))[1] >= 2
-    assert (await days.fill(day))[1] == 0  # nothing left to digest
+    assert (await days.fill(day, day))[1] >= 2
+    assert (await days.fill(day, day))[1] == 0  # nothing left to digest
     kept = await kept_rows(registry, stoves)
     assert [row[1] for row in kept] == [day, day]
     assert {row[3] for row in kept} == {reference.digests[stove, day] for stove in stoves}
